@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Idempotent set-up of a development machine: Debian packages, a virtual environment with the
+# package, mpi4py built against the system Open MPI, and the Horovod wheel (built once, cached).
+# Called by `make setup`; safe to run again; downloads and builds are cached under $FABBENCH_CACHE.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+venv=${VENV:-$here/.venv}
+cache=${FABBENCH_CACHE:-$HOME/.cache/fabbench}
+wheels=$cache/wheels
+mkdir -p "$wheels"
+# shellcheck source=containers/versions.env
+. "$here/containers/versions.env"
+
+log() { printf '[setup] %s\n' "$*"; }
+
+# 1. Debian packages, only those missing.
+missing=()
+while read -r pkg; do
+  [ -z "$pkg" ] && continue
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done < <(grep -v '^#' "$here/.ci/apt-packages.txt")
+if [ "${#missing[@]}" -gt 0 ]; then
+  log "installing Debian packages: ${missing[*]}"
+  sudo_cmd=()
+  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+  export DEBIAN_FRONTEND=noninteractive
+  timeout 900 "${sudo_cmd[@]}" apt-get update -qq
+  timeout 1800 "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# 2. The virtual environment.
+if [ ! -x "$venv/bin/python" ]; then
+  log "creating $venv"
+  python3 -m venv "$venv"
+fi
+pip=("$venv/bin/python" -m pip --disable-pip-version-check -q)
+
+# 3. mpi4py compiled against this machine's Open MPI (the wheel on PyPI is not), cached.
+if ! ls "$wheels"/mpi4py-"$MPI4PY_VERSION"-*.whl >/dev/null 2>&1; then
+  log "building mpi4py $MPI4PY_VERSION against $(mpicc --showme:version 2>&1 | head -n1)"
+  "${pip[@]}" wheel --no-deps --no-binary mpi4py -w "$wheels" "mpi4py==$MPI4PY_VERSION"
+fi
+
+# 4. torch (CPU build on this machine), the package and its test tools.
+"${pip[@]}" install --find-links "$wheels" "torch==$TORCH_VERSION" "mpi4py==$MPI4PY_VERSION"
+"${pip[@]}" install -e "$here[comm,plots,dev]"
+
+# 5. Horovod with the C++17 fix, built once into the wheel cache (containers/horovod.sh).
+if ! "$venv/bin/python" -c "import horovod.torch" >/dev/null 2>&1; then
+  PYTHON="$venv/bin/python" WHEEL_DIR="$wheels" "$here/containers/horovod.sh"
+  "${pip[@]}" install --no-deps --find-links "$wheels" "horovod==$HOROVOD_VERSION"
+fi
+log "ready: $venv"

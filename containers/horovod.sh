@@ -1,0 +1,1 @@
+echo "placeholder"; exit 0

@@ -1,0 +1,2 @@
+"""fabbench."""
+__version__ = "0.1.0"
