@@ -49,6 +49,6 @@ fi
 # 5. Horovod with the C++17 fix, built once into the wheel cache (containers/horovod.sh).
 if ! "$venv/bin/python" -c "import horovod.torch" >/dev/null 2>&1; then
   PYTHON="$venv/bin/python" WHEEL_DIR="$wheels" "$here/containers/horovod.sh"
-  "${pip[@]}" install --no-deps --find-links "$wheels" "horovod==$HOROVOD_VERSION"
+  "${pip[@]}" install --find-links "$wheels" "horovod==$HOROVOD_VERSION"
 fi
 log "ready: $venv"

@@ -1,2 +1,115 @@
-def main():
-    pass
+"""The fabbench command line: parse options, call the library, print. No logic lives here."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+from typer.exceptions import Abort, Exit, TyperException
+
+from fabbench import __version__
+from fabbench.cli.options import Fabric, Json, Primitive, Ranks, Wire
+from fabbench.errors import FabbenchError
+
+app = typer.Typer(
+    name="fabbench", no_args_is_help=True, add_completion=False,
+    pretty_exceptions_enable=False, rich_markup_mode="rich",
+    help="What your network fabric and communication primitive cost data-parallel training.")
+
+
+@app.command()
+def run(
+    fabric: Fabric = "auto",
+    primitive: Primitive = None,
+    wire: Wire = "native",
+    ranks: Ranks = 2,
+    horovod_over: Annotated[str | None, typer.Option(
+        help="Horovod's controller: mpi or gloo.")] = None,
+    ops: Annotated[str | None, typer.Option(
+        help="Comma list of allreduce, allgather, reduce_scatter, broadcast, alltoall, "
+        "sendrecv. Default: all the primitive has.")] = None,
+    sizes: Annotated[str | None, typer.Option(
+        help="MIN:MAX[:FACTOR] or a comma list, units K/M/G (1024). Default 8:64M on CPU, "
+        "8:1G on GPU.")] = None,
+    dtypes: Annotated[str, typer.Option(help="Comma list: float32, float64, float16, "
+                                            "bfloat16.")] = "float32",
+    check: Annotated[bool, typer.Option(help="Verify every result; a wrong element fails "
+                                             "the run.")] = False,
+    device: Annotated[str | None, typer.Option(help="cpu or cuda. Default: cuda when GPUs "
+                                                    "are visible.")] = None,
+    timeout: Annotated[float, typer.Option(help="Seconds any operation may take (plus 1 s "
+                                                "per 100 MB) before every rank stops.")] = 30.0,
+    budget: Annotated[float, typer.Option(help="Measured seconds per point (op, size, "
+                                               "dtype).")] = 0.2,
+    min_samples: Annotated[int, typer.Option(help="Samples per point, at least.")] = 5,
+    max_samples: Annotated[int, typer.Option(help="Samples per point, at most.")] = 200,
+    out: Annotated[str | None, typer.Option(
+        "--out", "-o", help="Results file (JSON Lines). Default: results/<run id>-...")] = None,
+    iface: Annotated[str | None, typer.Option(
+        help="Network interface for TCP traffic. Default: lo for local ranks, else the "
+        "default route's.")] = None,
+    rdma_device: Annotated[str | None, typer.Option(
+        help="RDMA device (e.g. mlx5_0). Default: the first active port.")] = None,
+    dry_run: Annotated[bool, typer.Option(help="Print what would be set and launched; run "
+                                               "nothing.")] = False,
+) -> None:
+    """Run the collectives benchmark on real ranks.
+
+    Outside a job it starts --ranks local ranks; inside one (mpirun, srun, torchrun, a
+    Kubernetes job) it is one rank.
+
+    Example: [bold]fabbench run --fabric ethernet --primitive mpi --sizes 1K:16M --check[/]
+    """
+    from fabbench import runner
+
+    options = runner.RunOptions(
+        fabric=fabric, primitive=primitive, horovod_over=horovod_over, wire=wire, ranks=ranks,
+        ops=ops, sizes=sizes, dtypes=dtypes, check=check, device=device, timeout_s=timeout,
+        budget_s=budget, min_samples=min_samples, max_samples=max_samples, out=out, iface=iface,
+        rdma_device=rdma_device, argv=tuple(sys.argv))
+    if dry_run:
+        print(runner.dry_run(options))
+        return
+    outcome = runner.run(options)
+    if outcome.launched:
+        from fabbench.cli.show import show_run
+
+        show_run(outcome.plan.out)
+    raise typer.Exit(outcome.code)
+
+
+@app.command()
+def fabrics(json_out: Json = False) -> None:
+    """List the fabric profiles on the search path.
+
+    Example: [bold]fabbench fabrics[/]
+    """
+    from fabbench.cli.show import show_fabrics
+
+    show_fabrics(json_out)
+
+
+@app.command()
+def version() -> None:
+    """Print fabbench's version."""
+    print(__version__)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point: every known failure is one line on stderr and its exit code."""
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        code = app(args=argv or ["--help"], standalone_mode=False)
+    except TyperException as exc:  # usage errors of the parser: bad option, bad value
+        print(f"fabbench: error: {exc.format_message()}", file=sys.stderr)
+        sys.exit(exc.exit_code)
+    except Exit as exc:
+        sys.exit(exc.exit_code)
+    except (Abort, KeyboardInterrupt):
+        print("fabbench: interrupted", file=sys.stderr)
+        sys.exit(130)
+    except FabbenchError as exc:
+        print(f"fabbench: error: {exc}", file=sys.stderr)
+        sys.exit(exc.exit_code)
+    sys.exit(code if isinstance(code, int) else 0)

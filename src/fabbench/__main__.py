@@ -1,0 +1,3 @@
+from fabbench.cli.main import main
+
+main()

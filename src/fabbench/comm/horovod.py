@@ -1,0 +1,94 @@
+"""Horovod (horovod.torch) over its MPI or Gloo controller; NCCL for GPU tensors when built so."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from fabbench.comm.base import Communicator, captured_stderr
+from fabbench.comm.mpi import LibraryReport, parse_ompi_transport
+from fabbench.errors import RunError
+
+
+class HorovodComm(Communicator):
+    name = "horovod"
+    in_place_reduce = True
+
+    def __init__(self, *, over: str, device: str) -> None:
+        report = LibraryReport() if over == "mpi" else None
+        import torch
+
+        try:
+            import horovod.torch as hvd
+        except ImportError as exc:
+            raise RunError(f"horovod is not installed in this environment ({exc}); "
+                           "build it with containers/horovod.sh") from None
+        self._torch, self._hvd, self.over = torch, hvd, over
+        with captured_stderr() as captured:
+            hvd.init()
+            ok = (hvd.mpi_enabled() if over == "mpi" else hvd.gloo_enabled())
+            if ok:
+                hvd.allreduce(torch.ones(1), name="fabbench.connect")
+        if not ok:
+            raise RunError(f"horovod did not start its {over} controller "
+                           f"(mpi built: {hvd.mpi_built()}, gloo built: {hvd.gloo_built()})")
+        self._report = ""
+        if report is not None:
+            report.add(captured[0])
+            self._report = report.collect()
+            report.close()
+        self.rank, self.size = hvd.rank(), hvd.size()
+        self.device = "cpu"
+        if device == "cuda":
+            if not torch.cuda.is_available() or not hvd.nccl_built():
+                raise RunError("horovod with device cuda needs a GPU and a Horovod built with NCCL")
+            torch.cuda.set_device(hvd.local_rank() % torch.cuda.device_count())
+            self.device = f"cuda:{torch.cuda.current_device()}"
+
+    def array(self, host: np.ndarray, dtype: str) -> Any:
+        return self._torch.from_numpy(np.ascontiguousarray(host, np.float64)).to(
+            device=self.device, dtype=getattr(self._torch, dtype))
+
+    def host(self, buf: Any) -> np.ndarray:
+        return buf.detach().to("cpu", self._torch.float64).numpy()
+
+    def bind(self, op: str, send: Any, recv: Any) -> Callable[[], None]:
+        hvd = self._hvd
+        name = f"fabbench.{op}.{recv.numel()}.{recv.dtype}"
+        if op == "allreduce":
+            return lambda: hvd.allreduce_(recv, op=hvd.Sum, name=name)
+        if op == "allgather":
+            return lambda: recv.copy_(hvd.allgather(send, name=name))
+        if op == "reduce_scatter":
+            return lambda: recv.copy_(hvd.reducescatter(send, op=hvd.Sum, name=name))
+        if op == "broadcast":
+            return lambda: hvd.broadcast_(recv, root_rank=0, name=name)
+        if op == "alltoall":
+            return lambda: recv.copy_(hvd.alltoall(send, name=name))
+        raise KeyError(op)
+
+    def synchronize(self) -> None:
+        if self.device != "cpu":
+            self._torch.cuda.synchronize()
+
+    def barrier(self) -> None:
+        self._hvd.barrier()
+
+    def max_scalar(self, value: float) -> float:
+        t = self._torch.tensor([value], dtype=self._torch.float64)
+        return float(self._hvd.allreduce(t, op=self._hvd.Max, name="fabbench.max").item())
+
+    def gather_objects(self, obj: Any) -> list[Any]:
+        return self._hvd.allgather_object(obj, name="fabbench.objects")
+
+    def transport(self) -> str:
+        if self.device != "cpu":
+            return "horovod/nccl"
+        if self.over == "mpi":
+            return parse_ompi_transport(self._report)
+        return "gloo/tcp"
+
+    def close(self) -> None:
+        self._hvd.shutdown()

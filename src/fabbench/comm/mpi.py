@@ -1,0 +1,183 @@
+"""MPI through mpi4py: host buffers (numpy), or GPU buffers through CUDA-aware MPI.
+
+The transport is taken from Open MPI's own report: the rank turns on the selection verbosity of
+the pml/mtl/btl frameworks (and UCX's info log), captures what the library writes to stderr while
+it initialises and connects every peer, and parses the selected components from it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fabbench.comm.base import Communicator, captured_stderr, np_dtype
+from fabbench.errors import RunError
+
+# Set before MPI_Init: make Open MPI say what it selected (read back by parse_ompi_transport).
+REPORT_ENV = {
+    "OMPI_MCA_pml_base_verbose": "10",
+    "OMPI_MCA_mtl_base_verbose": "10",
+    "OMPI_MCA_btl_base_verbose": "30",
+    "OMPI_MCA_mtl_ofi_verbose": "100",
+    "UCX_LOG_LEVEL": "info",
+}
+
+
+class LibraryReport:
+    """Turns on the libraries' selection reports for this process and collects them: Open MPI's
+    verbose output on stderr (captured around initialisation) and UCX's log, which UCX writes to
+    stdout unless UCX_LOG_FILE names a file (here, a private one)."""
+
+    def __init__(self) -> None:
+        self._dir = tempfile.mkdtemp(prefix="fabbench-report-")
+        self._ucx_log = Path(self._dir, "ucx.log")
+        os.environ.update(REPORT_ENV)
+        os.environ["UCX_LOG_FILE"] = str(self._ucx_log)
+        self.text = ""
+
+    def add(self, captured: str) -> None:
+        self.text += captured
+
+    def collect(self) -> str:
+        ctypes.CDLL(None).fflush(None)  # C stdio buffers UCX's log file
+        try:
+            ucx = self._ucx_log.read_text(errors="replace")
+        except OSError:
+            ucx = ""
+        return self.text + "\n" + ucx
+
+    def close(self) -> None:
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+
+def parse_ompi_transport(text: str) -> str:
+    """"ob1/tcp", "ob1/vader", "ucx/tcp", "ucx/rc_mlx5+sysv", "cm/ofi/tcp;ofi_rxm", "cm/psm2"."""
+    pml = re.findall(r"selected (\w+) best priority", text)
+    if not pml:
+        raise RunError("Open MPI did not report which pml it selected")
+    pml_name = pml[-1]
+    if pml_name == "ob1":
+        btls = sorted({b for b in re.findall(r"select: init of component (\w+) returned success",
+                                              text) if b != "self"})
+        if not btls:
+            raise RunError("Open MPI selected pml ob1 but reported no btl besides self")
+        return "ob1/" + "+".join(btls)
+    if pml_name == "ucx":
+        tags = re.findall(r"ep_cfg\[\d+\]: tag\(([^)]*)\)", text)
+        tls = sorted({t.split("/")[0] for tag in tags for t in tag.split()} - {"self"})
+        if not tls:
+            raise RunError("UCX reported no transport for its endpoints (UCX_LOG_LEVEL=info)")
+        return "ucx/" + "+".join(tls)
+    if pml_name == "cm":
+        mtl = re.findall(r"Selected component \[(\w+)\]", text)
+        if not mtl:
+            raise RunError("Open MPI selected pml cm but reported no mtl")
+        if mtl[-1] == "ofi":
+            prov = re.findall(r"mtl:ofi:prov: (\S+)", text)
+            if not prov:
+                raise RunError("Open MPI's mtl ofi did not report its libfabric provider")
+            return f"cm/ofi/{prov[-1]}"
+        return f"cm/{mtl[-1]}"
+    return pml_name
+
+
+class MpiComm(Communicator):
+    name = "mpi"
+
+    def __init__(self, *, device: str) -> None:
+        report = LibraryReport()
+        import mpi4py
+
+        mpi4py.rc.initialize = False
+        mpi4py.rc.finalize = False
+        mpi4py.rc.threads = True
+        from mpi4py import MPI
+
+        self._MPI = MPI
+        with captured_stderr() as captured:
+            if not MPI.Is_initialized():
+                MPI.Init_thread(MPI.THREAD_MULTIPLE)
+            comm = MPI.COMM_WORLD
+            comm.Set_errhandler(MPI.ERRORS_RETURN)
+            # touch every peer so that lazily connected transports (UCX) report theirs
+            ones = np.ones(comm.Get_size(), np.int32)
+            comm.Alltoall(ones, np.empty_like(ones))
+            comm.Barrier()
+        report.add(captured[0])
+        self._report = report.collect()
+        report.close()
+        self._comm = comm
+        self.rank, self.size = comm.Get_rank(), comm.Get_size()
+        self.device = "cpu"
+        if device == "cuda":
+            import torch
+
+            if not torch.cuda.is_available():
+                raise RunError("mpi with device cuda needs a GPU and torch sees none")
+            torch.cuda.set_device(int(os.environ.get("FABBENCH_LOCAL_RANK", "0"))
+                                  % torch.cuda.device_count())
+            self._torch = torch
+            self.device = f"cuda:{torch.cuda.current_device()}"
+        self._scalar_in = np.zeros(1, np.float64)
+        self._scalar_out = np.zeros(1, np.float64)
+
+    def array(self, host: np.ndarray, dtype: str) -> Any:
+        if self.device == "cpu":
+            return np.ascontiguousarray(host, dtype=np_dtype(dtype))
+        torch = self._torch
+        return torch.from_numpy(host.astype(np_dtype(dtype))).to(self.device)
+
+    def host(self, buf: Any) -> np.ndarray:
+        if self.device == "cpu":
+            return np.asarray(buf, dtype=np.float64)
+        return buf.cpu().double().numpy()
+
+    def bind(self, op: str, send: Any, recv: Any) -> Callable[[], None]:
+        comm, SUM = self._comm, self._MPI.SUM
+        if op == "allreduce":
+            return lambda: comm.Allreduce(send, recv, SUM)
+        if op == "allgather":
+            return lambda: comm.Allgather(send, recv)
+        if op == "reduce_scatter":
+            return lambda: comm.Reduce_scatter_block(send, recv, SUM)
+        if op == "broadcast":
+            return lambda: comm.Bcast(recv, 0)
+        if op == "alltoall":
+            return lambda: comm.Alltoall(send, recv)
+        if op == "sendrecv":
+            nxt, prv = (self.rank + 1) % self.size, (self.rank - 1) % self.size
+            return lambda: comm.Sendrecv(send, nxt, 0, recv, prv, 0)
+        raise KeyError(op)
+
+    def synchronize(self) -> None:
+        if self.device != "cpu":
+            self._torch.cuda.synchronize()
+
+    def barrier(self) -> None:
+        self._comm.Barrier()
+
+    def max_scalar(self, value: float) -> float:
+        self._scalar_in[0] = value
+        self._comm.Allreduce(self._scalar_in, self._scalar_out, self._MPI.MAX)
+        return float(self._scalar_out[0])
+
+    def gather_objects(self, obj: Any) -> list[Any]:
+        return self._comm.allgather(obj)
+
+    def transport(self) -> str:
+        return parse_ompi_transport(self._report)
+
+    def library_version(self) -> str:
+        return self._MPI.Get_library_version().strip().splitlines()[0]
+
+    def close(self) -> None:
+        if not self._MPI.Is_finalized():
+            self._MPI.Finalize()

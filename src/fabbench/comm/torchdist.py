@@ -1,0 +1,120 @@
+"""torch.distributed communicators: Gloo (host or GPU tensors) and NCCL (GPU tensors)."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fabbench.comm.base import Communicator
+from fabbench.errors import RunError
+
+
+class TorchComm(Communicator):
+    in_place_reduce = True
+
+    def __init__(self, backend: str, *, rank: int, size: int, local_rank: int, device: str,
+                 timeout_s: float) -> None:
+        import torch
+        import torch.distributed as dist
+
+        self._torch, self._dist = torch, dist
+        self.name, self.rank, self.size = backend, rank, size
+        if backend == "nccl" or device == "cuda":
+            if not torch.cuda.is_available():
+                raise RunError(f"{backend} with device cuda needs a GPU and torch sees none")
+            torch.cuda.set_device(local_rank % torch.cuda.device_count())
+            self.device = f"cuda:{torch.cuda.current_device()}"
+        else:
+            self.device = "cpu"
+        self._nccl_log = Path(os.environ["NCCL_DEBUG_FILE"]) if "NCCL_DEBUG_FILE" in os.environ \
+            else None
+        try:
+            dist.init_process_group(backend, init_method="env://", rank=rank, world_size=size,
+                                    timeout=datetime.timedelta(seconds=timeout_s))
+        except Exception as exc:  # the rendezvous names what failed (address, port, timeout)
+            raise RunError(f"{backend} rendezvous at {os.environ.get('MASTER_ADDR')}:"
+                           f"{os.environ.get('MASTER_PORT')} failed: {exc}") from None
+        self._scalar = torch.zeros(1, dtype=torch.float64, device=self.device)
+
+    def array(self, host: np.ndarray, dtype: str) -> Any:
+        torch = self._torch
+        return torch.from_numpy(np.ascontiguousarray(host, dtype=np.float64)).to(
+            device=self.device, dtype=getattr(torch, dtype))
+
+    def host(self, buf: Any) -> np.ndarray:
+        return buf.detach().to("cpu", self._torch.float64).numpy()
+
+    def bind(self, op: str, send: Any, recv: Any) -> Callable[[], None]:
+        dist = self._dist
+        if op == "allreduce":
+            return lambda: dist.all_reduce(recv)
+        if op == "allgather":
+            return lambda: dist.all_gather_into_tensor(recv, send)
+        if op == "reduce_scatter":
+            return lambda: dist.reduce_scatter_tensor(recv, send)
+        if op == "broadcast":
+            return lambda: dist.broadcast(recv, src=0)
+        if op == "alltoall":
+            return lambda: dist.all_to_all_single(recv, send)
+        if op == "sendrecv":
+            nxt, prv = (self.rank + 1) % self.size, (self.rank - 1) % self.size
+            p2p = [dist.P2POp(dist.isend, send, nxt), dist.P2POp(dist.irecv, recv, prv)]
+
+            def sendrecv() -> None:
+                for work in dist.batch_isend_irecv(p2p):
+                    work.wait()
+            return sendrecv
+        raise KeyError(op)
+
+    def synchronize(self) -> None:
+        if self.device.startswith("cuda"):
+            self._torch.cuda.synchronize()
+
+    def barrier(self) -> None:
+        # an all-reduce rather than dist.barrier(): NCCL's barrier guesses the device
+        self._dist.all_reduce(self._scalar)
+        self.synchronize()
+
+    def max_scalar(self, value: float) -> float:
+        self._scalar.fill_(value)
+        self._dist.all_reduce(self._scalar, op=self._dist.ReduceOp.MAX)
+        return float(self._scalar.item())
+
+    def gather_objects(self, obj: Any) -> list[Any]:
+        out: list[Any] = [None] * self.size
+        self._dist.all_gather_object(out, obj)
+        return out
+
+    def transport(self) -> str:
+        if self.name == "gloo":
+            return "gloo/tcp"  # Gloo in torch has only its TCP transport on Linux
+        return nccl_transport(self._nccl_log)
+
+    def close(self) -> None:
+        if self._dist.is_initialized():
+            self._dist.destroy_process_group()
+
+
+def nccl_transport(log: Path | None) -> str:
+    """NCCL's own report (NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS=INIT,NET written to a file):
+    a channel "via NET/<name>" wins; else P2P or SHM between GPUs of one host."""
+    if log is None:
+        raise RunError("NCCL_DEBUG_FILE is not set: cannot tell which transport NCCL used")
+    texts = [p.read_text(errors="replace") for p in log.parent.glob(log.name.split("%")[0] + "*")]
+    text = "\n".join(texts)
+    m = re.search(r"via NET/([A-Za-z0-9_ ]+?)(?:/|\s|$)", text)
+    if m:
+        return f"nccl/{m.group(1)}"
+    m = re.search(r"via (P2P|SHM)(/[A-Za-z/]+)?", text)
+    if m:
+        return f"nccl/{m.group(1)}{m.group(2) or ''}"
+    m = re.search(r"Using network ([A-Za-z0-9_ ]+)", text)
+    if m:
+        return f"nccl/{m.group(1).strip()}"
+    raise RunError(f"NCCL did not report its transport in {log}")

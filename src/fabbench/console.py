@@ -1,0 +1,54 @@
+"""Everything printed for people: the streaming nccl-tests-style lines and the final table."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable
+from typing import Any, TextIO
+
+from rich.console import Console
+from rich.table import Table
+
+from fabbench.units import format_size
+
+HEADER = (f"#{'op':>15} {'size':>10} {'count':>11} {'type':>9} {'p50 us':>11} {'algbw':>8} "
+          f"{'busbw':>8} {'#wrong':>7}  transport")
+UNITS = (f"#{'':>15} {'(B)':>10} {'(elements)':>11} {'':>9} {'':>11} {'(GB/s)':>8} "
+         f"{'(GB/s)':>8} {'':>7}")
+
+
+def line(rec: dict[str, Any]) -> str:
+    wrong = "N/A" if rec["wrong"] is None else str(rec["wrong"])
+    return (f" {rec['op']:>15} {rec['bytes']:>10} {rec['count']:>11} {rec['dtype']:>9} "
+            f"{rec['time_us']['p50']:>11.2f} {rec['algbw_gbps']:>8.3f} {rec['busbw_gbps']:>8.3f} "
+            f"{wrong:>7}  {rec['transport']}")
+
+
+def stream_header(run: dict[str, Any], out: TextIO = sys.stdout) -> None:
+    print(f"# fabbench {run['run_id']}: fabric {run['fabric']} (wire {run['wire']}), "
+          f"primitive {run['primitive']}, {run['ranks']} ranks on {run['nodes']} node(s)",
+          file=out)
+    print(HEADER, file=out)
+    print(UNITS, file=out, flush=True)
+
+
+def results_table(records: Iterable[dict[str, Any]], title: str) -> Table:
+    table = Table(title=title, title_justify="left")
+    for name, justify in (("op", "left"), ("size", "right"), ("type", "left"),
+                          ("p50 µs", "right"), ("p99 µs", "right"), ("algbw GB/s", "right"),
+                          ("busbw GB/s", "right"), ("check", "center"), ("transport", "left")):
+        table.add_column(name, justify=justify)
+    for r in records:
+        check = {True: "[green]ok[/]", False: f"[red]{r.get('wrong')} wrong[/]",
+                 None: "-"}[r["correct"]]
+        table.add_row(r["op"], format_size(r["bytes"]), r["dtype"], f"{r['time_us']['p50']:.2f}",
+                      f"{r['time_us']['p99']:.2f}", f"{r['algbw_gbps']:.3f}",
+                      f"{r['busbw_gbps']:.3f}", check, r["transport"])
+    return table
+
+
+def console(stderr: bool = False) -> Console:
+    # at least 120 columns when piped, so that tables are not squeezed into 80
+    probe = Console(stderr=stderr)
+    width = None if probe.is_terminal else max(probe.width, 120)
+    return Console(stderr=stderr, highlight=False, width=width)

@@ -1,0 +1,206 @@
+"""Load fabric profiles (TOML) into validated, frozen dataclasses.
+
+Search path, later entries win for the same name:
+  1. the profiles shipped in the package (fabbench/fabrics/profiles/*.toml)
+  2. /etc/fabbench/fabrics/*.toml         (a site's own, e.g. baked into its image)
+  3. ~/.config/fabbench/fabrics/*.toml    (a user's own)
+  4. each directory in $FABBENCH_PROFILE_PATH (colon-separated)
+``--fabric`` also takes the path of a profile file directly.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+
+import tomllib
+
+from fabbench.errors import UsageError
+
+BUILTIN_DIR = Path(__file__).parent / "profiles"
+PRIMITIVE_SECTIONS = ("mpi", "gloo", "nccl")  # horovod runs over one of these
+HARDWARE = ("none", "infiniband", "omnipath")
+WIRES = ("native", "tcp")
+_TOP_KEYS = {"name", "description", "hardware", "single_host", "env", "primitive", "wire"}
+_SECTION_KEYS = {"env", "mca", "transport"}
+_PLACEHOLDER = re.compile(r"\{(\w+)\}")
+_MCA_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def search_path() -> list[Path]:
+    dirs = [BUILTIN_DIR, Path("/etc/fabbench/fabrics"), Path.home() / ".config/fabbench/fabrics"]
+    dirs += [Path(p) for p in os.environ.get("FABBENCH_PROFILE_PATH", "").split(":") if p]
+    return dirs
+
+
+def _frozen(mapping: Mapping[str, str]) -> Mapping[str, str]:
+    return MappingProxyType(dict(mapping))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    """What one primitive needs on one fabric: environment, MCA parameters, accepted transports."""
+
+    env: Mapping[str, str] = field(default_factory=dict)
+    mca: Mapping[str, str] = field(default_factory=dict)
+    transport: tuple[str, ...] = ()
+
+    def resolve(self, values: Mapping[str, str]) -> Settings:
+        """Fill in "{iface}"-style placeholders; a placeholder without a value is a UsageError."""
+
+        def fill(text: str) -> str:
+            def sub(m: re.Match) -> str:
+                key = m.group(1)
+                if values.get(key) is None:
+                    raise UsageError(f"the fabric profile needs a value for {{{key}}}: "
+                                     f"give --{key.replace('_', '-')}")
+                return str(values[key])
+            return _PLACEHOLDER.sub(sub, text)
+
+        return Settings(env=_frozen({k: fill(v) for k, v in self.env.items()}),
+                        mca=_frozen({k: fill(v) for k, v in self.mca.items()}),
+                        transport=self.transport)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Profile:
+    name: str
+    description: str
+    hardware: str
+    single_host: bool
+    env: Mapping[str, str]
+    primitives: Mapping[str, Settings]
+    wires: Mapping[str, Mapping[str, Settings]]
+    source: str
+
+    def __post_init__(self) -> None:
+        if self.hardware not in HARDWARE:
+            raise UsageError(f"{self.source}: hardware must be one of {', '.join(HARDWARE)}, "
+                             f"not {self.hardware!r}")
+
+    def settings(self, primitive: str, wire: str = "native") -> Settings:
+        """The merged settings for a primitive (its base section, then the wire override)."""
+        section = self.wires.get(wire, {}).get(primitive) if wire != "native" else None
+        if wire != "native" and wire not in self.wires:
+            raise UsageError(f"fabric {self.name!r} has no --wire {wire} variant "
+                             f"(it has: {', '.join(['native', *self.wires]) })")
+        base = section or self.primitives.get(primitive)
+        if base is None:
+            raise UsageError(f"fabric {self.name!r} has no settings for primitive {primitive!r}")
+        return Settings(env=_frozen({**self.env, **base.env}), mca=base.mca,
+                        transport=base.transport)
+
+
+def _strings(table: object, where: str, pattern: re.Pattern) -> dict[str, str]:
+    if not isinstance(table, dict):
+        raise UsageError(f"{where}: expected a table of strings")
+    out = {}
+    for key, value in table.items():
+        if not pattern.match(key):
+            raise UsageError(f"{where}: bad name {key!r}")
+        if not isinstance(value, str | int | bool):
+            raise UsageError(f"{where}.{key}: expected a string, got {type(value).__name__}")
+        out[key] = str(value).lower() if isinstance(value, bool) else str(value)
+    return out
+
+
+def _section(table: object, where: str) -> Settings:
+    if not isinstance(table, dict):
+        raise UsageError(f"{where}: expected a table")
+    unknown = set(table) - _SECTION_KEYS
+    if unknown:
+        raise UsageError(f"{where}: unknown key {sorted(unknown)[0]!r} "
+                         f"(allowed: {', '.join(sorted(_SECTION_KEYS))})")
+    transport = table.get("transport", [])
+    if isinstance(transport, str):
+        transport = [transport]
+    if not transport or not all(isinstance(t, str) and t for t in transport):
+        raise UsageError(f"{where}.transport: expected a non-empty list of transport patterns")
+    return Settings(env=_frozen(_strings(table.get("env", {}), f"{where}.env", _ENV_NAME)),
+                    mca=_frozen(_strings(table.get("mca", {}), f"{where}.mca", _MCA_NAME)),
+                    transport=tuple(transport))
+
+
+def _primitives(table: object, where: str) -> Mapping[str, Settings]:
+    if not isinstance(table, dict):
+        raise UsageError(f"{where}: expected a table of primitives")
+    for name in table:
+        if name not in PRIMITIVE_SECTIONS:
+            raise UsageError(f"{where}: unknown primitive {name!r} "
+                             f"(allowed: {', '.join(PRIMITIVE_SECTIONS)})")
+    return MappingProxyType({n: _section(t, f"{where}.{n}") for n, t in table.items()})
+
+
+def parse_profile(data: dict, source: str) -> Profile:
+    unknown = set(data) - _TOP_KEYS
+    if unknown:
+        raise UsageError(f"{source}: unknown key {sorted(unknown)[0]!r} "
+                         f"(allowed: {', '.join(sorted(_TOP_KEYS))})")
+    for key in ("name", "primitive"):
+        if key not in data:
+            raise UsageError(f"{source}: missing key {key!r}")
+    if not isinstance(data["name"], str) or not re.match(r"^[a-z][a-z0-9_-]*$", data["name"]):
+        raise UsageError(f"{source}: name must be lower-case letters, digits, '-' or '_'")
+    wires_table = data.get("wire", {})
+    if not isinstance(wires_table, dict):
+        raise UsageError(f"{source}: [wire] must be a table")
+    wires = {}
+    for wire, table in wires_table.items():
+        if wire not in WIRES or wire == "native":
+            raise UsageError(f"{source}: unknown wire {wire!r} (allowed: tcp)")
+        if not isinstance(table, dict) or set(table) != {"primitive"}:
+            raise UsageError(f"{source}: [wire.{wire}] must hold only [wire.{wire}.primitive.*]")
+        wires[wire] = _primitives(table["primitive"], f"{source}: wire.{wire}.primitive")
+    single_host = data.get("single_host", False)
+    if not isinstance(single_host, bool):
+        raise UsageError(f"{source}: single_host must be true or false")
+    return Profile(
+        name=data["name"],
+        description=str(data.get("description", "")),
+        hardware=str(data.get("hardware", "none")),
+        single_host=single_host,
+        env=_frozen(_strings(data.get("env", {}), f"{source}: env", _ENV_NAME)),
+        primitives=_primitives(data["primitive"], f"{source}: primitive"),
+        wires=MappingProxyType(wires),
+        source=source,
+    )
+
+
+def read_profile(path: Path) -> Profile:
+    try:
+        data = tomllib.loads(path.read_text())
+    except OSError as exc:
+        raise UsageError(f"cannot read fabric profile {path}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{path}: not valid TOML: {exc}") from None
+    return parse_profile(data, str(path))
+
+
+def available_profiles() -> dict[str, Path]:
+    """Name -> file, over the search path (later directories override earlier ones)."""
+    found: dict[str, Path] = {}
+    for directory in search_path():
+        if directory.is_dir():
+            for path in sorted(directory.glob("*.toml")):
+                found[path.stem] = path
+    return found
+
+
+def load_profile(name_or_path: str) -> Profile:
+    """A profile by name (from the search path) or by the path of a .toml file."""
+    if name_or_path.endswith(".toml") or os.sep in name_or_path:
+        return read_profile(Path(name_or_path))
+    profiles = available_profiles()
+    if name_or_path not in profiles:
+        raise UsageError(f"unknown fabric {name_or_path!r} (known: "
+                         f"{', '.join(sorted([*profiles, 'auto']))})")
+    profile = read_profile(profiles[name_or_path])
+    if profile.name != name_or_path:
+        raise UsageError(f"{profile.source}: file is named {name_or_path!r} but says "
+                         f"name = {profile.name!r}")
+    return profile

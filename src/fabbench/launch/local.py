@@ -1,0 +1,129 @@
+"""The embedded launcher: start N ranks on this host and wait for them, with a deadline.
+
+mpi and horovod-over-mpi ranks are started by mpirun with the profile's MCA parameters on its
+command line; gloo and nccl ranks by a plain spawn with a TCP rendezvous (MASTER_ADDR/PORT);
+horovod-over-gloo by horovodrun --gloo. The first rank that fails ends the others.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+
+from fabbench.errors import RunError, UsageError
+from fabbench.launch.settings import Resolved
+from fabbench.plan import Plan
+
+RANK_MODULE = [sys.executable, "-m", "fabbench.launch.rank"]
+
+
+@dataclass
+class LaunchSpec:
+    """What will be run: one command per process group, each with its environment additions."""
+
+    commands: list[list[str]]
+    env: list[dict[str, str]] = field(default_factory=list)
+
+    def describe(self) -> str:
+        lines = []
+        for argv, env in zip(self.commands, self.env, strict=True):
+            shown = {k: v for k, v in env.items() if k != "FABBENCH_PLAN"}
+            prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(shown.items()))
+            lines.append(f"{prefix} {shlex.join(argv)}".strip())
+        return "\n".join(lines)
+
+
+def _beside_python(tool: str) -> str:
+    """A console script of this environment (a venv's bin/ need not be on PATH)."""
+    candidate = os.path.join(os.path.dirname(sys.executable), tool)
+    return candidate if os.access(candidate, os.X_OK) else tool
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def build(plan: Plan, resolved: Resolved) -> LaunchSpec:
+    env = resolved.env()
+    base = {"FABBENCH_PLAN": plan.to_json()}
+    if plan.launcher == "mpirun":
+        argv = ["mpirun", "-np", str(plan.ranks), "--oversubscribe", "--bind-to", "none"]
+        if os.geteuid() == 0:
+            argv.append("--allow-run-as-root")
+        for key, value in resolved.settings.mca.items():
+            argv += ["--mca", key, value]
+        for key in sorted([*resolved.settings.env, "FABBENCH_PLAN"]):
+            argv += ["-x", key]
+        return LaunchSpec([argv + RANK_MODULE], [{**resolved.settings.env, **base}])
+    if plan.launcher == "horovodrun":
+        argv = [_beside_python("horovodrun"), "--gloo", "-np", str(plan.ranks), "-H", f"localhost:{plan.ranks}",
+                "--start-timeout", str(int(plan.timeout_s))]
+        if plan.iface:
+            argv += ["--network-interfaces", plan.iface]
+        return LaunchSpec([argv + RANK_MODULE], [{**env, **base}])
+    port = str(free_port())
+    commands, envs = [], []
+    for rank in range(plan.ranks):
+        commands.append(list(RANK_MODULE))
+        envs.append({**env, **base, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port,
+                     "RANK": str(rank), "WORLD_SIZE": str(plan.ranks), "LOCAL_RANK": str(rank),
+                     "LOCAL_WORLD_SIZE": str(plan.ranks)})
+    return LaunchSpec(commands, envs)
+
+
+def wall_limit(plan: Plan) -> float:
+    """A bound for the whole run: start-up, then each point's budget and deadline."""
+    points = len(plan.ops) * len(plan.dtypes) * len(plan.sizes)
+    per_point = plan.policy.budget_s * 3 + max(plan.op_timeout(s) for s in plan.sizes)
+    return 2 * plan.timeout_s + 60 + points * per_point
+
+
+def run(spec: LaunchSpec, deadline_s: float) -> int:
+    """Start every process (each in its own session), stream their output, stop all of them
+    when one fails or the deadline passes. Returns the first non-zero exit code, or 0."""
+    procs: list[subprocess.Popen] = []
+    try:
+        for argv, extra in zip(spec.commands, spec.env, strict=True):
+            try:
+                procs.append(subprocess.Popen(argv, env={**os.environ, **extra},
+                                              start_new_session=True))
+            except FileNotFoundError:
+                raise UsageError(f"cannot start {argv[0]!r}: not found on PATH") from None
+        end = time.monotonic() + deadline_s
+        while True:
+            codes = [p.poll() for p in procs]
+            failed = [c for c in codes if c not in (None, 0)]
+            if failed:
+                time.sleep(0.5)  # let the others report their own error first
+                return failed[0]
+            if all(c == 0 for c in codes):
+                return 0
+            if time.monotonic() > end:
+                raise RunError(f"the run passed its wall-clock limit of {deadline_s:.0f} s "
+                               "(see --timeout); stopped all ranks")
+            time.sleep(0.05)
+    finally:
+        _stop(procs)
+
+
+def _stop(procs: list[subprocess.Popen]) -> None:
+    for sig, grace in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 3.0)):
+        alive = [p for p in procs if p.poll() is None]
+        if not alive:
+            return
+        for p in alive:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, sig)
+        end = time.monotonic() + grace
+        for p in alive:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.wait(timeout=max(0.0, end - time.monotonic()))

@@ -1,0 +1,147 @@
+"""One rank: apply the fabric, start the communicator, check the transport, run the workload,
+and (rank 0) write the records. Started by a launcher as ``python -m fabbench.launch.rank`` with
+the plan in FABBENCH_PLAN, or in-process by ``fabbench run`` inside a launched job."""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import socket
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from typing import Any
+
+from fabbench.comm import registry
+from fabbench.console import line, stream_header
+from fabbench.errors import DataCheckFailed, FabbenchError, TransportMismatch
+from fabbench.launch.discover import RankEnv, discover
+from fabbench.launch.settings import apply, resolve
+from fabbench.plan import Plan
+from fabbench.results import SCHEMA
+from fabbench.results.writer import ResultWriter
+from fabbench.sysinfo.inventory import inventory
+from fabbench.timing.deadline import Watchdog
+from fabbench.workloads.collectives import sweep
+
+
+def fault_rank(kind: str) -> int | None:
+    """The test hook FABBENCH_FAULT=<kind>:<rank> (e.g. corrupt:1)."""
+    spec = os.environ.get("FABBENCH_FAULT", "")
+    name, _, rank = spec.partition(":")
+    return int(rank) if name == kind and rank.isdigit() else None
+
+
+def run_rank(plan: Plan, me: RankEnv) -> int:
+    """Returns the exit code: 0 all fine, 1 a data check failed; raises on other failures."""
+    started = time.monotonic()
+    resolved = resolve(plan)
+    apply(resolved)
+    os.environ["FABBENCH_LOCAL_RANK"] = str(me.local_rank)
+    if plan.backend == "nccl":
+        os.environ.update({"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET",
+                           "NCCL_DEBUG_FILE": os.path.join(tempfile.mkdtemp(prefix="fabbench-"),
+                                                           "nccl.%h.%p")})
+    writer = ResultWriter(plan.out) if me.rank == 0 else None
+    counts = {"collective": 0}
+
+    def summary(ok: bool, error: str | None) -> dict[str, Any]:
+        return {"kind": "summary", "run_id": plan.run_id, "ok": ok, "counts": dict(counts),
+                "wall_s": round(time.monotonic() - started, 3), "error": error}
+
+    def close_run(ok: bool, error: str | None) -> None:
+        """The summary, only under a run record this process wrote."""
+        if writer is not None and writer.counts.get("run"):
+            writer.write(summary(ok, error))
+
+    def on_timeout(message: str) -> None:
+        close_run(False, message)
+
+    dog = Watchdog(me.rank, on_timeout)
+    try:
+        dog.arm(plan.timeout_s * 2, f"starting {plan.primitive} (rendezvous of "
+                                     f"{me.size} ranks)")
+        comm = registry.create(plan.primitive, rank_env=me.as_dict(), device=plan.device,
+                               horovod_over=plan.horovod_over, timeout_s=plan.timeout_s)
+        dog.arm(plan.timeout_s, "exchanging transports and host names")
+        transport = comm.transport()
+        peers = comm.gather_objects((transport, socket.gethostname()))
+        dog.disarm()
+        run = {"kind": "run", "run_id": plan.run_id, "schema": SCHEMA,
+               "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+               "argv": list(plan.argv), "fabric": resolved.profile.name, "wire": plan.wire,
+               "primitive": plan.primitive, "horovod_over": plan.horovod_over,
+               "device": plan.device, "ranks": comm.size,
+               "nodes": len({host for _, host in peers}), "transport": transport,
+               "expected_transport": list(resolved.settings.transport),
+               "picked": list(plan.picked), "profile_source": resolved.profile.source,
+               "profile_env": resolved.env(), "timing": plan.policy.__dict__}
+        if writer is not None:
+            run["provenance"] = inventory()
+            if hasattr(comm, "library_version"):
+                run["provenance"]["versions"]["mpi_library"] = comm.library_version()
+            writer.write(run)
+            stream_header(run)
+        _check_transport(peers, resolved.settings.transport, resolved.profile.name, plan.wire)
+        if resolved.profile.single_host and run["nodes"] > 1:
+            raise TransportMismatch(f"fabric {resolved.profile.name!r} is for one host, and "
+                                    f"the ranks run on {run['nodes']} hosts")
+        failed = False
+        for record in sweep(comm, plan, transport, dog.arm, fault_rank("corrupt")):
+            dog.disarm()
+            counts["collective"] += 1
+            failed |= record["correct"] is False
+            if writer is not None:
+                writer.write({**record, "run_id": plan.run_id})
+                print(line(record), flush=True)
+        dog.arm(plan.timeout_s, "finishing")
+        error = "data check failed: wrong elements (see records with correct=false)" \
+            if failed else None
+        close_run(not failed, error)
+        comm.close()
+        dog.disarm()
+        if failed:
+            raise DataCheckFailed(error)
+        return 0
+    except FabbenchError as exc:
+        close_run(False, str(exc))
+        raise
+    except Exception as exc:
+        close_run(False, f"{type(exc).__name__}: {exc}")
+        raise
+    finally:
+        dog.close()
+        if writer is not None:
+            writer.close()
+
+
+def _check_transport(peers: list[tuple[str, str]], patterns: tuple[str, ...], fabric: str,
+                     wire: str) -> None:
+    for rank, (transport, host) in enumerate(peers):
+        if not any(fnmatch.fnmatchcase(transport, p) for p in patterns):
+            raise TransportMismatch(
+                f"fabric {fabric!r} (wire {wire}) asked for transport {' or '.join(patterns)} "
+                f"but rank {rank} on {host} used {transport!r}")
+
+
+def main() -> int:
+    """Entry point of a launched rank."""
+    text = os.environ.get("FABBENCH_PLAN")
+    me = discover()
+    if text is None or me is None:
+        print("fabbench: error: this is a rank: start it through `fabbench run`", file=sys.stderr)
+        return 2
+    try:
+        return run_rank(Plan.from_json(text), me)
+    except FabbenchError as exc:
+        print(f"fabbench: error: rank {me.rank}: {exc}", file=sys.stderr, flush=True)
+        return exc.exit_code
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # MPI and Horovod may keep threads alive; this rank's work is done and its records durable
+    os._exit(code)

@@ -1,0 +1,152 @@
+"""`fabbench run` as a library call: options -> Plan -> launch (or be a rank) -> table."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+
+from fabbench.comm.registry import OPS, PRIMITIVES
+from fabbench.errors import UsageError
+from fabbench.launch import local
+from fabbench.launch.discover import discover
+from fabbench.launch.rank import run_rank
+from fabbench.launch.settings import resolve, resolve_fabric
+from fabbench.plan import DEFAULT_SIZES, Plan, gpus_visible
+from fabbench.results.writer import ResultWriter
+from fabbench.timing.engine import TimingPolicy
+from fabbench.units import parse_sizes
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RunOptions:
+    """The options of `fabbench run` as the user gave them (None: not given)."""
+
+    fabric: str = "auto"
+    primitive: str | None = None
+    horovod_over: str | None = None
+    wire: str = "native"
+    ranks: int = 2
+    ops: str | None = None
+    sizes: str | None = None
+    dtypes: str = "float32"
+    check: bool = False
+    device: str | None = None
+    timeout_s: float = 30.0
+    budget_s: float = 0.2
+    min_samples: int = 5
+    max_samples: int = 200
+    out: str | None = None
+    iface: str | None = None
+    rdma_device: str | None = None
+    argv: tuple[str, ...] = ()
+
+
+def _csv(text: str) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(p.strip() for p in text.split(",") if p.strip()))
+
+
+def make_plan(o: RunOptions, *, local_launch: bool) -> Plan:
+    picked = []
+    primitive = o.primitive
+    if primitive is None:
+        primitive = "nccl" if gpus_visible() else "mpi"
+        why = "GPUs visible" if primitive == "nccl" else "no GPU visible"
+        picked.append(f"primitive={primitive} ({why})")
+    if primitive not in PRIMITIVES:
+        raise UsageError(f"unknown primitive {primitive!r} (known: {', '.join(PRIMITIVES)})")
+    device = o.device or ("cuda" if primitive == "nccl" or gpus_visible() else "cpu")
+    fabric = o.fabric
+    if fabric == "auto":
+        fabric = resolve_fabric("auto")
+        picked.append(f"fabric={fabric} (detected)")
+    ops = _csv(o.ops) if o.ops else OPS[primitive]
+    run_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
+    out = o.out or str(Path("results") / f"{run_id}-{Path(fabric).stem}-{primitive}.jsonl")
+    return Plan(
+        fabric=fabric, primitive=primitive, horovod_over=o.horovod_over, wire=o.wire,
+        ranks=o.ranks, ops=ops, sizes=parse_sizes(o.sizes or DEFAULT_SIZES[device]),
+        dtypes=_csv(o.dtypes), check=o.check, device=device, timeout_s=o.timeout_s,
+        policy=TimingPolicy(budget_s=o.budget_s, min_samples=o.min_samples,
+                            max_samples=o.max_samples),
+        out=out, iface=o.iface or ("lo" if local_launch else None), rdma_device=o.rdma_device,
+        run_id=run_id, argv=o.argv, picked=tuple(picked))
+
+
+@dataclasses.dataclass
+class Outcome:
+    code: int
+    plan: Plan
+    launched: bool  # this process launched the ranks (else it was one)
+
+
+def dry_run(o: RunOptions) -> str:
+    """Exactly what would be set and launched."""
+    me = discover()
+    plan = make_plan(o, local_launch=me is None)
+    resolved = resolve(plan)
+    lines = [f"# fabric {resolved.profile.name} from {resolved.profile.source}",
+             f"# primitive {plan.primitive}" + (f" over {plan.horovod_over}"
+                                                if plan.horovod_over else ""),
+             f"# wire {plan.wire}, device {plan.device}, accepted transports: "
+             f"{', '.join(resolved.settings.transport)}"]
+    lines += [f"# picked {p}" for p in plan.picked]
+    lines.append("# environment:")
+    lines += [f"{k}={v}" for k, v in sorted(resolved.env().items())]
+    if me is None:
+        lines.append(f"# launch ({plan.ranks} local ranks):")
+        lines.append(local.build(plan, resolved).describe())
+    else:
+        lines.append(f"# this process is rank {me.rank} of {me.size} (started by {me.launcher})")
+    lines.append(f"# results: {plan.out}")
+    return "\n".join(lines)
+
+
+def run(o: RunOptions) -> Outcome:
+    me = discover()
+    plan = make_plan(o, local_launch=me is None)
+    if me is not None:
+        return Outcome(run_rank(plan, me), plan, launched=False)
+    resolved = resolve(plan)  # refuses missing hardware before anything starts
+    _refuse_existing(plan.out)
+    code = local.run(local.build(plan, resolved), local.wall_limit(plan))
+    _close_unfinished(plan, code)
+    return Outcome(code, plan, launched=True)
+
+
+def _refuse_existing(out: str) -> None:
+    if os.path.exists(out) and os.path.getsize(out) > 0:
+        raise UsageError(f"{out} already holds results; choose another --out "
+                         "(fabbench never overwrites results)")
+
+
+def _close_unfinished(plan: Plan, code: int) -> None:
+    """A run whose rank 0 died wrote no summary: say so in the file, keep everything else."""
+    path = Path(plan.out)
+    if not path.exists():
+        return
+    lines = path.read_bytes().split(b"\n")
+    last = next((ln for ln in reversed(lines) if ln.strip()), b"")
+    try:
+        if json.loads(last).get("kind") == "summary":
+            return
+    except ValueError:
+        pass
+    counts: dict[str, int] = {}
+    for ln in lines:
+        try:
+            kind = json.loads(ln)["kind"]
+        except (ValueError, KeyError, TypeError):
+            continue
+        counts[kind] = counts.get(kind, 0) + 1
+    counts.pop("run", None)
+    writer = ResultWriter(path)
+    if not path.read_bytes().endswith(b"\n"):
+        os.write(os.open(path, os.O_WRONLY | os.O_APPEND), b"\n")
+    writer.write({"kind": "summary", "run_id": plan.run_id, "ok": False, "counts": counts,
+                  "wall_s": 0.0,
+                  "error": f"the ranks ended with exit code {code} before the run finished"})
+    writer.close()

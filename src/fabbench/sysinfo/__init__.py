@@ -1,0 +1,1 @@
+"""What this host has: network interfaces, RDMA devices, GPUs, libraries. Reads only."""

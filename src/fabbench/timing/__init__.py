@@ -1,0 +1,1 @@
+"""One timing engine for every primitive."""

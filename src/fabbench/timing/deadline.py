@@ -1,0 +1,69 @@
+"""A watchdog that ends a rank whose blocking operation passes its deadline.
+
+A rank stuck inside MPI or Gloo cannot be interrupted from Python, so the watchdog thread reports
+what was pending and ends the process; the launcher (mpirun, or fabbench's own) then stops the
+other ranks. ``on_expire`` lets rank 0 record the failure in the results file first.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+
+TIMEOUT_EXIT_CODE = 124
+
+
+class Watchdog:
+    def __init__(self, rank: int, on_expire: Callable[[str], None] | None = None) -> None:
+        self._rank = rank
+        self._on_expire = on_expire
+        self._cond = threading.Condition()
+        self._deadline: float | None = None
+        self._what = ""
+        self._closed = False
+        self._thread = threading.Thread(target=self._watch, name="fabbench-watchdog", daemon=True)
+        self._thread.start()
+
+    def arm(self, seconds: float, what: str) -> None:
+        with self._cond:
+            self._deadline = time.monotonic() + seconds
+            self._what = f"{what} (deadline {seconds:.1f} s)"
+            self._cond.notify()
+
+    def disarm(self) -> None:
+        with self._cond:
+            self._deadline = None
+            self._cond.notify()
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify()
+        self._thread.join(timeout=1)
+
+    def _watch(self) -> None:
+        with self._cond:
+            while not self._closed:
+                if self._deadline is None:
+                    self._cond.wait()
+                    continue
+                left = self._deadline - time.monotonic()
+                if left > 0:
+                    self._cond.wait(timeout=left)
+                    continue
+                message = (f"rank {self._rank}: timed out in {self._what}: "
+                           "a peer rank did not arrive (died, hung or unreachable)")
+                break
+            else:
+                return
+        print(f"fabbench: error: {message}", file=sys.stderr, flush=True)
+        if self._on_expire is not None:
+            try:
+                self._on_expire(message)
+            except Exception as exc:  # the process ends either way; say why the record is missing
+                print(f"fabbench: error: could not record the timeout: {exc}", file=sys.stderr,
+                      flush=True)
+        os._exit(TIMEOUT_EXIT_CODE)

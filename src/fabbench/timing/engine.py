@@ -1,0 +1,102 @@
+"""Warm up, then sample; each sample times a batch of back-to-back operations and counts the
+slowest rank's time. Every decision (batch size, when to stop) is taken from values all ranks
+share after a max-reduction, so every rank runs exactly the same number of operations.
+
+The stopping rule follows IMB's spirit: at least ``min_samples``; stop once the median is stable
+(95% CI half-width under ``stable_rel``) or the time budget of this point is spent, and never take
+more than ``max_samples``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from fabbench.errors import UsageError
+from fabbench.timing.stats import median_ci_halfwidth
+
+
+@dataclass(frozen=True, kw_only=True)
+class TimingPolicy:
+    budget_s: float = 0.2  # measured time per point (op, size, dtype)
+    min_samples: int = 5
+    max_samples: int = 200
+    samples_target: int = 20  # the batch is sized so that the budget holds about this many
+    max_batch: int = 1000
+    warmup_s: float = 0.02
+    stable_rel: float = 0.01
+
+    def __post_init__(self) -> None:
+        if not self.budget_s > 0:
+            raise UsageError("budget must be > 0 seconds")
+        if not 1 <= self.min_samples <= self.max_samples:
+            raise UsageError("min samples must be between 1 and max samples")
+        if self.max_batch < 1 or self.samples_target < 1:
+            raise UsageError("max batch and samples target must be >= 1")
+
+
+@dataclass(frozen=True)
+class Measurement:
+    samples_us: tuple[float, ...]  # per-operation time of each sample, slowest rank
+    batch: int  # operations per sample
+    warmup: int  # operations run before the first sample
+
+    @property
+    def iters(self) -> int:
+        return self.batch * len(self.samples_us)
+
+
+class Group:
+    """What the engine needs from a communicator."""
+
+    def barrier(self) -> None: ...
+    def synchronize(self) -> None: ...
+    def max_scalar(self, value: float) -> float: ...
+
+
+def _clamp(value: float, lo: int, hi: int) -> int:
+    return int(max(lo, min(hi, value)))
+
+
+def measure(op: Callable[[], None], group: Group, policy: TimingPolicy,
+            arm: Callable[[float, str], None], timeout_s: float, what: str) -> Measurement:
+    """Time ``op``. ``arm(seconds, label)`` sets the watchdog before each blocking stretch."""
+    clock = time.perf_counter
+    arm(timeout_s, f"{what} (first call)")
+    group.barrier()
+    t0 = clock()
+    op()
+    group.synchronize()
+    t_one = max(group.max_scalar(clock() - t0), 1e-7)
+
+    warmup = _clamp(policy.warmup_s / t_one, 2, policy.max_batch)
+    arm(timeout_s + warmup * t_one * 4, f"{what} (warm-up)")
+    group.barrier()
+    t0 = clock()
+    for _ in range(warmup):
+        op()
+    group.synchronize()
+    t_op = max(group.max_scalar((clock() - t0) / warmup), 1e-7)
+
+    batch = _clamp(policy.budget_s / policy.samples_target / t_op, 1, policy.max_batch)
+    samples: list[float] = []
+    spent = 0.0
+    while True:
+        arm(timeout_s + batch * t_op * 4, what)
+        group.barrier()
+        t0 = clock()
+        for _ in range(batch):
+            op()
+        group.synchronize()
+        slowest = group.max_scalar((clock() - t0) / batch)
+        samples.append(slowest)
+        spent += slowest * batch
+        n = len(samples)
+        if n >= policy.max_samples:
+            break
+        if n >= policy.min_samples and (
+                spent >= policy.budget_s
+                or (n >= 10 and median_ci_halfwidth(samples) <= policy.stable_rel)):
+            break
+    return Measurement(tuple(s * 1e6 for s in samples), batch, warmup + 1)

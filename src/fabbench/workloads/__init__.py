@@ -1,0 +1,1 @@
+"""Workloads: what the ranks do (collectives sweep, training step, halo exchange)."""

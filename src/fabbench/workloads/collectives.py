@@ -1,0 +1,77 @@
+"""The collectives sweep: for each op, dtype and size, time it and (with --check) verify it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from fabbench.comm.base import Communicator
+from fabbench.plan import Plan
+from fabbench.timing.engine import measure
+from fabbench.timing.stats import summarize
+from fabbench.workloads.ops import OPS, expected, send_data
+
+
+def _buffers(comm: Communicator, op: str, counts: tuple[int, int], dtype: str) -> tuple[Any, Any]:
+    send = comm.array(send_data(op, comm.rank, comm.size, counts), dtype)
+    recv_init = send_data(op, comm.rank, comm.size, counts) if op == "broadcast" else \
+        np.zeros(counts[1])
+    return send, comm.array(recv_init, dtype)
+
+
+def check_once(comm: Communicator, op: str, counts: tuple[int, int], dtype: str,
+               corrupt: bool = False) -> tuple[bool, int, list[int]]:
+    """Fresh buffers, one operation, compare with the expected values on every rank.
+    Returns (all correct, wrong elements over all ranks, ranks with wrong elements)."""
+    send, recv = _buffers(comm, op, counts, dtype)
+    if op == "allreduce" and comm.in_place_reduce:
+        recv = comm.array(send_data(op, comm.rank, comm.size, counts), dtype)
+    comm.bind(op, send, recv)()
+    comm.synchronize()
+    got = comm.host(recv)
+    if corrupt:  # the test hook of FABBENCH_FAULT=corrupt: one flipped element
+        got = got.copy()
+        got[len(got) // 2] += 1.0
+    wrong = int(np.count_nonzero(got != expected(op, comm.rank, comm.size, counts)))
+    per_rank = comm.gather_objects(wrong)
+    bad = [r for r, w in enumerate(per_rank) if w]
+    return not bad, sum(per_rank), bad
+
+
+def sweep(comm: Communicator, plan: Plan, transport: str, arm: Callable[[float, str], None],
+          corrupt_rank: int | None = None) -> Iterator[dict[str, Any]]:
+    """Yield one collective record (without run_id) per measured point."""
+    n = comm.size
+    for op_name in plan.ops:
+        op = OPS[op_name]
+        for dtype in plan.dtypes:
+            for nbytes in plan.sizes:
+                counts = op.counts(nbytes, dtype, n)
+                if counts is None:
+                    continue
+                size = op.bytes_moved(counts, dtype)
+                send, recv = _buffers(comm, op_name, counts, dtype)
+                what = f"{op_name} of {size} bytes ({dtype})"
+                m = measure(comm.bind(op_name, send, recv), comm, plan.policy, arm,
+                            plan.op_timeout(size), what)
+                del send, recv
+                correct: bool | None = None
+                wrong: int | None = None
+                bad: list[int] = []
+                if plan.check:
+                    arm(plan.op_timeout(size), f"{what} (check)")
+                    correct, wrong, bad = check_once(comm, op_name, counts, dtype,
+                                                     corrupt=comm.rank == corrupt_rank)
+                times = summarize(m.samples_us)
+                algbw = size / (times["p50"] * 1e-6) / 1e9
+                yield {
+                    "kind": "collective", "op": op_name, "bytes": size, "count": max(counts),
+                    "dtype": dtype, "ranks": n, "transport": transport, "iters": m.iters,
+                    "samples": len(m.samples_us), "batch": m.batch, "warmup": m.warmup,
+                    "time_us": times, "samples_us": [round(s, 3) for s in m.samples_us],
+                    "algbw_gbps": algbw, "busbw_gbps": algbw * op.busbw_factor(n),
+                    "busbw_mean_gbps": size / (times["mean"] * 1e-6) / 1e9 * op.busbw_factor(n),
+                    "correct": correct, "wrong": wrong, "wrong_ranks": bad,
+                }
