@@ -96,6 +96,11 @@ def version() -> None:
     print(__version__)
 
 
+# Commands that live in their own modules (cli/<name>.py, each with `register(app)`), one line
+# each. Modules keep heavy imports inside their command functions so start-up stays fast.
+# (registrations below)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: every known failure is one line on stderr and its exit code."""
     argv = sys.argv[1:] if argv is None else argv

@@ -1,0 +1,35 @@
+# fabbench: two commands do all set-up on a fresh machine (see README.md)
+#   make demo   installs what it needs, then runs `fabbench run --fabric ethernet` on local ranks
+#   make test   installs, then runs every test
+SHELL := /bin/bash
+VENV ?= .venv
+export FABBENCH_CACHE ?= $(HOME)/.cache/fabbench
+STAMP := $(VENV)/.setup-done
+SETUP_INPUTS := pyproject.toml .ci/setup.sh .ci/apt-packages.txt containers/versions.env containers/horovod.sh
+TEST_TIMEOUT ?= 4800
+
+.PHONY: setup demo test test-fast lint bench clean
+
+setup: $(STAMP)
+
+$(STAMP): $(SETUP_INPUTS)
+	VENV=$(VENV) bash .ci/setup.sh
+	touch $@
+
+demo: setup
+	$(VENV)/bin/fabbench run --fabric ethernet
+
+test: setup
+	timeout $(TEST_TIMEOUT) $(VENV)/bin/python -m pytest
+
+test-fast: setup
+	$(VENV)/bin/python -m pytest tests/unit
+
+lint: setup
+	$(VENV)/bin/ruff check src tests bench
+
+bench: setup
+	$(VENV)/bin/python bench/fidelity.py
+
+clean:
+	rm -rf $(VENV) results .pytest_cache
