@@ -36,7 +36,7 @@ class RunOptions:
     check: bool = False
     device: str | None = None
     timeout_s: float = 30.0
-    budget_s: float = 0.2
+    budget_s: float = 0.1
     min_samples: int = 5
     max_samples: int = 200
     out: str | None = None
@@ -81,6 +81,7 @@ class Outcome:
     code: int
     plan: Plan
     launched: bool  # this process launched the ranks (else it was one)
+    error: str | None = None  # the launcher's one-line account of a failed run
 
 
 def dry_run(o: RunOptions) -> str:
@@ -113,8 +114,15 @@ def run(o: RunOptions) -> Outcome:
     resolved = resolve(plan)  # refuses missing hardware before anything starts
     _refuse_existing(plan.out)
     code = local.run(local.build(plan, resolved), local.wall_limit(plan))
+    error = None
+    if code != 0:
+        wrote = os.path.exists(plan.out)
+        error = (f"{plan.primitive} on fabric {resolved.profile.name!r} failed: the ranks exited "
+                 f"with code {code} " + ("(the results file says where)" if wrote else
+                                          "before writing any result (the library's own "
+                                          "message is above)"))
     _close_unfinished(plan, code)
-    return Outcome(code, plan, launched=True)
+    return Outcome(code, plan, launched=True, error=error)
 
 
 def _refuse_existing(out: str) -> None:

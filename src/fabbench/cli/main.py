@@ -41,7 +41,7 @@ def run(
     timeout: Annotated[float, typer.Option(help="Seconds any operation may take (plus 1 s "
                                                 "per 100 MB) before every rank stops.")] = 30.0,
     budget: Annotated[float, typer.Option(help="Measured seconds per point (op, size, "
-                                               "dtype).")] = 0.2,
+                                               "dtype).")] = 0.1,
     min_samples: Annotated[int, typer.Option(help="Samples per point, at least.")] = 5,
     max_samples: Annotated[int, typer.Option(help="Samples per point, at most.")] = 200,
     out: Annotated[str | None, typer.Option(
@@ -76,6 +76,8 @@ def run(
         from fabbench.cli.show import show_run
 
         show_run(outcome.plan.out)
+    if outcome.error:
+        print(f"fabbench: error: {outcome.error}", file=sys.stderr)
     raise typer.Exit(outcome.code)
 
 
@@ -99,6 +101,8 @@ def version() -> None:
 # Commands that live in their own modules (cli/<name>.py, each with `register(app)`), one line
 # each. Modules keep heavy imports inside their command functions so start-up stays fast.
 # (registrations below)
+from fabbench.cli import render as _render; _render.register(app)  # noqa: E402, E702
+from fabbench.cli import results as _results; _results.register(app)  # noqa: E402, E702
 
 
 def main(argv: list[str] | None = None) -> None:

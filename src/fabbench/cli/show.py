@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 from fabbench.console import console, results_table
 from fabbench.fabrics.profile import available_profiles, read_profile
@@ -10,6 +11,8 @@ from fabbench.results.reader import read_results
 
 
 def show_run(path: str) -> None:
+    if not os.path.exists(path):
+        return
     out = console()
     try:
         results = read_results(path)

@@ -65,7 +65,8 @@ def build(plan: Plan, resolved: Resolved) -> LaunchSpec:
             argv += ["-x", key]
         return LaunchSpec([argv + RANK_MODULE], [{**resolved.settings.env, **base}])
     if plan.launcher == "horovodrun":
-        argv = [_beside_python("horovodrun"), "--gloo", "-np", str(plan.ranks), "-H", f"localhost:{plan.ranks}",
+        argv = [_beside_python("horovodrun"), "--gloo", "-np", str(plan.ranks),
+                "-H", f"localhost:{plan.ranks}",
                 "--start-timeout", str(int(plan.timeout_s))]
         if plan.iface:
             argv += ["--network-interfaces", plan.iface]

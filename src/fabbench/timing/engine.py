@@ -19,7 +19,7 @@ from fabbench.timing.stats import median_ci_halfwidth
 
 @dataclass(frozen=True, kw_only=True)
 class TimingPolicy:
-    budget_s: float = 0.2  # measured time per point (op, size, dtype)
+    budget_s: float = 0.1  # measured time per point (op, size, dtype)
     min_samples: int = 5
     max_samples: int = 200
     samples_target: int = 20  # the batch is sized so that the budget holds about this many

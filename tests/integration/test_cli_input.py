@@ -1,0 +1,72 @@
+"""Bad input: one line on stderr, exit code 2, no traceback, results already written intact."""
+
+import pytest
+
+from conftest import fabbench
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["run", "--fabric", "token-ring"], "unknown fabric 'token-ring'"),
+    (["run", "--fabric", "ethernet", "--sizes", "12Q"], "bad size '12Q'"),
+    (["run", "--fabric", "ethernet", "--ranks", "0"], "ranks must be between"),
+    (["run", "--fabric", "ethernet", "--ranks", "many"], "--ranks"),
+    (["run", "--fabric", "ethernet", "--primitive", "smoke-signals"], "unknown primitive"),
+    (["run", "--fabric", "ethernet", "--ops", "allreduce,scan"], "no operation 'scan'"),
+    (["run", "--fabric", "ethernet", "--dtypes", "float16"], "does not support dtype"),
+    (["run", "--fabric", "ethernet", "--primitive", "nccl", "--device", "cpu"], "GPU"),
+    (["run", "--fabric", "infiniband"], "--wire tcp"),
+    (["run", "--fabric", "omnipath", "--primitive", "mpi"], "--wire tcp"),
+    (["run", "--fabric", "ethernet", "--wire", "tcp"], "no --wire tcp"),
+    (["run", "--fabric", "ethernet", "--timeout", "-1"], "timeout"),
+    (["run", "--fabric", "ethernet", "--horovod-over", "gloo"], "--horovod-over"),
+    (["run", "--no-such-option"], "No such option"),
+    (["frobnicate"], "No such command"),
+])
+def test_bad_input_one_line_exit_2(args, needle):
+    p = fabbench(*args, timeout=60)
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1, p.stderr
+    assert needle in lines[0]
+    assert "Traceback" not in p.stderr
+
+
+def test_profile_file_with_a_typo(tmp_path):
+    bad = tmp_path / "typo.toml"
+    bad.write_text('name = "typo"\n[primitive.mpi]\nmca = { pml = "ob1" }\ntransprot = ["x"]\n')
+    p = fabbench("run", "--fabric", str(bad), timeout=60)
+    assert p.returncode == 2
+    assert p.stderr.strip().count("\n") == 0 and "transprot" in p.stderr
+
+
+def test_existing_results_are_never_overwritten(tmp_path):
+    out = tmp_path / "r.jsonl"
+    out.write_text('{"kind": "run"}\n')
+    p = fabbench("run", "--fabric", "ethernet", "--out", str(out), timeout=60)
+    assert p.returncode == 2 and "already holds results" in p.stderr
+    assert out.read_text() == '{"kind": "run"}\n'
+
+
+def test_dry_run_prints_exactly_what_runs():
+    p = fabbench("run", "--fabric", "omnipath", "--wire", "tcp", "--primitive", "mpi",
+                 "--dry-run", timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert "OMPI_MCA_mtl_ofi_provider_include=tcp;ofi_rxm" in p.stdout
+    assert "--mca pml cm" in p.stdout and "mpirun -np 2" in p.stdout
+    p = fabbench("run", "--fabric", "ethernet", "--primitive", "gloo", "--dry-run", timeout=60)
+    assert "GLOO_SOCKET_IFNAME=lo" in p.stdout and "MASTER_PORT=" in p.stdout
+
+
+def test_help_is_fast_and_imports_no_comm_library():
+    import subprocess
+    import sys
+
+    code = ("import sys, fabbench.cli.main as m\n"
+            "bad = [x for x in ('torch', 'mpi4py', 'horovod') if x in sys.modules]\n"
+            "print(bad)")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert p.stdout.strip() == "[]"
+    p = fabbench("--help", timeout=60)
+    assert p.returncode == 0 and "run" in p.stdout

@@ -1,0 +1,136 @@
+"""`fabbench run` end to end: real ranks, real Open MPI transports, real Gloo, real Horovod."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from conftest import fabbench, horovod_available, needs_mpirun
+from fabbench.results.reader import read_results
+
+pytestmark = [pytest.mark.integration, needs_mpirun]
+
+SMALL = ["--sizes", "8,4K,256K", "--budget", "0.02", "--check"]
+
+PATHS = [
+    pytest.param(["--fabric", "ethernet", "--primitive", "mpi"], "ob1/tcp", id="ethernet-mpi"),
+    pytest.param(["--fabric", "ethernet", "--primitive", "gloo"], "gloo/tcp", id="ethernet-gloo"),
+    pytest.param(["--fabric", "infiniband", "--wire", "tcp", "--primitive", "mpi"], "ucx/tcp",
+                 id="infiniband-wire-tcp-ucx"),
+    pytest.param(["--fabric", "omnipath", "--wire", "tcp", "--primitive", "mpi"],
+                 "cm/ofi/tcp;ofi_rxm", id="omnipath-wire-tcp-ofi"),
+    pytest.param(["--fabric", "shm", "--primitive", "mpi"], "ob1/vader", id="shm-mpi"),
+    pytest.param(["--fabric", "ethernet", "--primitive", "horovod", "--horovod-over", "mpi"],
+                 "ob1/tcp", id="horovod-mpi"),
+    pytest.param(["--fabric", "ethernet", "--primitive", "horovod", "--horovod-over", "gloo"],
+                 "gloo/tcp", id="horovod-gloo"),
+]
+
+
+@pytest.mark.parametrize("args,transport", PATHS)
+def test_two_rank_path(tmp_path, args, transport):
+    if "horovod" in args and not horovod_available():
+        pytest.skip("horovod is not installed (containers/horovod.sh builds it)")
+    out = tmp_path / "r.jsonl"
+    p = fabbench("run", *args, *SMALL, "--out", str(out), timeout=240)
+    assert p.returncode == 0, p.stderr[-3000:]
+    results = read_results(out)  # every record validated against the schema
+    run = results.records[0]
+    assert run["ranks"] == 2 and run["nodes"] == 1 and run["transport"] == transport
+    assert run["provenance"]["versions"]["fabbench"]
+    collectives = results.of_kind("collective")
+    ops = {r["op"] for r in collectives}
+    assert ops == ({"allreduce", "allgather", "reduce_scatter", "broadcast", "alltoall"}
+                   | (set() if "horovod" in args else {"sendrecv"}))
+    for r in collectives:
+        assert r["busbw_gbps"] > 0 and r["algbw_gbps"] > 0
+        assert r["correct"] is True and r["wrong"] == 0
+        assert r["transport"] == transport
+        t = r["time_us"]
+        assert 0 < t["min"] <= t["p50"] <= t["max"] and t["min"] <= t["mean"] <= t["max"]
+    summary = results.records[-1]
+    assert summary["kind"] == "summary" and summary["ok"] is True
+    assert summary["counts"]["collective"] == len(collectives)
+    assert "busbw" in p.stdout and transport in p.stdout  # the streamed table
+
+
+def test_half_precision_over_gloo(tmp_path):
+    out = tmp_path / "r.jsonl"
+    p = fabbench("run", "--fabric", "ethernet", "--primitive", "gloo", "--dtypes",
+                 "float16,bfloat16", "--ops", "allreduce,allgather", "--sizes", "64,64K",
+                 "--budget", "0.02", "--check", "--out", str(out), timeout=180)
+    assert p.returncode == 0, p.stderr[-2000:]
+    recs = read_results(out).of_kind("collective")
+    assert {r["dtype"] for r in recs} == {"float16", "bfloat16"}
+    assert all(r["correct"] for r in recs)
+
+
+def test_four_ranks_whole_array_sizes(tmp_path):
+    out = tmp_path / "r.jsonl"
+    p = fabbench("run", "--fabric", "shm", "--ranks", "4", "--ops", "alltoall,reduce_scatter",
+                 "--sizes", "8,100,64K", "--budget", "0.02", "--check", "--out", str(out),
+                 timeout=180)
+    assert p.returncode == 0, p.stderr[-2000:]
+    recs = read_results(out).of_kind("collective")
+    # 8 bytes cannot be split over 4 ranks of float32: skipped; 100 B rounds down to 96 B
+    assert sorted({r["bytes"] for r in recs}) == [96, 65536]
+    assert all(r["ranks"] == 4 and r["correct"] for r in recs)
+    assert all(r["busbw_gbps"] == pytest.approx(r["algbw_gbps"] * 3 / 4) for r in recs)
+
+
+def test_wrong_transport_fails_fast_and_names_both(tmp_path):
+    """A site profile that forces UCX transports this host does not have."""
+    (tmp_path / "badib.toml").write_text(
+        'name = "badib"\nhardware = "none"\n'
+        '[primitive.mpi]\nmca = { pml = "ucx", pml_ucx_tls = "any", pml_ucx_devices = "any" }\n'
+        'env = { UCX_TLS = "rc,ud" }\ntransport = ["ucx/*rc*"]\n')
+    out = tmp_path / "r.jsonl"
+    start = time.monotonic()
+    p = fabbench("run", "--fabric", str(tmp_path / "badib.toml"), "--sizes", "8",
+                 "--timeout", "20", "--out", str(out), timeout=120)
+    assert p.returncode != 0
+    assert time.monotonic() - start < 60
+    assert "Traceback" not in p.stderr
+    assert "fabbench: error" in p.stderr
+
+
+def test_transport_mismatch_is_detected(tmp_path):
+    """The fabric asks for ob1/tcp but the library selects shared memory: fail, naming both."""
+    (tmp_path / "liar.toml").write_text(
+        'name = "liar"\n[primitive.mpi]\nmca = { pml = "ob1", btl = "self,vader" }\n'
+        'transport = ["ob1/tcp"]\n')
+    out = tmp_path / "r.jsonl"
+    p = fabbench("run", "--fabric", str(tmp_path / "liar.toml"), "--sizes", "8",
+                 "--out", str(out), timeout=120)
+    assert p.returncode == 1
+    assert "asked for transport ob1/tcp" in p.stderr and "'ob1/vader'" in p.stderr
+    results = read_results(out)
+    assert results.records[-1]["ok"] is False
+    assert "ob1/vader" in results.records[-1]["error"]
+    assert not results.of_kind("collective")
+
+
+def test_corrupted_buffer_is_caught(tmp_path):
+    out = tmp_path / "r.jsonl"
+    p = fabbench("run", "--fabric", "shm", "--ops", "allreduce", "--sizes", "64,4K",
+                 "--budget", "0.02", "--check", "--out", str(out), timeout=120,
+                 env={"FABBENCH_FAULT": "corrupt:1"})
+    assert p.returncode == 1
+    recs = read_results(out).of_kind("collective")
+    assert recs and all(r["correct"] is False and r["wrong_ranks"] == [1] and r["wrong"] == 1
+                        for r in recs)
+    assert "data check failed" in p.stderr
+
+
+def test_default_sweep_under_a_minute(tmp_path):
+    """Issue 2: a 2-rank sweep of all six collectives, 8 B to 64 MiB (the demo's sweep)."""
+    out = tmp_path / "r.jsonl"
+    start = time.monotonic()
+    p = fabbench("run", "--fabric", "ethernet", "--primitive", "mpi", "--out", str(out),
+                 timeout=300)
+    elapsed = time.monotonic() - start
+    assert p.returncode == 0, p.stderr[-2000:]
+    recs = read_results(out).of_kind("collective")
+    assert len(recs) == 6 * 24
+    assert elapsed < 60, f"the default sweep took {elapsed:.0f} s"

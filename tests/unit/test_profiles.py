@@ -1,0 +1,108 @@
+import pytest
+
+from fabbench.errors import UsageError
+from fabbench.fabrics import available_profiles, detect_fabric, load_profile, require_hardware
+from fabbench.fabrics.profile import parse_profile
+
+BUILTIN = ("ethernet", "infiniband", "omnipath", "shm")
+
+
+@pytest.mark.parametrize("name", BUILTIN)
+def test_builtin_profiles_load_with_every_primitive(name):
+    p = load_profile(name)
+    for primitive in ("mpi", "gloo", "nccl"):
+        s = p.settings(primitive, "native")
+        assert s.transport
+        if p.hardware != "none":
+            assert p.settings(primitive, "tcp").transport
+
+
+def test_profile_maps_to_notes_settings():
+    eth = load_profile("ethernet").settings("mpi").resolve({"iface": "lo"})
+    assert dict(eth.mca) == {"pml": "ob1", "btl": "self,tcp", "btl_tcp_if_include": "lo"}
+    ib = load_profile("infiniband").settings("mpi", "tcp").resolve({})
+    assert ib.mca["pml_ucx_tls"] == "any" and ib.env["UCX_TLS"] == "tcp,self"
+    opa = load_profile("omnipath").settings("mpi", "tcp")
+    assert opa.mca["mtl_ofi_provider_include"] == "tcp;ofi_rxm"
+    assert load_profile("omnipath").settings("mpi").env["FI_PROVIDER"] == "psm2"
+
+
+def test_missing_placeholder_value_names_the_option():
+    with pytest.raises(UsageError, match="--iface"):
+        load_profile("ethernet").settings("gloo").resolve({"iface": None})
+
+
+def test_no_tcp_wire_on_ethernet():
+    with pytest.raises(UsageError, match="no --wire tcp"):
+        load_profile("ethernet").settings("mpi", "tcp")
+
+
+def test_site_profile_on_search_path(tmp_path, monkeypatch):
+    (tmp_path / "roce.toml").write_text(
+        'name = "roce"\nhardware = "infiniband"\n'
+        '[primitive.mpi]\nmca = { pml = "ucx" }\nenv = { UCX_NET_DEVICES = "mlx5_1:1" }\n'
+        'transport = ["ucx/*rc*"]\n')
+    monkeypatch.setenv("FABBENCH_PROFILE_PATH", str(tmp_path))
+    assert "roce" in available_profiles()
+    assert load_profile("roce").settings("mpi").env["UCX_NET_DEVICES"] == "mlx5_1:1"
+    assert load_profile(str(tmp_path / "roce.toml")).name == "roce"
+
+
+@pytest.mark.parametrize("text,message", [
+    ('name = "x"\n[primitive.mpi]\nmca = { pml = "ob1" }\ntransprot = ["ob1/tcp"]\n',
+     "unknown key 'transprot'"),
+    ('name = "x"\n[primitive.mpii]\ntransport = ["a"]\n', "unknown primitive 'mpii'"),
+    ('name = "x"\n[primitive.mpi]\nmca = { pml = "ob1" }\n', "transport"),
+    ('name = "x"\nhardware = "token-ring"\n[primitive.mpi]\ntransport = ["a"]\n', "hardware"),
+    ('name = "x"\n[primitive.mpi\ntransport = ["a"]\n', "not valid TOML"),
+    ('[primitive.mpi]\ntransport = ["a"]\n', "missing key 'name'"),
+    ('name = "x"\n[primitive.mpi]\nenv = { "BAD NAME" = "1" }\ntransport = ["a"]\n',
+     "bad name"),
+])
+def test_profile_typos_are_one_clear_error(tmp_path, text, message):
+    path = tmp_path / "x.toml"
+    path.write_text(text)
+    with pytest.raises(UsageError, match=message):
+        load_profile(str(path))
+
+
+def test_parse_profile_name_mismatch(tmp_path, monkeypatch):
+    (tmp_path / "mine.toml").write_text('name = "other"\n[primitive.mpi]\ntransport = ["a"]\n')
+    monkeypatch.setenv("FABBENCH_PROFILE_PATH", str(tmp_path))
+    with pytest.raises(UsageError, match="says name"):
+        load_profile("mine")
+    assert parse_profile({"name": "ok", "primitive": {"mpi": {"transport": ["x"]}}}, "t").name
+
+
+def _write(root, rel, text):
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def test_detection_and_hardware_refusal(tmp_path):
+    eth = tmp_path / "eth"
+    _write(eth, "sys/class/net/eth0/type", "1\n")
+    assert detect_fabric(eth) == "ethernet"
+    with pytest.raises(UsageError, match="--wire tcp"):
+        require_hardware(load_profile("infiniband"), "native", eth)
+    with pytest.raises(UsageError, match="OmniPath"):
+        require_hardware(load_profile("omnipath"), "native", eth)
+    require_hardware(load_profile("infiniband"), "tcp", eth)  # the software stack over TCP
+
+    ib = tmp_path / "ib"
+    _write(ib, "sys/class/infiniband/mlx5_0/ports/1/state", "4: ACTIVE\n")
+    _write(ib, "sys/class/infiniband/mlx5_0/ports/1/link_layer", "InfiniBand\n")
+    _write(ib, "sys/class/infiniband/mlx5_0/ports/1/rate", "100 Gb/sec (4X EDR)\n")
+    assert detect_fabric(ib) == "infiniband"
+    require_hardware(load_profile("infiniband"), "native", ib)
+
+    opa = tmp_path / "opa"
+    _write(opa, "sys/class/infiniband/hfi1_0/ports/1/state", "4: ACTIVE\n")
+    _write(opa, "dev/hfi1_0", "")
+    assert detect_fabric(opa) == "omnipath"
+    require_hardware(load_profile("omnipath"), "native", opa)
+
+    down = tmp_path / "down"
+    _write(down, "sys/class/infiniband/mlx5_0/ports/1/state", "1: DOWN\n")
+    assert detect_fabric(down) == "ethernet"

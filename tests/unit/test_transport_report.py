@@ -1,0 +1,72 @@
+"""Parsing the libraries' own reports (text recorded from real runs on this machine)."""
+
+import pytest
+
+from fabbench.comm.mpi import parse_ompi_transport
+from fabbench.comm.torchdist import nccl_transport
+from fabbench.errors import RunError
+
+OB1_TCP = """\
+[vm:06173] select: initializing btl component tcp
+[vm:06173] btl:tcp: using ipv4 interface eth0
+[vm:06173] select: init of component tcp returned success
+[vm:06173] select: initializing btl component self
+[vm:06173] select: init of component self returned success
+[vm:06336] selected ob1 best priority 20
+[vm:06336] select: component ob1 selected
+"""
+OB1_VADER = OB1_TCP.replace("tcp", "vader")
+UCX_TCP = """\
+[vm:06358] selected ucx best priority 51
+[vm:06358] select: component ucx selected
+[1.2] [vm:6608 :0] ucp_worker.c:1763 UCX  INFO    ep_cfg[0]: tag(self/memory0 tcp/lo tcp/eth0)
+[1.2] [vm:6608 :0] ucp_worker.c:1763 UCX  INFO    ep_cfg[1]: tag(tcp/lo tcp/eth0)
+"""
+UCX_IB = """\
+[n1:1] selected ucx best priority 51
+[1.2] [n1:1 :0] ucp_worker.c:1763 UCX INFO ep_cfg[0]: tag(self/memory cma/memory rc_mlx5/mlx5_0:1)
+[1.2] [n1:1 :0] ucp_worker.c:1763 UCX INFO ep_cfg[1]: tag(rc_mlx5/mlx5_0:1 sysv/memory)
+"""
+OFI_TCP = """\
+[vm:06380] mca:base:select:(  mtl) Selected component [ofi]
+[vm:06625] ../../ompi/mca/mtl/ofi/mtl_ofi_component.c:337: mtl:ofi:prov: tcp;ofi_rxm
+[vm:06380] select: component ofi selected
+[vm:06380] selected cm best priority 25
+[vm:06380] select: component cm selected
+"""
+PSM2 = """\
+[n:1] mca:base:select:(  mtl) Selected component [psm2]
+[n:1] selected cm best priority 30
+"""
+
+
+@pytest.mark.parametrize("text,transport", [
+    (OB1_TCP, "ob1/tcp"), (OB1_VADER, "ob1/vader"), (UCX_TCP, "ucx/tcp"),
+    (UCX_IB, "ucx/cma+rc_mlx5+sysv"), (OFI_TCP, "cm/ofi/tcp;ofi_rxm"), (PSM2, "cm/psm2"),
+])
+def test_open_mpi_report(text, transport):
+    assert parse_ompi_transport(text) == transport
+
+
+@pytest.mark.parametrize("text", ["", "selected ob1 best priority 20\n",
+                                  "selected ucx best priority 51\n",
+                                  "selected cm best priority 25\n"])
+def test_incomplete_report_is_an_error_not_a_guess(text):
+    with pytest.raises(RunError):
+        parse_ompi_transport(text)
+
+
+def test_nccl_report(tmp_path):
+    log = tmp_path / "nccl.%h.%p"
+    (tmp_path / "nccl.host.1").write_text(
+        "host:1:1 [0] NCCL INFO Using network IB\n"
+        "host:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/0\n")
+    assert nccl_transport(log) == "nccl/IB"
+    (tmp_path / "nccl.host.1").write_text(
+        "NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read\n")
+    assert nccl_transport(log) == "nccl/P2P/CUMEM/read"
+    (tmp_path / "nccl.host.1").write_text("NCCL INFO Using network Socket\n")
+    assert nccl_transport(log) == "nccl/Socket"
+    (tmp_path / "nccl.host.1").write_text("nothing useful\n")
+    with pytest.raises(RunError):
+        nccl_transport(log)
