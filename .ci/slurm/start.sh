@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# Start a real Slurm cluster on this host (root only), idempotently; print its SLURM_CONF path.
+#
+#   .ci/slurm/start.sh one   # one node (this host): sbatch, srun, srun --mpi=pmix
+#   .ci/slurm/start.sh two   # two emulated nodes n1, n2 on this host (NOTES.md): srun -N2 works,
+#                            # srun -N2 --mpi=pmix does not (two PMIx servers on one host collide)
+#
+# Each cluster lives in its own directory ($FABBENCH_SLURM_DIR, default /var/tmp/fabbench-slurm/<mode>)
+# with its own ports, so both can run at once; nothing under /etc is changed: commands find the
+# cluster through SLURM_CONF=<dir>/slurm.conf. munged is shared (the Debian key in /etc/munge).
+# Running it again while the cluster answers does nothing. Stop with .ci/slurm/stop.sh <mode>.
+set -euo pipefail
+
+mode=${1:-one}
+case $mode in
+  one) ctld_port=16817; node_port=16818 ;;
+  two) ctld_port=16827; node_port=0 ;;
+  *) echo "usage: $0 one|two" >&2; exit 2 ;;
+esac
+[ "$(id -u)" -eq 0 ] || { echo "start.sh: Slurm daemons need root" >&2; exit 3; }
+for tool in munged slurmctld slurmd scontrol sinfo; do
+  command -v "$tool" >/dev/null || { echo "start.sh: $tool not installed (.ci/apt-packages.txt)" >&2; exit 3; }
+done
+
+dir=${FABBENCH_SLURM_DIR:-/var/tmp/fabbench-slurm/$mode}
+conf=$dir/slurm.conf
+export SLURM_CONF=$conf
+host=$(hostname -s)
+cpus=$(nproc)
+[ "$cpus" -ge 4 ] || cpus=4   # SlurmdParameters=config_overrides lets a node claim more
+
+log() { printf '[slurm-%s] %s\n' "$mode" "$*" >&2; }
+
+# 1. munge (shared by both clusters)
+if ! timeout 10 munge -n </dev/null 2>/dev/null | timeout 10 unmunge >/dev/null 2>&1; then
+  log "starting munged"
+  install -d -o munge -g munge -m 0755 /run/munge
+  install -d -o munge -g munge -m 0700 /var/lib/munge /var/log/munge
+  timeout 30 runuser -u munge -- /usr/sbin/munged
+  for _ in $(seq 50); do
+    timeout 5 munge -n </dev/null 2>/dev/null | timeout 5 unmunge >/dev/null 2>&1 && break
+    sleep 0.2
+  done
+  timeout 10 munge -n </dev/null | timeout 10 unmunge >/dev/null || { log "munged does not answer"; exit 1; }
+fi
+
+# 2. already up?
+if [ -f "$conf" ] && timeout 10 scontrol ping 2>/dev/null | grep -q 'is UP' \
+   && timeout 10 sinfo -h -o '%t' 2>/dev/null | grep -qE '^(idle|mix|alloc)'; then
+  echo "$conf"
+  exit 0
+fi
+
+# 3. configuration
+mkdir -p "$dir/state"
+if [ "$mode" = one ]; then
+  nodes="NodeName=$host NodeAddr=127.0.0.1 CPUs=$cpus Port=$node_port State=UNKNOWN"
+  names=("$host")
+else
+  nodes="NodeName=n1 NodeHostname=$host NodeAddr=127.0.0.1 CPUs=$cpus Port=17001 State=UNKNOWN
+NodeName=n2 NodeHostname=$host NodeAddr=127.0.0.1 CPUs=$cpus Port=17002 State=UNKNOWN"
+  names=(n1 n2)
+fi
+cat >"$conf" <<CONF
+# written by .ci/slurm/start.sh $mode
+ClusterName=fabbench-$mode
+SlurmctldHost=$host(127.0.0.1)
+SlurmctldPort=$ctld_port
+AuthType=auth/munge
+CredType=cred/munge
+SlurmUser=root
+SlurmdUser=root
+StateSaveLocation=$dir/state
+SlurmdSpoolDir=$dir/spool-%n
+SlurmctldPidFile=$dir/slurmctld.pid
+SlurmdPidFile=$dir/slurmd-%n.pid
+SlurmctldLogFile=$dir/slurmctld.log
+SlurmdLogFile=$dir/slurmd-%n.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+SchedulerType=sched/backfill
+MpiDefault=none
+ReturnToService=2
+SlurmdParameters=config_overrides
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+MinJobAge=3600
+$nodes
+PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
+CONF
+
+# 4. daemons: stop stale ones of this cluster (by their pid files), start fresh
+for pidfile in "$dir"/slurmctld.pid "$dir"/slurmd-*.pid; do
+  [ -f "$pidfile" ] || continue
+  pid=$(cat "$pidfile" 2>/dev/null || true)
+  [ -n "$pid" ] && kill "$pid" 2>/dev/null || true
+  rm -f "$pidfile"
+done
+sleep 0.5
+log "starting slurmctld (port $ctld_port)"
+timeout 30 slurmctld -f "$conf" -c
+for name in "${names[@]}"; do
+  mkdir -p "$dir/spool-$name"
+  log "starting slurmd $name"
+  if [ "$mode" = one ]; then timeout 30 slurmd -f "$conf"; else timeout 30 slurmd -f "$conf" -N "$name"; fi
+done
+
+# 5. wait for every node to be usable (deadline 60 s)
+end=$((SECONDS + 60))
+while :; do
+  states=$(timeout 10 sinfo -h -N -o '%t' 2>/dev/null || true)
+  if [ -n "$states" ] && ! grep -qvE '^(idle|mix|alloc)$' <<<"$states" \
+     && [ "$(wc -l <<<"$states")" -eq "${#names[@]}" ]; then
+    break
+  fi
+  if [ $SECONDS -ge $end ]; then
+    log "nodes not ready: $(tr '\n' ' ' <<<"$states")"; tail -n 20 "$dir"/*.log >&2 || true; exit 1
+  fi
+  sleep 0.5
+done
+log "ready: ${names[*]}"
+echo "$conf"

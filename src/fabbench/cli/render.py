@@ -1,0 +1,130 @@
+"""`fabbench render slurm|k8s`: print what a scheduler runs. Parsing only; the library renders."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from fabbench.cli.options import Fabric, Primitive, Wire
+
+render_app = typer.Typer(name="render", no_args_is_help=True, help=(
+    "Write the files a scheduler runs: an sbatch script or Kubernetes manifests."))
+
+Nodes = Annotated[int, typer.Option("--nodes", "-N", help="Nodes of the job.")]
+Gpus = Annotated[int, typer.Option(help="GPUs per node (one rank per GPU; 0: CPU ranks).")]
+Name = Annotated[str, typer.Option(help="Job name (a DNS-1123 label).")]
+Ops = Annotated[str | None, typer.Option(help="Comma list of operations (as fabbench run).")]
+Sizes = Annotated[str | None, typer.Option(help="Size sweep (as fabbench run).")]
+Dtypes = Annotated[str, typer.Option(help="Comma list of dtypes (as fabbench run).")]
+Check = Annotated[bool, typer.Option(help="Verify every result (as fabbench run).")]
+Budget = Annotated[float, typer.Option(help="Measured seconds per point.")]
+Timeout = Annotated[float, typer.Option(help="Seconds any operation may take.")]
+Iface = Annotated[str | None, typer.Option(help="Network interface on the nodes. Default: "
+                                                "each rank's default route.")]
+Rdma = Annotated[str | None, typer.Option(help="RDMA device on the nodes (e.g. mlx5_0). "
+                                               "Default: each rank's first active port.")]
+Extra = Annotated[list[str] | None, typer.Option(
+    "--extra-arg", help="One more argument for `fabbench run` (repeatable), passed verbatim.")]
+Command = Annotated[str, typer.Option(help="How the nodes (or the image) start fabbench, e.g. "
+                                           "/opt/venv/bin/fabbench.")]
+
+
+def _bench(fabric, primitive, wire, gpus, ops, sizes, dtypes, check, budget, timeout, iface,
+           rdma_device, extra_arg):
+    from fabbench.render.build import benchmark
+
+    return benchmark(fabric=fabric, primitive=primitive, gpus_per_node=gpus, wire=wire, ops=ops,
+                     sizes=sizes, dtypes=dtypes, check=check, budget_s=budget,
+                     timeout_s=timeout, iface=iface, rdma_device=rdma_device,
+                     extra_args=extra_arg or ())
+
+
+@render_app.command("slurm")
+def slurm(
+    fabric: Fabric = "ethernet", primitive: Primitive = None, wire: Wire = "native",
+    nodes: Nodes = 1, gpus_per_node: Gpus = 0,
+    tasks_per_node: Annotated[int | None, typer.Option(
+        help="Ranks per node. Default: --gpus-per-node, else 1.")] = None,
+    runtime: Annotated[str, typer.Option(help="apptainer, pyxis or none (fabbench installed "
+                                              "on the nodes).")] = "none",
+    image: Annotated[str | None, typer.Option(help="The image (.sif or a pyxis image).")] = None,
+    time: Annotated[str | None, typer.Option(help="Time limit (Slurm format).")] = None,
+    partition: Annotated[str | None, typer.Option(help="Partition.")] = None,
+    account: Annotated[str | None, typer.Option(help="Account.")] = None,
+    results_dir: Annotated[str, typer.Option(help="Shared directory for the results.")] =
+    "results",
+    bind: Annotated[list[str] | None, typer.Option(help="More container binds SRC[:DST].")] =
+    None,
+    name: Name = "fabbench", fabbench_command: Command = "fabbench",
+    ops: Ops = None, sizes: Sizes = None, dtypes: Dtypes = "float32", check: Check = False,
+    budget: Budget = 0.2, timeout: Timeout = 30.0, iface: Iface = None, rdma_device: Rdma = None,
+    extra_arg: Extra = None,
+) -> None:
+    """Print an sbatch script that runs the benchmark on --nodes nodes.
+
+    Example: [bold]fabbench render slurm --nodes 4 --gpus-per-node 8 --fabric omnipath
+    --primitive mpi --runtime apptainer --image fabbench.sif > job.sbatch[/]
+    """
+    from fabbench.render import render_slurm
+    from fabbench.render.build import slurm_job
+
+    bench = _bench(fabric, primitive, wire, gpus_per_node, ops, sizes, dtypes, check, budget,
+                   timeout, iface, rdma_device, extra_arg)
+    sys.stdout.write(render_slurm(slurm_job(
+        bench, name=name, nodes=nodes, tasks_per_node=tasks_per_node,
+        gpus_per_node=gpus_per_node, runtime=runtime, image=image, time=time,
+        partition=partition, account=account, results_dir=results_dir, binds=tuple(bind or ()),
+        fabbench_command=fabbench_command)))
+
+
+@render_app.command("k8s")
+def k8s(
+    fabric: Fabric = "ethernet", primitive: Primitive = None, wire: Wire = "native",
+    nodes: Nodes = 2, gpus_per_node: Gpus = 0,
+    image: Annotated[str, typer.Option(help="The fabbench image.")] = "fabbench:latest",
+    image_pull_policy: Annotated[str, typer.Option(help="Always, IfNotPresent or Never.")] =
+    "IfNotPresent",
+    namespace: Annotated[str | None, typer.Option(help="Namespace of the objects.")] = None,
+    gpu_resource: Annotated[str, typer.Option(help="GPU resource name.")] = "nvidia.com/gpu",
+    rdma_resource: Annotated[str | None, typer.Option(
+        help="RDMA resource name, e.g. rdma/hca_shared_devices_a.")] = None,
+    rdma_per_node: Annotated[int, typer.Option(help="RDMA resources per pod.")] = 1,
+    host_network: Annotated[bool, typer.Option(help="Pods on the nodes' network.")] = False,
+    node_selector: Annotated[list[str] | None, typer.Option(
+        help="KEY=VALUE a node must carry (repeatable).")] = None,
+    results_claim: Annotated[str | None, typer.Option(
+        help="PersistentVolumeClaim for the results. Default: an emptyDir.")] = None,
+    results_path: Annotated[str, typer.Option(help="Results directory in the pods.")] =
+    "/results",
+    shm_size: Annotated[str, typer.Option(help="Size of the memory-backed /dev/shm.")] = "1Gi",
+    master_port: Annotated[int, typer.Option(help="Rendezvous port (torch primitives).")] =
+    29500,
+    name: Name = "fabbench", fabbench_command: Command = "fabbench",
+    ops: Ops = None, sizes: Sizes = None, dtypes: Dtypes = "float32", check: Check = False,
+    budget: Budget = 0.2, timeout: Timeout = 30.0, iface: Iface = None, rdma_device: Rdma = None,
+    extra_arg: Extra = None,
+) -> None:
+    """Print Kubernetes manifests: an Indexed Job and a headless Service (gloo, nccl) or an
+    MPIJob (mpi, horovod; kubeflow.org/v2beta1).
+
+    Example: [bold]fabbench render k8s --nodes 4 --gpus-per-node 8 --fabric infiniband
+    --primitive nccl --rdma-resource rdma/hca_shared_devices_a > job.yaml[/]
+    """
+    from fabbench.render import render_k8s
+    from fabbench.render.build import k8s_job
+
+    bench = _bench(fabric, primitive, wire, gpus_per_node, ops, sizes, dtypes, check, budget,
+                   timeout, iface, rdma_device, extra_arg)
+    sys.stdout.write(render_k8s(k8s_job(
+        bench, name=name, namespace=namespace, nodes=nodes, gpus_per_node=gpus_per_node,
+        image=image, image_pull_policy=image_pull_policy, gpu_resource=gpu_resource,
+        rdma_resource=rdma_resource, rdma_per_node=rdma_per_node, host_network=host_network,
+        node_selector_pairs=node_selector or (), results_claim=results_claim,
+        results_path=results_path, shm_size=shm_size, master_port=master_port,
+        fabbench_command=fabbench_command)))
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(render_app, name="render")

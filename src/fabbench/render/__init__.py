@@ -1,0 +1,13 @@
+"""Render: turn a benchmark and a job's shape into files the schedulers run (an sbatch script,
+Kubernetes manifests). Render never runs a benchmark and never imports a communication library.
+
+    from fabbench.render import Benchmark, SlurmJob, render_slurm
+    print(render_slurm(SlurmJob(name="fb", nodes=2, benchmarks=(Benchmark(fabric="ethernet",
+                                                                          primitive="gloo"),))))
+"""
+
+from fabbench.render.context import Benchmark, K8sJob, SlurmJob
+from fabbench.render.k8s import render_k8s
+from fabbench.render.slurm import render_slurm
+
+__all__ = ["Benchmark", "K8sJob", "SlurmJob", "render_k8s", "render_slurm"]

@@ -1,0 +1,181 @@
+"""`fabbench render slurm`: exact output of a representative case, each runtime, the rendezvous,
+bad input (one line, exit 2), and injection: hostile values reach the steps as plain arguments."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+from conftest import fabbench
+from fabbench.errors import UsageError
+from fabbench.render import Benchmark, SlurmJob, render_slurm
+from fabbench.render.engine import sh
+
+OMNIPATH_MPI = """\
+#!/bin/bash
+# Rendered by fabbench 0.1.0 (`fabbench render slurm`). Submit with: sbatch <this file>
+#SBATCH --job-name=fabbench
+#SBATCH --nodes=4
+#SBATCH --ntasks-per-node=8
+#SBATCH --gpus-per-node=8
+#SBATCH --time=2:00:00
+#SBATCH --partition=gpu
+#SBATCH --account=proj-1
+set -euo pipefail
+
+# Each step's arguments go through launch(): FABBENCH_RENDER_DRY_RUN=1 prints them (NUL-separated,
+# after the count) instead of running them, so the script's argument handling can be checked.
+launch() {
+  if [ -n "${FABBENCH_RENDER_DRY_RUN:-}" ]; then
+    printf 'launch %d\\0' "$#"
+    printf '%s\\0' "$@"
+  else
+    "$@"
+  fi
+}
+
+# Results: one file per benchmark, <job id>-<label>.jsonl, written by rank 0.
+results_dir=/scratch/fabbench
+mkdir -p -- "$results_dir"
+results_dir=$(cd -- "$results_dir" && pwd)
+job_id=${SLURM_JOB_ID:?run this script with sbatch}
+
+# --- benchmark 1 of 1: collectives (omnipath fabric, mpi) ---
+# The environment of fabric profile omnipath (fabbench fabrics lists its file).
+export FI_PROVIDER=psm2
+export OMPI_MCA_pml=cm
+export OMPI_MCA_mtl=ofi
+export OMPI_MCA_mtl_ofi_provider_include=psm2
+export OMPI_MCA_btl='^ofi,openib'
+out="$results_dir/$job_id-collectives.jsonl"
+launch srun --kill-on-bad-exit=1 --nodes=4 --ntasks-per-node=8 --mpi=pmix \\
+  apptainer exec --nv --bind "$results_dir" --bind /dev/hfi1_0 fabbench.sif \\
+  fabbench run --fabric omnipath --primitive mpi --device cuda --dtypes float32 --budget 0.2 \
+--timeout 30 --out "$out"
+"""
+
+
+def test_exact_output_omnipath_mpi_apptainer():
+    p = fabbench("render", "slurm", "--nodes", "4", "--gpus-per-node", "8", "--fabric",
+                 "omnipath", "--primitive", "mpi", "--runtime", "apptainer", "--image",
+                 "fabbench.sif", "--time", "2:00:00", "--partition", "gpu", "--account",
+                 "proj-1", "--results-dir", "/scratch/fabbench", timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == OMNIPATH_MPI
+
+
+def bench(**kw) -> Benchmark:
+    return Benchmark(**{"fabric": "ethernet", "primitive": "gloo", **kw})
+
+
+def test_rendezvous_for_torch_primitives_only():
+    gloo = render_slurm(SlurmJob(nodes=2, benchmarks=(bench(),)))
+    assert "scontrol show hostnames" in gloo and "export MASTER_PORT=$(( port_base + 0 ))" in gloo
+    assert "--mpi=pmix" not in gloo
+    mpi = render_slurm(SlurmJob(nodes=2, benchmarks=(bench(primitive="mpi"),)))
+    assert "MASTER_ADDR" not in mpi and "--mpi=pmix" in mpi
+    hvd = render_slurm(SlurmJob(nodes=2, benchmarks=(bench(primitive="horovod"),)))
+    assert "--mpi=pmix" in hvd and "--horovod-over mpi" in hvd
+
+
+def test_one_srun_per_benchmark_each_with_its_own_file_and_port():
+    job = SlurmJob(nodes=2, benchmarks=(bench(label="small", sizes="8,1K"),
+                                        bench(label="large", sizes="1M")))
+    text = render_slurm(job)
+    assert text.count("launch srun") == 2
+    assert '$job_id-small.jsonl"' in text and '$job_id-large.jsonl"' in text
+    assert "port_base + 0" in text and "port_base + 1" in text
+
+
+def test_pyxis_and_none_runtimes():
+    pyxis = render_slurm(SlurmJob(runtime="pyxis", image="nvcr.io#site/fabbench:1", nodes=2,
+                                  benchmarks=(bench(fabric="infiniband", primitive="mpi"),)))
+    assert "--container-image='nvcr.io#site/fabbench:1'" in pyxis
+    assert '--container-mounts="$results_dir:$results_dir",/dev/infiniband:/dev/infiniband' \
+        in pyxis
+    none = render_slurm(SlurmJob(fabbench_command="/opt/fb venv/bin/fabbench",
+                                 benchmarks=(bench(),)))
+    assert "apptainer" not in none and "container" not in none
+    assert "'/opt/fb venv/bin/fabbench' run" in none
+
+
+def test_fabric_env_from_profile_and_placeholders():
+    deferred = render_slurm(SlurmJob(benchmarks=(bench(fabric="infiniband", primitive="mpi"),)))
+    assert "export OMPI_MCA_pml=ucx" in deferred and "UCX_NET_DEVICES" not in \
+        deferred.split("# Filled in")[0]
+    assert "Filled in by each rank at start" in deferred
+    given = render_slurm(SlurmJob(benchmarks=(bench(fabric="infiniband", primitive="mpi",
+                                                    rdma_device="mlx5_2"),)))
+    assert "export UCX_NET_DEVICES=mlx5_2:1" in given and "--rdma-device mlx5_2" in given
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--name", "Bad_Name"], "DNS-1123"),
+    (["--name", "a\nb"], "DNS-1123"),
+    (["--runtime", "docker"], "--runtime must be one of"),
+    (["--runtime", "apptainer"], "needs --image"),
+    (["--time", "1h; rm -rf /"], "--time must be a Slurm time"),
+    (["--partition", "gpu\n#SBATCH --x"], "--partition may hold only"),
+    (["--fabric", "nonesuch"], "unknown fabric"),
+    (["--fabric", "shm", "--nodes", "2"], "within one host only"),
+    (["--primitive", "nccl"], "needs --device cuda"),
+    (["--ops", "allreduce,frobnicate"], "has no operation"),
+    (["--sizes", "1Q"], "bad size"),
+    (["--nodes", "0"], "--nodes must be"),
+])
+def test_bad_input_is_one_line_exit_2(args, message):
+    p = fabbench("render", "slurm", *args, timeout=60)
+    assert p.returncode == 2, p.stdout
+    assert p.stdout == ""
+    assert message in p.stderr and p.stderr.count("\n") == 1, p.stderr
+
+
+HOSTILE = ["$(touch {m}/dollar)", "`touch {m}/backtick`", "'; touch {m}/quote; '",
+           '"; touch {m}/dquote; "', "a\ntouch {m}/newline", "--x=$HOME", "\\", "*", ""]
+
+
+def test_injection_extra_args_and_paths_stay_arguments(tmp_path):
+    marker = tmp_path / "m"
+    marker.mkdir()
+    extra = tuple(h.format(m=marker) for h in HOSTILE)
+    results = tmp_path / f"res $(touch {marker}/dir) `x`"
+    job = SlurmJob(nodes=2, results_dir=str(results), fabbench_command="fb$(touch x)",
+                   benchmarks=(bench(extra_args=extra, iface="eth0'$(id)"),))
+    script = tmp_path / "job.sbatch"
+    script.write_text(render_slurm(job))
+    fake = tmp_path / "bin"  # scontrol for the dry run (the real one is used in integration)
+    fake.mkdir()
+    (fake / "scontrol").write_text("#!/bin/sh\necho node1\n")
+    (fake / "scontrol").chmod(0o755)
+    env = {**os.environ, "FABBENCH_RENDER_DRY_RUN": "1", "SLURM_JOB_ID": "4242",
+           "SLURM_JOB_NODELIST": "node1", "PATH": f"{fake}:{os.environ['PATH']}"}
+    p = subprocess.run(["bash", str(script)], capture_output=True, env=env, cwd=tmp_path,
+                       timeout=30, check=False)
+    assert p.returncode == 0, p.stderr
+    assert list(marker.iterdir()) == []  # nothing ran as shell
+    assert results.is_dir()
+    fields = p.stdout.decode().split("\0")
+    assert fields[0] == "launch 30" or fields[0].startswith("launch ")
+    argv = fields[1:1 + int(fields[0].split()[1])]
+    assert argv[:4] == ["srun", "--kill-on-bad-exit=1", "--nodes=2", "--ntasks-per-node=1"]
+    assert argv[4] == "fb$(touch x)"
+    assert argv[-2:] == ["--out", f"{results}/4242-collectives.jsonl"]
+    assert argv[-2 - len(extra):-2] == list(extra)
+    assert argv[argv.index("--iface") + 1] == "eth0'$(id)"
+
+
+def test_filter_refuses_non_scalars():
+    with pytest.raises(UsageError):
+        sh(["a"])
+    assert sh("it's") == "'it'\"'\"'s'"
+
+
+def test_strict_undefined():
+    from fabbench.render.engine import environment
+
+    with pytest.raises(RuntimeError, match="undefined"):
+        from fabbench.render.engine import render
+        render("slurm.sbatch.j2")
+    assert environment().undefined.__name__ == "StrictUndefined"
