@@ -98,13 +98,15 @@ class MpiComm(Communicator):
 
         mpi4py.rc.initialize = False
         mpi4py.rc.finalize = False
-        mpi4py.rc.threads = True
+        # THREAD_SINGLE like a plain C MPI_Init: ob1 takes no locks (the watchdog thread never
+        # calls MPI)
+        mpi4py.rc.threads = False
         from mpi4py import MPI
 
         self._MPI = MPI
         with captured_stderr() as captured:
             if not MPI.Is_initialized():
-                MPI.Init_thread(MPI.THREAD_MULTIPLE)
+                MPI.Init()
             comm = MPI.COMM_WORLD
             comm.Set_errhandler(MPI.ERRORS_RETURN)
             # touch every peer so that lazily connected transports (UCX) report theirs
