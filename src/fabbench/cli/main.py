@@ -101,6 +101,7 @@ def version() -> None:
 # Commands that live in their own modules (cli/<name>.py, each with `register(app)`), one line
 # each. Modules keep heavy imports inside their command functions so start-up stays fast.
 # (registrations below)
+from fabbench.cli import results as _results; _results.register(app)  # noqa: E402, E702
 from fabbench.cli import render as _render; _render.register(app)  # noqa: E402, E702
 from fabbench.cli import results as _results; _results.register(app)  # noqa: E402, E702
 

@@ -1,0 +1,147 @@
+"""A vs B (vs C ...): per operation and size, the time ratio to the baseline (the first run),
+its 95 % interval and whether the difference is real or noise; training side by side; the
+provenance fields that differ."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from fabbench.errors import UsageError
+from fabbench.report.load import Series
+from fabbench.report.stats import Verdict, compare_samples, stability
+from fabbench.report.tables import OP_ORDER
+
+# launcher bookkeeping that differs on every run and says nothing about the set-up
+_VOLATILE_ENV = re.compile(
+    r"^(OMPI_MCA_(orte|ess|pmix|initial_wdir|shmem|hwloc|rmaps|mpi_oversubscribe)\w*"
+    r"|OMPI_COMM_WORLD_\w+|UCX_LOG_FILE|FABBENCH_LOCAL_RANK|MASTER_PORT|SLURM_JOB_ID)$")
+
+
+@dataclass
+class Row:
+    op: str
+    dtype: str
+    bytes: int
+    ranks: int
+    a: dict[str, Any]
+    b: dict[str, Any]
+    other: Series
+    verdict: Verdict
+
+    @property
+    def notes(self) -> str:
+        why = [f"A: {w}" for w in [stability(self.a)] if w]
+        why += [f"B: {w}" for w in [stability(self.b)] if w]
+        return "; ".join(why)
+
+
+@dataclass
+class TrainRow:
+    model: str
+    ranks: int
+    a: dict[str, Any] | None
+    b: dict[str, Any] | None
+    other: Series
+
+
+@dataclass
+class Comparison:
+    baseline: Series
+    others: list[Series]
+    rows: list[Row] = field(default_factory=list)
+    train: list[TrainRow] = field(default_factory=list)
+    provenance: list[tuple[str, list[str]]] = field(default_factory=list)  # field, values
+    unmatched: list[str] = field(default_factory=list)
+
+    def ops(self) -> list[str]:
+        found = {r.op for r in self.rows}
+        return [op for op in OP_ORDER if op in found] + sorted(found - set(OP_ORDER))
+
+    def counts(self, other: Series) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for r in self.rows:
+            if r.other is other:
+                out[r.verdict.verdict] = out.get(r.verdict.verdict, 0) + 1
+        return out
+
+
+def _key(rec: dict[str, Any]) -> tuple[str, str, int, int]:
+    return rec["op"], rec["dtype"], rec["bytes"], rec["ranks"]
+
+
+def compare(series: list[Series]) -> Comparison:
+    if len(series) < 2:
+        raise UsageError("compare needs at least two runs (A B [...]); got "
+                         f"{len(series)}")
+    base, others = series[0], series[1:]
+    result = Comparison(base, others)
+    a_points = {_key(c): c for c in base.collectives}
+    for other in others:
+        b_points = {_key(c): c for c in other.collectives}
+        for key in sorted(a_points.keys() & b_points.keys(),
+                          key=lambda k: (_op_index(k[0]), k[1], k[3], k[2])):
+            a, b = a_points[key], b_points[key]
+            result.rows.append(Row(*key, a=a, b=b, other=other, verdict=compare_samples(a, b)))
+        only = len(a_points.keys() ^ b_points.keys())
+        if only:
+            result.unmatched.append(f"{only} points are in only one of {base.label} and "
+                                    f"{other.label} (different ops, sizes, dtypes or ranks)")
+        a_train = {(t["model"], t["ranks"]): t for t in base.train}
+        b_train = {(t["model"], t["ranks"]): t for t in other.train}
+        for model, ranks in sorted(a_train.keys() | b_train.keys()):
+            result.train.append(TrainRow(model, ranks, a_train.get((model, ranks)),
+                                         b_train.get((model, ranks)), other))
+    if not result.rows and not any(t.a and t.b for t in result.train):
+        raise UsageError(f"nothing to compare: {base.label} and the others share no operation, "
+                         "size and rank count, and no training point")
+    result.provenance = provenance_diff(series)
+    return result
+
+
+def _op_index(op: str) -> int:
+    return OP_ORDER.index(op) if op in OP_ORDER else len(OP_ORDER)
+
+
+def flatten_provenance(run: dict[str, Any]) -> dict[str, str]:
+    """The run's set-up as "field: value" strings, launcher bookkeeping left out."""
+    out: dict[str, str] = {}
+    for key in ("fabric", "wire", "primitive", "horovod_over", "device", "ranks", "nodes",
+                "transport"):
+        if run.get(key) is not None:
+            out[key] = str(run[key])
+    prov = run["provenance"]
+    for key in ("host", "os", "container", "scheduler", "gpudirect_rdma"):
+        if key in prov:
+            out[key] = str(prov[key])
+    for key, value in (prov.get("cpu") or {}).items():
+        out[f"cpu.{key}"] = str(value)
+    for i, gpu in enumerate(prov.get("gpus") or []):
+        out[f"gpus[{i}]"] = ", ".join(str(gpu.get(k)) for k in ("name", "memory", "driver"))
+    for nic in prov.get("nics") or []:
+        out[f"nics.{nic['name']}"] = (f"{nic.get('kind')}, {nic.get('speed_mbps') or '?'} Mb/s, "
+                                      f"{nic.get('operstate')}, mtu {nic.get('mtu')}")
+    for port in prov.get("rdma") or []:
+        out[f"rdma.{port['device']}:{port['port']}"] = (
+            f"{port.get('state')}, {port.get('rate')}, {port.get('link_layer')}")
+    for key, value in (prov.get("versions") or {}).items():
+        out[f"versions.{key}"] = str(value)
+    for key, value in (prov.get("env") or {}).items():
+        if not _VOLATILE_ENV.match(key):
+            out[f"env.{key}"] = str(value)
+    if prov.get("build"):
+        for key, value in prov["build"].items():
+            out[f"build.{key}"] = str(value)
+    return out
+
+
+def provenance_diff(series: list[Series]) -> list[tuple[str, list[str]]]:
+    flats = [flatten_provenance(s.run) for s in series]
+    keys = sorted(set().union(*flats))
+    diff = []
+    for key in keys:
+        values = [f.get(key, "—") for f in flats]
+        if len(set(values)) > 1:
+            diff.append((key, values))
+    return diff

@@ -1,0 +1,176 @@
+# ruff: noqa: E501  (the template's markup lines are long by nature)
+"""One self-contained HTML file: tables, warnings, provenance and the figures embedded as SVG
+data URIs (each figure isolated, no external fetch, no script)."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Sequence
+from datetime import datetime, timezone
+
+import jinja2
+
+from fabbench import __version__
+from fabbench.report.compare import Comparison
+from fabbench.report.link import format_gbps, link_of
+from fabbench.report.load import Series
+from fabbench.report.plots import Plot
+from fabbench.report.stats import ALPHA, MIN_SAMPLES, SPREAD_LIMIT, spread, stability
+from fabbench.report.tables import count_of, efficiency_lines, ops_of, unstable_points
+
+_TEMPLATE = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="generator" content="fabbench {{ version }}">
+<title>{{ title }}</title>
+<style>
+body{font:14px/1.45 system-ui,sans-serif;margin:1.5em auto;max-width:1300px;color:#222;padding:0 1em}
+h1{font-size:1.6em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:1.6em}
+table{border-collapse:collapse;margin:.6em 0;font-size:12.5px}
+th,td{border:1px solid #ddd;padding:2px 7px;text-align:right}th{background:#f3f3f3}
+td.l,th.l{text-align:left}tr.unstable td{background:#fff6e0}
+.faster{color:#0a7a2b;font-weight:600}.slower{color:#b3261e;font-weight:600}.same{color:#666}
+.warn{background:#fff6e0;border-left:4px solid #e0a000;padding:.4em .8em;margin:.5em 0}
+figure{margin:1em 0}figure img{max-width:100%;border:1px solid #eee}
+figcaption{color:#555;font-size:12.5px}details{margin:.4em 0}code{font-size:12px}
+</style></head><body>
+<h1>{{ title }}</h1>
+<p>fabbench {{ version }}, {{ generated }}. A point is flagged unstable when its stdev is
+&ge; {{ spread_pct }}% of its mean or it has fewer than {{ min_samples }} samples.
+{% if comparison %}Differences are called real when a Mann-Whitney U test gives p &lt; {{ alpha }}
+and the bootstrap 95% interval of the median ratio excludes 1.{% endif %}</p>
+
+<h2>Runs</h2>
+<table><tr><th class="l">series</th><th class="l">file</th><th class="l">host</th>
+<th class="l">fabric / primitive</th><th class="l">transport</th><th>ranks</th><th>nodes</th>
+<th class="l">link</th><th class="l">status</th></tr>
+{% for s in series %}<tr><td class="l"><b>{{ s.label }}</b></td><td class="l"><code>{{ s.path }}</code></td>
+<td class="l">{{ s.host }}</td><td class="l">{{ s.run.fabric }} / {{ s.run.primitive }}</td>
+<td class="l">{{ s.transport }}</td><td>{{ s.run.ranks }}</td><td>{{ s.run.nodes }}</td>
+<td class="l">{{ links[loop.index0] }}</td>
+<td class="l">{{ "ok" if s.summary and s.summary.ok else ("failed: " ~ s.summary.error if s.summary else "no summary") }}</td></tr>
+{% endfor %}</table>
+{% for w in warnings %}<div class="warn">{{ w }}</div>
+{% endfor %}
+{% if efficiency %}<h2>Efficiency against the link</h2><ul>
+{% for e in efficiency %}<li>{{ e }}</li>{% endfor %}</ul>{% endif %}
+
+{% if figures %}<h2>Figures</h2>
+{% for f in figures %}<figure id="fig-{{ f.name }}"><img alt="{{ f.title }}: {{ f.series|join(', ') }}"
+ src="data:image/svg+xml;base64,{{ f.data }}">
+<figcaption>{{ f.title }} — series: {{ f.series|join(', ') }}</figcaption></figure>
+{% endfor %}{% endif %}
+
+{% if comparison %}<h2>Comparison against {{ comparison.baseline.label }}</h2>
+{% for other in comparison.others %}<p><b>{{ other.label }}</b>: {% for k, v in comparison.counts(other).items() %}{{ v }} {{ k }}{{ ", " if not loop.last }}{% endfor %}
+(time ratio = {{ other.label }} / {{ comparison.baseline.label }}, p50).</p>{% endfor %}
+{% for u in comparison.unmatched %}<div class="warn">{{ u }}</div>{% endfor %}
+{% for op in comparison.ops() %}<h3>{{ op }}</h3>
+<table><tr><th class="l">B</th><th>size (B)</th><th class="l">type</th><th>A p50 (µs)</th><th>B p50 (µs)</th>
+<th>ratio B/A</th><th>95% CI</th><th>p</th><th class="l">verdict</th><th class="l">notes</th></tr>
+{% for r in comparison.rows if r.op == op %}<tr{% if r.notes %} class="unstable"{% endif %}>
+<td class="l">{{ r.other.label }}</td><td>{{ r.bytes }}</td><td class="l">{{ r.dtype }}</td>
+<td>{{ "%.2f"|format(r.a.time_us.p50) }}</td><td>{{ "%.2f"|format(r.b.time_us.p50) }}</td>
+<td>{{ "%.3f"|format(r.verdict.ratio) }}</td>
+<td>{% if r.verdict.ci_low is not none %}{{ "%.3f"|format(r.verdict.ci_low) }}–{{ "%.3f"|format(r.verdict.ci_high) }}{% else %}-{% endif %}</td>
+<td>{% if r.verdict.p_value is not none %}{{ "%.3g"|format(r.verdict.p_value) }}{% else %}-{% endif %}</td>
+<td class="l {{ r.verdict.verdict }}">{{ r.verdict.verdict }}</td><td class="l">{{ r.notes }}</td></tr>
+{% endfor %}</table>{% endfor %}
+{% if comparison.train %}<h3>Training</h3><table><tr><th class="l">B</th><th class="l">model</th><th>ranks</th>
+<th>A samples/s</th><th>B samples/s</th><th>ratio B/A</th><th>A scaling</th><th>B scaling</th></tr>
+{% for t in comparison.train %}<tr><td class="l">{{ t.other.label }}</td><td class="l">{{ t.model }}</td><td>{{ t.ranks }}</td>
+<td>{{ fmt_sps(t.a) }}</td><td>{{ fmt_sps(t.b) }}</td>
+<td>{% if t.a and t.b %}{{ "%.3f"|format(t.b.samples_per_s.p50 / t.a.samples_per_s.p50) }}{% else %}-{% endif %}</td>
+<td>{{ fmt_eff(t.a) }}</td><td>{{ fmt_eff(t.b) }}</td></tr>{% endfor %}</table>{% endif %}
+<h3>Provenance that differs</h3>
+{% if comparison.provenance %}<table><tr><th class="l">field</th>{% for s in series %}<th class="l">{{ s.label }}</th>{% endfor %}</tr>
+{% for key, values in comparison.provenance %}<tr><td class="l"><code>{{ key }}</code></td>{% for v in values %}<td class="l">{{ v }}</td>{% endfor %}</tr>
+{% endfor %}</table>{% else %}<p>None: the runs were made on the same set-up.</p>{% endif %}
+{% endif %}
+
+
+{% if train %}<h2>Training</h2><table><tr><th class="l">series</th><th class="l">model</th><th>ranks</th>
+<th>batch/rank</th><th>samples/s p50</th><th>± ci95</th><th>step ms</th><th>comm ms</th><th>scaling</th></tr>
+{% for s, t in train %}<tr><td class="l">{{ s.label }}</td><td class="l">{{ t.model }}</td><td>{{ t.ranks }}</td>
+<td>{{ t.batch_per_rank }}</td><td>{{ "%.1f"|format(t.samples_per_s.p50) }}</td><td>{{ "%.1f"|format(t.samples_per_s.ci95) }}</td>
+<td>{{ "%.1f"|format(t.step_ms) }}</td><td>{{ "%.1f"|format(t.comm_ms) }}</td><td>{{ fmt_eff(t) }}</td></tr>
+{% endfor %}</table>{% endif %}
+
+{% if tables %}<h2>Collectives</h2>
+{% for s, op, rows in tables %}<details{% if loop.index <= 2 %} open{% endif %}><summary><b>{{ s.label }}</b> — {{ op }}</summary>
+<table><tr><th>size (B)</th><th>count</th><th class="l">type</th><th>time p50 (µs)</th><th>p99 (µs)</th>
+<th>algbw (GB/s)</th><th>busbw (GB/s)</th><th>#wrong</th><th>stdev %</th><th>samples</th><th>link %</th><th class="l">transport</th></tr>
+{% for r in rows %}<tr{% if r.unstable %} class="unstable" title="{{ r.unstable }}"{% endif %}><td>{{ r.bytes }}</td><td>{{ r.count }}</td>
+<td class="l">{{ r.dtype }}</td><td>{{ "%.2f"|format(r.p50) }}</td><td>{{ "%.2f"|format(r.p99) }}</td>
+<td>{{ "%.3f"|format(r.algbw) }}</td><td>{{ "%.3f"|format(r.busbw) }}</td><td>{{ r.wrong }}</td>
+<td>{{ r.spread }}</td><td>{{ r.samples }}</td><td>{{ r.link }}</td><td class="l">{{ r.transport }}</td></tr>
+{% endfor %}</table></details>
+{% endfor %}{% endif %}
+
+<h2>Provenance</h2>
+{% for s in series %}<details><summary>{{ s.label }} — {{ s.host }}, run {{ s.run.run_id }}</summary>
+<pre>{{ provenance[loop.index0] }}</pre></details>{% endfor %}
+</body></html>
+"""
+
+
+def _fmt_sps(t: dict | None) -> str:
+    return "-" if t is None else f"{t['samples_per_s']['p50']:.1f}"
+
+
+def _fmt_eff(t: dict | None) -> str:
+    if t is None or t.get("scaling_efficiency") is None:
+        return "-"
+    return f"{100 * t['scaling_efficiency']:.0f}%"
+
+
+def _table_rows(s: Series, op: str) -> list[dict]:
+    link = link_of(s.run)
+    rows = []
+    for r in (c for c in s.collectives if c["op"] == op):
+        sp = spread(r)
+        rows.append({"bytes": r["bytes"], "count": count_of(r), "dtype": r["dtype"],
+                     "p50": r["time_us"]["p50"], "p99": r["time_us"]["p99"],
+                     "algbw": r["algbw_gbps"], "busbw": r["busbw_gbps"],
+                     "wrong": "N/A" if r.get("wrong") is None else r["wrong"],
+                     "spread": "-" if sp is None else f"{100 * sp:.0f}",
+                     "samples": r.get("samples") or len(r.get("samples_us") or []),
+                     "link": "-" if link is None else f"{100 * link.efficiency(r['busbw_gbps']):.1f}",
+                     "transport": r["transport"], "unstable": stability(r) or ""})
+    return rows
+
+
+def warnings_of(series: Sequence[Series]) -> list[str]:
+    out = []
+    for s in series:
+        out += s.warnings
+        bad = unstable_points(s)
+        if bad:
+            shown = "; ".join(bad[:6]) + (f"; and {len(bad) - 6} more" if len(bad) > 6 else "")
+            out.append(f"{s.label}: {len(bad)} of {len(s.collectives)} points are unstable "
+                       f"(rerun with a larger --budget, on an idle host): {shown}")
+    return out
+
+
+def render(series: Sequence[Series], plots: Sequence[Plot], *, title: str,
+           comparison: Comparison | None = None) -> str:
+    import json
+
+    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
+    template = env.from_string(_TEMPLATE)
+    links = []
+    for s in series:
+        link = link_of(s.run)
+        links.append("n/a" if link is None else f"{format_gbps(link.gbps)} ({link.what})")
+    figures = [{"name": p.name, "title": p.title, "series": p.series,
+                "data": base64.b64encode(p.svg().encode()).decode()} for p in plots]
+    return template.render(
+        title=title, version=__version__,
+        generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        spread_pct=round(100 * SPREAD_LIMIT), min_samples=MIN_SAMPLES, alpha=ALPHA,
+        series=list(series), links=links, warnings=warnings_of(series),
+        efficiency=efficiency_lines(series), comparison=comparison, figures=figures,
+        train=[(s, t) for s in series for t in s.train],
+        tables=[(s, op, _table_rows(s, op)) for s in series for op in ops_of([s])],
+        provenance=[json.dumps(s.run["provenance"], indent=1, sort_keys=True) for s in series],
+        fmt_sps=_fmt_sps, fmt_eff=_fmt_eff)

@@ -1,0 +1,112 @@
+"""Results files and directories -> Series: one per run, with its records split by kind."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fabbench.errors import UsageError
+from fabbench.results.reader import read_results
+
+
+@dataclass
+class Series:
+    """One run: its run record, measurements and summary, and a short label for plots."""
+
+    path: Path
+    run: dict[str, Any]
+    collectives: list[dict[str, Any]] = field(default_factory=list)
+    train: list[dict[str, Any]] = field(default_factory=list)
+    halo: list[dict[str, Any]] = field(default_factory=list)
+    summary: dict[str, Any] | None = None
+    warnings: list[str] = field(default_factory=list)
+    label: str = ""
+
+    @property
+    def base_label(self) -> str:
+        """fabric/primitive (+ wire, transport): what a scaling curve over ranks groups by."""
+        r = self.run
+        text = f"{Path(r['fabric']).stem}/{r['primitive']}"
+        if r.get("horovod_over"):
+            text += f"-{r['horovod_over']}"
+        if r.get("wire", "native") != "native":
+            text += f" ({r['wire']} wire)"
+        return text
+
+    @property
+    def host(self) -> str:
+        return self.run["provenance"].get("host", "?")
+
+    @property
+    def transport(self) -> str:
+        found = sorted({c["transport"] for c in self.collectives})
+        return ", ".join(found) or self.run.get("transport") or "?"
+
+
+def expand(paths: Iterable[str | Path]) -> list[Path]:
+    """Files as given; a directory stands for the *.jsonl files under it (sorted)."""
+    files: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            found = sorted(p.rglob("*.jsonl"))
+            if not found:
+                raise UsageError(f"{p}: no results files (*.jsonl) in this directory")
+            files += found
+        elif p.exists():
+            files.append(p)
+        else:
+            raise UsageError(f"{p}: no such file or directory")
+    if not files:
+        raise UsageError("no results files given")
+    return files
+
+
+def split_runs(path: Path) -> list[Series]:
+    """A file's records as runs: each `run` record starts one (a file normally holds one)."""
+    results = read_results(path)
+    series: list[Series] = []
+    for record in results.records:
+        kind = record["kind"]
+        if kind == "run":
+            series.append(Series(path=path, run=record))
+            continue
+        current = series[-1]
+        if kind == "collective":
+            current.collectives.append(record)
+        elif kind == "train":
+            current.train.append(record)
+        elif kind == "halo":
+            current.halo.append(record)
+        elif kind == "summary":
+            current.summary = record
+    for s in series:
+        s.warnings += results.warnings
+        if s.summary is None:
+            s.warnings.append(f"{path}: run {s.run['run_id']} has no summary record "
+                              "(still running, or killed)")
+        elif not s.summary["ok"]:
+            s.warnings.append(f"{path}: run {s.run['run_id']} failed: {s.summary.get('error')}")
+    return series
+
+
+def load(paths: Iterable[str | Path]) -> list[Series]:
+    """Every run in the given files/directories, labelled uniquely for legends and tables."""
+    series = [s for path in expand(paths) for s in split_runs(path)]
+    _label(series)
+    return series
+
+
+def _label(series: list[Series]) -> None:
+    hosts = {s.host for s in series}
+    ranks = {s.run["ranks"] for s in series}
+    seen: dict[str, int] = {}
+    for s in series:
+        label = s.base_label
+        if len(hosts) > 1:
+            label = f"{s.host}: {label}"
+        if len(ranks) > 1:
+            label += f" ×{s.run['ranks']}"
+        seen[label] = seen.get(label, 0) + 1
+        s.label = label if seen[label] == 1 else f"{label} #{seen[label]}"

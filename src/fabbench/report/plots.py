@@ -1,0 +1,183 @@
+"""Figures of a report: busbw and latency vs size (a panel per op, a line per run), training
+samples/s vs ranks, and B/A time ratios of a comparison. matplotlib with the Agg backend; every
+figure is written as PNG and SVG (SVG keeps its text as text, so labels are searchable)."""
+
+from __future__ import annotations
+
+import io
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import FuncFormatter  # noqa: E402
+
+from fabbench.report.load import Series  # noqa: E402
+from fabbench.report.tables import ops_of  # noqa: E402
+from fabbench.units import format_size  # noqa: E402
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from fabbench.report.compare import Comparison
+
+_STYLE = {"svg.fonttype": "none", "svg.hashsalt": "fabbench", "figure.dpi": 100,
+          "axes.grid": True, "grid.alpha": 0.3, "font.size": 9}
+
+
+@dataclass
+class Plot:
+    """A finished figure: a file stem, a caption, and the series it shows."""
+
+    name: str
+    title: str
+    figure: Figure
+    series: list[str]
+
+    def png(self) -> bytes:
+        buf = io.BytesIO()
+        self.figure.savefig(buf, format="png", metadata={"Software": None})
+        return buf.getvalue()
+
+    def svg(self) -> str:
+        buf = io.StringIO()
+        with plt.rc_context(_STYLE):
+            self.figure.savefig(buf, format="svg", metadata={"Date": None})
+        return buf.getvalue()
+
+    def save(self, folder: Path) -> list[Path]:
+        folder.mkdir(parents=True, exist_ok=True)
+        png, svg = folder / f"{self.name}.png", folder / f"{self.name}.svg"
+        png.write_bytes(self.png())
+        svg.write_text(self.svg())
+        return [png, svg]
+
+    def close(self) -> None:
+        plt.close(self.figure)
+
+
+def _grid(n: int, title: str) -> tuple[Figure, list[Any]]:
+    cols = min(3, n)
+    rows = math.ceil(n / cols)
+    with plt.rc_context(_STYLE):
+        fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.3 * rows + 0.6),
+                                 squeeze=False)
+    fig.suptitle(title)
+    flat = list(axes.flat)
+    for ax in flat[n:]:
+        ax.set_visible(False)
+    return fig, flat[:n]
+
+
+_SIZE_FMT = FuncFormatter(lambda x, _pos: format_size(int(x)) if x >= 1 else "")
+
+
+def _size_axis(ax: Any) -> None:
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(_SIZE_FMT)
+    ax.set_xlabel("size (bytes)")
+
+
+def _legend(fig: Figure, axes: Sequence[Any]) -> None:
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(4, max(1, len(labels))),
+               frameon=False)
+    fig.tight_layout(rect=(0, 0.06 + 0.02 * math.ceil(len(labels) / 4), 1, 0.97))
+
+
+def size_sweeps(series: Sequence[Series]) -> list[Plot]:
+    """busbw vs size and p50 latency vs size (band: min to p99), a panel per operation."""
+    ops = ops_of(series)
+    if not ops:
+        return []
+    plots = []
+    for metric in ("busbw", "latency"):
+        with plt.rc_context(_STYLE):
+            title = ("bus bandwidth vs size" if metric == "busbw"
+                     else "latency (p50; band min..p99) vs size")
+            fig, axes = _grid(len(ops), title)
+            for ax, op in zip(axes, ops, strict=True):
+                for s in series:
+                    recs = sorted((c for c in s.collectives if c["op"] == op),
+                                  key=lambda c: c["bytes"])
+                    if not recs:
+                        continue
+                    x = [c["bytes"] for c in recs]
+                    if metric == "busbw":
+                        (line,) = ax.plot(x, [c["busbw_gbps"] for c in recs], marker="o",
+                                          markersize=3, label=s.label)
+                    else:
+                        (line,) = ax.plot(x, [c["time_us"]["p50"] for c in recs], marker="o",
+                                          markersize=3, label=s.label)
+                        ax.fill_between(x, [c["time_us"]["min"] for c in recs],
+                                        [c["time_us"]["p99"] for c in recs],
+                                        color=line.get_color(), alpha=0.15, linewidth=0)
+                    line.set_gid(f"series-{s.label}")
+                ax.set_title(op)
+                _size_axis(ax)
+                ax.set_yscale("log")
+                ax.set_ylabel("busbw (GB/s)" if metric == "busbw" else "time (µs)")
+            _legend(fig, axes)
+        plots.append(Plot(metric, title, fig, [s.label for s in series]))
+    return plots
+
+
+def training(series: Sequence[Series]) -> list[Plot]:
+    """samples/s (p50, ± ci95) vs ranks: a line per fabric/primitive and model."""
+    curves: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for s in series:
+        for r in s.train:
+            curves[f"{s.base_label} {r['model']}"].append(r)
+    if not curves:
+        return []
+    with plt.rc_context(_STYLE):
+        fig, axes = _grid(1, "training throughput vs ranks")
+        ax = axes[0]
+        for label, recs in sorted(curves.items()):
+            recs.sort(key=lambda r: r["ranks"])
+            container = ax.errorbar([r["ranks"] for r in recs],
+                                    [r["samples_per_s"]["p50"] for r in recs],
+                                    yerr=[r["samples_per_s"]["ci95"] for r in recs],
+                                    marker="o", markersize=4, capsize=3, label=label)
+            container.lines[0].set_gid(f"series-{label}")
+        ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _p: f"{x:g}"))
+        ax.set_xlabel("ranks")
+        ax.set_ylabel("samples/s")
+        _legend(fig, axes)
+    return [Plot("train", "training throughput vs ranks", fig, sorted(curves))]
+
+
+def ratios(comparison: Comparison) -> list[Plot]:
+    """Time ratio B/A vs size per op with its 95 % interval; below 1: B is faster."""
+    ops = comparison.ops()
+    if not ops:
+        return []
+    with plt.rc_context(_STYLE):
+        fig, axes = _grid(len(ops), f"time ratio vs {comparison.baseline.label} "
+                                    "(p50; bars: 95% CI; < 1 is faster)")
+        for ax, op in zip(axes, ops, strict=True):
+            for other in comparison.others:
+                rows = [r for r in comparison.rows if r.op == op and r.other is other]
+                if not rows:
+                    continue
+                x = [r.bytes for r in rows]
+                y = [r.verdict.ratio for r in rows]
+                low = [r.verdict.ratio - (r.verdict.ci_low or r.verdict.ratio) for r in rows]
+                high = [(r.verdict.ci_high or r.verdict.ratio) - r.verdict.ratio for r in rows]
+                container = ax.errorbar(x, y, yerr=[low, high], marker="o", markersize=3,
+                                        capsize=2, label=other.label)
+                container.lines[0].set_gid(f"series-{other.label}")
+            ax.axhline(1.0, color="grey", linewidth=1)
+            ax.set_title(op)
+            _size_axis(ax)
+            ax.set_yscale("log")
+            ax.set_ylabel(f"time / {comparison.baseline.label}")
+        _legend(fig, axes)
+    return [Plot("ratio", "time ratio", fig, [o.label for o in comparison.others])]

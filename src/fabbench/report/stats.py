@@ -1,0 +1,125 @@
+"""Is a number stable, and is a difference real? numpy only (no scipy).
+
+- spread: a point is unstable when stdev >= 10 % of the mean, or it has too few samples.
+- Mann-Whitney U (two-sided, normal approximation with tie and continuity corrections).
+- bootstrap 95 % confidence interval of the ratio of medians (B / A), seeded: reproducible.
+A difference is called real only when both agree: p < ALPHA and the interval excludes 1.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+SPREAD_LIMIT = 0.10   # stdev / mean at or above which a point is "unstable"
+MIN_SAMPLES = 10      # fewer samples than this: too few to trust a spread or a test
+ALPHA = 0.05
+BOOTSTRAP = 2000
+_SEED = 20200922  # HPEC 2020
+
+
+def spread(record: dict[str, Any]) -> float | None:
+    """stdev / mean of a point's samples (None when unknown)."""
+    t = record["time_us"]
+    if t.get("stdev") is not None and t["mean"] > 0:
+        return t["stdev"] / t["mean"]
+    samples = record.get("samples_us") or []
+    if len(samples) >= 2 and np.mean(samples) > 0:
+        return float(np.std(samples, ddof=1) / np.mean(samples))
+    return None
+
+
+def sample_count(record: dict[str, Any]) -> int:
+    return int(record.get("samples") or len(record.get("samples_us") or []))
+
+
+def stability(record: dict[str, Any]) -> str | None:
+    """Why a point should not be trusted, or None when it looks stable."""
+    n = sample_count(record)
+    if n < MIN_SAMPLES:
+        return f"only {n} samples"
+    s = spread(record)
+    if s is not None and s >= SPREAD_LIMIT:
+        return f"stdev {100 * s:.0f}% of mean"
+    return None
+
+
+def mann_whitney(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
+    """U statistic of ``a`` and the two-sided p-value (normal approximation)."""
+    x, y = np.asarray(a, float), np.asarray(b, float)
+    n1, n2 = len(x), len(y)
+    if n1 == 0 or n2 == 0:
+        raise ValueError("Mann-Whitney U needs samples on both sides")
+    both = np.concatenate([x, y])
+    ranks = _rankdata(both)
+    u1 = float(ranks[:n1].sum() - n1 * (n1 + 1) / 2)
+    mu = n1 * n2 / 2
+    _, counts = np.unique(both, return_counts=True)
+    n = n1 + n2
+    tie = float((counts ** 3 - counts).sum()) / (n * (n - 1)) if n > 1 else 0.0
+    sigma = math.sqrt(n1 * n2 / 12 * ((n + 1) - tie))
+    if sigma == 0:
+        return u1, 1.0
+    z = (abs(u1 - mu) - 0.5) / sigma
+    return u1, min(1.0, math.erfc(max(z, 0.0) / math.sqrt(2)))
+
+
+def _rankdata(values: np.ndarray) -> np.ndarray:
+    """Average ranks (1-based), ties sharing the mean of their ranks."""
+    order = np.argsort(values, kind="mergesort")
+    ranks = np.empty(len(values), float)
+    ranks[order] = np.arange(1, len(values) + 1)
+    uniq, inverse = np.unique(values, return_inverse=True)
+    sums = np.bincount(inverse, weights=ranks)
+    counts = np.bincount(inverse)
+    return (sums / counts)[inverse]
+
+
+def bootstrap_median_ratio(a: Sequence[float], b: Sequence[float],
+                           resamples: int = BOOTSTRAP, level: float = 0.95
+                           ) -> tuple[float, float, float]:
+    """median(b) / median(a) and its percentile bootstrap interval."""
+    x, y = np.asarray(a, float), np.asarray(b, float)
+    if len(x) == 0 or len(y) == 0 or np.median(x) <= 0:
+        raise ValueError("a ratio of medians needs positive samples on both sides")
+    rng = np.random.default_rng(_SEED)
+    mx = np.median(x[rng.integers(0, len(x), (resamples, len(x)))], axis=1)
+    my = np.median(y[rng.integers(0, len(y), (resamples, len(y)))], axis=1)
+    ratios = my / mx
+    tail = (1 - level) / 2 * 100
+    low, high = np.percentile(ratios, [tail, 100 - tail])
+    return float(np.median(y) / np.median(x)), float(low), float(high)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """B against A at one point: the time ratio B / A (< 1: B is faster); is it real?"""
+
+    ratio: float
+    ci_low: float | None
+    ci_high: float | None
+    p_value: float | None
+    verdict: str  # "faster", "slower", "same", "too few samples", "no samples"
+
+    @property
+    def significant(self) -> bool:
+        return self.verdict in ("faster", "slower")
+
+
+def compare_samples(a: dict[str, Any], b: dict[str, Any]) -> Verdict:
+    """Compare two points (records with time_us and samples_us) of the same op and size."""
+    ratio = b["time_us"]["p50"] / a["time_us"]["p50"] if a["time_us"]["p50"] > 0 else math.inf
+    sa, sb = a.get("samples_us") or [], b.get("samples_us") or []
+    if not sa or not sb:
+        return Verdict(ratio, None, None, None, "no samples")
+    if min(len(sa), len(sb)) < 5:
+        return Verdict(ratio, None, None, None, "too few samples")
+    ratio, low, high = bootstrap_median_ratio(sa, sb)
+    _, p = mann_whitney(sa, sb)
+    real = p < ALPHA and not low <= 1.0 <= high
+    word = ("faster" if ratio < 1 else "slower") if real else "same"
+    return Verdict(ratio, low, high, p, word)

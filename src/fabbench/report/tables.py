@@ -1,0 +1,143 @@
+"""Rows of a report: the nccl-tests layout for text, flat rows for CSV, link efficiency."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterable
+from typing import Any
+
+from fabbench.report.link import Link, format_gbps, link_of
+from fabbench.report.load import Series
+from fabbench.report.stats import sample_count, spread, stability
+
+# nccl-tests names and columns
+NCCL_TYPE = {"float32": "float", "float64": "double", "float16": "half", "bfloat16": "bfloat16"}
+REDOP = {"allreduce": "sum", "reduce_scatter": "sum"}
+ROOT = {"broadcast": 0}
+OP_ORDER = ("allreduce", "allgather", "reduce_scatter", "broadcast", "alltoall", "sendrecv")
+
+
+def ops_of(series: Iterable[Series]) -> list[str]:
+    found = {c["op"] for s in series for c in s.collectives}
+    return [op for op in OP_ORDER if op in found] + sorted(found - set(OP_ORDER))
+
+
+def count_of(rec: dict[str, Any]) -> int:
+    return rec.get("count") or rec["bytes"] // {"float64": 8, "float32": 4}.get(rec["dtype"], 2)
+
+
+def nccl_table(s: Series, op: str) -> str:
+    """One op of one run in the layout nccl-tests users read every day (plus p99, spread, link)."""
+    link = link_of(s.run)
+    recs = [c for c in s.collectives if c["op"] == op]
+    head = (f"# {s.label}: {op}, {s.run['ranks']} ranks on {s.run['nodes']} node(s), transport "
+            f"{', '.join(sorted({c['transport'] for c in recs}))}, link "
+            f"{f'{link.what}' if link else 'n/a'}\n")
+    cols = (f"#{'size':>11} {'count':>12} {'type':>8} {'redop':>6} {'root':>5} {'time':>10} "
+            f"{'algbw':>8} {'busbw':>8} {'#wrong':>6} {'p99':>10} {'stdev%':>6} {'n':>4} "
+            f"{'link%':>6}\n"
+            f"#{'(B)':>11} {'(elements)':>12} {'':>8} {'':>6} {'':>5} {'(us)':>10} "
+            f"{'(GB/s)':>8} {'(GB/s)':>8} {'':>6} {'(us)':>10} {'':>6} {'':>4} {'':>6}\n")
+    lines = []
+    for r in recs:
+        wrong = "N/A" if r.get("wrong") is None else str(r["wrong"])
+        sp = spread(r)
+        flag = " !" if stability(r) else ""
+        lines.append(
+            f" {r['bytes']:>11} {count_of(r):>12} {NCCL_TYPE.get(r['dtype'], r['dtype']):>8} "
+            f"{REDOP.get(op, 'none'):>6} {ROOT.get(op, -1):>5} {r['time_us']['p50']:>10.2f} "
+            f"{r['algbw_gbps']:>8.3f} {r['busbw_gbps']:>8.3f} {wrong:>6} "
+            f"{r['time_us']['p99']:>10.2f} {'-' if sp is None else f'{100 * sp:.0f}':>6} "
+            f"{sample_count(r):>4} {_pct(link, r):>6}{flag}")
+    return head + cols + "\n".join(lines) + "\n"
+
+
+def _pct(link: Link | None, rec: dict[str, Any]) -> str:
+    return "-" if link is None else f"{100 * link.efficiency(rec['busbw_gbps']):.1f}"
+
+
+def efficiency_lines(series: Iterable[Series]) -> list[str]:
+    """One sentence per run and op: the peak busbw as a share of the link ("83% of 100 Gb/s")."""
+    out = []
+    for s in series:
+        link = link_of(s.run)
+        for op in ops_of([s]):
+            recs = [c for c in s.collectives if c["op"] == op]
+            best = max(recs, key=lambda r: r["busbw_gbps"])
+            text = (f"{s.label} {op}: peak busbw {best['busbw_gbps']:.3f} GB/s "
+                    f"at {best['bytes']} B")
+            if link is not None:
+                text += (f" is {100 * link.efficiency(best['busbw_gbps']):.0f}% of the "
+                         f"{format_gbps(link.gbps)} link ({link.what})")
+            else:
+                text += " (link speed unknown: no efficiency)"
+            out.append(text)
+    return out
+
+
+def unstable_points(s: Series) -> list[str]:
+    """Points whose spread is large or whose samples are few, each with why."""
+    out = []
+    for r in s.collectives:
+        why = stability(r)
+        if why:
+            out.append(f"{r['op']} {r['bytes']} B: {why}")
+    return out
+
+
+CSV_FIELDS = ("series", "file", "run_id", "host", "fabric", "primitive", "wire", "op", "bytes",
+              "count", "dtype", "ranks", "nodes", "transport", "time_us_min", "time_us_p50",
+              "time_us_mean", "time_us_p99", "time_us_max", "time_us_stdev", "samples",
+              "algbw_gbps", "busbw_gbps", "link_gbps", "link_pct", "correct", "unstable")
+TRAIN_CSV_FIELDS = ("series", "file", "run_id", "host", "fabric", "primitive", "model",
+                    "parameters", "batch_per_rank", "ranks", "samples_per_s_p50",
+                    "samples_per_s_mean", "samples_per_s_ci95", "step_ms", "comm_ms",
+                    "scaling_efficiency")
+
+
+def _common(s: Series) -> dict[str, Any]:
+    return {"series": s.label, "file": str(s.path), "run_id": s.run["run_id"], "host": s.host,
+            "fabric": s.run["fabric"], "primitive": s.run["primitive"]}
+
+
+def collective_rows(series: Iterable[Series]) -> list[dict[str, Any]]:
+    rows = []
+    for s in series:
+        link = link_of(s.run)
+        for r in s.collectives:
+            t = r["time_us"]
+            rows.append({
+                **_common(s), "wire": s.run.get("wire", "native"), "op": r["op"],
+                "bytes": r["bytes"], "count": count_of(r), "dtype": r["dtype"],
+                "ranks": r["ranks"], "nodes": s.run["nodes"], "transport": r["transport"],
+                "time_us_min": t["min"], "time_us_p50": t["p50"], "time_us_mean": t["mean"],
+                "time_us_p99": t["p99"], "time_us_max": t["max"], "time_us_stdev": t.get("stdev"),
+                "samples": sample_count(r), "algbw_gbps": r["algbw_gbps"],
+                "busbw_gbps": r["busbw_gbps"], "link_gbps": link.gbps if link else None,
+                "link_pct": round(100 * link.efficiency(r["busbw_gbps"]), 3) if link else None,
+                "correct": r["correct"], "unstable": stability(r) or ""})
+    return rows
+
+
+def train_rows(series: Iterable[Series]) -> list[dict[str, Any]]:
+    rows = []
+    for s in series:
+        for r in s.train:
+            sps = r["samples_per_s"]
+            rows.append({**_common(s), "model": r["model"], "parameters": r["parameters"],
+                         "batch_per_rank": r["batch_per_rank"], "ranks": r["ranks"],
+                         "samples_per_s_p50": sps["p50"], "samples_per_s_mean": sps["mean"],
+                         "samples_per_s_ci95": sps["ci95"], "step_ms": r["step_ms"],
+                         "comm_ms": r["comm_ms"],
+                         "scaling_efficiency": r.get("scaling_efficiency")})
+    return rows
+
+
+def to_csv(rows: list[dict[str, Any]], fields: tuple[str, ...]) -> str:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=fields, lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: "" if row.get(k) is None else row[k] for k in fields})
+    return buf.getvalue()

@@ -1,0 +1,127 @@
+"""fabbench compare: the statistics (numpy only) and A vs B over recorded results files."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fabbench.cli.main import main
+from fabbench.report import stats
+from fabbench.report.build import make_compare
+from fabbench.report.compare import compare, provenance_diff
+from fabbench.report.load import load
+
+RESULTS = Path(__file__).parents[1] / "fixtures" / "runs"
+SITE_A = RESULTS / "siteA-ib.jsonl"
+SITE_B = RESULTS / "siteB-ib.jsonl"
+
+
+def test_mann_whitney_matches_the_textbook_normal_approximation():
+    u, p = stats.mann_whitney([1, 2, 3, 4, 5], [6, 7, 8, 9, 10])
+    assert u == 0
+    # z = (|0 - 12.5| - 0.5) / sqrt(5*5*11/12)
+    z = 12 / math.sqrt(25 * 11 / 12)
+    assert p == pytest.approx(math.erfc(z / math.sqrt(2)))
+    assert p == pytest.approx(0.01219, abs=1e-4)
+
+
+def test_mann_whitney_handles_ties_and_identical_samples():
+    assert stats.mann_whitney([1, 1, 1], [1, 1, 1]) == (4.5, 1.0)
+    u, p = stats.mann_whitney([1, 2, 2, 3], [2, 3, 3, 4])
+    assert u == 3.0 and 0.05 < p < 1  # a ranks 1, 3, 3, 6: ties share their mean rank
+    with pytest.raises(ValueError):
+        stats.mann_whitney([], [1.0])
+
+
+def test_mann_whitney_is_symmetric():
+    rng = np.random.default_rng(3)
+    a, b = rng.normal(10, 1, 20), rng.normal(10.5, 1, 25)
+    (u1, p1), (u2, p2) = stats.mann_whitney(a, b), stats.mann_whitney(b, a)
+    assert u1 + u2 == pytest.approx(20 * 25) and p1 == pytest.approx(p2)
+
+
+def test_bootstrap_interval_holds_the_true_ratio_and_is_reproducible():
+    rng = np.random.default_rng(4)
+    a, b = rng.normal(100, 3, 40), rng.normal(150, 4, 40)
+    ratio, low, high = stats.bootstrap_median_ratio(a, b)
+    assert low < 1.5 < high and low < ratio < high and high - low < 0.05
+    assert stats.bootstrap_median_ratio(a, b) == (ratio, low, high)
+
+
+def _point(samples):
+    s = np.asarray(samples, float)
+    return {"time_us": {"p50": float(np.median(s)), "mean": float(s.mean()),
+                        "stdev": float(s.std(ddof=1))}, "samples_us": list(s),
+            "samples": len(s)}
+
+
+def test_verdicts():
+    rng = np.random.default_rng(5)
+    base = _point(rng.normal(100, 2, 30))
+    assert stats.compare_samples(base, _point(rng.normal(80, 2, 30))).verdict == "faster"
+    assert stats.compare_samples(base, _point(rng.normal(120, 2, 30))).verdict == "slower"
+    same = stats.compare_samples(base, _point(rng.normal(100, 2, 30)))
+    assert same.verdict == "same" and same.ci_low < 1 < same.ci_high
+    assert stats.compare_samples(base, _point([90, 91, 92])).verdict == "too few samples"
+    bare = {"time_us": {"p50": 50.0}}
+    assert stats.compare_samples(base, bare).verdict == "no samples"
+
+
+def test_stability_flags_spread_and_few_samples():
+    rng = np.random.default_rng(6)
+    assert stats.stability(_point(rng.normal(100, 2, 30))) is None
+    assert stats.stability(_point(rng.normal(100, 30, 30))).startswith("stdev")
+    assert stats.stability(_point([1, 1.01, 0.99])) == "only 3 samples"
+
+
+def test_site_b_is_faster_for_large_messages_and_same_where_noisy():
+    c = compare(load([SITE_A, SITE_B]))
+    by = {(r.op, r.bytes): r for r in c.rows}
+    assert len(c.rows) == 8
+    big = by["allreduce", 16 << 20].verdict
+    assert big.verdict == "faster" and big.ratio == pytest.approx(0.5, abs=0.02)
+    noisy = by["allreduce", 1024]
+    assert noisy.verdict.verdict == "same" and "B: stdev" in noisy.notes
+    assert c.train[0].a["samples_per_s"]["p50"] == 4800 and c.train[0].b is not None
+
+
+def test_provenance_diff_names_what_differs_and_skips_launcher_noise():
+    diff = dict(provenance_diff(load([SITE_A, SITE_B])))
+    assert diff["host"] == ["nodeA", "nodeB"]
+    assert diff["rdma.mlx5_0:1"][1].startswith("ACTIVE, 200 Gb/sec")
+    assert not any("hnp_uri" in key for key in diff)
+    assert "versions.openmpi" not in diff  # equal on both
+
+
+def test_compare_outputs(tmp_path):
+    out = make_compare([SITE_A, SITE_B], html=tmp_path / "c.html", csv=tmp_path / "c.csv",
+                       plots_dir=tmp_path / "figs")
+    html = (tmp_path / "c.html").read_text()
+    assert "Comparison against nodeA: infiniband/mpi" in html
+    assert html.count('class="l faster"') == 7 and "Provenance that differs" in html
+    assert (tmp_path / "figs" / "ratio.svg").read_text().count("nodeB: infiniband/mpi") >= 1
+    lines = (tmp_path / "c.csv").read_text().splitlines()
+    assert len(lines) == 9 and lines[0].startswith("op,dtype,bytes,ranks,a,b,")
+    assert out.comparison is not None
+
+
+def test_cli_compare(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["compare", str(SITE_A), str(SITE_B)])
+    out, _ = capsys.readouterr()
+    assert exit_info.value.code == 0
+    assert "nodeB: infiniband/mpi vs nodeA: infiniband/mpi: 7 faster, 1 same" in out
+    assert "provenance that differs" in out
+
+
+def test_compare_needs_two_runs_with_something_in_common(capsys, tmp_path):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["compare", str(SITE_A)])
+    assert exit_info.value.code == 2
+    assert "compare needs at least two runs" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        main(["compare", str(RESULTS / "siteA-train-1.jsonl"), str(SITE_B)])
+    assert exit_info.value.code == 2 and "nothing to compare" in capsys.readouterr().err

@@ -1,0 +1,184 @@
+"""fabbench report over small recorded results files (tests/fixtures/runs)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from fabbench.cli.main import main
+from fabbench.errors import UsageError
+from fabbench.report import tables
+from fabbench.report.build import make_report
+from fabbench.report.link import link_of
+from fabbench.report.load import load
+
+RESULTS = Path(__file__).parents[1] / "fixtures" / "runs"
+SITE_A = RESULTS / "siteA-ib.jsonl"
+SITE_B = RESULTS / "siteB-ib.jsonl"
+
+
+def cli(capsys, *argv: str) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exit_info:
+        main(list(argv))
+    out, err = capsys.readouterr()
+    return exit_info.value.code, out, err
+
+
+def test_load_labels_runs_uniquely_and_names_hosts_when_they_differ():
+    series = load([SITE_A, SITE_B, SITE_A])
+    assert [s.label for s in series] == ["nodeA: infiniband/mpi", "nodeB: infiniband/mpi",
+                                         "nodeA: infiniband/mpi #2"]
+    assert len(series[0].collectives) == 8 and len(series[0].train) == 1
+
+
+def test_a_directory_stands_for_its_results_files():
+    series = load([RESULTS])
+    assert len(series) == 5
+    assert {s.run["ranks"] for s in series} == {1, 4, 8, 16}
+    assert any(s.label.endswith("×8") for s in series)  # ranks differ: they are in the label
+
+
+def test_nccl_table_has_the_nccl_tests_columns_and_the_link_share():
+    (s,) = load([SITE_A])
+    text = tables.nccl_table(s, "allreduce")
+    header = text.splitlines()[1].split()
+    assert header[:10] == ["#", "size", "count", "type", "redop", "root", "time", "algbw",
+                           "busbw", "#wrong"]
+    row = text.splitlines()[-1].split()
+    assert row[:5] == ["16777216", "4194304", "float", "sum", "-1"]
+    assert float(row[-1]) == pytest.approx(79.8, abs=0.5)  # link % of 100 Gb/s
+
+
+def test_efficiency_sentence_names_the_link():
+    (s,) = load([SITE_A])
+    assert link_of(s.run).gbps == 100
+    line = tables.efficiency_lines([s])[0]
+    assert "is 80% of the 100 Gb/s link (mlx5_0 port 1" in line
+
+
+def test_link_of_ethernet_uses_the_pinned_interface_and_loopback_has_none():
+    (s,) = load([SITE_A])
+    run = {**s.run, "fabric": "ethernet", "profile_env": {"OMPI_MCA_btl_tcp_if_include": "eth0"}}
+    assert link_of(run).gbps == 25
+    assert link_of({**run, "profile_env": {"OMPI_MCA_btl_tcp_if_include": "lo"}}) is None
+    assert link_of({**run, "wire": "tcp", "fabric": "infiniband",
+                    "profile_env": {}}).gbps == 100  # the fastest physical NIC that is up
+    assert link_of({**run, "fabric": "shm"}) is None
+
+
+def test_unstable_points_are_flagged():
+    _, b = load([SITE_A, SITE_B])
+    assert tables.unstable_points(b) == ["allreduce 1024 B: stdev 26% of mean"]
+
+
+def test_csv_export_has_a_row_per_point_and_a_train_file(tmp_path):
+    out = make_report([SITE_A, SITE_B], csv=tmp_path / "all.csv")
+    assert [p.name for p in out.written] == ["all.csv", "all-train.csv"]
+    rows = list(csv.DictReader(io.StringIO((tmp_path / "all.csv").read_text())))
+    assert len(rows) == 16
+    assert tuple(rows[0]) == tables.CSV_FIELDS
+    big = [r for r in rows if r["op"] == "allreduce" and r["bytes"] == "16777216"]
+    assert [float(r["link_pct"]) for r in big] == pytest.approx([79.8, 79.6], abs=1)
+    train = list(csv.DictReader(io.StringIO((tmp_path / "all-train.csv").read_text())))
+    assert train[0]["model"] == "resnet50" and train[0]["scaling_efficiency"] == "0.91"
+
+
+def test_plots_are_real_images_with_the_series(tmp_path):
+    from matplotlib import image
+
+    out = make_report([SITE_A, SITE_B, *sorted(RESULTS.glob("siteA-train-*.jsonl"))],
+                      plots_dir=tmp_path)
+    names = sorted(p.name for p in out.written)
+    assert names == ["busbw.png", "busbw.svg", "latency.png", "latency.svg", "train.png",
+                     "train.svg"]
+    busbw = (tmp_path / "busbw.svg").read_text()
+    for text in ("nodeA: infiniband/mpi ×16", "nodeB: infiniband/mpi ×16", "allreduce",
+                 "allgather", "busbw (GB/s)"):
+        assert text in busbw
+    train = (tmp_path / "train.svg").read_text()
+    assert "infiniband/mpi resnet50" in train and "samples/s" in train
+    pixels = image.imread(tmp_path / "busbw.png")
+    assert pixels.shape[:2] == (390, 840)  # 2 ops side by side, 4.2 x 3.9 in each, 100 dpi
+    assert pixels.std() > 0.05  # not a blank image
+
+
+def test_html_is_one_file_with_embedded_figures(tmp_path):
+    make_report([SITE_A, SITE_B], html=tmp_path / "r.html")
+    html = (tmp_path / "r.html").read_text()
+    assert html.count('src="data:image/svg+xml;base64,') == 3  # busbw, latency, train
+    assert "http://" not in html.replace("http://www.w3.org", "") and "<script" not in html
+    assert "80% of the 100 Gb/s link" in html
+    assert "1 of 8 points are unstable" in html
+
+
+def test_cli_report_prints_tables_and_writes_outputs(capsys, tmp_path):
+    code, out, err = cli(capsys, "report", str(SITE_A), str(SITE_B), "--csv",
+                         str(tmp_path / "x.csv"))
+    assert code == 0
+    assert "# nodeA: infiniband/mpi: allreduce, 16 ranks on 2 node(s)" in out
+    assert f"wrote {tmp_path / 'x.csv'}" in out
+    assert "1 of 8 points are unstable" in err
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    ("", "no results records (empty file)"),
+    ("hello world\n", "not a fabbench results file (a line is not JSON)"),
+    ('{"hello": 1}\n', "not a fabbench results record (no 'kind')"),
+    (None, "schema 'fabbench/99' is not one this fabbench reads"),
+])
+def test_bad_input_is_one_line_and_exit_2(capsys, tmp_path, content, message):
+    bad = tmp_path / "bad.jsonl"
+    if content is None:  # a file from a future schema version
+        content = SITE_A.read_text().replace('"schema":"fabbench/1"', '"schema":"fabbench/99"')
+    bad.write_text(content)
+    for command in ("report", "compare"):
+        args = [command, str(bad)] + ([str(SITE_A)] if command == "compare" else [])
+        code, out, err = cli(capsys, *args)
+        assert code == 2
+        assert err.count("\n") == 1 and message in err and err.startswith("fabbench: error:")
+
+
+def test_a_record_that_breaks_the_schema_is_refused(capsys, tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(SITE_A.read_text().replace('"busbw_gbps":', '"busbw_gbps":-', 1))
+    code, _, err = cli(capsys, "report", str(bad))
+    assert code == 2 and "bad.jsonl:2: busbw_gbps" in err
+
+
+def test_a_truncated_last_line_is_reported_and_the_rest_read(capsys, tmp_path):
+    cut = tmp_path / "killed.jsonl"
+    text = SITE_A.read_text()
+    cut.write_text(text[: text.rindex('{"kind":"summary"') + 20])  # killed mid-write
+    code, out, err = cli(capsys, "report", str(cut))
+    assert code == 0
+    assert "last line is truncated" in err and "has no summary record" in err
+    # both ops' largest sizes are still reported
+    assert len(re.findall(r"^ +16777216 ", out, re.M)) == 2
+
+
+def test_missing_path_and_empty_directory(capsys, tmp_path):
+    code, _, err = cli(capsys, "report", str(tmp_path / "nope.jsonl"))
+    assert code == 2 and "no such file or directory" in err
+    code, _, err = cli(capsys, "report", str(tmp_path))
+    assert code == 2 and "no results files (*.jsonl)" in err
+
+
+def test_load_refuses_nothing():
+    with pytest.raises(UsageError):
+        load([])
+
+
+def test_help_stays_light():
+    import subprocess
+    import sys
+
+    code = ("import sys; from fabbench.cli.main import app; "
+            "assert 'matplotlib' not in sys.modules and 'fabbench.report.plots' not in "
+            "sys.modules, sorted(m for m in sys.modules if 'matplotlib' in m)")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+    assert shutil.which("true")  # keep shutil import used on every platform
