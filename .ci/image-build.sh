@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Build the fabbench image with podman (chroot isolation, the host's network), cached by content:
+# the image is tagged localhost/fabbench:<flavor>-<hash of Dockerfile, containers/, src/,
+# pyproject.toml, README.md>, and an image with the current tag is not built again. podman's
+# layer cache (kept in its storage between runs) makes a source-only change cheap: only the last
+# layers are rebuilt. The Debian base image (containers/base-image.sh) is made once.
+#
+#   .ci/image-build.sh            build (or find) the image; its tag is the last line printed
+#   .ci/image-build.sh --tag      print the tag the current tree would have; build nothing
+#
+# Environment: FLAVOR (cpu|cuda, default cpu), IMAGE_REPO (default localhost/fabbench),
+# FABBENCH_CACHE (the build context and the wheel folder live under it),
+# IMAGE_WHEELS (extra prebuilt wheels to put into the context, e.g. a horovod wheel built for
+# the same Python and MPI), BUILD_TIMEOUT (seconds, default 5400).
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=containers/versions.env
+. "$root/containers/versions.env"
+log() { printf '[image-build] %s\n' "$*" >&2; }
+die() { printf '[image-build] ERROR: %s\n' "$*" >&2; exit 1; }
+
+FLAVOR=${FLAVOR:-cpu}
+IMAGE_REPO=${IMAGE_REPO:-localhost/fabbench}
+cache=${FABBENCH_CACHE:-$HOME/.cache/fabbench}
+build_timeout=${BUILD_TIMEOUT:-5400}
+case $FLAVOR in cpu|cuda) ;; *) die "FLAVOR must be cpu or cuda, not $FLAVOR" ;; esac
+
+inputs=(Dockerfile containers src pyproject.toml README.md)
+content_hash() {
+  (cd "$root" && find "${inputs[@]}" -type f ! -name '*.pyc' ! -path '*/__pycache__/*' \
+     ! -name '.*' -print0 | LC_ALL=C sort -z | xargs -0 sha256sum; echo "flavor=$FLAVOR") \
+    | sha256sum | cut -c1-12
+}
+tag="$IMAGE_REPO:$FLAVOR-$(content_hash)"
+if [ "${1:-}" = --tag ]; then
+  printf '%s\n' "$tag"
+  exit 0
+fi
+
+command -v podman >/dev/null 2>&1 || die "podman not found (apt-get install podman)"
+if timeout 60 podman image exists "$tag"; then
+  log "cached: $tag (nothing under ${inputs[*]} changed)"
+  printf '%s\n' "$tag"
+  exit 0
+fi
+
+case $FLAVOR in
+  cpu)
+    base=$DEBIAN_IMAGE
+    BASE_IMAGE=$base "$root/containers/base-image.sh" >&2 ;;
+  cuda)
+    base=$CUDA_RUNTIME_IMAGE ;;
+esac
+
+# The build context: only what the recipe uses (no .venv, no results, no .git).
+ctx=$cache/image-context/$FLAVOR
+mkdir -p "$ctx/wheels"
+for item in "${inputs[@]}"; do
+  rm -rf "${ctx:?}/$item"
+  cp -a "$root/$item" "$ctx/$item"
+done
+find "$ctx/src" -name '__pycache__' -type d -prune -exec rm -rf {} +
+if [ "$FLAVOR" = cpu ] && ! ls "$ctx"/wheels/torch-"$TORCH_VERSION"*.whl >/dev/null 2>&1; then
+  log "torch $TORCH_VERSION (CPU) into the context's wheels/"
+  timeout 1800 python3 -m pip download -q --no-deps -d "$ctx/wheels" "torch==$TORCH_VERSION" \
+    || die "could not get the torch $TORCH_VERSION wheel"
+fi
+timeout 60 python3 -c 'import sys, tomllib
+print("\n".join(tomllib.load(open(sys.argv[1], "rb"))["project"]["dependencies"]))' \
+  "$root/pyproject.toml" >"$ctx/requirements.txt"
+for w in ${IMAGE_WHEELS:-}; do cp -f "$w" "$ctx/wheels/"; done
+
+cert=/etc/ssl/certs/ca-certificates.crt
+volumes=()
+# pip inside the build reaches PyPI only with this machine's trust store (NOTES.md); lend it
+# where python-stack.sh looks for it, not over the image's own store (ca-certificates' postinst
+# rewrites that file and fails on a read-only mount).
+[ -f "$cert" ] && volumes=(-v "$cert:/usr/local/share/fabbench/build-ca.crt:ro")
+vcs_ref=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
+version=$(sed -n 's/^version = "\(.*\)"/\1/p' "$root/pyproject.toml")
+log "building $tag (cold: tens of minutes on 2 cores; later: minutes, from podman's layer cache)"
+start=$SECONDS
+timeout "$build_timeout" podman build --isolation chroot --network host --layers \
+  "${volumes[@]}" \
+  --build-arg FLAVOR="$FLAVOR" --build-arg VERSION="$version" --build-arg VCS_REF="$vcs_ref" \
+  --build-arg BASE_IMAGE="$base" --build-arg DEBIAN_IMAGE="$DEBIAN_IMAGE" \
+  --build-arg CUDA_DEVEL_IMAGE="$CUDA_DEVEL_IMAGE" --build-arg CUDA_RUNTIME_IMAGE="$CUDA_RUNTIME_IMAGE" \
+  -t "$tag" -t "$IMAGE_REPO:$FLAVOR" -f "$ctx/Dockerfile" "$ctx" >&2 \
+  || die "podman build failed after $((SECONDS - start))s"
+log "built $tag in $((SECONDS - start))s"
+printf '%s\n' "$tag"

@@ -1,0 +1,97 @@
+# fabbench image, two flavours from one recipe (build argument FLAVOR):
+#   cpu   Debian bookworm; the fabric stack (Open MPI, UCX, libfabric, PSM2) from Debian;
+#         Python wheels from the context's wheels/ folder when there (builds here, offline from
+#         Docker Hub and GitHub: .ci/image-build.sh)
+#   cuda  NVIDIA's CUDA devel/runtime pair; gdrcopy, UCX, libfabric, Open MPI, NCCL and
+#         aws-ofi-nccl built from pinned, checksummed sources (needs a build host that reaches
+#         GitHub, open-mpi.org and Docker Hub; its GPU is not needed to build, only to run)
+# Every version is pinned in containers/versions.env; each component has its own script in
+# containers/; the stages below only compose them and copy what the runtime needs.
+#
+# Build context: a folder with Dockerfile, containers/, src/, pyproject.toml, README.md,
+# requirements.txt (fabbench's run-time dependencies, from pyproject.toml, so that a change to
+# pyproject.toml's other tables does not rebuild the Python stack) and wheels/ (may be empty);
+# .ci/image-build.sh assembles it. Pass FLAVOR explicitly:
+#   podman build --build-arg FLAVOR=cpu ...   (buildah resolves FROM ${FLAVOR}-... stage names
+#   only for arguments given on the command line, not for their defaults)
+
+ARG FLAVOR=cpu
+ARG DEBIAN_IMAGE=localhost/debian:bookworm
+ARG CUDA_DEVEL_IMAGE=docker.io/nvidia/cuda:12.8.1-devel-ubuntu22.04
+ARG CUDA_RUNTIME_IMAGE=docker.io/nvidia/cuda:12.8.1-runtime-ubuntu22.04
+
+# ---- cpu: build stage: Debian's fabric stack with headers and compilers ---------------------
+FROM ${DEBIAN_IMAGE} AS cpu-build
+COPY containers/versions.env containers/lib.sh containers/distro-fabric.sh /opt/fabbench/containers/
+RUN /opt/fabbench/containers/distro-fabric.sh cpu-build
+
+# ---- cuda: build stage: the fabric stack from pinned sources into /opt/fabric ---------------
+FROM ${CUDA_DEVEL_IMAGE} AS cuda-build
+ENV PREFIX=/opt/fabric CUDA_HOME=/usr/local/cuda
+COPY containers/versions.env containers/lib.sh containers/distro-fabric.sh /opt/fabbench/containers/
+RUN /opt/fabbench/containers/distro-fabric.sh cuda-build
+COPY containers/gdrcopy.sh containers/ucx.sh containers/libfabric.sh containers/openmpi.sh \
+     containers/nccl.sh containers/aws-ofi-nccl.sh /opt/fabbench/containers/
+RUN /opt/fabbench/containers/gdrcopy.sh \
+    && /opt/fabbench/containers/ucx.sh \
+    && /opt/fabbench/containers/libfabric.sh \
+    && /opt/fabbench/containers/openmpi.sh \
+    && /opt/fabbench/containers/nccl.sh \
+    && /opt/fabbench/containers/aws-ofi-nccl.sh \
+    && rm -rf /tmp/fabbench-src
+ENV PATH=/opt/fabric/bin:${PATH} LD_LIBRARY_PATH=/opt/fabric/lib
+
+# ---- the Python stack, on the flavour's build stage -----------------------------------------
+# torch, mpi4py against the image's MPI, Horovod (containers/horovod.sh), then fabbench in its
+# own layer so that a source change rebuilds only that layer.
+FROM ${FLAVOR}-build AS python-build
+ARG FLAVOR
+COPY containers/versions.env containers/lib.sh containers/python-stack.sh containers/horovod.sh \
+     /opt/fabbench/containers/
+COPY wheels/ /tmp/wheels/
+COPY requirements.txt /opt/fabbench/build/requirements.txt
+RUN FLAVOR=${FLAVOR} /opt/fabbench/containers/python-stack.sh deps /opt/fabbench/build/requirements.txt \
+    && rm -rf /tmp/wheels
+COPY pyproject.toml README.md /opt/fabbench/build/
+COPY src/ /opt/fabbench/build/src/
+RUN FLAVOR=${FLAVOR} /opt/fabbench/containers/python-stack.sh fabbench /opt/fabbench/build
+
+# ---- runtime bases: run-time libraries only -------------------------------------------------
+FROM ${DEBIAN_IMAGE} AS cpu-runtime
+COPY containers/versions.env containers/lib.sh containers/distro-fabric.sh /opt/fabbench/containers/
+RUN /opt/fabbench/containers/distro-fabric.sh cpu-runtime
+
+FROM ${CUDA_RUNTIME_IMAGE} AS cuda-runtime
+COPY containers/versions.env containers/lib.sh containers/distro-fabric.sh /opt/fabbench/containers/
+RUN /opt/fabbench/containers/distro-fabric.sh cuda-runtime
+COPY --from=cuda-build /opt/fabric /opt/fabric
+ENV PREFIX=/opt/fabric PATH=/opt/fabric/bin:${PATH} \
+    LD_LIBRARY_PATH=/opt/fabric/lib:${LD_LIBRARY_PATH}
+
+# ---- the image ------------------------------------------------------------------------------
+FROM ${FLAVOR}-runtime AS runtime
+ARG FLAVOR
+ARG VERSION=0.1.0
+ARG VCS_REF=unknown
+ARG BASE_IMAGE=unknown
+LABEL org.opencontainers.image.title="fabbench" \
+      org.opencontainers.image.description="What a network fabric and communication primitive cost data-parallel training (${FLAVOR} flavour)" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${VCS_REF}" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.base.name="${BASE_IMAGE}" \
+      io.fabbench.flavor="${FLAVOR}" \
+      io.fabbench.build-manifest="/etc/fabbench/build.json"
+COPY containers/ /opt/fabbench/containers/
+COPY --from=python-build /opt/fabbench/venv /opt/fabbench/venv
+ENV PATH=/opt/fabbench/venv/bin:${PATH} \
+    FABBENCH_BUILD_MANIFEST=/etc/fabbench/build.json \
+    LANG=C.UTF-8 PYTHONDONTWRITEBYTECODE=1
+RUN FLAVOR=${FLAVOR} BASE_IMAGE=${BASE_IMAGE} VCS_REF=${VCS_REF} IMAGE_VERSION=${VERSION} \
+      /opt/fabbench/containers/manifest.sh /etc/fabbench/build.json \
+    && useradd --create-home --uid 1000 --user-group --shell /bin/bash fabbench \
+    && install -d -o fabbench -g fabbench /work
+USER 1000:1000
+WORKDIR /work
+ENTRYPOINT ["fabbench"]
+CMD ["--help"]

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Write the image's build manifest, /etc/fabbench/build.json (or $1): every component's version
+# as the installed bits report it, next to its pin (versions.env) and its source. `fabbench env`
+# and every results file's provenance include it (fabbench.sysinfo.inventory.build_manifest).
+# Fails when an installed Python component differs from its pin, so the image cannot silently
+# carry other bits than versions.env says.
+# Environment: FLAVOR (cpu|cuda), BASE_IMAGE, VCS_REF, IMAGE_VERSION, FABBENCH_VENV, PREFIX.
+set -euo pipefail
+# shellcheck source=containers/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+out=${1:-/etc/fabbench/build.json}
+FLAVOR=${FLAVOR:-cpu}
+FABBENCH_VENV=${FABBENCH_VENV:-/opt/fabbench/venv}
+mkdir -p "$(dirname "$out")"
+
+first_line() { "$@" 2>/dev/null | head -n1 || true; }
+deb_version() { dpkg-query -W -f='${Version}' "$1" 2>/dev/null || true; }
+
+export FLAVOR PREFIX
+export MANIFEST_OMPI MANIFEST_UCX MANIFEST_FI MANIFEST_DEBS
+MANIFEST_OMPI=$(first_line ompi_info --version)
+MANIFEST_UCX=$(ucx_info -v 2>/dev/null | grep -m1 -i 'version' || true)
+MANIFEST_FI=$(first_line fi_info --version)
+MANIFEST_DEBS=""
+for pkg in openmpi-bin libopenmpi3 libfabric1 libucx0 libpsm2-2 libibverbs1 libpmix2 python3; do
+  MANIFEST_DEBS+="$pkg=$(deb_version "$pkg") "
+done
+set -a
+# shellcheck source=containers/versions.env
+. "$containers_dir/versions.env"
+set +a
+
+"$FABBENCH_VENV/bin/python" - "$out" <<'PY'
+import datetime
+import json
+import os
+import re
+import sys
+from importlib import metadata
+
+env = os.environ
+flavor = env["FLAVOR"]
+
+
+def dist(name):
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def match(pattern, text):
+    m = re.search(pattern, text or "")
+    return m.group(1) if m else None
+
+
+debs = dict(item.split("=", 1) for item in env.get("MANIFEST_DEBS", "").split() if "=" in item)
+reported = {
+    "openmpi": match(r"v?(\d+\.\d+\.\d+)", env.get("MANIFEST_OMPI")),
+    "ucx": match(r"(\d+\.\d+\.\d+)", env.get("MANIFEST_UCX")),
+    "libfabric": match(r"(\d+\.\d+\.\d+)", env.get("MANIFEST_FI")),
+}
+components = {}
+fabric = {"openmpi": ("OPENMPI", "openmpi-bin"), "ucx": ("UCX", "libucx0"),
+          "libfabric": ("LIBFABRIC", "libfabric1"), "psm2": (None, "libpsm2-2"),
+          "nccl": ("NCCL", None), "aws-ofi-nccl": ("AWS_OFI_NCCL", None),
+          "gdrcopy": ("GDRCOPY", None)}
+for name, (pin, deb) in fabric.items():
+    if flavor == "cpu":
+        if deb is None:
+            components[name] = {"version": None, "source": "not in the cpu flavour"}
+            continue
+        components[name] = {"version": reported.get(name) or debs.get(deb) or None,
+                            "source": "debian", "package": f"{deb}={debs.get(deb) or '?'}"}
+    else:
+        if pin is None:
+            components[name] = {"version": debs.get(deb) or None, "source": "distribution",
+                                "package": f"{deb}={debs.get(deb) or '?'}"}
+            continue
+        components[name] = {"version": reported.get(name) or env.get(f"{pin}_VERSION"),
+                            "pinned": env.get(f"{pin}_VERSION"), "source": env.get(f"{pin}_URL"),
+                            "sha256": env.get(f"{pin}_SHA256"), "prefix": env.get("PREFIX")}
+
+errors = []
+for name, pin in (("torch", "TORCH"), ("mpi4py", "MPI4PY"), ("horovod", "HOROVOD")):
+    installed = dist(name)
+    pinned = env.get(f"{pin}_VERSION")
+    components[name] = {"version": installed, "pinned": pinned, "source": "pypi"}
+    if installed is None or installed.split("+")[0] != pinned:
+        errors.append(f"{name}: installed {installed}, pinned {pinned}")
+components["python"] = {"version": ".".join(map(str, sys.version_info[:3])),
+                        "source": "distribution"}
+components["fabbench"] = {"version": dist("fabbench"), "source": "this repository"}
+if errors:
+    sys.exit("[manifest] ERROR: the image does not carry its pinned versions: " + "; ".join(errors))
+
+created = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
+manifest = {
+    "schema": "fabbench-build/1",
+    "image": {"flavor": flavor, "version": env.get("IMAGE_VERSION") or dist("fabbench"),
+              "base_image": env.get("BASE_IMAGE"), "vcs_ref": env.get("VCS_REF") or None,
+              "created": created},
+    "components": components,
+}
+with open(sys.argv[1], "w") as f:
+    json.dump(manifest, f, indent=2, sort_keys=True)
+    f.write("\n")
+print(json.dumps(manifest, sort_keys=True))
+PY
+chmod 0644 "$out"
+log "wrote $out"

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The image's Python stack, in a virtual environment ($FABBENCH_VENV, default /opt/fabbench/venv)
+# made from the distribution's python3. Two steps, so that a change to fabbench's source rebuilds
+# only the last, cheap layer of the image:
+#   python-stack.sh deps REQS        torch (pinned; from $WHEELS when the wheel is there),
+#                                    mpi4py compiled against the image's MPI (the mpicc on PATH),
+#                                    Horovod with MPI and Gloo (and NCCL in the cuda flavour)
+#                                    through horovod.sh, and fabbench's run-time dependencies
+#                                    (REQS: a requirements file made from pyproject.toml)
+#   python-stack.sh fabbench SRC     fabbench itself, from its source tree
+# Environment: BUILD_CA (see below), FLAVOR (cpu|cuda), WHEELS (a folder of prebuilt wheels, default /tmp/wheels;
+# a horovod wheel there is used instead of building one), PREFIX (cuda: the fabric stack).
+set -euo pipefail
+# shellcheck source=containers/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+FLAVOR=${FLAVOR:-cpu}
+FABBENCH_VENV=${FABBENCH_VENV:-/opt/fabbench/venv}
+WHEELS=${WHEELS:-/tmp/wheels}
+py=$FABBENCH_VENV/bin/python
+# A trust store the build host lends read-only (podman build -v HOST_CA:$BUILD_CA:ro) for hosts
+# whose TLS is intercepted; the image's own store (ca-certificates) is used otherwise.
+BUILD_CA=${BUILD_CA:-/usr/local/share/fabbench/build-ca.crt}
+if [ -s "$BUILD_CA" ]; then
+  export PIP_CERT=$BUILD_CA
+elif [ -f /etc/ssl/certs/ca-certificates.crt ]; then
+  export PIP_CERT=/etc/ssl/certs/ca-certificates.crt
+fi
+export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 PIP_DEFAULT_TIMEOUT=${PIP_DEFAULT_TIMEOUT:-180}
+pip() { timeout 1800 "$py" -m pip "$@"; }
+mkdir -p "$WHEELS"
+
+deps() {
+  local requirements=$1
+  [ -f "$requirements" ] || die "usage: python-stack.sh deps REQUIREMENTS_FILE"
+  [ -x "$py" ] || python3 -m venv "$FABBENCH_VENV"
+  pip install -q --upgrade setuptools wheel packaging
+
+  log "torch $TORCH_VERSION (wheels from $WHEELS when present)"
+  pip install -q --find-links "$WHEELS" "torch==$TORCH_VERSION"
+
+  log "mpi4py $MPI4PY_VERSION compiled against $(mpicc --showme:version 2>&1 | head -n1)"
+  MPICC=$(command -v mpicc) pip install -q --no-binary mpi4py "mpi4py==$MPI4PY_VERSION"
+
+  if [ "$FLAVOR" = cuda ]; then
+    # torch must load the NCCL that Horovod and aws-ofi-nccl were built against.
+    local torch_nccl
+    torch_nccl=$("$py" -c 'import torch; print(".".join(map(str, torch.cuda.nccl.version())))')
+    [ "$torch_nccl" = "${NCCL_VERSION%-*}" ] || die "torch $TORCH_VERSION loads NCCL" \
+      "$torch_nccl but versions.env pins NCCL_VERSION=$NCCL_VERSION: update the pin"
+    export HOROVOD_GPU_OPERATIONS=NCCL HOROVOD_NCCL_HOME=$PREFIX HOROVOD_CUDA_HOME=$CUDA_HOME
+  fi
+  log "horovod $HOROVOD_VERSION (containers/horovod.sh; a wheel in $WHEELS is used as is)"
+  PYTHON=$py WHEEL_DIR=$WHEELS FABBENCH_CACHE=/tmp/fabbench-cache "$containers_dir/horovod.sh"
+  pip install -q --no-index --find-links "$WHEELS" "horovod==$HOROVOD_VERSION"
+  rm -rf /tmp/fabbench-cache
+
+  log "fabbench's dependencies, from $requirements"
+  pip install -q -r "$requirements"
+}
+
+fabbench() {
+  local src=$1
+  [ -f "$src/pyproject.toml" ] || die "usage: python-stack.sh fabbench SOURCE_TREE"
+  log "fabbench from $src"
+  pip install -q --no-build-isolation "${src}[comm]"
+  "$FABBENCH_VENV/bin/fabbench" version
+  "$py" -c 'import torch, mpi4py.MPI, horovod.torch, fabbench; print("imports ok")'
+}
+
+case ${1:-} in
+  deps) deps "${2:-}" ;;
+  fabbench) fabbench "${2:-}" ;;
+  *) die "usage: python-stack.sh deps REQS | fabbench SRC" ;;
+esac

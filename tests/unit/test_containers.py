@@ -1,0 +1,172 @@
+"""The image recipes: linted (hadolint, shellcheck) and consistent with the pinned versions.
+
+Every pinned component of containers/versions.env has a build script, the Dockerfile uses that
+script, every source download has a sha256, and the Dockerfile's base images are the pinned
+ones. The cuda flavour cannot be built here (no GPU build host, no GitHub or Docker Hub); these
+checks are what keeps its recipe complete in the meantime.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CONTAINERS = ROOT / "containers"
+DOCKERFILE = ROOT / "Dockerfile"
+APPTAINER = ROOT / "Apptainer.def"
+SCRIPTS = sorted(CONTAINERS.glob("*.sh")) + [ROOT / ".ci" / "image-build.sh"]
+
+# pinned component (prefix in versions.env) -> the script that builds or installs it
+COMPONENT_SCRIPTS = {
+    "GDRCOPY": "gdrcopy.sh",
+    "UCX": "ucx.sh",
+    "LIBFABRIC": "libfabric.sh",
+    "OPENMPI": "openmpi.sh",
+    "NCCL": "nccl.sh",
+    "AWS_OFI_NCCL": "aws-ofi-nccl.sh",
+    "TORCH": "python-stack.sh",
+    "MPI4PY": "python-stack.sh",
+    "HOROVOD": "horovod.sh",
+}
+# pins that are not components built by a script: base images and build settings
+NOT_COMPONENTS = {"CUDA"}
+
+
+def versions() -> dict[str, str]:
+    pins = {}
+    for line in (CONTAINERS / "versions.env").read_text().splitlines():
+        m = re.match(r"^([A-Z0-9_]+)=(.*)$", line)
+        if m:
+            pins[m.group(1)] = m.group(2).strip('"')
+    return pins
+
+
+def tool(name: str) -> str:
+    """A linter from the dev extra (next to this Python) or PATH; skip when absent."""
+    candidate = Path(sys.executable).with_name(name)
+    found = str(candidate) if candidate.exists() else shutil.which(name)
+    if not found:
+        pytest.skip(f"{name} not installed (pip install -e '.[dev]')")
+    return found
+
+
+def apptainer_section(name: str) -> str:
+    """The body of one %section of Apptainer.def."""
+    text = APPTAINER.read_text()
+    m = re.search(rf"^%{name}\s*\n(.*?)(?=^%\w+|\Z)", text, re.S | re.M)
+    assert m, f"Apptainer.def has no %{name}"
+    return m.group(1)
+
+
+def test_hadolint_clean_on_dockerfile():
+    out = subprocess.run([tool("hadolint"), "--no-color", str(DOCKERFILE)], capture_output=True,
+                         text=True, timeout=120, check=False)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
+def test_shellcheck_clean(script: Path):
+    out = subprocess.run([tool("shellcheck"), "-x", "-P", str(ROOT), str(script)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("section", ["runscript", "test"])
+def test_shellcheck_clean_on_apptainer_sections(section: str, tmp_path: Path):
+    script = tmp_path / f"{section}.sh"
+    script.write_text("#!/bin/sh\n" + apptainer_section(section))
+    out = subprocess.run([tool("shellcheck"), "-s", "sh", str(script)], capture_output=True,
+                         text=True, timeout=120, check=False)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_every_pinned_component_has_a_script_the_dockerfile_uses():
+    pins = versions()
+    dockerfile = DOCKERFILE.read_text()
+    components = {k[: -len("_VERSION")] for k in pins if k.endswith("_VERSION")} - NOT_COMPONENTS
+    assert components == set(COMPONENT_SCRIPTS), "versions.env and this test disagree"
+    for prefix, script in COMPONENT_SCRIPTS.items():
+        path = CONTAINERS / script
+        assert path.exists(), f"{prefix}: no containers/{script}"
+        assert f"{prefix}_VERSION" in path.read_text(), f"{script} does not use {prefix}_VERSION"
+        user = script
+        if script == "horovod.sh":  # built by python-stack.sh, which the Dockerfile runs
+            assert "horovod.sh" in (CONTAINERS / "python-stack.sh").read_text()
+            user = "python-stack.sh"
+        assert re.search(rf"/opt/fabbench/containers/{re.escape(user)}\b", dockerfile), \
+            f"the Dockerfile never runs containers/{user}"
+
+
+def test_every_source_download_has_a_checksum():
+    pins = versions()
+    for key, url in pins.items():
+        if key.endswith("_URL"):
+            prefix = key[: -len("_URL")]
+            assert url.startswith("https://"), key
+            assert re.fullmatch(r"[0-9a-f]{64}", pins.get(f"{prefix}_SHA256", "")), \
+                f"{prefix}_URL has no sha256"
+            assert pins[f"{prefix}_VERSION"].split("-")[0] in url, f"{key} is not version {prefix}"
+    assert re.fullmatch(r"[0-9a-f]{64}", pins["HOROVOD_SHA256"])
+    fetch = re.compile(r'fetch "\$([A-Z0-9_]+)_URL" "\$([A-Z0-9_]+)_SHA256"')
+    for script in CONTAINERS.glob("*.sh"):
+        text = script.read_text()
+        if script.name != "lib.sh":  # lib.sh's fetch is the one checked download
+            assert not re.search(r"(^|[;&|(]\s*|timeout \S+ )(curl|wget) ", text, re.M), \
+                f"{script.name} downloads without a checksum"
+        for url_prefix, sha_prefix in fetch.findall(text):
+            assert url_prefix == sha_prefix, f"{script.name} checks {url_prefix} with {sha_prefix}"
+    # every from-source component of the cuda flavour downloads through the checked fetch
+    for prefix in ("GDRCOPY", "UCX", "LIBFABRIC", "OPENMPI", "NCCL", "AWS_OFI_NCCL"):
+        text = (CONTAINERS / COMPONENT_SCRIPTS[prefix]).read_text()
+        assert f'fetch "${prefix}_URL" "${prefix}_SHA256"' in text, prefix
+
+
+def test_dockerfile_base_images_are_the_pinned_ones():
+    pins = versions()
+    args = dict(re.findall(r"^ARG (\w+)=(\S+)$", DOCKERFILE.read_text(), re.M))
+    for name in ("DEBIAN_IMAGE", "CUDA_DEVEL_IMAGE", "CUDA_RUNTIME_IMAGE"):
+        assert args[name] == pins[name], name
+    assert f":{pins['CUDA_VERSION']}-" in pins["CUDA_DEVEL_IMAGE"]
+    assert pins["CUDA_DEVEL_IMAGE"].replace("-devel-", "-runtime-") == pins["CUDA_RUNTIME_IMAGE"]
+    assert args["FLAVOR"] == "cpu"
+
+
+def test_dockerfile_shape():
+    text = DOCKERFILE.read_text()
+    stages = re.findall(r"^FROM \S+ AS (\S+)$", text, re.M)
+    assert stages == ["cpu-build", "cuda-build", "python-build", "cpu-runtime", "cuda-runtime",
+                      "runtime"]
+    assert re.search(r"^FROM \$\{FLAVOR\}-build AS python-build$", text, re.M)
+    assert re.search(r"^FROM \$\{FLAVOR\}-runtime AS runtime$", text, re.M)
+    final = text[text.index("AS runtime"):]
+    assert 'ENTRYPOINT ["fabbench"]' in final
+    user = re.findall(r"^USER (\S+)$", final, re.M)
+    assert user and user[-1] not in ("root", "0")
+    for label in ("title", "description", "version", "revision", "licenses", "base.name"):
+        assert f"org.opencontainers.image.{label}=" in final, label
+    assert "manifest.sh /etc/fabbench/build.json" in final
+    # the runtime copies the environment, never the build tools
+    assert "COPY --from=python-build /opt/fabbench/venv /opt/fabbench/venv" in final
+
+
+def test_apptainer_definition():
+    text = APPTAINER.read_text()
+    assert re.search(r"^Bootstrap: (docker-archive|docker-daemon|localimage|docker)$", text, re.M)
+    assert re.search(r'^\s+exec fabbench "\$@"$', apptainer_section("runscript"), re.M)
+    assert "fabbench run" in apptainer_section("test")
+    assert "org.opencontainers.image.title fabbench" in apptainer_section("labels")
+    help_text = apptainer_section("help")
+    for needle in ("/dev/infiniband", "/dev/hfi1_", "PMIx", "srun --mpi=pmix", "mpirun"):
+        assert needle in help_text, needle
+
+
+def test_publishing_workflow_builds_every_flavour():
+    text = (ROOT / ".ci" / "workflows" / "images.yml").read_text()
+    for needle in (".ci/image-build.sh", "flavor: [cpu, cuda]", "podman push", "Apptainer.def"):
+        assert needle in text, needle
