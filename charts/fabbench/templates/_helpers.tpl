@@ -1,0 +1,180 @@
+{{/* Chart name. */}}
+{{- define "fabbench.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Full name: the release name (with the chart's name unless it holds it), at most 52
+characters so the MPI operator's and the Job's pod names stay within 63. */}}
+{{- define "fabbench.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 52 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 52 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 52 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "fabbench.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Selector labels. */}}
+{{- define "fabbench.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "fabbench.name" . | quote }}
+app.kubernetes.io/instance: {{ include "fabbench.fullname" . | quote }}
+{{- end }}
+
+{{/* Standard labels. */}}
+{{- define "fabbench.labels" -}}
+{{ include "fabbench.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/component: "benchmark"
+app.kubernetes.io/managed-by: {{ .Release.Service | quote }}
+helm.sh/chart: {{ include "fabbench.chart" . | quote }}
+{{- end }}
+
+{{/* The primitive: nccl with GPUs, else mpi, unless given. */}}
+{{- define "fabbench.primitive" -}}
+{{- if .Values.primitive }}{{ .Values.primitive }}{{ else if gt (int .Values.gpusPerNode) 0 }}nccl{{ else }}mpi{{ end }}
+{{- end }}
+
+{{/* The profile section: horovod runs over mpi. */}}
+{{- define "fabbench.backend" -}}
+{{- $p := include "fabbench.primitive" . }}{{ if eq $p "horovod" }}mpi{{ else }}{{ $p }}{{ end }}
+{{- end }}
+
+{{- define "fabbench.ranksPerNode" -}}
+{{- max 1 (int .Values.gpusPerNode) }}
+{{- end }}
+
+{{/* The fabric profile's section as JSON {"env": {...}, "mca": {...}}, placeholders filled from
+iface/rdmaDevice; a variable whose placeholder has no value is left out (each rank fills it in),
+the rule of fabbench.render.fabric. */}}
+{{- define "fabbench.fabric" -}}
+{{- $profiles := .Files.Get "files/fabrics.yaml" | fromYaml }}
+{{- $fabric := get $profiles .Values.fabric }}
+{{- if not $fabric }}{{ fail (printf "fabric %q is not in files/fabrics.yaml" .Values.fabric) }}{{ end }}
+{{- $wire := get $fabric .Values.wire }}
+{{- if not $wire }}{{ fail (printf "fabric %q has no wire %q" .Values.fabric .Values.wire) }}{{ end }}
+{{- $section := get $wire (include "fabbench.backend" .) }}
+{{- $fill := dict "{iface}" .Values.iface "{rdma_device}" .Values.rdmaDevice }}
+{{- $out := dict "env" dict "mca" dict }}
+{{- range $kind := list "env" "mca" }}
+{{- range $key, $raw := get $section $kind }}
+{{- $value := toString $raw }}
+{{- range $ph, $given := $fill }}
+{{- if $given }}{{ $value = replace $ph $given $value }}{{ end }}
+{{- end }}
+{{- if not (regexMatch "\\{[a-z_]+\\}" $value) }}
+{{- $_ := set (get $out $kind) $key $value }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- toJson $out }}
+{{- end }}
+
+{{/* Every variable the ranks get, MCA parameters as OMPI_MCA_*, as a JSON object. */}}
+{{- define "fabbench.env" -}}
+{{- $f := include "fabbench.fabric" . | fromJson }}
+{{- $env := deepCopy $f.env }}
+{{- range $k, $v := $f.mca }}{{ $_ := set $env (printf "OMPI_MCA_%s" $k) $v }}{{ end }}
+{{- toJson $env }}
+{{- end }}
+
+{{/* `fabbench run`'s arguments (fabbench.render.context.Benchmark.run_args), then --out. */}}
+{{- define "fabbench.runArgs" -}}
+{{- $b := .Values.benchmark }}
+{{- $p := include "fabbench.primitive" . }}
+{{- $args := list "run" "--fabric" .Values.fabric "--primitive" $p }}
+{{- if eq $p "horovod" }}{{ $args = concat $args (list "--horovod-over" "mpi") }}{{ end }}
+{{- if ne .Values.wire "native" }}{{ $args = concat $args (list "--wire" .Values.wire) }}{{ end }}
+{{- $args = concat $args (list "--device" (ternary "cuda" "cpu" (gt (int .Values.gpusPerNode) 0))) }}
+{{- if $b.ops }}{{ $args = concat $args (list "--ops" $b.ops) }}{{ end }}
+{{- if $b.sizes }}{{ $args = concat $args (list "--sizes" $b.sizes) }}{{ end }}
+{{- $args = concat $args (list "--dtypes" $b.dtypes "--budget" (toString $b.budget) "--timeout" (toString $b.timeout)) }}
+{{- if $b.check }}{{ $args = append $args "--check" }}{{ end }}
+{{- if .Values.iface }}{{ $args = concat $args (list "--iface" .Values.iface) }}{{ end }}
+{{- if .Values.rdmaDevice }}{{ $args = concat $args (list "--rdma-device" .Values.rdmaDevice) }}{{ end }}
+{{- $args = concat $args $b.extraArgs }}
+{{- $out := printf "%s/%s-%s.jsonl" (trimSuffix "/" .Values.results.path) (include "fabbench.fullname" .) $b.label }}
+{{- toJson (concat $args (list "--out" $out)) }}
+{{- end }}
+
+{{/* Container arguments: Kubernetes expands $(VAR), so a literal '$' is written '$$'. */}}
+{{- define "fabbench.argList" -}}
+{{- range . }}
+- {{ replace "$" "$$" (toString .) | toJson }}
+{{- end }}
+{{- end }}
+
+{{- define "fabbench.envList" -}}
+{{- range $k, $v := . }}
+- name: {{ $k }}
+  value: {{ $v | toJson }}
+{{- end }}
+{{- end }}
+
+{{- define "fabbench.resources" -}}
+{{- $r := dict }}
+{{- if gt (int .Values.gpusPerNode) 0 }}{{ $_ := set $r .Values.gpuResource (int .Values.gpusPerNode) }}{{ end }}
+{{- if .Values.rdma.resource }}{{ $_ := set $r .Values.rdma.resource (int .Values.rdma.perNode) }}{{ end }}
+{{- toJson $r }}
+{{- end }}
+
+{{/* The benchmark container's security, resources and mounts. */}}
+{{- define "fabbench.containerTail" -}}
+securityContext:
+  allowPrivilegeEscalation: false
+  capabilities:
+    add: ["IPC_LOCK"]
+{{- $r := include "fabbench.resources" . | fromJson }}
+{{- if $r }}
+resources:
+  limits:
+    {{- range $k, $v := $r }}
+    {{ $k }}: {{ $v }}
+    {{- end }}
+{{- end }}
+volumeMounts:
+  - name: dshm
+    mountPath: /dev/shm
+  - name: results
+    mountPath: {{ .Values.results.path | toJson }}
+{{- end }}
+
+{{/* Pod settings shared by the Job and the MPIJob workers. */}}
+{{- define "fabbench.podCommon" -}}
+{{- if .Values.hostNetwork }}
+hostNetwork: true
+dnsPolicy: ClusterFirstWithHostNet
+{{- end }}
+{{- with .Values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+volumes:
+  - name: dshm
+    emptyDir:
+      medium: Memory
+      sizeLimit: {{ .Values.shmSize | toJson }}
+  - name: results
+    {{- if .Values.results.claim }}
+    persistentVolumeClaim:
+      claimName: {{ .Values.results.claim | toJson }}
+    {{- else }}
+    emptyDir: {}
+    {{- end }}
+{{- end }}
+
+{{- define "fabbench.check" -}}
+{{- if and (eq .Values.fabric "shm") (gt (int .Values.nodes) 1) }}
+{{- fail "fabric shm works within one host only: set nodes=1" }}
+{{- end }}
+{{- if and (eq (include "fabbench.primitive" .) "nccl") (eq (int .Values.gpusPerNode) 0) }}
+{{- fail "nccl moves GPU buffers only: set gpusPerNode" }}
+{{- end }}
+{{- end }}

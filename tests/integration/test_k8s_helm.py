@@ -1,0 +1,210 @@
+"""Kubernetes manifests from `fabbench render k8s` and from the Helm chart, rendered by Helm's own
+library (helm-python-sdk) for every value set in charts/fabbench/ci, linted, validated against
+Kubernetes' schemas (kubernetes-validate --strict), the MPIJob against the kubeflow v2beta1 API
+fields; the chart's schema rejects bad values; chart and `fabbench render k8s` give equal jobs."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import REPO, fabbench
+
+helm_python = pytest.importorskip("helm_python", reason="needs helm-python-sdk (dev extra)")
+kv = pytest.importorskip("kubernetes_validate", reason="needs kubernetes-validate (dev extra)")
+jsonschema = pytest.importorskip("jsonschema")
+
+pytestmark = [pytest.mark.integration]
+
+CHART = REPO / "charts" / "fabbench"
+VALUE_SETS = sorted((CHART / "ci").glob("*.yaml"))
+RELEASE = "fb"
+FULLNAME = "fb-fabbench"  # the chart's fullname for release "fb"
+
+# The kubeflow.org/v2beta1 MPIJob API (mpi-operator pkg/apis/kubeflow/v2beta1/types.go): the
+# fields of MPIJobSpec, RunPolicy and ReplicaSpec; pod templates are checked as v1 PodTemplates.
+_REPLICA = {"type": "object", "additionalProperties": False, "required": ["template"],
+            "properties": {"replicas": {"type": "integer", "minimum": 0},
+                           "restartPolicy": {"enum": ["Always", "OnFailure", "Never",
+                                                      "ExitCode"]},
+                           "template": {"type": "object"}}}
+MPIJOB_V2BETA1 = {
+    "type": "object", "additionalProperties": False,
+    "required": ["apiVersion", "kind", "metadata", "spec"],
+    "properties": {
+        "apiVersion": {"const": "kubeflow.org/v2beta1"}, "kind": {"const": "MPIJob"},
+        "metadata": {"type": "object"}, "status": {"type": "object"},
+        "spec": {"type": "object", "additionalProperties": False,
+                 "required": ["mpiReplicaSpecs"],
+                 "properties": {
+                     "slotsPerWorker": {"type": "integer", "minimum": 1},
+                     "runLauncherAsWorker": {"type": "boolean"},
+                     "sshAuthMountPath": {"type": "string"},
+                     "launcherCreationPolicy": {"enum": ["AtStartup", "WaitForWorkersReady"]},
+                     "mpiImplementation": {"enum": ["OpenMPI", "Intel", "MPICH"]},
+                     "runPolicy": {"type": "object", "additionalProperties": False, "properties": {
+                         "cleanPodPolicy": {"enum": ["None", "Running", "All"]},
+                         "ttlSecondsAfterFinished": {"type": "integer"},
+                         "activeDeadlineSeconds": {"type": "integer"},
+                         "backoffLimit": {"type": "integer"},
+                         "schedulingPolicy": {"type": "object"},
+                         "suspend": {"type": "boolean"}, "managedBy": {"type": "string"}}},
+                     "mpiReplicaSpecs": {"type": "object", "additionalProperties": False,
+                                         "required": ["Launcher", "Worker"],
+                                         "properties": {"Launcher": _REPLICA,
+                                                        "Worker": _REPLICA}}}}}}
+
+
+def validate_manifest(doc: dict) -> None:
+    version = kv.latest_version()
+    if doc["kind"] == "MPIJob":
+        jsonschema.validate(doc, MPIJOB_V2BETA1)
+        for role, spec in doc["spec"]["mpiReplicaSpecs"].items():
+            kv.validate({"apiVersion": "v1", "kind": "PodTemplate",
+                         "metadata": {"name": f"{doc['metadata']['name']}-{role.lower()}"},
+                         "template": spec["template"]}, version, strict=True)
+        return
+    kv.validate(doc, version, strict=True)
+
+
+def docs(text: str) -> list[dict]:
+    return [d for d in yaml.safe_load_all(text) if d]
+
+
+def render_chart(values: dict) -> list[dict]:
+    out = helm_python.Chart.load(str(CHART)).render(values, name=RELEASE, namespace="bench")
+    return [d for name, text in sorted(out.items()) if not name.endswith("NOTES.txt")
+            for d in docs(text)]
+
+
+def values_of(path: Path) -> dict:
+    return yaml.safe_load(path.read_text()) or {}
+
+
+def test_helm_lint_is_clean():
+    report = helm_python.lint(str(CHART), strict=True)
+    assert report["errors"] == []
+    assert [m for m in report["messages"] if m["severity"] >= 2] == []
+
+
+@pytest.mark.parametrize("path", VALUE_SETS, ids=lambda p: p.stem)
+def test_chart_value_sets_pass_strict_validation(path):
+    manifests = render_chart(values_of(path))
+    kinds = sorted(d["kind"] for d in manifests)
+    assert kinds in (["Job", "Service"], ["MPIJob"])
+    for doc in manifests:
+        validate_manifest(doc)
+        if doc["kind"] != "Service":  # every pod: IPC_LOCK only, never privileged
+            text = yaml.safe_dump(doc)
+            assert "privileged" not in text and "IPC_LOCK" in text and "medium: Memory" in text
+
+
+def test_default_values_render_and_validate():
+    for doc in render_chart({}):
+        validate_manifest(doc)
+
+
+def test_value_sets_cover_the_matrix():
+    sets = [values_of(p) for p in VALUE_SETS]
+    assert {v["fabric"] for v in sets} >= {"ethernet", "infiniband", "omnipath"}
+    assert {v["primitive"] for v in sets} >= {"mpi", "gloo", "nccl", "horovod"}
+    assert any(v.get("gpusPerNode") for v in sets) and any(not v.get("gpusPerNode") for v in sets)
+    assert any(v.get("rdma") for v in sets) and any(v.get("hostNetwork") for v in sets)
+
+
+@pytest.mark.parametrize("bad", [
+    {"bogus": 1}, {"fabric": "token-ring"}, {"nodes": 0}, {"nodes": "2"},
+    {"gpusPerNode": -1}, {"primitive": "ucc"}, {"image": {"repository": "x", "tag": "a b",
+                                                          "pullPolicy": "Always"}},
+    {"benchmark": {"label": "Bad_Label"}}, {"benchmark": {"extraArgs": "--check"}},
+    {"results": {"path": "relative"}}, {"hostNetwork": "yes"}, {"masterPort": 80},
+    {"rdma": {"resource": "rdma/a b"}}, {"fullnameOverride": "UPPER"},
+])
+def test_schema_rejects_bad_values(bad):
+    with pytest.raises(helm_python.HelmValuesError):
+        render_chart(bad)
+
+
+@pytest.mark.parametrize("bad,message", [
+    ({"fabric": "shm", "nodes": 2}, "one host only"),
+    ({"primitive": "nccl"}, "GPU"),
+])
+def test_chart_refuses_impossible_settings(bad, message):
+    with pytest.raises(helm_python.HelmError, match=message):
+        render_chart(bad)
+
+
+def cli_args(values: dict) -> list[str]:
+    """The `fabbench render k8s` options for chart values."""
+    v = {"fabric": "ethernet", "wire": "native", "nodes": 2, "gpusPerNode": 0, **values}
+    b = {"dtypes": "float32", "budget": 0.2, "timeout": 30, **v.get("benchmark", {})}
+    args = ["--name", FULLNAME, "--fabric", v["fabric"], "--wire", v["wire"], "--nodes",
+            str(v["nodes"]), "--gpus-per-node", str(v["gpusPerNode"]), "--dtypes", b["dtypes"],
+            "--budget", str(b["budget"]), "--timeout", str(b["timeout"])]
+    if v.get("primitive"):
+        args += ["--primitive", v["primitive"]]
+    for key, opt in (("iface", "--iface"), ("rdmaDevice", "--rdma-device")):
+        if v.get(key):
+            args += [opt, v[key]]
+    for key, opt in (("ops", "--ops"), ("sizes", "--sizes")):
+        if b.get(key):
+            args += [opt, b[key]]
+    args += [f"--extra-arg={a}" for a in b.get("extraArgs", [])]
+    if b.get("check"):
+        args.append("--check")
+    if v.get("rdma", {}).get("resource"):
+        args += ["--rdma-resource", v["rdma"]["resource"], "--rdma-per-node",
+                 str(v["rdma"].get("perNode", 1))]
+    if v.get("hostNetwork"):
+        args.append("--host-network")
+    for key, value in v.get("nodeSelector", {}).items():
+        args += ["--node-selector", f"{key}={value}"]
+    if v.get("results", {}).get("claim"):
+        args += ["--results-claim", v["results"]["claim"]]
+    return args
+
+
+def normalised(manifests: list[dict]) -> dict[str, dict]:
+    """By kind, without what only says who rendered it (Helm's chart and managed-by labels)."""
+    out = {}
+    for doc in manifests:
+        doc = copy.deepcopy(doc)
+
+        def strip(obj):
+            if isinstance(obj, dict):
+                labels = obj.get("labels")
+                if isinstance(labels, dict):
+                    labels.pop("helm.sh/chart", None)
+                    labels.pop("app.kubernetes.io/managed-by", None)
+                for value in obj.values():
+                    strip(value)
+            elif isinstance(obj, list):
+                for value in obj:
+                    strip(value)
+        strip(doc)
+        out[doc["kind"]] = doc
+    return out
+
+
+@pytest.mark.parametrize("path", VALUE_SETS, ids=lambda p: p.stem)
+def test_render_k8s_and_chart_give_equal_jobs(path):
+    values = values_of(path)
+    p = fabbench("render", "k8s", *cli_args(values), timeout=60)
+    assert p.returncode == 0, p.stderr
+    rendered = docs(p.stdout)
+    for doc in rendered:
+        validate_manifest(doc)
+    assert normalised(rendered) == normalised(render_chart(values))
+
+
+def test_hostile_extra_args_stay_literal_in_both():
+    hostile = ["$(HOME)", "`id`", "a'b\"c", "x\ny"]
+    values = {"primitive": "gloo", "benchmark": {"extraArgs": hostile}}
+    chart = normalised(render_chart(values))["Job"]
+    args = chart["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[-len(hostile) - 2:-2] == ["$$(HOME)", "`id`", "a'b\"c", "x\ny"]
+    p = fabbench("render", "k8s", *cli_args(values), timeout=60)
+    assert normalised(docs(p.stdout))["Job"] == chart

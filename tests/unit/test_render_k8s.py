@@ -1,0 +1,71 @@
+"""`fabbench render k8s`: the Job/MPIJob choice, one source of truth for the fabric environment
+(the chart's files/fabrics.yaml equals the profiles), quoting of container arguments, bad input."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from conftest import REPO, fabbench
+from fabbench.render import Benchmark, K8sJob, render_k8s
+from fabbench.render.fabric import chart_profiles
+
+
+def test_chart_profiles_file_matches_the_profiles():
+    on_disk = yaml.safe_load((REPO / "charts/fabbench/files/fabrics.yaml").read_text())
+    assert on_disk == chart_profiles(), ("charts/fabbench/files/fabrics.yaml is stale: "
+                                         "regenerate it from fabbench.render.fabric")
+
+
+def job(**kw) -> dict[str, dict]:
+    bench = Benchmark(**{"fabric": "ethernet", "primitive": "gloo",
+                         **kw.pop("bench", {})})
+    return {d["kind"]: d for d in yaml.safe_load_all(render_k8s(K8sJob(benchmark=bench, **kw)))
+            if d}
+
+
+def test_torch_primitives_get_an_indexed_job_and_headless_service():
+    docs = job(nodes=3)
+    assert set(docs) == {"Job", "Service"}
+    spec = docs["Job"]["spec"]
+    assert spec["completionMode"] == "Indexed" and spec["completions"] == 3
+    assert docs["Service"]["spec"]["clusterIP"] == "None"
+    env = {e["name"]: e.get("value") for e in spec["template"]["spec"]["containers"][0]["env"]}
+    assert env["MASTER_ADDR"] == "fabbench-0.fabbench" and env["FABBENCH_WORLD_SIZE"] == "3"
+
+
+def test_gpus_start_ranks_per_pod_with_torchrun():
+    docs = job(nodes=2, gpus_per_node=4, bench={"primitive": "nccl", "device": "cuda"})
+    container = docs["Job"]["spec"]["template"]["spec"]["containers"][0]
+    assert container["command"] == ["torchrun"] and "--nproc-per-node=4" in container["args"]
+    assert container["resources"]["limits"] == {"nvidia.com/gpu": 4}
+
+
+def test_mpi_gets_an_mpijob_with_the_profile_on_mpirun():
+    docs = job(nodes=2, bench={"primitive": "mpi", "iface": "eth1"})
+    assert set(docs) == {"MPIJob"}
+    launcher = docs["MPIJob"]["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]
+    args = launcher["containers"][0]["args"]
+    assert args[:2] == ["--hostfile", "/etc/mpi/hostfile"]
+    at = args.index("btl_tcp_if_include")
+    assert args[at - 1:at + 2] == ["--mca", "btl_tcp_if_include", "eth1"]
+
+
+def test_dollar_is_escaped_for_kubernetes():
+    docs = job(bench={"extra_args": ("$(HOME)",)})
+    args = docs["Job"]["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "$$(HOME)" in args
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--name", "UPPER"], "DNS-1123"),
+    (["--name", "x" * 53], "DNS-1123"),
+    (["--rdma-resource", "rdma/a b"], "resource name"),
+    (["--node-selector", "novalue"], "KEY=VALUE"),
+    (["--results-path", "relative"], "absolute"),
+    (["--primitive", "horovod", "--extra-arg", "x", "--master-port", "80"], "--master-port"),
+])
+def test_bad_input_is_one_line_exit_2(args, message):
+    p = fabbench("render", "k8s", *args, timeout=60)
+    assert p.returncode == 2 and p.stdout == ""
+    assert message in p.stderr and p.stderr.count("\n") == 1, p.stderr
