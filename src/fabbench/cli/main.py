@@ -102,8 +102,8 @@ def version() -> None:
 # each. Modules keep heavy imports inside their command functions so start-up stays fast.
 # (registrations below)
 from fabbench.cli import results as _results; _results.register(app)  # noqa: E402, E702
+from fabbench.cli import sysinfo as _sysinfo; _sysinfo.register(app)  # noqa: E402, E702
 from fabbench.cli import render as _render; _render.register(app)  # noqa: E402, E702
-from fabbench.cli import results as _results; _results.register(app)  # noqa: E402, E702
 
 
 def main(argv: list[str] | None = None) -> None:

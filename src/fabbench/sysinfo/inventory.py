@@ -9,6 +9,7 @@ import re
 import shutil
 import socket
 import subprocess
+from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -57,7 +58,9 @@ def library_versions() -> dict[str, str | None]:
         "openmpi": _first_match(r"Open MPI v?([\d.]+)", ompi),
         "ucx": _first_match(r"version=([\d.]+)|Library version: ([\d.]+)", ucx),
         "libfabric": _first_match(r"libfabric: ([\d.]+)", fi),
-        "nccl": None,  # filled by the rank that loads it (torch's NCCL)
+        # the NCCL torch loads: its wheel's version here; the rank that loads it overwrites it
+        "nccl": next((v for v in map(_dist_version, ("nvidia-nccl-cu12", "nvidia-nccl-cu13",
+                                                     "nvidia-nccl-cu11")) if v), None),
     }
 
 
@@ -120,15 +123,83 @@ def inventory() -> dict[str, Any]:
         "versions": library_versions(),
         "build": build_manifest(),
         "container": _container(),
-        "scheduler": "slurm" if "SLURM_JOB_ID" in os.environ else (
-            "kubernetes" if "KUBERNETES_SERVICE_HOST" in os.environ else None),
+        "scheduler": scheduler(),
         "env": fabric_env(),
     }
 
 
 def _container() -> str | None:
-    if os.environ.get("APPTAINER_CONTAINER") or os.environ.get("SINGULARITY_CONTAINER"):
+    """The container runtime this process runs in, or None on the bare host."""
+    return container_runtime()
+
+
+def container_runtime(env: Mapping[str, str] | None = None, root: str | os.PathLike = "/"
+                      ) -> str | None:
+    """apptainer, podman, docker, kubernetes, "oci" (a container of unknown make) or None."""
+    env = os.environ if env is None else env
+    if env.get("APPTAINER_CONTAINER") or env.get("SINGULARITY_CONTAINER"):
         return "apptainer"
-    if Path("/.dockerenv").exists() or Path("/run/.containerenv").exists():
-        return "oci"
+    if env.get("KUBERNETES_SERVICE_HOST"):
+        return "kubernetes"
+    if Path(root, "run/.containerenv").exists():
+        return "podman"
+    if Path(root, ".dockerenv").exists():
+        return "docker"
+    if env.get("container"):  # systemd's convention: podman, lxc, systemd-nspawn ...
+        return env["container"]
+    try:
+        cgroup = Path(root, "proc/1/cgroup").read_text()
+    except OSError:
+        cgroup = ""
+    for word in ("kubepods", "docker", "libpod", "containerd", "lxc"):
+        if word in cgroup:
+            return {"kubepods": "kubernetes", "libpod": "podman"}.get(word, word)
     return None
+
+
+def scheduler(env: Mapping[str, str] | None = None) -> str | None:
+    """The batch system whose job this process is part of, or None."""
+    env = os.environ if env is None else env
+    for name, var in (("slurm", "SLURM_JOB_ID"), ("pbs", "PBS_JOBID"), ("lsf", "LSB_JOBID"),
+                      ("flux", "FLUX_JOB_ID"), ("sge", "JOB_ID"),
+                      ("kubernetes", "KUBERNETES_SERVICE_HOST")):
+        if env.get(var) and (name != "sge" or env.get("SGE_ROOT")):
+            return name
+    return None
+
+
+def summary_rows(inv: dict[str, Any]) -> list[tuple[str, str]]:
+    """The inventory as (what, value) lines for people (`fabbench env`)."""
+    cpu = inv.get("cpu") or {}
+    rows = [("host", f"{inv.get('host')} ({inv.get('os', '?')})"),
+            ("cpu", f"{cpu.get('model')} ({cpu.get('arch')}), {cpu.get('cores')} cores, "
+                    f"{cpu.get('threads')} threads"),
+            ("memory", f"{(cpu.get('memory_bytes') or 0) / (1 << 30):.1f} GiB")]
+    gpus = inv.get("gpus") or []
+    rows.append(("gpus", "; ".join(f"{g.get('index')}: {g.get('name')} {g.get('memory')}, "
+                                   f"driver {g.get('driver')}" for g in gpus) or "none"))
+    for nic in inv.get("nics") or []:
+        speed = f"{nic['speed_mbps'] / 1000:g} Gb/s" if nic.get("speed_mbps") else "speed ?"
+        rows.append((f"nic {nic['name']}", f"{nic.get('kind')}, {speed}, {nic.get('operstate')}, "
+                                           f"mtu {nic.get('mtu')}"
+                                           + ("" if nic.get("pci") else ", virtual")))
+    for port in inv.get("rdma") or []:
+        layer = "RoCE" if port.get("link_layer") == "Ethernet" else port.get("link_layer")
+        rows.append((f"rdma {port['device']}:{port['port']}",
+                     f"{port.get('state')}, {port.get('rate')}, {layer}, driver "
+                     f"{port.get('driver')}"))
+    if not inv.get("rdma"):
+        rows.append(("rdma", "none"))
+    if inv.get("hfi"):
+        rows.append(("omnipath", ", ".join(inv["hfi"])))
+    rows.append(("gpudirect rdma", "yes" if inv.get("gpudirect_rdma") else "no"))
+    for name, version in (inv.get("versions") or {}).items():
+        if name != "mpi_library":
+            rows.append((f"version {name}", str(version) if version else "-"))
+    rows.append(("container", inv.get("container") or "none (bare host)"))
+    rows.append(("scheduler", inv.get("scheduler") or "none"))
+    rows.append(("image build", json.dumps(inv["build"], sort_keys=True) if inv.get("build")
+                 else "not in the fabbench image"))
+    for key, value in (inv.get("env") or {}).items():
+        rows.append((f"env {key}", value))
+    return rows

@@ -1,0 +1,477 @@
+"""`fabbench doctor`: preflight checks for one fabric, each with a verdict and the fix to apply.
+
+Checks (in order): devices and ports for the fabric; /dev nodes the verbs/PSM2 libraries open;
+GPUDirect RDMA; memlock; /dev/shm; the interface the TCP traffic and rendezvous use has an
+address; the fabric's libraries and providers (ompi_info, ucx_info, fi_info, each with a
+timeout); the launcher (world size > 1, not N copies of rank 0); a 2-rank smoke test through
+`fabbench run` that the transport the profile asks for is the one the library selected.
+Everything that reads the host takes ``root`` so the checks run over recorded sysfs trees.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import resource
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from fabbench.errors import FabbenchError, UsageError
+from fabbench.fabrics.detect import detect_fabric
+from fabbench.fabrics.profile import Profile, load_profile
+from fabbench.sysinfo.sysfs import (
+    default_route_interface,
+    gpudirect_rdma,
+    is_omnipath,
+    net_devices,
+    rdma_ports,
+)
+
+PASS, WARN, FAIL, SKIP = "pass", "warn", "fail", "skip"
+SHM_MIN_BYTES = 512 << 20
+TOOL_TIMEOUT_S = 20.0
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    verdict: str  # pass, warn, fail, skip
+    detail: str
+    fix: str | None = None
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DoctorOptions:
+    fabric: str = "auto"
+    wire: str = "native"
+    primitive: str | None = None
+    iface: str | None = None
+    rdma_device: str | None = None
+    smoke: bool = True
+    smoke_timeout_s: float = 30.0
+    root: str = "/"
+
+
+@dataclass
+class Report:
+    fabric: str
+    wire: str
+    primitive: str
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not any(c.verdict == FAIL for c in self.checks)
+
+    def to_json(self) -> dict:
+        return {"fabric": self.fabric, "wire": self.wire, "primitive": self.primitive,
+                "ok": self.ok, "checks": [c.to_json() for c in self.checks]}
+
+
+# a command runner: argv -> (exit code, output) or None when the tool is missing
+Runner = Callable[[list[str]], "tuple[int, str] | None"]
+
+
+def run_tool(argv: list[str], timeout: float = TOOL_TIMEOUT_S) -> tuple[int, str] | None:
+    if shutil.which(argv[0]) is None:
+        return None
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        return 124, f"{argv[0]} did not answer within {timeout:.0f} s"
+    except OSError as exc:
+        return 126, str(exc)
+    return p.returncode, (p.stdout or "") + (p.stderr or "")
+
+
+# ---------------------------------------------------------------------------------------------
+# devices
+
+
+def _native(profile: Profile, wire: str) -> bool:
+    return profile.hardware != "none" and wire == "native"
+
+
+def check_devices(profile: Profile, wire: str, root: str = "/",
+                  rdma_device: str | None = None) -> list[Check]:
+    if profile.hardware == "none" and profile.name == "shm":
+        return [Check("devices", PASS, "shared memory on one host: no network device needed")]
+    if profile.hardware != "none" and wire != "native":
+        return [Check("devices", SKIP, f"--wire {wire}: the {profile.name} stack runs over TCP, "
+                                       "no fabric hardware needed")]
+    if profile.hardware == "infiniband":
+        return _check_verbs(root, rdma_device)
+    if profile.hardware == "omnipath":
+        return _check_hfi(root)
+    up = [d for d in net_devices(root) if d.pci and d.operstate == "up" and d.kind == "ether"]
+    if not up:
+        return [Check("devices", WARN, "no physical Ethernet interface is up (only virtual or "
+                      "loopback ones)", "ranks on several hosts need a real NIC: check "
+                      "`ip link`; inside a container use the host network")]
+    text = ", ".join(f"{d.name} {d.speed_mbps // 1000 if d.speed_mbps else '?'} Gb/s"
+                     for d in up)
+    return [Check("devices", PASS, f"Ethernet up: {text}")]
+
+
+def _check_verbs(root: str, wanted: str | None) -> list[Check]:
+    ports = [p for p in rdma_ports(root) if not is_omnipath(p)]
+    if wanted:
+        ports = [p for p in ports if p.device == wanted] or ports
+    checks = []
+    if not ports:
+        checks.append(Check("devices", FAIL, "no InfiniBand/RoCE device under "
+                            "/sys/class/infiniband", "load the driver (modprobe mlx5_ib) or, "
+                            "without the hardware, run the same stack with --wire tcp"))
+    else:
+        active = [p for p in ports if p.active]
+        shown = "; ".join(f"{p.device}:{p.port} {p.state} {p.rate or '?'} "
+                          f"({'RoCE' if p.link_layer == 'Ethernet' else p.link_layer})"
+                          for p in ports)
+        if active:
+            roce = any(p.link_layer == "Ethernet" for p in active)
+            checks.append(Check("devices", PASS, f"ports: {shown}",
+                                "RoCE: set NCCL_IB_GID_INDEX (usually 3, RoCE v2) in a site "
+                                "profile" if roce else None))
+        else:
+            checks.append(Check("devices", FAIL, f"no port is ACTIVE: {shown}",
+                                "check the cable and that a subnet manager runs (opensm / the "
+                                "switch's); `ibstat` shows the port state"))
+    checks.append(_dev_nodes(root, "infiniband/uverbs*", "/dev/infiniband/uverbs*",
+                             "inside a container pass the devices: docker --device "
+                             "/dev/infiniband, Apptainer binds /dev by default"))
+    return checks
+
+
+def _check_hfi(root: str) -> list[Check]:
+    ports = [p for p in rdma_ports(root) if is_omnipath(p)]
+    active = [p for p in ports if p.active]
+    if active:
+        shown = "; ".join(f"{p.device}:{p.port} {p.state} {p.rate or '?'}" for p in ports)
+        checks = [Check("devices", PASS, f"OmniPath ports: {shown}")]
+    elif ports:
+        checks = [Check("devices", FAIL, "no OmniPath port is ACTIVE: " + "; ".join(
+            f"{p.device}:{p.port} {p.state}" for p in ports), "check the cable and that the "
+            "fabric manager runs (opafm); `opainfo` shows the port state")]
+    else:
+        checks = [Check("devices", FAIL, "no hfi1 device under /sys/class/infiniband",
+                        "load the hfi1 driver (modprobe hfi1) or run with --wire tcp")]
+    checks.append(_dev_nodes(root, "hfi1_*", "/dev/hfi1_*", "inside a container pass the "
+                             "device: docker --device /dev/hfi1_0"))
+    return checks
+
+
+def _dev_nodes(root: str, pattern: str, shown: str, fix: str) -> Check:
+    found = sorted(p.name for p in Path(root, "dev").glob(pattern))
+    if found:
+        return Check("device files", PASS, f"{shown}: {', '.join(found)}")
+    return Check("device files", FAIL, f"no {shown}: the user-space library cannot open the "
+                 "device", fix)
+
+
+def check_gpudirect(root: str = "/", gpus: bool = False) -> Check:
+    if not gpus:
+        return Check("GPUDirect RDMA", SKIP, "no GPU visible")
+    if gpudirect_rdma(root):
+        return Check("GPUDirect RDMA", PASS, "nvidia_peermem (or nv_mem) is loaded")
+    return Check("GPUDirect RDMA", WARN, "GPUs but no nvidia_peermem: GPU buffers are staged "
+                 "through host memory", "modprobe nvidia_peermem (part of the NVIDIA driver)")
+
+
+# ---------------------------------------------------------------------------------------------
+# limits
+
+
+def check_memlock(rdma: bool, limit: int | None = None) -> Check:
+    """RDMA registers (pins) memory: the locked-memory limit must be unlimited."""
+    soft = resource.getrlimit(resource.RLIMIT_MEMLOCK)[0] if limit is None else limit
+    shown = "unlimited" if soft == resource.RLIM_INFINITY else f"{soft >> 10} KiB"
+    if soft == resource.RLIM_INFINITY:
+        return Check("memlock", PASS, "unlimited")
+    if not rdma:
+        return Check("memlock", PASS, f"{shown} (only RDMA fabrics need it unlimited)")
+    return Check("memlock", FAIL, f"{shown}: RDMA memory registration will fail or be "
+                 "capped", "`ulimit -l unlimited` (limits.conf: `* - memlock unlimited`); "
+                 "docker run --ulimit memlock=-1 --cap-add IPC_LOCK; Slurm: "
+                 "PropagateResourceLimitsExcept=MEMLOCK")
+
+
+def check_shm(fabric: str, path: str = "/dev/shm", size: int | None = None) -> Check:
+    if size is None:
+        try:
+            st = os.statvfs(path)
+            size = st.f_frsize * st.f_blocks
+        except OSError:
+            return Check("/dev/shm", FAIL, f"{path} is missing", "mount a tmpfs on /dev/shm "
+                         "(containers: docker run --shm-size=8g)")
+    shown = f"{size / (1 << 30):.1f} GiB" if size >= 1 << 30 else f"{size >> 20} MiB"
+    if size >= SHM_MIN_BYTES:
+        return Check("/dev/shm", PASS, shown)
+    verdict = FAIL if fabric == "shm" else WARN
+    return Check("/dev/shm", verdict, f"{shown}: too small for shared-memory transports and "
+                 "NCCL (Docker's default is 64 MB)", "docker run --shm-size=8g (or --ipc=host); "
+                 "Kubernetes: an emptyDir with medium: Memory on /dev/shm")
+
+
+# ---------------------------------------------------------------------------------------------
+# interface
+
+
+def pick_iface(profile: Profile, wire: str, root: str = "/", iface: str | None = None
+               ) -> str | None:
+    """The interface TCP traffic and the rendezvous use: --iface; IPoIB on RDMA fabrics; else
+    the default route's."""
+    if iface:
+        return iface
+    if _native(profile, wire):
+        ipoib = [d for d in net_devices(root) if d.kind == "infiniband" and d.operstate == "up"]
+        if ipoib:
+            return ipoib[0].name
+    return default_route_interface(root)
+
+
+def check_iface(name: str | None, root: str = "/",
+                addresses: Mapping[str, list[str]] | None = None) -> Check:
+    if name is None:
+        return Check("interface", FAIL, "no default route and no --iface: no interface for "
+                     "TCP traffic and the rendezvous", "give --iface NAME")
+    dev = next((d for d in net_devices(root) if d.name == name), None)
+    if dev is None:
+        return Check("interface", FAIL, f"{name} does not exist",
+                     "choose one of `ip -br link` with --iface")
+    if addresses is None:
+        import psutil
+
+        addresses = {n: [a.address for a in addrs if a.family.name in ("AF_INET", "AF_INET6")]
+                     for n, addrs in psutil.net_if_addrs().items()}
+    addrs = addresses.get(name, [])
+    if not addrs:
+        return Check("interface", FAIL, f"{name} has no IP address",
+                     f"configure an address on {name} (`ip addr add ... dev {name}`)")
+    if dev.operstate not in ("up", "unknown"):
+        return Check("interface", WARN, f"{name} is {dev.operstate} ({', '.join(addrs)})",
+                     f"ip link set {name} up")
+    return Check("interface", PASS, f"{name}: {', '.join(addrs)}"
+                 + (f", mtu {dev.mtu}" if dev.mtu else ""))
+
+
+# ---------------------------------------------------------------------------------------------
+# libraries and providers
+
+_OMPI_NEEDS = {  # (fabric hardware, wire) -> the Open MPI components the profile selects
+    ("none", "native"): [], ("infiniband", "native"): ["pml: ucx"],
+    ("infiniband", "tcp"): ["pml: ucx"], ("omnipath", "native"): ["pml: cm", "mtl: psm2|ofi"],
+    ("omnipath", "tcp"): ["pml: cm", "mtl: ofi"]}
+
+
+def check_libraries(profile: Profile, wire: str, primitive: str,
+                    run: Runner = run_tool) -> list[Check]:
+    checks = []
+    if primitive in ("mpi", "horovod"):
+        out = run(["ompi_info"])
+        if out is None:
+            checks.append(Check("Open MPI", FAIL, "ompi_info is not on PATH", "install Open "
+                                "MPI (apt-get install openmpi-bin) or use the fabbench image"))
+        else:
+            code, text = out
+            version = re.search(r"Open MPI: v?([\d.]+)", text)
+            needs = list(_OMPI_NEEDS.get((profile.hardware, wire), []))
+            needs += {"shm": ["btl: vader"], "ethernet": ["btl: tcp"]}.get(profile.name, [])
+            missing = [n for n in needs if not re.search(
+                rf"MCA {n.split(':')[0]}: ({n.split(': ')[1]}) ", text)]
+            if code != 0 or missing:
+                checks.append(Check("Open MPI", FAIL, f"components missing: {', '.join(missing)}"
+                                    if missing else f"ompi_info failed ({code})",
+                                    "use an Open MPI built with them (the image's is)"))
+            else:
+                checks.append(Check("Open MPI", PASS, f"{version.group(1) if version else '?'}"
+                                    + (f" with {', '.join(needs)}" if needs else "")))
+    if profile.hardware == "infiniband":
+        checks.append(_check_ucx(wire, run))
+    if profile.hardware == "omnipath":
+        checks.append(_check_ofi(wire, run))
+    if primitive == "nccl":
+        checks.append(Check("NCCL", SKIP, "NCCL's network plugin is checked by the smoke test "
+                            "(it reports NET/IB or NET/Socket)"))
+    return checks
+
+
+def _check_ucx(wire: str, run: Runner) -> Check:
+    out = run(["ucx_info", "-d"])
+    if out is None:
+        return Check("UCX", FAIL, "ucx_info is not on PATH", "install UCX (ucx-utils)")
+    transports = sorted(set(re.findall(r"Transport:\s*(\S+)", out[1])))
+    want = "tcp" if wire == "tcp" else "rc"
+    if any(t == want or t.startswith(f"{want}_") for t in transports):
+        return Check("UCX", PASS, f"transports: {', '.join(transports)}")
+    return Check("UCX", FAIL, f"no {want} transport (UCX has: {', '.join(transports) or 'none'})",
+                 "UCX needs rdma-core (libibverbs, libmlx5) and the device; `ucx_info -d` "
+                 "lists what it sees" if want == "rc" else "build UCX with TCP support")
+
+
+def _check_ofi(wire: str, run: Runner) -> Check:
+    provider = "tcp" if wire == "tcp" else "psm2"
+    out = run(["fi_info", "-p", provider])
+    if out is None:
+        return Check("libfabric", FAIL, "fi_info is not on PATH", "install libfabric-bin")
+    code, text = out
+    if code == 0 and re.search(rf"provider:\s*{provider}\b", text):
+        return Check("libfabric", PASS, f"provider {provider} available")
+    return Check("libfabric", FAIL, f"provider {provider} not available ({text.strip()[:80]})",
+                 "PSM2 needs libpsm2 and /dev/hfi1_*; check `fi_info -p psm2`"
+                 if provider == "psm2" else "install libfabric with its tcp provider")
+
+
+# ---------------------------------------------------------------------------------------------
+# launcher
+
+
+def check_launcher(primitive: str, env: Mapping[str, str] | None = None,
+                   run: Runner = run_tool) -> Check:
+    from fabbench.launch.discover import discover
+
+    env = os.environ if env is None else env
+    try:
+        me = discover(env)
+    except UsageError as exc:
+        return Check("launcher", FAIL, str(exc), "check the launcher's environment")
+    expected = _int(env.get("SLURM_NTASKS") or env.get("SLURM_NPROCS"))
+    if me is not None:
+        if expected and expected > 1 and me.size == 1:
+            return Check("launcher", FAIL, f"{me.launcher} says world size 1 but Slurm started "
+                         f"{expected} tasks: every rank is 'rank 0 of 1'",
+                         "srun --mpi=pmix, and an Open MPI in the image built with the host's "
+                         "PMIx (or mpirun inside the allocation)")
+        if me.size == 1:
+            return Check("launcher", WARN, f"started by {me.launcher} with world size 1",
+                         "start at least 2 ranks to measure communication")
+        return Check("launcher", PASS, f"rank {me.rank} of {me.size} (started by "
+                     f"{me.launcher}, local rank {me.local_rank})")
+    if primitive in ("mpi", "horovod"):
+        out = run(["mpirun", "--version"])
+        if out is None or out[0] != 0:
+            return Check("launcher", FAIL, "mpirun is missing or broken",
+                         "install openmpi-bin, or launch the ranks with srun")
+        first = out[1].strip().splitlines()[0] if out[1].strip() else "mpirun"
+        return Check("launcher", PASS, f"not inside a job: fabbench starts local ranks with "
+                     f"{first}")
+    return Check("launcher", PASS, "not inside a job: fabbench starts local ranks itself")
+
+
+def _int(text: str | None) -> int | None:
+    try:
+        return int(text) if text else None
+    except ValueError:
+        return None
+
+
+# ---------------------------------------------------------------------------------------------
+# smoke test
+
+
+@contextlib.contextmanager
+def _quiet(log: Path) -> Iterator[None]:
+    """Send this process's and its children's stdout/stderr to a file for a while."""
+    import sys
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for f in (fd, *saved):
+            os.close(f)
+
+
+def smoke_test(o: DoctorOptions, primitive: str) -> Check:
+    """2 local ranks, one allreduce at 8 B and 64 KiB, through `fabbench run` as a library."""
+    from fabbench import runner
+    from fabbench.launch.discover import discover
+    from fabbench.results.reader import read_results
+
+    if discover() is not None:
+        return Check("smoke test", SKIP, "inside a launched job: run `fabbench run` itself")
+    with tempfile.TemporaryDirectory(prefix="fabbench-doctor-") as tmp:
+        out, log = Path(tmp, "smoke.jsonl"), Path(tmp, "smoke.log")
+        options = runner.RunOptions(
+            fabric=o.fabric, primitive=primitive, wire=o.wire, ranks=2, ops="allreduce",
+            sizes="8,64K", budget_s=0.02, min_samples=3, max_samples=20,
+            timeout_s=o.smoke_timeout_s, out=str(out), iface=o.iface,
+            rdma_device=o.rdma_device, argv=("fabbench", "doctor"))
+        try:
+            with _quiet(log):
+                outcome = runner.run(options)
+        except FabbenchError as exc:
+            return Check("smoke test", FAIL, str(exc), _tail(log))
+        try:
+            results = read_results(out)
+        except FabbenchError as exc:
+            return Check("smoke test", FAIL, f"no results ({exc})", _tail(log))
+        run = results.records[0]
+        summary = results.of_kind("summary")
+        transports = sorted({c["transport"] for c in results.of_kind("collective")})
+        wanted = ", ".join(run.get("expected_transport") or []) or "?"
+        if outcome.code != 0 or not summary or not summary[-1]["ok"]:
+            error = summary[-1].get("error") if summary else f"exit code {outcome.code}"
+            return Check("smoke test", FAIL, f"2-rank allreduce failed: {error}", _tail(log))
+        if run["ranks"] != 2:
+            return Check("smoke test", FAIL, f"asked for 2 ranks, the run had {run['ranks']}")
+        return Check("smoke test", PASS, f"2 ranks, allreduce 8 B and 64 KiB over "
+                     f"{', '.join(transports)} (the profile accepts {wanted})")
+
+
+def _tail(log: Path, lines: int = 3) -> str | None:
+    try:
+        text = [ln for ln in log.read_text(errors="replace").splitlines()
+                if ln.strip() and "mca: base: close" not in ln]
+    except OSError:
+        return None
+    return " | ".join(text[-lines:]) or None
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def doctor(o: DoctorOptions, *, run: Runner = run_tool, env: Mapping[str, str] | None = None,
+           addresses: Mapping[str, list[str]] | None = None) -> Report:
+    from fabbench.plan import gpus_visible
+
+    fabric = detect_fabric(o.root) if o.fabric == "auto" else o.fabric
+    profile = load_profile(fabric)
+    gpus = gpus_visible() if o.root == "/" else False
+    primitive = o.primitive or ("nccl" if gpus else "mpi")
+    report = Report(profile.name, o.wire, primitive)
+    if o.wire != "native" and o.wire not in profile.wires:
+        raise UsageError(f"fabric {profile.name!r} has no --wire {o.wire}")
+    rdma = _native(profile, o.wire)
+    report.checks += check_devices(profile, o.wire, o.root, o.rdma_device)
+    report.checks.append(check_gpudirect(o.root, gpus))
+    report.checks.append(check_memlock(rdma))
+    report.checks.append(check_shm(profile.name))
+    if profile.name != "shm" or primitive in ("gloo", "nccl"):
+        report.checks.append(check_iface(pick_iface(profile, o.wire, o.root, o.iface), o.root,
+                                         addresses))
+    report.checks += check_libraries(profile, o.wire, primitive, run)
+    report.checks.append(check_launcher(primitive, env, run))
+    if not o.smoke:
+        report.checks.append(Check("smoke test", SKIP, "--no-smoke"))
+    elif not report.ok:
+        report.checks.append(Check("smoke test", SKIP, "skipped: fix the failures above first"))
+    else:
+        report.checks.append(smoke_test(o, primitive))
+    return report
