@@ -100,6 +100,9 @@ def test_plots_are_real_images_with_the_series(tmp_path):
     for text in ("nodeA: infiniband/mpi ×16", "nodeB: infiniband/mpi ×16", "allreduce",
                  "allgather", "busbw (GB/s)"):
         assert text in busbw
+    # site B's noisy 1 KiB allreduce is circled and explained in the legend
+    assert busbw.count('id="unstable-nodeB: infiniband/mpi ×16"') == 1
+    assert "unstable (stdev ≥ 10% of mean or &lt; 10 samples)" in busbw
     train = (tmp_path / "train.svg").read_text()
     assert "infiniband/mpi resnet50" in train and "samples/s" in train
     pixels = image.imread(tmp_path / "busbw.png")

@@ -19,6 +19,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
 from fabbench.report.load import Series  # noqa: E402
+from fabbench.report.stats import MIN_SAMPLES, SPREAD_LIMIT, stability  # noqa: E402
 from fabbench.report.tables import ops_of  # noqa: E402
 from fabbench.units import format_size  # noqa: E402
 
@@ -75,6 +76,8 @@ def _grid(n: int, title: str) -> tuple[Figure, list[Any]]:
     return fig, flat[:n]
 
 
+UNSTABLE = (f"unstable (stdev ≥ {100 * SPREAD_LIMIT:.0f}% of mean or < {MIN_SAMPLES} "
+            "samples)")
 _SIZE_FMT = FuncFormatter(lambda x, _pos: format_size(int(x)) if x >= 1 else "")
 
 
@@ -85,7 +88,13 @@ def _size_axis(ax: Any) -> None:
 
 
 def _legend(fig: Figure, axes: Sequence[Any]) -> None:
-    handles, labels = axes[0].get_legend_handles_labels()
+    found: dict[str, Any] = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            found.setdefault(label, handle)
+    if UNSTABLE in found:  # the marker's explanation goes last
+        found[UNSTABLE] = found.pop(UNSTABLE)
+    labels, handles = list(found), list(found.values())
     fig.legend(handles, labels, loc="lower center", ncol=min(4, max(1, len(labels))),
                frameon=False)
     fig.tight_layout(rect=(0, 0.06 + 0.02 * math.ceil(len(labels) / 4), 1, 0.97))
@@ -102,6 +111,7 @@ def size_sweeps(series: Sequence[Series]) -> list[Plot]:
             title = ("bus bandwidth vs size" if metric == "busbw"
                      else "latency (p50; band min..p99) vs size")
             fig, axes = _grid(len(ops), title)
+            unstable_shown = False
             for ax, op in zip(axes, ops, strict=True):
                 for s in series:
                     recs = sorted((c for c in s.collectives if c["op"] == op),
@@ -119,6 +129,14 @@ def size_sweeps(series: Sequence[Series]) -> list[Plot]:
                                         [c["time_us"]["p99"] for c in recs],
                                         color=line.get_color(), alpha=0.15, linewidth=0)
                     line.set_gid(f"series-{s.label}")
+                    shaky = [(xi, yi) for xi, yi, c in zip(x, line.get_ydata(), recs,
+                                                          strict=True) if stability(c)]
+                    if shaky:
+                        marked = ax.scatter(*zip(*shaky, strict=True), s=40, facecolors="none",
+                                            edgecolors="crimson", linewidths=1, zorder=3,
+                                            label=UNSTABLE if not unstable_shown else None)
+                        marked.set_gid(f"unstable-{s.label}")
+                        unstable_shown = True
                 ax.set_title(op)
                 _size_axis(ax)
                 ax.set_yscale("log")
