@@ -15,9 +15,11 @@ from pathlib import Path
 from fabbench.comm.registry import DTYPES, HOROVOD_OVER, OPS, PRIMITIVES
 from fabbench.errors import UsageError
 from fabbench.fabrics.profile import WIRES
+from fabbench.models.registry import MODELS
 from fabbench.timing.engine import TimingPolicy
 
-WORKLOADS = ("collectives",)
+WORKLOADS = ("collectives", "train", "halo", "all")  # all: collectives, then train
+PRECISIONS = ("fp32", "bf16", "fp16")
 DEVICES = ("cpu", "cuda")
 DEFAULT_SIZES = {"cpu": "8:64M", "cuda": "8:1G"}
 MAX_LOCAL_RANKS = 512
@@ -51,6 +53,20 @@ class Plan:
     run_id: str
     argv: tuple[str, ...] = ()
     picked: tuple[str, ...] = ()  # what fabbench chose for the user ("primitive=mpi (no GPU)")
+    # train (workloads/train.py)
+    model: str = "resnet50"
+    batch_size: int = 32  # per rank
+    image_size: int | None = None  # image side (pixels) or sequence length (tokens); None: model's
+    steps: int = 20
+    warmup_steps: int = 5
+    bucket_mb: float = 25.0  # DDP bucket_cap_mb; also the bucket size of the mpi engine
+    fusion_mb: float | None = None  # HOROVOD_FUSION_THRESHOLD in MiB; None: Horovod's default
+    precision: str = "fp32"
+    scaling: tuple[int, ...] = ()  # rank counts run one after another (runner.run)
+    baseline_samples_per_s: float | None = None  # the 1-rank run's, for scaling efficiency
+    # halo (workloads/halo.py)
+    cells_per_rank: int = 64**3
+    halo_iters: int = 50
 
     def __post_init__(self) -> None:
         if self.primitive not in PRIMITIVES:
@@ -84,6 +100,49 @@ class Plan:
             raise UsageError("no sizes to run")
         if not 0 < self.timeout_s <= 86400:
             raise UsageError(f"timeout must be between 0 and 86400 seconds, not {self.timeout_s}")
+        if self.workload in ("train", "all"):
+            self._check_train()
+        if self.workload == "halo":
+            self._check_halo()
+
+    def _check_train(self) -> None:
+        if self.model not in MODELS:
+            raise UsageError(f"unknown model {self.model!r} (known: {', '.join(MODELS)})")
+        if self.batch_size < 1:
+            raise UsageError(f"batch size must be at least 1, not {self.batch_size}")
+        spec = MODELS[self.model]
+        spec.check_input(self.input_size)
+        if spec.batchnorm and self.batch_size * (self.input_size // spec.input_multiple) ** 2 < 2:
+            raise UsageError(f"{self.model} has batch norm: batch size {self.batch_size} at image "
+                             f"size {self.input_size} leaves one value per channel; use a batch "
+                             "of at least 2 or a larger image")
+        if self.steps < 2 or self.warmup_steps < 1:
+            raise UsageError(f"steps must be at least 2 and warm-up steps at least 1 (not "
+                             f"{self.steps} and {self.warmup_steps})")
+        if not self.bucket_mb > 0 or (self.fusion_mb is not None and not self.fusion_mb >= 0):
+            raise UsageError("bucket size must be > 0 MiB and fusion threshold >= 0 MiB")
+        if self.fusion_mb is not None and self.primitive != "horovod":
+            raise UsageError("--fusion-mb is Horovod's fusion threshold: use it with "
+                             "--primitive horovod (DDP and mpi take --bucket-mb)")
+        if self.precision not in PRECISIONS:
+            raise UsageError(f"unknown precision {self.precision!r} "
+                             f"(known: {', '.join(PRECISIONS)})")
+        if self.precision == "fp16" and self.device != "cuda":
+            raise UsageError("fp16 mixed precision needs --device cuda (on CPU use bf16)")
+        if any(not 1 <= n <= MAX_LOCAL_RANKS for n in self.scaling):
+            raise UsageError(f"scaling rank counts must be between 1 and {MAX_LOCAL_RANKS}")
+
+    def _check_halo(self) -> None:
+        if self.cells_per_rank < 8:
+            raise UsageError(f"cells per rank must be at least 8 (2 x 2 x 2), not "
+                             f"{self.cells_per_rank}")
+        if self.halo_iters < 1:
+            raise UsageError(f"halo iterations must be at least 1, not {self.halo_iters}")
+
+    @property
+    def input_size(self) -> int:
+        """The model's input: image side in pixels or sequence length in tokens."""
+        return self.image_size or MODELS[self.model].default_input
 
     @property
     def backend(self) -> str:
@@ -111,6 +170,6 @@ class Plan:
     def from_json(cls, text: str) -> Plan:
         data = json.loads(text)
         data["policy"] = TimingPolicy(**data["policy"])
-        for key in ("ops", "sizes", "dtypes", "argv", "picked"):
+        for key in ("ops", "sizes", "dtypes", "argv", "picked", "scaling"):
             data[key] = tuple(data[key])
         return cls(**data)

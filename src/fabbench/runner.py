@@ -43,6 +43,19 @@ class RunOptions:
     iface: str | None = None
     rdma_device: str | None = None
     argv: tuple[str, ...] = ()
+    # workloads other than collectives (see Plan)
+    workload: str = "collectives"
+    model: str = "resnet50"
+    batch_size: int = 32
+    image_size: int | None = None
+    steps: int = 20
+    warmup_steps: int = 5
+    scaling: str | None = None  # "1,2,4"
+    bucket_mb: float = 25.0
+    fusion_mb: float | None = None
+    precision: str = "fp32"
+    cells_per_rank: int = 64**3
+    halo_iters: int = 50
 
 
 def _csv(text: str) -> tuple[str, ...]:
@@ -73,7 +86,22 @@ def make_plan(o: RunOptions, *, local_launch: bool) -> Plan:
         policy=TimingPolicy(budget_s=o.budget_s, min_samples=o.min_samples,
                             max_samples=o.max_samples),
         out=out, iface=o.iface or ("lo" if local_launch else None), rdma_device=o.rdma_device,
-        run_id=run_id, argv=o.argv, picked=tuple(picked))
+        run_id=run_id, argv=o.argv, picked=tuple(picked),
+        workload=o.workload, model=o.model, batch_size=o.batch_size, image_size=o.image_size,
+        steps=o.steps, warmup_steps=o.warmup_steps, scaling=_rank_counts(o.scaling),
+        bucket_mb=o.bucket_mb, fusion_mb=o.fusion_mb, precision=o.precision,
+        cells_per_rank=o.cells_per_rank, halo_iters=o.halo_iters)
+
+
+def _rank_counts(text: str | None) -> tuple[int, ...]:
+    """--scaling "1,2,4": sorted, 1 added (the baseline of the efficiency)."""
+    if not text:
+        return ()
+    try:
+        counts = {int(p) for p in _csv(text)}
+    except ValueError:
+        raise UsageError(f"--scaling takes a comma list of rank counts, not {text!r}") from None
+    return tuple(sorted(counts | {1}))
 
 
 @dataclasses.dataclass
@@ -113,6 +141,8 @@ def run(o: RunOptions) -> Outcome:
         return Outcome(run_rank(plan, me), plan, launched=False)
     resolved = resolve(plan)  # refuses missing hardware before anything starts
     _refuse_existing(plan.out)
+    if plan.scaling:
+        return _run_scaling(plan)
     code = local.run(local.build(plan, resolved), local.wall_limit(plan))
     error = None
     if code != 0:
@@ -123,6 +153,39 @@ def run(o: RunOptions) -> Outcome:
                                           "message is above)"))
     _close_unfinished(plan, code)
     return Outcome(code, plan, launched=True, error=error)
+
+
+def _run_scaling(plan: Plan) -> Outcome:
+    """One local launch per rank count, smallest first, all appended to the same results file
+    (one run record, its measurements and its summary per rank count; run ids end in -n<ranks>).
+    The 1-rank run's samples/s (p50) is handed to the later runs, whose train records then carry
+    scaling_efficiency = T_n / (n * T_1)."""
+    if plan.workload not in ("train", "all"):
+        raise UsageError("--scaling is for --workload train (or all)")
+    baseline: float | None = None
+    for n in plan.scaling:
+        step = dataclasses.replace(plan, ranks=n, run_id=f"{plan.run_id}-n{n}",
+                                   baseline_samples_per_s=baseline)
+        code = local.run(local.build(step, resolve(step)), local.wall_limit(step))
+        _close_unfinished(step, code)
+        if code != 0:  # the failed run's summary says why; larger counts are not started
+            return Outcome(code, plan, launched=True)
+        if n == 1:
+            baseline = _train_rate(step)
+    return Outcome(0, plan, launched=True)
+
+
+def _train_rate(plan: Plan) -> float | None:
+    """samples/s (p50) of the train record of this run in its results file."""
+    rate = None
+    for ln in Path(plan.out).read_text().splitlines():
+        try:
+            rec = json.loads(ln)
+        except ValueError:
+            continue
+        if rec.get("kind") == "train" and rec.get("run_id") == plan.run_id:
+            rate = rec["samples_per_s"]["p50"]
+    return rate
 
 
 def _refuse_existing(out: str) -> None:

@@ -53,6 +53,26 @@ def run(
         help="RDMA device (e.g. mlx5_0). Default: the first active port.")] = None,
     dry_run: Annotated[bool, typer.Option(help="Print what would be set and launched; run "
                                                "nothing.")] = False,
+    workload: Annotated[str, typer.Option(
+        help="collectives, train, halo, or all (collectives then train).")] = "collectives",
+    model: Annotated[str, typer.Option(help="train: a model of `fabbench models`.")] = "resnet50",
+    batch_size: Annotated[int, typer.Option(help="train: samples per rank per step.")] = 32,
+    image_size: Annotated[int | None, typer.Option(
+        help="train: image side in pixels (multiple of 32), or tokens per sequence for a "
+        "transformer. Default: the model's (224; the context).")] = None,
+    steps: Annotated[int, typer.Option(help="train: timed steps.")] = 20,
+    warmup_steps: Annotated[int, typer.Option(help="train: untimed steps first.")] = 5,
+    scaling: Annotated[str | None, typer.Option(
+        help="train: rank counts run one after another, e.g. 1,2,4 (1 is added); efficiency "
+        "T_n/(n*T_1).")] = None,
+    bucket_mb: Annotated[float, typer.Option(
+        help="train: DDP bucket size (bucket_cap_mb), also the mpi engine's, MiB.")] = 25.0,
+    fusion_mb: Annotated[float | None, typer.Option(
+        help="train: Horovod fusion threshold, MiB. Default: Horovod's.")] = None,
+    precision: Annotated[str, typer.Option(
+        help="train: fp32, bf16 (autocast) or fp16 (autocast + loss scaling, GPU).")] = "fp32",
+    cells_per_rank: Annotated[int, typer.Option(help="halo: cells per rank (a cube).")] = 64**3,
+    halo_iters: Annotated[int, typer.Option(help="halo: timed iterations.")] = 50,
 ) -> None:
     """Run the collectives benchmark on real ranks.
 
@@ -67,7 +87,10 @@ def run(
         fabric=fabric, primitive=primitive, horovod_over=horovod_over, wire=wire, ranks=ranks,
         ops=ops, sizes=sizes, dtypes=dtypes, check=check, device=device, timeout_s=timeout,
         budget_s=budget, min_samples=min_samples, max_samples=max_samples, out=out, iface=iface,
-        rdma_device=rdma_device, argv=tuple(sys.argv))
+        rdma_device=rdma_device, argv=tuple(sys.argv), workload=workload, model=model,
+        batch_size=batch_size, image_size=image_size, steps=steps, warmup_steps=warmup_steps,
+        scaling=scaling, bucket_mb=bucket_mb, fusion_mb=fusion_mb, precision=precision,
+        cells_per_rank=cells_per_rank, halo_iters=halo_iters)
     if dry_run:
         print(runner.dry_run(options))
         return
@@ -101,6 +124,7 @@ def version() -> None:
 # Commands that live in their own modules (cli/<name>.py, each with `register(app)`), one line
 # each. Modules keep heavy imports inside their command functions so start-up stays fast.
 # (registrations below)
+from fabbench.cli import train as _train; _train.register(app)  # noqa: E402, E702
 from fabbench.cli import results as _results; _results.register(app)  # noqa: E402, E702
 from fabbench.cli import sysinfo as _sysinfo; _sysinfo.register(app)  # noqa: E402, E702
 from fabbench.cli import render as _render; _render.register(app)  # noqa: E402, E702

@@ -20,8 +20,16 @@ def show_run(path: str) -> None:
         out.print(f"[yellow]no table: {exc}[/]")
         return
     run = results.records[0]
-    out.print(results_table(results.of_kind("collective"),
-                            f"{run['fabric']} / {run['primitive']} / {run['ranks']} ranks"))
+    title = f"{run['fabric']} / {run['primitive']} / {run['ranks']} ranks"
+    if results.of_kind("collective") or not (results.of_kind("train") or results.of_kind("halo")):
+        out.print(results_table(results.of_kind("collective"), title))
+    from fabbench.cli.train import halo_table, train_table
+
+    if results.of_kind("train"):
+        out.print(train_table(results.of_kind("train"), f"{run['fabric']} / {run['primitive']}"
+                              " / training (samples/s of all ranks)"))
+    if results.of_kind("halo"):
+        out.print(halo_table(results.of_kind("halo"), f"{title} / halo exchange"))
     summary = results.of_kind("summary")
     status = "[green]ok[/]" if summary and summary[-1]["ok"] else \
         f"[red]failed: {summary[-1]['error'] if summary else 'no summary'}[/]"

@@ -23,6 +23,8 @@ from fabbench.results import SCHEMA
 from fabbench.results.writer import ResultWriter
 from fabbench.sysinfo.inventory import inventory
 from fabbench.timing.deadline import Watchdog
+from fabbench.workloads import halo as halo_workload
+from fabbench.workloads import train as train_workload
 from fabbench.workloads.collectives import sweep
 
 
@@ -39,12 +41,14 @@ def run_rank(plan: Plan, me: RankEnv) -> int:
     resolved = resolve(plan)
     apply(resolved)
     os.environ["FABBENCH_LOCAL_RANK"] = str(me.local_rank)
+    if plan.workload in ("train", "all"):
+        train_workload.prepare_env(plan)  # settings read when the library starts (Horovod's)
     if plan.backend == "nccl":
         os.environ.update({"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET",
                            "NCCL_DEBUG_FILE": os.path.join(tempfile.mkdtemp(prefix="fabbench-"),
                                                            "nccl.%h.%p")})
     writer = ResultWriter(plan.out) if me.rank == 0 else None
-    counts = {"collective": 0}
+    counts = {"collective": 0, "train": 0, "halo": 0}
 
     def summary(ok: bool, error: str | None) -> dict[str, Any]:
         return {"kind": "summary", "run_id": plan.run_id, "ok": ok, "counts": dict(counts),
@@ -82,22 +86,42 @@ def run_rank(plan: Plan, me: RankEnv) -> int:
             if hasattr(comm, "library_version"):
                 run["provenance"]["versions"]["mpi_library"] = comm.library_version()
             writer.write(run)
-            stream_header(run)
+            if plan.workload in ("collectives", "all"):
+                stream_header(run)
         _check_transport(peers, resolved.settings.transport, resolved.profile.name, plan.wire)
         if resolved.profile.single_host and run["nodes"] > 1:
             raise TransportMismatch(f"fabric {resolved.profile.name!r} is for one host, and "
                                     f"the ranks run on {run['nodes']} hosts")
         failed = False
-        for record in sweep(comm, plan, transport, dog.arm, fault_rank("corrupt")):
+        collectives = sweep(comm, plan, transport, dog.arm, fault_rank("corrupt")) \
+            if plan.workload in ("collectives", "all") else ()
+        for record in collectives:
             dog.disarm()
             counts["collective"] += 1
             failed |= record["correct"] is False
             if writer is not None:
                 writer.write({**record, "run_id": plan.run_id})
                 print(line(record), flush=True)
+        if plan.workload in ("train", "all"):
+            record = train_workload.run_train(comm, plan, transport, dog.arm)
+            dog.disarm()
+            counts["train"] += 1
+            failed |= not (record["grads_identical"] and record["params_identical"]
+                           and record["grads_finite_nonzero"])
+            if writer is not None:
+                writer.write({**record, "run_id": plan.run_id})
+                print(train_workload.HEADER + "\n" + train_workload.line(record), flush=True)
+        if plan.workload == "halo":
+            record = halo_workload.run_halo(comm, plan, transport, dog.arm)
+            dog.disarm()
+            counts["halo"] += 1
+            failed |= record["correct"] is False
+            if writer is not None:
+                writer.write({**record, "run_id": plan.run_id})
+                print(halo_workload.HEADER + "\n" + halo_workload.line(record), flush=True)
         dog.arm(plan.timeout_s, "finishing")
-        error = "data check failed: wrong elements (see records with correct=false)" \
-            if failed else None
+        error = "data check failed: wrong elements (see records with correct=false, or train " \
+            "records whose ranks ended with different gradients)" if failed else None
         close_run(not failed, error)
         comm.close()
         dog.disarm()

@@ -1,0 +1,208 @@
+"""A 3-D stencil halo exchange: the communication pattern of CFD codes.
+
+The ranks form a periodic 3-D process grid (dimensions as MPI_Dims_create picks them); each owns
+a cube of side³ cells (side = round(cells_per_rank^(1/3))) with one ghost layer. One iteration
+exchanges the six faces with the neighbours, one dimension after the other, whole faces including
+ghosts (so edges and corners arrive too), then applies a 7-point Jacobi update.
+
+The exchange uses the primitive's own point-to-point path: MPI Sendrecv (mpi4py), torch.distributed
+batched isend/irecv (gloo, nccl), or Horovod's alltoall with splits (Horovod has no
+point-to-point). Before timing, one exchange is checked exactly: every cell, ghosts included,
+must hold the periodic global function f(x, y, z) = (x·Y + y)·Z + z.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+from fabbench.comm.base import Communicator
+from fabbench.plan import Plan
+from fabbench.timing.stats import summarize
+
+DTYPE_BYTES = 8  # float64, as CFD codes use
+
+
+def process_grid(n: int) -> tuple[int, int, int]:
+    """Three factors of n, as equal as possible, largest first (MPI_Dims_create's answer)."""
+    best: tuple[int, int, int] = (n, 1, 1)
+    for a in range(1, n + 1):
+        if n % a:
+            continue
+        for b in range(1, n // a + 1):
+            if (n // a) % b:
+                continue
+            dims = tuple(sorted((a, b, n // a // b), reverse=True))
+            if max(dims) - min(dims) < max(best) - min(best):
+                best = dims  # type: ignore[assignment]
+    return best
+
+
+def coords_of(rank: int, dims: tuple[int, int, int]) -> tuple[int, int, int]:
+    return rank // (dims[1] * dims[2]), (rank // dims[2]) % dims[1], rank % dims[2]
+
+
+def rank_of(coords: tuple[int, ...], dims: tuple[int, int, int]) -> int:
+    c = [x % d for x, d in zip(coords, dims, strict=True)]
+    return (c[0] * dims[1] + c[1]) * dims[2] + c[2]
+
+
+def side_of(cells_per_rank: int) -> int:
+    return max(2, round(cells_per_rank ** (1 / 3)))
+
+
+def bytes_per_iter(side: int, dims: tuple[int, int, int]) -> int:
+    """Bytes one rank sends to other ranks per iteration (faces to itself are local copies)."""
+    face = (side + 2) ** 2 * DTYPE_BYTES
+    return sum(2 * face for d in dims if d > 1)
+
+
+class Halo:
+    def __init__(self, comm: Communicator, side: int) -> None:
+        import torch
+
+        self.torch, self.comm, self.side = torch, comm, side
+        self.dims = process_grid(comm.size)
+        self.coords = coords_of(comm.rank, self.dims)
+        self.device = comm.device
+        n = side + 2
+        self.u = torch.zeros((n, n, n), dtype=torch.float64, device=self.device)
+        self.next = torch.empty_like(self.u)
+        self.send = torch.empty((n, n), dtype=torch.float64, device=self.device)
+        self.recv = torch.empty_like(self.send)
+        self._p2p = self._transport()
+
+    def neighbours(self, d: int) -> tuple[int, int]:
+        """(minus, plus) neighbour along dimension d."""
+        lo, hi = list(self.coords), list(self.coords)
+        lo[d] -= 1
+        hi[d] += 1
+        return rank_of(lo, self.dims), rank_of(hi, self.dims)
+
+    def _transport(self) -> Callable[[Any, int, Any, int, str], None]:
+        """sendrecv(send, dest, recv, source, tag) over the primitive's own library; the tag
+        names the exchange identically on every rank (Horovod matches operations by name)."""
+        torch, rank = self.torch, self.comm.rank
+        if self.comm.name == "mpi":
+            from mpi4py import MPI
+
+            world = MPI.COMM_WORLD
+            on_host = self.device == "cpu"
+
+            def mpi_sendrecv(send: Any, dest: int, recv: Any, source: int, tag: str) -> None:
+                if on_host:
+                    world.Sendrecv(send.numpy(), dest, 7, recv.numpy(), source, 7)
+                else:  # CUDA-aware MPI takes device buffers
+                    world.Sendrecv(send, dest, 7, recv, source, 7)
+            return mpi_sendrecv
+        if self.comm.name == "horovod":
+            import horovod.torch as hvd
+
+            size = self.comm.size
+
+            def hvd_sendrecv(send: Any, dest: int, recv: Any, source: int, tag: str) -> None:
+                splits = torch.zeros(size, dtype=torch.int32)
+                splits[dest] = send.shape[0]
+                out = hvd.alltoall(send, splits=splits, name=f"fabbench.halo.{tag}")
+                recv.copy_(out[0] if isinstance(out, tuple) else out)
+            return hvd_sendrecv
+        import torch.distributed as dist
+
+        def torch_sendrecv(send: Any, dest: int, recv: Any, source: int) -> None:
+            ops = [dist.P2POp(dist.isend, send, dest), dist.P2POp(dist.irecv, recv, source)]
+            for work in dist.batch_isend_irecv(ops):
+                work.wait()
+        return lambda s, d, r, src, tag: (r.copy_(s) if d == rank and src == rank
+                                          else torch_sendrecv(s, d, r, src))
+
+    def exchange(self) -> None:
+        u, side = self.u, self.side
+        send, recv = self.send, self.recv
+        for d in range(3):
+            minus, plus = self.neighbours(d)
+            # my last interior layer goes up, my lower ghost comes from below; then the reverse
+            for way, out_idx, in_idx, dest, source in ((0, side, 0, plus, minus),
+                                                       (1, 1, side + 1, minus, plus)):
+                send.copy_(u.select(d, out_idx))
+                self._p2p(send.view(-1), dest, recv.view(-1), source, f"{d}.{way}")
+                u.select(d, in_idx).copy_(recv)
+
+    def stencil(self) -> None:
+        u, v = self.u, self.next
+        c = slice(1, -1)
+        v[c, c, c] = (u[:-2, c, c] + u[2:, c, c] + u[c, :-2, c] + u[c, 2:, c]
+                      + u[c, c, :-2] + u[c, c, 2:]) / 6.0
+        self.u, self.next = v, u
+
+    def synchronize(self) -> None:
+        if self.device.startswith("cuda"):
+            self.torch.cuda.synchronize()
+
+    def fill_global(self) -> Any:
+        """u := f at the wrapped global coordinates of every cell (ghosts included); returns f."""
+        torch, side = self.torch, self.side
+        extent = [d * side for d in self.dims]
+        axes = [(torch.arange(side + 2, device=self.device, dtype=torch.float64) - 1
+                 + c * side) % e for c, e in zip(self.coords, extent, strict=True)]
+        x, y, z = torch.meshgrid(*axes, indexing="ij")
+        expected = (x * extent[1] + y) * extent[2] + z
+        self.u.zero_()
+        self.u[1:-1, 1:-1, 1:-1] = expected[1:-1, 1:-1, 1:-1]
+        return expected
+
+    def check(self) -> int:
+        """One exchange from a known field; wrong cells on this rank."""
+        expected = self.fill_global()
+        self.exchange()
+        self.synchronize()
+        return int((self.u != expected).sum().item())
+
+
+def run_halo(comm: Communicator, plan: Plan, transport: str,
+             arm: Callable[[float, str], None]) -> dict[str, Any]:
+    side = side_of(plan.cells_per_rank)
+    halo = Halo(comm, side)
+    arm(plan.timeout_s * 2, "halo exchange check")
+    wrong = comm.gather_objects(halo.check())
+    clock = time.perf_counter
+    iteration, exchange = [], []
+    for i in range(3 + plan.halo_iters):
+        arm(plan.timeout_s, f"halo iteration {i + 1}")
+        t0 = clock()
+        halo.exchange()
+        halo.synchronize()
+        t1 = clock()
+        halo.stencil()
+        halo.synchronize()
+        t2 = clock()
+        if i >= 3:  # three warm-up iterations
+            iteration.append(t2 - t0)
+            exchange.append(t1 - t0)
+    every = comm.gather_objects((iteration, exchange))
+    slow_iter = [max(col) * 1e6 for col in zip(*(e[0] for e in every), strict=True)]
+    slow_exch = [max(col) * 1e6 for col in zip(*(e[1] for e in every), strict=True)]
+    sent = bytes_per_iter(side, halo.dims)
+    ex = summarize(slow_exch)
+    return {
+        "kind": "halo", "cells_per_rank": side**3, "side": side, "grid": list(halo.dims),
+        "ranks": comm.size, "iterations": plan.halo_iters, "dtype": "float64",
+        "transport": transport, "time_us": summarize(slow_iter), "exchange_us": ex,
+        "compute_us_p50": statistics.median(slow_iter) - ex["p50"],
+        "bytes_per_iter": sent, "messages_per_iter": sum(2 for d in halo.dims if d > 1),
+        "exchange_gbps": sent / (ex["p50"] * 1e-6) / 1e9 if sent and ex["p50"] > 0 else 0.0,
+        "correct": not any(wrong), "wrong": sum(wrong),
+    }
+
+
+HEADER = (f"#{'cells/rank':>12} {'grid':>9} {'ranks':>5} {'iter us':>11} {'exch us':>11} "
+          f"{'bytes/iter':>11} {'GB/s':>8} {'check':>6}  transport")
+
+
+def line(rec: dict[str, Any]) -> str:
+    grid = "x".join(str(d) for d in rec["grid"])
+    return (f" {rec['cells_per_rank']:>12} {grid:>9} {rec['ranks']:>5} "
+            f"{rec['time_us']['p50']:>11.2f} {rec['exchange_us']['p50']:>11.2f} "
+            f"{rec['bytes_per_iter']:>11} {rec['exchange_gbps']:>8.3f} "
+            f"{'ok' if rec['correct'] else 'WRONG':>6}  {rec['transport']}")
