@@ -1,0 +1,139 @@
+"""Fidelity of fabbench's training loop: its samples/s against a bare, hand-written DDP loop on
+the same model, the same ranks, the same threads and the same synthetic batch.
+
+    .venv/bin/python bench/train_fidelity.py [--model resnet50] [--image-size 64] [--batch 4]
+        [--steps 10] [--rounds 3] [--ranks 2]
+
+Each rank builds both: the bare loop (a DDP model, SGD, zero_grad/forward/loss/backward/step,
+the whole loop timed once, slowest rank) and fabbench's (workloads.train.Trainer and its timed
+step loop, exactly as ``fabbench run --workload train`` runs it). The two alternate, round after
+round (bare, fabbench, bare, fabbench, ...), so that drift on a shared machine hits both alike.
+Reported per round and as the median: bare samples/s; fabbench's reported figure (p50 of the
+per-step rates) and its mean rate (samples / summed step time); the ratios to bare. Goal >= 0.98.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+
+def _rank_main(args: argparse.Namespace) -> None:
+    import torch
+    import torch.distributed as dist
+
+    from fabbench.comm.torchdist import TorchComm
+    from fabbench.models import build
+    from fabbench.plan import Plan
+    from fabbench.workloads.train import Trainer, _slowest, _timed, set_threads
+
+    rank, size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    comm = TorchComm("gloo", rank=rank, size=size, local_rank=rank, device="cpu", timeout_s=120)
+    plan = Plan(fabric="ethernet", primitive="gloo", ranks=size, workload="train",
+                ops=("allreduce",), sizes=(8,), out="/dev/null", run_id="fidelity",
+                model=args.model, batch_size=args.batch, image_size=args.image_size,
+                steps=args.steps, warmup_steps=2)
+    fab = Trainer(plan, comm)  # sets the threads per rank as fabbench does
+    fab.go_distributed()
+    set_threads(torch, size)
+
+    # the bare loop, written as anyone would
+    torch.manual_seed(0)
+    model = build(args.model)
+    ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=plan.bucket_mb)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-6, momentum=0.9)
+    x, y = fab.x, fab.y  # the same synthetic batch
+
+    def bare_steps(n: int) -> None:
+        for _ in range(n):
+            opt.zero_grad()
+            out = ddp(x)
+            loss = torch.nn.functional.cross_entropy(out.reshape(-1, out.shape[-1]),
+                                                     y.reshape(-1))
+            loss.backward()
+            opt.step()
+
+    def slowest(value: float) -> float:
+        t = torch.tensor([value], dtype=torch.float64)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return float(t.item())
+
+    global_batch = args.batch * size
+    no_watchdog = lambda seconds, what: None  # noqa: E731
+    bare_steps(2)
+    _timed(fab.step, 2, no_watchdog, 60, "warm-up")
+    rows = []
+    for r in range(args.rounds):
+        dist.barrier()
+        t0 = time.perf_counter()
+        bare_steps(args.steps)
+        bare = global_batch * args.steps / slowest(time.perf_counter() - t0)
+        dist.barrier()
+        times = _slowest(comm, _timed(fab.step, args.steps, no_watchdog, 60, "step"))
+        rates = [global_batch / t for t in times]
+        rows.append({"round": r + 1, "bare": bare, "fab_p50": statistics.median(rates),
+                     "fab_mean": global_batch * len(times) / sum(times)})
+    if rank == 0:
+        print(json.dumps(rows), flush=True)
+    comm.close()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="resnet50")
+    ap.add_argument("--image-size", type=int, default=64)
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--ranks", type=int, default=2)
+    ap.add_argument("--timeout", type=float, default=900)
+    args = ap.parse_args()
+    if "RANK" in os.environ:
+        _rank_main(args)
+        return 0
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    procs = []
+    for rank in range(args.ranks):
+        env = {**os.environ, "RANK": str(rank), "WORLD_SIZE": str(args.ranks),
+               "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, "GLOO_SOCKET_IFNAME": "lo"}
+        procs.append(subprocess.Popen([sys.executable, __file__, *sys.argv[1:]], env=env,
+                                      stdout=subprocess.PIPE, text=True))
+    try:
+        outs = [p.communicate(timeout=args.timeout)[0] for p in procs]
+    except subprocess.TimeoutExpired:
+        for p in procs:
+            p.kill()
+        print(f"train_fidelity: ranks did not finish within {args.timeout:.0f} s", file=sys.stderr)
+        return 1
+    if any(p.returncode for p in procs):
+        print("train_fidelity: a rank failed", file=sys.stderr)
+        return 1
+    rows = json.loads(outs[0].strip().splitlines()[-1])
+    print(f"# {args.model}, image/sequence {args.image_size}, batch {args.batch}/rank, "
+          f"{args.ranks} ranks, DDP over gloo, {args.steps} steps per round")
+    print(f"{'round':>5} {'bare samples/s':>15} {'fabbench p50':>13} {'fabbench mean':>14} "
+          f"{'p50/bare':>9} {'mean/bare':>10}")
+    for r in rows:
+        print(f"{r['round']:>5} {r['bare']:>15.2f} {r['fab_p50']:>13.2f} {r['fab_mean']:>14.2f} "
+              f"{r['fab_p50'] / r['bare']:>9.3f} {r['fab_mean'] / r['bare']:>10.3f}")
+    med = {k: statistics.median(r[k] for r in rows) for k in ("bare", "fab_p50", "fab_mean")}
+    ratio_p50 = statistics.median(r["fab_p50"] / r["bare"] for r in rows)
+    ratio_mean = statistics.median(r["fab_mean"] / r["bare"] for r in rows)
+    print(f"{'median':>5} {med['bare']:>15.2f} {med['fab_p50']:>13.2f} {med['fab_mean']:>14.2f} "
+          f"{ratio_p50:>9.3f} {ratio_mean:>10.3f}")
+    verdict = "meets" if ratio_mean >= 0.98 else "misses"
+    print(f"# fidelity (median of per-round fabbench mean / bare): {ratio_mean:.3f} -> {verdict} "
+          "the goal >= 0.98")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
