@@ -118,7 +118,8 @@ def main() -> int:
                     best[size] = min(best.get(size, t), t)
         for size in sizes:
             r, f = ref[size], fb[size]
-            bw = lambda t: size / (t * 1e-6) / 1e9 * factor  # noqa: E731
+            def bw(t: float, size: int = size) -> float:
+                return size / (t * 1e-6) / 1e9 * factor
             ratio = bw(f) / bw(r)
             if size >= 1 << 20:
                 met = ratio >= goals[primitive]

@@ -53,6 +53,8 @@ class Plan:
     run_id: str
     argv: tuple[str, ...] = ()
     picked: tuple[str, ...] = ()  # what fabbench chose for the user ("primitive=mpi (no GPU)")
+    skip: tuple[str, ...] = ()  # points already measured ("op/dtype/bytes"), for --resume
+    resumed: bool = False
     # train (workloads/train.py)
     model: str = "resnet50"
     batch_size: int = 32  # per rank
@@ -170,6 +172,7 @@ class Plan:
     def from_json(cls, text: str) -> Plan:
         data = json.loads(text)
         data["policy"] = TimingPolicy(**data["policy"])
-        for key in ("ops", "sizes", "dtypes", "argv", "picked", "scaling"):
-            data[key] = tuple(data[key])
+        for key in ("ops", "sizes", "dtypes", "argv", "picked", "scaling", "skip"):
+            if key in data:
+                data[key] = tuple(data[key])
         return cls(**data)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import sys
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
@@ -14,11 +15,13 @@ from fabbench.errors import UsageError
 from fabbench.launch import local
 from fabbench.launch.discover import discover
 from fabbench.launch.rank import run_rank
-from fabbench.launch.settings import resolve, resolve_fabric
-from fabbench.plan import DEFAULT_SIZES, Plan, gpus_visible
+from fabbench.launch.settings import Resolved, resolve, resolve_fabric
+from fabbench.plan import DEFAULT_SIZES, DEVICES, Plan, gpus_visible
+from fabbench.results.reader import read_results
 from fabbench.results.writer import ResultWriter
 from fabbench.timing.engine import TimingPolicy
 from fabbench.units import parse_sizes
+from fabbench.workloads.collectives import point_key
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -72,10 +75,15 @@ def make_plan(o: RunOptions, *, local_launch: bool) -> Plan:
     if primitive not in PRIMITIVES:
         raise UsageError(f"unknown primitive {primitive!r} (known: {', '.join(PRIMITIVES)})")
     device = o.device or ("cuda" if primitive == "nccl" or gpus_visible() else "cpu")
+    if device not in DEVICES:
+        raise UsageError(f"unknown device {device!r} (known: {', '.join(DEVICES)})")
     fabric = o.fabric
     if fabric == "auto":
         fabric = resolve_fabric("auto")
         picked.append(f"fabric={fabric} (detected)")
+    if o.iface is not None and local_launch and not Path("/sys/class/net", o.iface).exists():
+        have = ", ".join(sorted(p.name for p in Path("/sys/class/net").iterdir()))
+        raise UsageError(f"no network interface {o.iface!r} on this host (it has: {have})")
     ops = _csv(o.ops) if o.ops else OPS[primitive]
     run_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
     out = o.out or str(Path("results") / f"{run_id}-{Path(fabric).stem}-{primitive}.jsonl")
@@ -143,16 +151,23 @@ def run(o: RunOptions) -> Outcome:
     _refuse_existing(plan.out)
     if plan.scaling:
         return _run_scaling(plan)
-    code = local.run(local.build(plan, resolved), local.wall_limit(plan))
-    error = None
-    if code != 0:
-        wrote = os.path.exists(plan.out)
-        error = (f"{plan.primitive} on fabric {resolved.profile.name!r} failed: the ranks exited "
-                 f"with code {code} " + ("(the results file says where)" if wrote else
-                                          "before writing any result (the library's own "
-                                          "message is above)"))
-    _close_unfinished(plan, code)
+    code, error = _launch(plan, resolved)
     return Outcome(code, plan, launched=True, error=error)
+
+
+def _launch(plan: Plan, resolved: Resolved) -> tuple[int, str | None]:
+    """Start the local ranks, wait, and close the results file of a run that did not finish.
+    Returns the exit code and, on failure, one line on what failed."""
+    code, seen = local.run(local.build(plan, resolved), local.wall_limit(plan), plan.ranks)
+    if code == 0:
+        return 0, None
+    wrote = os.path.exists(plan.out)
+    error = (f"{plan.primitive} on fabric {resolved.profile.name!r} failed: the ranks exited "
+             f"with code {code}" + (f"; {seen}" if seen else "") +
+             (" (the results file has what finished)" if wrote else
+              " before writing any result (the library's own message is above)"))
+    _close_unfinished(plan, code, seen)
+    return code, error
 
 
 def _run_scaling(plan: Plan) -> Outcome:
@@ -166,8 +181,7 @@ def _run_scaling(plan: Plan) -> Outcome:
     for n in plan.scaling:
         step = dataclasses.replace(plan, ranks=n, run_id=f"{plan.run_id}-n{n}",
                                    baseline_samples_per_s=baseline)
-        code = local.run(local.build(step, resolve(step)), local.wall_limit(step))
-        _close_unfinished(step, code)
+        code, _ = _launch(step, resolve(step))
         if code != 0:  # the failed run's summary says why; larger counts are not started
             return Outcome(code, plan, launched=True)
         if n == 1:
@@ -194,30 +208,71 @@ def _refuse_existing(out: str) -> None:
                          "(fabbench never overwrites results)")
 
 
-def _close_unfinished(plan: Plan, code: int) -> None:
-    """A run whose rank 0 died wrote no summary: say so in the file, keep everything else."""
+def _close_unfinished(plan: Plan, code: int, seen: str) -> None:
+    """A run whose rank 0 died wrote no summary: say so in the file, keep everything else.
+    A last line cut short by the kill is no record: it is cut off, with a warning."""
     path = Path(plan.out)
     if not path.exists():
         return
-    lines = path.read_bytes().split(b"\n")
-    last = next((ln for ln in reversed(lines) if ln.strip()), b"")
-    try:
-        if json.loads(last).get("kind") == "summary":
-            return
-    except ValueError:
-        pass
+    records = _complete_records(path)
+    if records and records[-1].get("kind") == "summary":
+        return
     counts: dict[str, int] = {}
-    for ln in lines:
-        try:
-            kind = json.loads(ln)["kind"]
-        except (ValueError, KeyError, TypeError):
-            continue
-        counts[kind] = counts.get(kind, 0) + 1
-    counts.pop("run", None)
+    for rec in records:
+        if rec.get("kind") != "run":
+            counts[rec["kind"]] = counts.get(rec["kind"], 0) + 1
     writer = ResultWriter(path)
-    if not path.read_bytes().endswith(b"\n"):
-        os.write(os.open(path, os.O_WRONLY | os.O_APPEND), b"\n")
     writer.write({"kind": "summary", "run_id": plan.run_id, "ok": False, "counts": counts,
                   "wall_s": 0.0,
-                  "error": f"the ranks ended with exit code {code} before the run finished"})
+                  "error": f"the ranks ended with exit code {code} before the run finished"
+                           + (f": {seen}" if seen else "")})
     writer.close()
+
+
+def _complete_records(path: Path) -> list[dict]:
+    """The records of a results file; an incomplete last line (a write cut by a kill) is
+    truncated away, with a warning."""
+    data = path.read_bytes()
+    keep = data.rfind(b"\n") + 1
+    if keep < len(data):
+        with open(path, "r+b") as f:
+            f.truncate(keep)
+            os.fsync(f.fileno())
+        print(f"fabbench: warning: {path}: dropped an incomplete last line "
+              f"({len(data) - keep} bytes)", file=sys.stderr)
+    records = []
+    for ln in data[:keep].splitlines():
+        try:
+            rec = json.loads(ln)
+        except ValueError:
+            continue
+        if isinstance(rec, dict) and "kind" in rec:
+            records.append(rec)
+    return records
+
+
+def resume(path: str, argv: tuple[str, ...]) -> Outcome:
+    """Continue the last run of a results file where it stopped: the same plan, the points not
+    yet measured, appended to the same file under the same run id."""
+    if discover() is not None:
+        raise UsageError("--resume launches local ranks; run it outside a job")
+    file = Path(path)
+    if not file.is_file():
+        raise UsageError(f"cannot resume {path}: no such file")
+    read_results(file)  # a results file at all? (schema-checked; a cut last line is allowed)
+    records = _complete_records(file)
+    runs = [r for r in records if r["kind"] == "run"]
+    if not runs or "plan" not in runs[-1]:
+        raise UsageError(f"cannot resume {path}: its run record has no plan "
+                         "(written by an older fabbench)")
+    plan = Plan.from_json(json.dumps(runs[-1]["plan"]))
+    mine = [r for r in records if r.get("run_id") == plan.run_id]
+    if mine[-1]["kind"] == "summary" and mine[-1]["ok"]:
+        raise UsageError(f"{path}: run {plan.run_id} finished; nothing to resume")
+    if plan.workload != "collectives":
+        raise UsageError("--resume continues collectives sweeps only")
+    done = tuple(point_key(r["op"], r["dtype"], r["bytes"]) for r in mine
+                 if r["kind"] == "collective")
+    plan = dataclasses.replace(plan, out=str(file), skip=done, resumed=True, argv=argv)
+    code, error = _launch(plan, resolve(plan))
+    return Outcome(code, plan, launched=True, error=error)

@@ -9,6 +9,7 @@ import typer
 from typer.exceptions import Abort, Exit, TyperException
 
 from fabbench import __version__
+from fabbench.cli import render, results, sysinfo, train
 from fabbench.cli.options import Fabric, Json, Primitive, Ranks, Wire
 from fabbench.errors import FabbenchError
 
@@ -53,6 +54,9 @@ def run(
         help="RDMA device (e.g. mlx5_0). Default: the first active port.")] = None,
     dry_run: Annotated[bool, typer.Option(help="Print what would be set and launched; run "
                                                "nothing.")] = False,
+    resume: Annotated[str | None, typer.Option(
+        help="Continue the interrupted run in this results file where it stopped (its own "
+        "options; the others given here are ignored).", metavar="FILE")] = None,
     workload: Annotated[str, typer.Option(
         help="collectives, train, halo, or all (collectives then train).")] = "collectives",
     model: Annotated[str, typer.Option(help="train: a model of `fabbench models`.")] = "resnet50",
@@ -94,7 +98,7 @@ def run(
     if dry_run:
         print(runner.dry_run(options))
         return
-    outcome = runner.run(options)
+    outcome = runner.resume(resume, tuple(sys.argv)) if resume else runner.run(options)
     if outcome.launched:
         from fabbench.cli.show import show_run
 
@@ -121,13 +125,10 @@ def version() -> None:
     print(__version__)
 
 
-# Commands that live in their own modules (cli/<name>.py, each with `register(app)`), one line
-# each. Modules keep heavy imports inside their command functions so start-up stays fast.
-# (registrations below)
-from fabbench.cli import train as _train; _train.register(app)  # noqa: E402, E702
-from fabbench.cli import results as _results; _results.register(app)  # noqa: E402, E702
-from fabbench.cli import sysinfo as _sysinfo; _sysinfo.register(app)  # noqa: E402, E702
-from fabbench.cli import render as _render; _render.register(app)  # noqa: E402, E702
+# Commands that live in their own modules (cli/<name>.py, each with `register(app)`). Those
+# modules keep heavy imports inside their command functions, so start-up stays fast.
+for _module in (render, results, sysinfo, train):
+    _module.register(app)
 
 
 def main(argv: list[str] | None = None) -> None:

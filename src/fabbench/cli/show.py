@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 
+from rich.markup import escape
+
 from fabbench.console import console, results_table
 from fabbench.fabrics.profile import available_profiles, read_profile
 from fabbench.results.reader import read_results
@@ -17,7 +19,7 @@ def show_run(path: str) -> None:
     try:
         results = read_results(path)
     except Exception as exc:  # the run's own exit code already tells; say why no table
-        out.print(f"[yellow]no table: {exc}[/]")
+        out.print(f"[yellow]no table: {escape(str(exc))}[/]")
         return
     run = results.records[0]
     title = f"{run['fabric']} / {run['primitive']} / {run['ranks']} ranks"
@@ -32,7 +34,7 @@ def show_run(path: str) -> None:
         out.print(halo_table(results.of_kind("halo"), f"{title} / halo exchange"))
     summary = results.of_kind("summary")
     status = "[green]ok[/]" if summary and summary[-1]["ok"] else \
-        f"[red]failed: {summary[-1]['error'] if summary else 'no summary'}[/]"
+        f"[red]failed: {escape(summary[-1]['error'] if summary else 'no summary')}[/]"
     out.print(f"results: {path} ({status})")
 
 

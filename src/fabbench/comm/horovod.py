@@ -91,4 +91,5 @@ class HorovodComm(Communicator):
         return "gloo/tcp"
 
     def close(self) -> None:
-        self._hvd.shutdown()
+        with captured_stderr():  # quiet the verbosity turned on for the transport report
+            self._hvd.shutdown()

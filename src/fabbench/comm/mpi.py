@@ -182,4 +182,6 @@ class MpiComm(Communicator):
 
     def close(self) -> None:
         if not self._MPI.Is_finalized():
-            self._MPI.Finalize()
+            # the selection verbosity turned on for the report also narrates the shutdown
+            with captured_stderr():
+                self._MPI.Finalize()

@@ -14,10 +14,13 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from fabbench.errors import RunError, UsageError
+from fabbench.launch import rundir
 from fabbench.launch.settings import Resolved
 from fabbench.plan import Plan
 
@@ -88,32 +91,39 @@ def wall_limit(plan: Plan) -> float:
     return 2 * plan.timeout_s + 60 + points * per_point
 
 
-def run(spec: LaunchSpec, deadline_s: float) -> int:
+def run(spec: LaunchSpec, deadline_s: float, ranks: int) -> tuple[int, str]:
     """Start every process (each in its own session), stream their output, stop all of them
-    when one fails or the deadline passes. Returns the first non-zero exit code, or 0."""
+    when one fails or the deadline passes. Returns the first non-zero exit code (or 0) and what
+    the launcher saw of the ranks (who died first, who timed out waiting, who never arrived)."""
     procs: list[subprocess.Popen] = []
-    try:
-        for argv, extra in zip(spec.commands, spec.env, strict=True):
-            try:
-                procs.append(subprocess.Popen(argv, env={**os.environ, **extra},
-                                              start_new_session=True))
-            except FileNotFoundError:
-                raise UsageError(f"cannot start {argv[0]!r}: not found on PATH") from None
-        end = time.monotonic() + deadline_s
-        while True:
-            codes = [p.poll() for p in procs]
-            failed = [c for c in codes if c not in (None, 0)]
-            if failed:
-                time.sleep(0.5)  # let the others report their own error first
-                return failed[0]
-            if all(c == 0 for c in codes):
-                return 0
-            if time.monotonic() > end:
-                raise RunError(f"the run passed its wall-clock limit of {deadline_s:.0f} s "
-                               "(see --timeout); stopped all ranks")
-            time.sleep(0.05)
-    finally:
-        _stop(procs)
+    with tempfile.TemporaryDirectory(prefix="fabbench-run-") as shared:
+        watch = rundir.Watch(Path(shared))
+        try:
+            for argv, extra in zip(spec.commands, spec.env, strict=True):
+                try:
+                    procs.append(subprocess.Popen(
+                        argv, env={**os.environ, **extra, rundir.ENV: shared},
+                        start_new_session=True))
+                except FileNotFoundError:
+                    raise UsageError(f"cannot start {argv[0]!r}: not found on PATH") from None
+            end = time.monotonic() + deadline_s
+            while True:
+                codes = [p.poll() for p in procs]
+                watch.poll()
+                # a rank ended by a signal counts as the shell says: 128 + the signal
+                failed = [c if c > 0 else 128 - c for c in codes if c not in (None, 0)]
+                if failed:
+                    time.sleep(0.5)  # let the others report their own error first
+                    watch.poll()
+                    return failed[0], watch.explain(ranks)
+                if all(c == 0 for c in codes):
+                    return 0, ""
+                if time.monotonic() > end:
+                    raise RunError(f"the run passed its wall-clock limit of {deadline_s:.0f} s "
+                                   "(see --timeout); stopped all ranks")
+                time.sleep(0.05)
+        finally:
+            _stop(procs)
 
 
 def _stop(procs: list[subprocess.Popen]) -> None:

@@ -5,6 +5,7 @@ the plan in FABBENCH_PLAN, or in-process by ``fabbench run`` inside a launched j
 from __future__ import annotations
 
 import fnmatch
+import json
 import os
 import socket
 import sys
@@ -15,8 +16,10 @@ from typing import Any
 
 from fabbench.comm import registry
 from fabbench.console import line, stream_header
-from fabbench.errors import DataCheckFailed, FabbenchError, TransportMismatch
+from fabbench.errors import DataCheckFailed, FabbenchError, RunError, TransportMismatch
+from fabbench.launch import rundir
 from fabbench.launch.discover import RankEnv, discover
+from fabbench.launch.faults import Fault
 from fabbench.launch.settings import apply, resolve
 from fabbench.plan import Plan
 from fabbench.results import SCHEMA
@@ -28,16 +31,10 @@ from fabbench.workloads import train as train_workload
 from fabbench.workloads.collectives import sweep
 
 
-def fault_rank(kind: str) -> int | None:
-    """The test hook FABBENCH_FAULT=<kind>:<rank> (e.g. corrupt:1)."""
-    spec = os.environ.get("FABBENCH_FAULT", "")
-    name, _, rank = spec.partition(":")
-    return int(rank) if name == kind and rank.isdigit() else None
-
-
 def run_rank(plan: Plan, me: RankEnv) -> int:
     """Returns the exit code: 0 all fine, 1 a data check failed; raises on other failures."""
     started = time.monotonic()
+    rundir.mark_started(me.rank)
     resolved = resolve(plan)
     apply(resolved)
     os.environ["FABBENCH_LOCAL_RANK"] = str(me.local_rank)
@@ -59,7 +56,8 @@ def run_rank(plan: Plan, me: RankEnv) -> int:
         if writer is not None and writer.counts.get("run"):
             writer.write(summary(ok, error))
 
-    def on_timeout(message: str) -> None:
+    def on_timeout(what: str, message: str) -> None:
+        rundir.mark_timeout(me.rank, what)
         close_run(False, message)
 
     dog = Watchdog(me.rank, on_timeout)
@@ -80,7 +78,8 @@ def run_rank(plan: Plan, me: RankEnv) -> int:
                "nodes": len({host for _, host in peers}), "transport": transport,
                "expected_transport": list(resolved.settings.transport),
                "picked": list(plan.picked), "profile_source": resolved.profile.source,
-               "profile_env": resolved.env(), "timing": plan.policy.__dict__}
+               "profile_env": resolved.env(), "timing": plan.policy.__dict__,
+               "resumed": plan.resumed, "plan": json.loads(plan.to_json())}
         if writer is not None:
             run["provenance"] = inventory()
             if hasattr(comm, "library_version"):
@@ -93,7 +92,7 @@ def run_rank(plan: Plan, me: RankEnv) -> int:
             raise TransportMismatch(f"fabric {resolved.profile.name!r} is for one host, and "
                                     f"the ranks run on {run['nodes']} hosts")
         failed = False
-        collectives = sweep(comm, plan, transport, dog.arm, fault_rank("corrupt")) \
+        collectives = sweep(comm, plan, transport, dog.arm, Fault.from_env()) \
             if plan.workload in ("collectives", "all") else ()
         for record in collectives:
             dog.disarm()
@@ -131,13 +130,16 @@ def run_rank(plan: Plan, me: RankEnv) -> int:
     except FabbenchError as exc:
         close_run(False, str(exc))
         raise
-    except Exception as exc:
-        close_run(False, f"{type(exc).__name__}: {exc}")
-        raise
+    except Exception as exc:  # a library error (a peer vanished, a socket closed): one line
+        first = (str(exc).strip().splitlines() or [""])[0][:300]
+        error = RunError(f"failed in {dog.pending or 'start-up'}: {type(exc).__name__}: {first}")
+        close_run(False, str(error))
+        raise error from None
     finally:
         dog.close()
         if writer is not None:
             writer.close()
+        rundir.mark_ended(me.rank)
 
 
 def _check_transport(peers: list[tuple[str, str]], patterns: tuple[str, ...], fabric: str,

@@ -2,7 +2,8 @@
 
 A rank stuck inside MPI or Gloo cannot be interrupted from Python, so the watchdog thread reports
 what was pending and ends the process; the launcher (mpirun, or fabbench's own) then stops the
-other ranks. ``on_expire`` lets rank 0 record the failure in the results file first.
+other ranks. ``on_expire(what, message)`` lets the rank record the failure (rank 0: in the
+results file) before the process ends.
 """
 
 from __future__ import annotations
@@ -14,10 +15,14 @@ import time
 from collections.abc import Callable
 
 TIMEOUT_EXIT_CODE = 124
+# After its report, a timed-out rank lingers this long before it exits, so that the watchdogs of
+# its peers (armed within milliseconds of it) report too before a launcher stops them all:
+# who waited and who never arrived is then known.
+LINGER_S = 2.0
 
 
 class Watchdog:
-    def __init__(self, rank: int, on_expire: Callable[[str], None] | None = None) -> None:
+    def __init__(self, rank: int, on_expire: Callable[[str, str], None] | None = None) -> None:
         self._rank = rank
         self._on_expire = on_expire
         self._cond = threading.Condition()
@@ -32,6 +37,11 @@ class Watchdog:
             self._deadline = time.monotonic() + seconds
             self._what = f"{what} (deadline {seconds:.1f} s)"
             self._cond.notify()
+
+    @property
+    def pending(self) -> str:
+        """What the rank was last waiting for (kept after disarm, for error messages)."""
+        return self._what
 
     def disarm(self) -> None:
         with self._cond:
@@ -54,7 +64,8 @@ class Watchdog:
                 if left > 0:
                     self._cond.wait(timeout=left)
                     continue
-                message = (f"rank {self._rank}: timed out in {self._what}: "
+                what = self._what
+                message = (f"rank {self._rank}: timed out in {what}: "
                            "a peer rank did not arrive (died, hung or unreachable)")
                 break
             else:
@@ -62,8 +73,9 @@ class Watchdog:
         print(f"fabbench: error: {message}", file=sys.stderr, flush=True)
         if self._on_expire is not None:
             try:
-                self._on_expire(message)
+                self._on_expire(what, message)
             except Exception as exc:  # the process ends either way; say why the record is missing
                 print(f"fabbench: error: could not record the timeout: {exc}", file=sys.stderr,
                       flush=True)
+        time.sleep(LINGER_S)
         os._exit(TIMEOUT_EXIT_CODE)

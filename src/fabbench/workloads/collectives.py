@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from fabbench.comm.base import Communicator
+from fabbench.launch.faults import Fault
 from fabbench.plan import Plan
 from fabbench.timing.engine import measure
 from fabbench.timing.stats import summarize
@@ -40,9 +41,15 @@ def check_once(comm: Communicator, op: str, counts: tuple[int, int], dtype: str,
     return not bad, sum(per_rank), bad
 
 
+def point_key(op: str, dtype: str, nbytes: int) -> str:
+    """How --resume names a measured point."""
+    return f"{op}/{dtype}/{nbytes}"
+
+
 def sweep(comm: Communicator, plan: Plan, transport: str, arm: Callable[[float, str], None],
-          corrupt_rank: int | None = None) -> Iterator[dict[str, Any]]:
-    """Yield one collective record (without run_id) per measured point."""
+          fault: Fault | None = None) -> Iterator[dict[str, Any]]:
+    """Yield one collective record (without run_id) per measured point, skipping the points
+    listed in plan.skip (already measured by the run being resumed)."""
     n = comm.size
     for op_name in plan.ops:
         op = OPS[op_name]
@@ -52,6 +59,10 @@ def sweep(comm: Communicator, plan: Plan, transport: str, arm: Callable[[float, 
                 if counts is None:
                     continue
                 size = op.bytes_moved(counts, dtype)
+                if point_key(op_name, dtype, size) in plan.skip:
+                    continue
+                if fault is not None:
+                    fault.at_point(comm.rank, op_name, size)
                 send, recv = _buffers(comm, op_name, counts, dtype)
                 what = f"{op_name} of {size} bytes ({dtype})"
                 m = measure(comm.bind(op_name, send, recv), comm, plan.policy, arm,
@@ -63,7 +74,8 @@ def sweep(comm: Communicator, plan: Plan, transport: str, arm: Callable[[float, 
                 if plan.check:
                     arm(plan.op_timeout(size), f"{what} (check)")
                     correct, wrong, bad = check_once(comm, op_name, counts, dtype,
-                                                     corrupt=comm.rank == corrupt_rank)
+                                                     corrupt=fault is not None
+                                                     and fault.corrupts(comm.rank))
                 times = summarize(m.samples_us)
                 algbw = size / (times["p50"] * 1e-6) / 1e9
                 yield {
