@@ -1,0 +1,48 @@
+"""Append records to a JSON Lines file, each flushed and fsynced before the next measurement."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from fabbench.errors import UsageError
+
+
+class ResultWriter:
+    """Appends records; never truncates: a file that already holds records is only added to."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()  # the watchdog may write the summary from its thread
+        self._fd: int | None = None  # opened at the first record: a run that never started
+        self._closed = False         # leaves no file behind
+        self.counts: dict[str, int] = {}
+
+    def _open(self) -> int:
+        if self._fd is None:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            except OSError as exc:
+                raise UsageError(f"cannot write results to {self.path}: {exc.strerror}") from None
+        return self._fd
+
+    def write(self, record: dict[str, Any]) -> None:
+        line = (json.dumps(record, separators=(",", ":"), allow_nan=False) + "\n").encode()
+        with self._lock:
+            if self._closed:
+                return
+            fd = self._open()
+            os.write(fd, line)
+            os.fsync(fd)
+            self.counts[record["kind"]] = self.counts.get(record["kind"], 0) + 1
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
