@@ -222,15 +222,22 @@ class Trainer:
     def local_step(self) -> None:
         """The same step without any gradient exchange."""
         self.optimizer.zero_grad()  # torch default: set_to_none
-        loss = self._loss(self.model)
+        self._backward_and_step(self._loss(self.model))
+        self._sync()
+
+    def _backward(self, loss: Any) -> None:
+        (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
+
+    def _optimizer_step(self) -> None:
         if self.scaler is not None:
-            self.scaler.scale(loss).backward()
             self.scaler.step(self.optimizer)
             self.scaler.update()
         else:
-            loss.backward()
             self.optimizer.step()
-        self._sync()
+
+    def _backward_and_step(self, loss: Any) -> None:
+        self._backward(loss)
+        self._optimizer_step()
 
     def go_distributed(self) -> None:
         """Make every rank's state equal again and wrap the model/optimizer for the engine."""
@@ -287,14 +294,7 @@ class Trainer:
         """One data-parallel step."""
         self.optimizer.zero_grad()  # torch default: set_to_none
         if self.engine == "ddp":
-            loss = self._loss(self.ddp)
-            if self.scaler is not None:
-                self.scaler.scale(loss).backward()
-                self.scaler.step(self.optimizer)
-                self.scaler.update()
-            else:
-                loss.backward()
-                self.optimizer.step()
+            self._backward_and_step(self._loss(self.ddp))
         elif self.engine == "horovod":
             loss = self._loss(self.model)
             if self.scaler is not None:
@@ -308,17 +308,9 @@ class Trainer:
                 loss.backward()
                 self.optimizer.step()
         else:
-            loss = self._loss(self.model)
-            if self.scaler is not None:
-                self.scaler.scale(loss).backward()
-            else:
-                loss.backward()
+            self._backward(self._loss(self.model))
             self._mpi_allreduce_grads()
-            if self.scaler is not None:
-                self.scaler.step(self.optimizer)
-                self.scaler.update()
-            else:
-                self.optimizer.step()
+            self._optimizer_step()
         self._sync()
 
     def grad_sizes(self) -> list[int]:
