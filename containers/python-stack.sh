@@ -52,7 +52,7 @@ deps() {
   fi
   log "horovod $HOROVOD_VERSION (containers/horovod.sh; a wheel in $WHEELS is used as is)"
   PYTHON=$py WHEEL_DIR=$WHEELS FABBENCH_CACHE=/tmp/fabbench-cache "$containers_dir/horovod.sh"
-  pip install -q --no-index --find-links "$WHEELS" "horovod==$HOROVOD_VERSION"
+  pip install -q --find-links "$WHEELS" "horovod==$HOROVOD_VERSION"  # its dependencies: PyPI
   rm -rf /tmp/fabbench-cache
 
   log "fabbench's dependencies, from $requirements"
