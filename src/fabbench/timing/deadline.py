@@ -29,14 +29,20 @@ class Watchdog:
         self._deadline: float | None = None
         self._what = ""
         self._closed = False
+        self._sleeping_until: float | None = None  # when the watcher will next wake by itself
         self._thread = threading.Thread(target=self._watch, name="fabbench-watchdog", daemon=True)
         self._thread.start()
 
     def arm(self, seconds: float, what: str) -> None:
+        deadline = time.monotonic() + seconds
         with self._cond:
-            self._deadline = time.monotonic() + seconds
+            # Wake the watcher only when it would otherwise sleep past the new deadline: arms
+            # come before every sample, and a thread switch there would cost the measurement.
+            wake = self._sleeping_until is None or deadline < self._sleeping_until
+            self._deadline = deadline
             self._what = f"{what} (deadline {seconds:.1f} s)"
-            self._cond.notify()
+            if wake:
+                self._cond.notify()
 
     @property
     def pending(self) -> str:
@@ -45,8 +51,7 @@ class Watchdog:
 
     def disarm(self) -> None:
         with self._cond:
-            self._deadline = None
-            self._cond.notify()
+            self._deadline = None  # the watcher finds it so when it next wakes
 
     def close(self) -> None:
         with self._cond:
@@ -58,10 +63,12 @@ class Watchdog:
         with self._cond:
             while not self._closed:
                 if self._deadline is None:
+                    self._sleeping_until = None
                     self._cond.wait()
                     continue
                 left = self._deadline - time.monotonic()
                 if left > 0:
+                    self._sleeping_until = self._deadline
                     self._cond.wait(timeout=left)
                     continue
                 what = self._what
