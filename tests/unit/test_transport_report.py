@@ -70,3 +70,20 @@ def test_nccl_report(tmp_path):
     (tmp_path / "nccl.host.1").write_text("nothing useful\n")
     with pytest.raises(RunError):
         nccl_transport(log)
+
+
+def test_gloo_interfaces_from_real_sockets():
+    import socket
+
+    from fabbench.comm.torchdist import gloo_interfaces
+
+    server = socket.create_server(("127.0.0.1", 0))
+    client = socket.create_connection(server.getsockname(), timeout=5)
+    peer, _ = server.accept()
+    try:
+        assert "lo" in gloo_interfaces(store_port=1)
+        # connections of the rendezvous store do not count
+        assert gloo_interfaces(store_port=server.getsockname()[1]) == set()
+    finally:
+        for s in (client, peer, server):
+            s.close()

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from fabbench.comm.base import Communicator
-from fabbench.errors import RunError
+from fabbench.errors import RunError, TransportMismatch
 
 
 class TorchComm(Communicator):
@@ -93,12 +93,38 @@ class TorchComm(Communicator):
 
     def transport(self) -> str:
         if self.name == "gloo":
-            return "gloo/tcp"  # Gloo in torch has only its TCP transport on Linux
+            # Gloo in torch has only its TCP transport on Linux; what can differ is the
+            # interface its pairs use: check it against GLOO_SOCKET_IFNAME from the sockets.
+            asked = [i for i in os.environ.get("GLOO_SOCKET_IFNAME", "").split(",") if i]
+            used = gloo_interfaces(int(os.environ.get("MASTER_PORT", "0") or 0))
+            if asked and used and not used <= set(asked):
+                raise TransportMismatch(f"Gloo was asked for interface {','.join(asked)} but its "
+                                        f"connections run over {','.join(sorted(used))}")
+            return "gloo/tcp"
         return nccl_transport(self._nccl_log)
 
     def close(self) -> None:
         if self._dist.is_initialized():
             self._dist.destroy_process_group()
+
+
+def gloo_interfaces(store_port: int) -> set[str]:
+    """The interfaces of this process's established TCP connections other than those of the
+    rendezvous store: Gloo's pairs (connected to every peer at start-up)."""
+    import psutil
+
+    owner = {}
+    for name, addrs in psutil.net_if_addrs().items():
+        for a in addrs:
+            owner.setdefault(a.address.split("%")[0], name)
+    used = set()
+    for c in psutil.Process().net_connections(kind="tcp"):
+        if c.status != "ESTABLISHED" or not c.raddr or store_port in (c.laddr.port,
+                                                                       c.raddr.port):
+            continue
+        ip = c.laddr.ip.removeprefix("::ffff:")
+        used.add(owner.get(ip, ip))
+    return used
 
 
 def nccl_transport(log: Path | None) -> str:
