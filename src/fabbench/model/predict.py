@@ -1,0 +1,212 @@
+"""The whole `fabbench model` answer: fits, allreduce at scale, training what-ifs, assumptions.
+
+Reads results files only (report.load); never a comm library.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fabbench.errors import UsageError
+from fabbench.model import costs, hierarchy, whatif
+from fabbench.model.fit import Fit, fit_records
+from fabbench.model.quantities import format_bandwidth, parse_bandwidth, parse_duration
+from fabbench.report.link import link_of
+from fabbench.report.load import load
+
+SIZES = (8, 64 << 10, 1 << 20, 16 << 20, 256 << 20)
+NODES = (1, 2, 4, 8, 16, 32, 64)
+BANDWIDTHS = ("1Gbit", "10Gbit", "25Gbit", "100Gbit")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelOptions:
+    nodes: int = 16
+    ranks_per_node: int = 1
+    bandwidth: str | None = None        # per node, e.g. "25Gbit"
+    latency: str | None = None          # per message, e.g. "5us"
+    intra_bandwidth: str | None = None  # per rank inside a node
+    compression: float = 1.0
+    backward_fraction: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.nodes < 1:
+            raise UsageError(f"--nodes must be >= 1, not {self.nodes}")
+        if self.ranks_per_node < 1:
+            raise UsageError(f"--ranks-per-node must be >= 1, not {self.ranks_per_node}")
+        if not self.compression >= 1:
+            raise UsageError(f"--compression must be >= 1 (a ratio), not {self.compression}")
+        if self.backward_fraction is not None and not 0 < self.backward_fraction <= 1:
+            raise UsageError(f"--backward-fraction must be in (0, 1], not "
+                             f"{self.backward_fraction}")
+        for name in ("bandwidth", "intra_bandwidth"):
+            if getattr(self, name) is not None:
+                parse_bandwidth(getattr(self, name))
+        if self.latency is not None:
+            parse_duration(self.latency)
+
+
+def _allreduce_fit(fits: list[Fit], single_node: set[str] | None = None) -> Fit | None:
+    """The allreduce fit to scale from: a resolved bandwidth first, then the most ranks."""
+    found = [f for f in fits if f.op == "allreduce"
+             and (single_node is None or f.transport in single_node)]
+    if not found:
+        return None
+    return max(found, key=lambda f: (f.beta_s_per_byte > 0, f.ranks, f.points))
+
+
+def build(paths: Iterable[str | Path], options: ModelOptions) -> dict[str, Any]:
+    paths = list(paths)
+    series = load(paths)
+    collectives = [c for s in series for c in s.collectives]
+    trains = [t for s in series for t in s.train]
+    warnings = [w for s in series for w in s.warnings]
+    if not collectives and not trains:
+        raise UsageError(f"{', '.join(map(str, paths))}: no collective or train records: "
+                         "nothing to model (run `fabbench run` first)")
+    fits: list[Fit] = []
+    if collectives:
+        try:
+            fits, skipped = fit_records(collectives)
+            warnings += skipped
+        except UsageError as exc:
+            if not trains:
+                raise
+            warnings.append(str(exc))
+    assumptions: list[str] = []
+
+    # the network: per-node bandwidth and per-message latency
+    fit = _allreduce_fit(fits)
+    if options.bandwidth:
+        bw = parse_bandwidth(options.bandwidth)
+        bw_source = f"--bandwidth {options.bandwidth} (line rate: an upper bound)"
+    elif fit is not None and fit.beta_s_per_byte > 0:
+        bw = 1 / fit.beta_s_per_byte
+        bw_source = f"fitted allreduce bandwidth over {fit.transport}"
+    else:
+        link = next((link_of(s.run) for s in series if link_of(s.run)), None)
+        if link is None:
+            raise UsageError("no bandwidth to model with: the records resolve none and name no "
+                             "link; give --bandwidth (e.g. 25Gbit)")
+        bw = link.gbps * 1e9 / 8
+        bw_source = f"the run's link {link.what}"
+    if options.latency is not None:
+        alpha = parse_duration(options.latency)
+        alpha_source = f"--latency {options.latency}"
+    elif fit is not None:
+        alpha = fit.alpha_s
+        alpha_source = f"fitted allreduce α over {fit.transport}"
+    else:
+        alpha, alpha_source = 0.0, "none (latency left out)"
+    params = costs.Params(alpha_s=alpha, beta_s_per_byte=1 / bw)
+    p = options.nodes * options.ranks_per_node
+    assumptions.append(f"network: {format_bandwidth(bw)} per node from {bw_source}; "
+                       f"α = {alpha * 1e6:.3g} µs from {alpha_source}")
+    assumptions.append("allreduce at scale: α-β-γ formulas (REFERENCES.md) with γ folded into β; "
+                       "each rank's traffic crosses one link of that bandwidth (exact for a ring "
+                       "laid out node by node; optimistic for the lg p algorithms when ranks "
+                       "share a NIC); no congestion, no protocol switches")
+
+    rows = []
+    for nbytes in SIZES:
+        times = {alg: costs.time_s("allreduce", alg, p, nbytes, params)
+                 for alg in costs.algorithms("allreduce") if costs.exact(alg, p)}
+        alg, t = costs.best("allreduce", p, nbytes, params)
+        rows.append({"bytes": nbytes, "times_us": {a: v * 1e6 for a, v in times.items()},
+                     "best": alg, "best_us": t * 1e6,
+                     "busbw_gbps": costs.busbw_gbps("allreduce", p, nbytes, t),
+                     "lower_bound_us": costs.allreduce_lower_bound_s(p, nbytes, bw) * 1e6})
+
+    hier = _hierarchical(options, fits, series, bw, assumptions)
+
+    train_out = []
+    if trains:
+        assumptions.append("training: Zhang et al.'s what-if; workers are nodes, ranks inside a "
+                           "node reduce at no cost; buckets go one at a time as they become ready; "
+                           "latency and reduction cost left out unless --latency is given")
+    for rec in _train_profiles(trains):
+        profile = whatif.profile_from_record(rec, options.backward_fraction)
+        kw = {"compression": options.compression, "alpha_s": alpha if options.latency else 0.0}
+        by_nodes = [whatif.predict(profile, n, bw, **kw).as_dict()
+                    for n in sorted({*NODES, options.nodes})]
+        by_bw = [whatif.predict(profile, options.nodes, b, **kw).as_dict()
+                 for b in sorted({*map(parse_bandwidth, BANDWIDTHS), bw})]
+        train_out.append({
+            "model": profile.model, "batch_per_rank": rec["batch_per_rank"],
+            "measured_ranks": rec["ranks"],
+            "measured_scaling": rec.get("scaling_efficiency"),
+            "iteration_ms": profile.iteration_s * 1e3, "backward_ms": profile.backward_s * 1e3,
+            "grad_bytes": profile.grad_bytes, "buckets": len(profile.buckets),
+            "notes": list(profile.notes), "by_nodes": by_nodes, "by_bandwidth": by_bw})
+    return {"model": "alpha-beta (fit) + Zhang et al. 2020 (training) + Won et al. 2021 "
+                     "(hierarchy)",
+            "nodes": options.nodes, "ranks_per_node": options.ranks_per_node, "ranks": p,
+            "bandwidth_bytes_per_s": bw, "alpha_us": alpha * 1e6,
+            "compression": options.compression,
+            "fits": [f.as_dict() for f in fits], "allreduce": rows, "hierarchical": hier,
+            "train": train_out, "assumptions": assumptions, "warnings": warnings}
+
+
+def _train_profiles(trains: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One record per (model, batch, input): the one with the fewest ranks (the cleanest
+    compute time)."""
+    chosen: dict[tuple, dict[str, Any]] = {}
+    for rec in trains:
+        key = (rec["model"], rec["batch_per_rank"], rec.get("input_size"), rec.get("precision"))
+        if key not in chosen or rec["ranks"] < chosen[key]["ranks"]:
+            chosen[key] = rec
+    return list(chosen.values())
+
+
+def _hierarchical(options: ModelOptions, fits: list[Fit], series: list, bw: float,
+                  assumptions: list[str]) -> dict[str, Any] | None:
+    """Won et al.: intra-node then inter-node, T = max(t_intra, t_inter), and the best split."""
+    rpn = options.ranks_per_node
+    if rpn == 1 or options.nodes == 1:
+        return None
+    if options.intra_bandwidth:
+        intra = parse_bandwidth(options.intra_bandwidth)
+        source = f"--intra-bandwidth {options.intra_bandwidth}"
+    else:
+        single = {c["transport"] for s in series if s.run["nodes"] == 1 for c in s.collectives}
+        fit = _allreduce_fit(fits, single)
+        if fit is None or fit.beta_s_per_byte == 0:
+            assumptions.append("no intra-node bandwidth (no single-node allreduce fit, no "
+                               "--intra-bandwidth): the hierarchical model is left out")
+            return None
+        intra = 1 / fit.beta_s_per_byte
+        source = f"fitted single-node allreduce over {fit.transport}"
+    inter = bw / rpn
+    sizes = [rpn, options.nodes]
+    assumptions.append(f"hierarchical allreduce (Won et al.): {rpn} ranks per node at "
+                       f"{format_bandwidth(intra)} each ({source}), then {options.nodes} nodes, "
+                       f"the node's link shared by its ranks ({format_bandwidth(inter)} each); "
+                       "T = max over dimensions, bandwidth terms only")
+    rows = []
+    for nbytes in SIZES[1:]:
+        t, parts = hierarchy.collective_time_s("allreduce", nbytes, sizes, [intra, inter])
+        split = hierarchy.optimal_split("allreduce", nbytes, sizes, intra + inter)
+        t_best, _ = hierarchy.collective_time_s("allreduce", nbytes, sizes, split)
+        rows.append({"bytes": nbytes, "time_us": t * 1e6, "intra_us": parts[0] * 1e6,
+                     "inter_us": parts[1] * 1e6,
+                     "busbw_gbps": costs.busbw_gbps("allreduce", rpn * options.nodes, nbytes, t),
+                     "best_split_us": t_best * 1e6,
+                     "best_split_intra_share": split[0] / (intra + inter)})
+    return {"intra_bytes_per_s": intra, "inter_bytes_per_s_per_rank": inter,
+            "bottleneck": "inter-node" if rows and rows[-1]["inter_us"] >= rows[-1]["intra_us"]
+            else "intra-node", "rows": rows}
+
+
+def jsonable(obj: Any) -> Any:
+    """The answer with inf/nan as null (strict JSON)."""
+    if isinstance(obj, float):
+        return None if math.isinf(obj) or math.isnan(obj) else obj
+    if isinstance(obj, dict):
+        return {k: jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [jsonable(v) for v in obj]
+    return obj
