@@ -229,9 +229,9 @@ def _close_unfinished(plan: Plan, code: int, seen: str) -> None:
     writer.close()
 
 
-def _complete_records(path: Path) -> list[dict]:
-    """The records of a results file; an incomplete last line (a write cut by a kill) is
-    truncated away, with a warning."""
+def _drop_partial_line(path: Path) -> None:
+    """Truncate an incomplete last line (a write cut by a kill: never a record), with a
+    warning."""
     data = path.read_bytes()
     keep = data.rfind(b"\n") + 1
     if keep < len(data):
@@ -240,8 +240,13 @@ def _complete_records(path: Path) -> list[dict]:
             os.fsync(f.fileno())
         print(f"fabbench: warning: {path}: dropped an incomplete last line "
               f"({len(data) - keep} bytes)", file=sys.stderr)
+
+
+def _complete_records(path: Path) -> list[dict]:
+    """The records of a file this run's ranks wrote, whatever state they left it in."""
+    _drop_partial_line(path)
     records = []
-    for ln in data[:keep].splitlines():
+    for ln in path.read_bytes().splitlines():
         try:
             rec = json.loads(ln)
         except ValueError:
@@ -259,8 +264,9 @@ def resume(path: str, argv: tuple[str, ...]) -> Outcome:
     file = Path(path)
     if not file.is_file():
         raise UsageError(f"cannot resume {path}: no such file")
-    read_results(file)  # a results file at all? (schema-checked; a cut last line is allowed)
-    records = _complete_records(file)
+    # a results file at all? (schema-checked; a cut last line is skipped, then cut off)
+    records = read_results(file).records
+    _drop_partial_line(file)
     runs = [r for r in records if r["kind"] == "run"]
     if not runs or "plan" not in runs[-1]:
         raise UsageError(f"cannot resume {path}: its run record has no plan "

@@ -92,32 +92,28 @@ def run_rank(plan: Plan, me: RankEnv) -> int:
             raise TransportMismatch(f"fabric {resolved.profile.name!r} is for one host, and "
                                     f"the ranks run on {run['nodes']} hosts")
         failed = False
-        collectives = sweep(comm, plan, transport, dog.arm, Fault.from_env()) \
-            if plan.workload in ("collectives", "all") else ()
-        for record in collectives:
+
+        def keep(record: dict[str, Any], shown: str) -> None:
+            """Count a finished measurement; rank 0 makes it durable, then shows it."""
             dog.disarm()
-            counts["collective"] += 1
-            failed |= record["correct"] is False
+            counts[record["kind"]] += 1
             if writer is not None:
                 writer.write({**record, "run_id": plan.run_id})
-                print(line(record), flush=True)
+                print(shown, flush=True)
+
+        if plan.workload in ("collectives", "all"):
+            for record in sweep(comm, plan, transport, dog.arm, Fault.from_env()):
+                failed |= record["correct"] is False
+                keep(record, line(record))
         if plan.workload in ("train", "all"):
             record = train_workload.run_train(comm, plan, transport, dog.arm)
-            dog.disarm()
-            counts["train"] += 1
             failed |= not (record["grads_identical"] and record["params_identical"]
                            and record["grads_finite_nonzero"])
-            if writer is not None:
-                writer.write({**record, "run_id": plan.run_id})
-                print(train_workload.HEADER + "\n" + train_workload.line(record), flush=True)
+            keep(record, train_workload.HEADER + "\n" + train_workload.line(record))
         if plan.workload == "halo":
             record = halo_workload.run_halo(comm, plan, transport, dog.arm)
-            dog.disarm()
-            counts["halo"] += 1
             failed |= record["correct"] is False
-            if writer is not None:
-                writer.write({**record, "run_id": plan.run_id})
-                print(halo_workload.HEADER + "\n" + halo_workload.line(record), flush=True)
+            keep(record, halo_workload.HEADER + "\n" + halo_workload.line(record))
         dog.arm(plan.timeout_s, "finishing")
         error = "data check failed: wrong elements (see records with correct=false, or train " \
             "records whose ranks ended with different gradients)" if failed else None
