@@ -66,6 +66,10 @@ class Plan:
     precision: str = "fp32"
     scaling: tuple[int, ...] = ()  # rank counts run one after another (runner.run)
     baseline_samples_per_s: float | None = None  # the 1-rank run's, for scaling efficiency
+    # the wire's ceiling (ceiling/measure.py) before the workload: None = when the ranks span
+    # more than one host
+    ceiling: bool | None = None
+    ceiling_s: float = 2.0
     # halo (workloads/halo.py)
     cells_per_rank: int = 64**3
     halo_iters: int = 50
@@ -102,6 +106,9 @@ class Plan:
             raise UsageError("no sizes to run")
         if not 0 < self.timeout_s <= 86400:
             raise UsageError(f"timeout must be between 0 and 86400 seconds, not {self.timeout_s}")
+        if not 0.5 <= self.ceiling_s <= 600:
+            raise UsageError(f"ceiling seconds must be between 0.5 and 600, not "
+                             f"{self.ceiling_s}")
         if self.workload in ("train", "all"):
             self._check_train()
         if self.workload == "halo":

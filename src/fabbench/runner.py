@@ -10,9 +10,10 @@ import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
+from fabbench import emulate
 from fabbench.comm.registry import OPS, PRIMITIVES
 from fabbench.errors import UsageError
-from fabbench.launch import local
+from fabbench.launch import local, nodes
 from fabbench.launch.discover import discover
 from fabbench.launch.rank import run_rank
 from fabbench.launch.settings import Resolved, resolve, resolve_fabric
@@ -32,7 +33,7 @@ class RunOptions:
     primitive: str | None = None
     horovod_over: str | None = None
     wire: str = "native"
-    ranks: int = 2
+    ranks: int | None = None  # default: 2 local ranks, or every slot of an emulated cluster
     ops: str | None = None
     sizes: str | None = None
     dtypes: str = "float32"
@@ -59,6 +60,8 @@ class RunOptions:
     precision: str = "fp32"
     cells_per_rank: int = 64**3
     halo_iters: int = 50
+    ceiling: bool | None = None
+    ceiling_s: float = 2.0
 
 
 def _csv(text: str) -> tuple[str, ...]:
@@ -66,6 +69,7 @@ def _csv(text: str) -> tuple[str, ...]:
 
 
 def make_plan(o: RunOptions, *, local_launch: bool) -> Plan:
+    cluster = emulate.current() if local_launch else None
     picked = []
     primitive = o.primitive
     if primitive is None:
@@ -81,7 +85,10 @@ def make_plan(o: RunOptions, *, local_launch: bool) -> Plan:
     if fabric == "auto":
         fabric = resolve_fabric("auto")
         picked.append(f"fabric={fabric} (detected)")
-    if o.iface is not None and local_launch and not Path("/sys/class/net", o.iface).exists():
+    ranks, iface = 2 if o.ranks is None else o.ranks, o.iface or ("lo" if local_launch else None)
+    if cluster is not None:
+        ranks, iface = _on_cluster(o, cluster)
+    elif o.iface is not None and local_launch and not Path("/sys/class/net", o.iface).exists():
         have = ", ".join(sorted(p.name for p in Path("/sys/class/net").iterdir()))
         raise UsageError(f"no network interface {o.iface!r} on this host (it has: {have})")
     ops = _csv(o.ops) if o.ops else OPS[primitive]
@@ -89,16 +96,30 @@ def make_plan(o: RunOptions, *, local_launch: bool) -> Plan:
     out = o.out or str(Path("results") / f"{run_id}-{Path(fabric).stem}-{primitive}.jsonl")
     return Plan(
         fabric=fabric, primitive=primitive, horovod_over=o.horovod_over, wire=o.wire,
-        ranks=o.ranks, ops=ops, sizes=parse_sizes(o.sizes or DEFAULT_SIZES[device]),
+        ranks=ranks, ops=ops, sizes=parse_sizes(o.sizes or DEFAULT_SIZES[device]),
         dtypes=_csv(o.dtypes), check=o.check, device=device, timeout_s=o.timeout_s,
         policy=TimingPolicy(budget_s=o.budget_s, min_samples=o.min_samples,
                             max_samples=o.max_samples),
-        out=out, iface=o.iface or ("lo" if local_launch else None), rdma_device=o.rdma_device,
+        out=out, iface=iface, rdma_device=o.rdma_device,
         run_id=run_id, argv=o.argv, picked=tuple(picked),
         workload=o.workload, model=o.model, batch_size=o.batch_size, image_size=o.image_size,
         steps=o.steps, warmup_steps=o.warmup_steps, scaling=_rank_counts(o.scaling),
         bucket_mb=o.bucket_mb, fusion_mb=o.fusion_mb, precision=o.precision,
-        cells_per_rank=o.cells_per_rank, halo_iters=o.halo_iters)
+        cells_per_rank=o.cells_per_rank, halo_iters=o.halo_iters, ceiling=o.ceiling,
+        ceiling_s=o.ceiling_s)
+
+
+def _on_cluster(o: RunOptions, cluster: emulate.Cluster) -> tuple[int, str]:
+    """Ranks and interface on an emulated cluster: every slot (nodes x ranks per node) unless
+    --ranks asks for fewer; the nodes' own interface, never loopback."""
+    if o.iface is not None and o.iface != cluster.iface:
+        raise UsageError(f"on the emulated cluster the ranks talk over the nodes' interface "
+                         f"{cluster.iface!r}, not {o.iface!r} (leave --iface out)")
+    ranks = cluster.ranks if o.ranks is None else o.ranks
+    if ranks > cluster.ranks:
+        raise UsageError(f"--ranks {ranks} is more than the emulated cluster's "
+                         f"{len(cluster.nodes)} nodes x {cluster.ranks_per_node} ranks per node")
+    return ranks, cluster.iface
 
 
 def _rank_counts(text: str | None) -> tuple[int, ...]:
@@ -134,8 +155,10 @@ def dry_run(o: RunOptions) -> str:
     lines.append("# environment:")
     lines += [f"{k}={v}" for k, v in sorted(resolved.env().items())]
     if me is None:
-        lines.append(f"# launch ({plan.ranks} local ranks):")
-        lines.append(local.build(plan, resolved).describe())
+        cluster = emulate.current()
+        where = (f"on {len(cluster.nodes)} emulated nodes" if cluster else "local")
+        lines.append(f"# launch ({plan.ranks} {where} ranks):")
+        lines.append(_spec(plan, resolved).describe())
     else:
         lines.append(f"# this process is rank {me.rank} of {me.size} (started by {me.launcher})")
     lines.append(f"# results: {plan.out}")
@@ -158,7 +181,7 @@ def run(o: RunOptions) -> Outcome:
 def _launch(plan: Plan, resolved: Resolved) -> tuple[int, str | None]:
     """Start the local ranks, wait, and close the results file of a run that did not finish.
     Returns the exit code and, on failure, one line on what failed."""
-    code, seen = local.run(local.build(plan, resolved), local.wall_limit(plan), plan.ranks)
+    code, seen = local.run(_spec(plan, resolved), local.wall_limit(plan), plan.ranks)
     if code == 0:
         return 0, None
     wrote = os.path.exists(plan.out)
@@ -168,6 +191,14 @@ def _launch(plan: Plan, resolved: Resolved) -> tuple[int, str | None]:
               " before writing any result (the library's own message is above)"))
     _close_unfinished(plan, code, seen)
     return code, error
+
+
+def _spec(plan: Plan, resolved: Resolved) -> local.LaunchSpec:
+    """Local ranks, or ranks across the emulated cluster this runs under."""
+    cluster = emulate.current()
+    if cluster is None:
+        return local.build(plan, resolved)
+    return nodes.build_across(plan, resolved, cluster)
 
 
 def _run_scaling(plan: Plan) -> Outcome:

@@ -9,7 +9,7 @@ import typer
 from typer.exceptions import Abort, Exit, TyperException
 
 from fabbench import __version__
-from fabbench.cli import model, render, results, sysinfo, train
+from fabbench.cli import emulate, model, render, results, sysinfo, train
 from fabbench.cli.options import Fabric, Json, Primitive, Ranks, Wire
 from fabbench.errors import FabbenchError
 
@@ -24,7 +24,7 @@ def run(
     fabric: Fabric = "auto",
     primitive: Primitive = None,
     wire: Wire = "native",
-    ranks: Ranks = 2,
+    ranks: Ranks = None,
     horovod_over: Annotated[str | None, typer.Option(
         help="Horovod's controller: mpi or gloo.")] = None,
     ops: Annotated[str | None, typer.Option(
@@ -77,6 +77,12 @@ def run(
         help="train: fp32, bf16 (autocast) or fp16 (autocast + loss scaling, GPU).")] = "fp32",
     cells_per_rank: Annotated[int, typer.Option(help="halo: cells per rank (a cube).")] = 64**3,
     halo_iters: Annotated[int, typer.Option(help="halo: timed iterations.")] = 50,
+    ceiling: Annotated[bool | None, typer.Option(
+        "--ceiling/--no-ceiling", help="Measure the wire's raw ceiling (iperf3 for ethernet) "
+        "between two nodes first. Default: when the ranks span several hosts.",
+        show_default=False)] = None,
+    ceiling_seconds: Annotated[float, typer.Option(
+        help="Seconds of each ceiling measurement.")] = 2.0,
 ) -> None:
     """Run the collectives benchmark on real ranks.
 
@@ -94,7 +100,8 @@ def run(
         rdma_device=rdma_device, argv=tuple(sys.argv), workload=workload, model=model,
         batch_size=batch_size, image_size=image_size, steps=steps, warmup_steps=warmup_steps,
         scaling=scaling, bucket_mb=bucket_mb, fusion_mb=fusion_mb, precision=precision,
-        cells_per_rank=cells_per_rank, halo_iters=halo_iters)
+        cells_per_rank=cells_per_rank, halo_iters=halo_iters, ceiling=ceiling,
+        ceiling_s=ceiling_seconds)
     if dry_run:
         print(runner.dry_run(options))
         return
@@ -127,7 +134,7 @@ def version() -> None:
 
 # Commands that live in their own modules (cli/<name>.py, each with `register(app)`). Those
 # modules keep heavy imports inside their command functions, so start-up stays fast.
-for _module in (model, render, results, sysinfo, train):
+for _module in (emulate, model, render, results, sysinfo, train):
     _module.register(app)
 
 

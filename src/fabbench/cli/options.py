@@ -15,5 +15,7 @@ Primitive = Annotated[str | None, typer.Option(
 Wire = Annotated[str, typer.Option(
     "--wire", help="native (the fabric's hardware) or tcp (its software stack over TCP: UCX "
     "for infiniband, libfabric/OFI for omnipath).")]
-Ranks = Annotated[int, typer.Option("--ranks", "-n", help="Local ranks to start (outside a job).")]
+Ranks = Annotated[int | None, typer.Option(
+    "--ranks", "-n", help="Ranks to start (outside a job). Default: 2 local ranks; under "
+    "`fabbench emulate`, nodes x ranks per node.", show_default=False)]
 Json = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]

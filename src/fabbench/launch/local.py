@@ -43,7 +43,7 @@ class LaunchSpec:
         return "\n".join(lines)
 
 
-def _beside_python(tool: str) -> str:
+def beside_python(tool: str) -> str:
     """A console script of this environment (a venv's bin/ need not be on PATH)."""
     candidate = os.path.join(os.path.dirname(sys.executable), tool)
     return candidate if os.access(candidate, os.X_OK) else tool
@@ -68,7 +68,7 @@ def build(plan: Plan, resolved: Resolved) -> LaunchSpec:
             argv += ["-x", key]
         return LaunchSpec([argv + RANK_MODULE], [{**resolved.settings.env, **base}])
     if plan.launcher == "horovodrun":
-        argv = [_beside_python("horovodrun"), "--gloo", "-np", str(plan.ranks),
+        argv = [beside_python("horovodrun"), "--gloo", "-np", str(plan.ranks),
                 "-H", f"localhost:{plan.ranks}",
                 "--start-timeout", str(int(plan.timeout_s))]
         if plan.iface:
@@ -88,7 +88,8 @@ def wall_limit(plan: Plan) -> float:
     """A bound for the whole run: start-up, then each point's budget and deadline."""
     points = len(plan.ops) * len(plan.dtypes) * len(plan.sizes)
     per_point = plan.policy.budget_s * 3 + max(plan.op_timeout(s) for s in plan.sizes)
-    return 2 * plan.timeout_s + 60 + points * per_point
+    ceiling = 0 if plan.ceiling is False else 2 * (3 * plan.ceiling_s + 30) + 30
+    return 2 * plan.timeout_s + 60 + points * per_point + ceiling
 
 
 def run(spec: LaunchSpec, deadline_s: float, ranks: int) -> tuple[int, str]:

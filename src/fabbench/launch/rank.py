@@ -14,6 +14,9 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
+from fabbench import emulate
+from fabbench.ceiling import measure as ceiling
+from fabbench.ceiling.tools import tool_for
 from fabbench.comm import registry
 from fabbench.console import line, stream_header
 from fabbench.errors import DataCheckFailed, FabbenchError, RunError, TransportMismatch
@@ -45,7 +48,7 @@ def run_rank(plan: Plan, me: RankEnv) -> int:
                            "NCCL_DEBUG_FILE": os.path.join(tempfile.mkdtemp(prefix="fabbench-"),
                                                            "nccl.%h.%p")})
     writer = ResultWriter(plan.out) if me.rank == 0 else None
-    counts = {"collective": 0, "train": 0, "halo": 0}
+    counts = {"collective": 0, "train": 0, "halo": 0, "ceiling": 0}
 
     def summary(ok: bool, error: str | None) -> dict[str, Any]:
         return {"kind": "summary", "run_id": plan.run_id, "ok": ok, "counts": dict(counts),
@@ -76,10 +79,14 @@ def run_rank(plan: Plan, me: RankEnv) -> int:
                "primitive": plan.primitive, "horovod_over": plan.horovod_over,
                "device": plan.device, "ranks": comm.size,
                "nodes": len({host for _, host in peers}), "transport": transport,
+               "interface": plan.iface,
                "expected_transport": list(resolved.settings.transport),
                "picked": list(plan.picked), "profile_source": resolved.profile.source,
                "profile_env": resolved.env(), "timing": plan.policy.__dict__,
                "resumed": plan.resumed, "plan": json.loads(plan.to_json())}
+        cluster = emulate.current()
+        if cluster is not None:
+            run["emulation"] = cluster.as_record()
         if writer is not None:
             run["provenance"] = inventory()
             if hasattr(comm, "library_version"):
@@ -101,6 +108,12 @@ def run_rank(plan: Plan, me: RankEnv) -> int:
                 writer.write({**record, "run_id": plan.run_id})
                 print(shown, flush=True)
 
+        if plan.ceiling or (plan.ceiling is None and run["nodes"] > 1):
+            for record in ceiling.measure(
+                    comm, [host for _, host in peers], wire=plan.wire, iface=plan.iface,
+                    tool_name=tool_for(resolved.profile.hardware), seconds=plan.ceiling_s,
+                    arm=dog.arm):
+                keep(record, ceiling.line(record))
         if plan.workload in ("collectives", "all"):
             for record in sweep(comm, plan, transport, dog.arm, Fault.from_env()):
                 failed |= record["correct"] is False

@@ -1,0 +1,8 @@
+"""Emulated multi-node clusters on one Linux host: a network namespace per node (its own
+interface, address in 198.18.0.0/15 and hostname), veth links to a bridge, tc shaping each link's
+rate, delay and loss in both directions."""
+
+from fabbench.emulate.cluster import ENV, Cluster, Node, current
+from fabbench.emulate.spec import Emulation, Link, make_emulation
+
+__all__ = ["ENV", "Cluster", "Emulation", "Link", "Node", "current", "make_emulation"]
