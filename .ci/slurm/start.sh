@@ -18,6 +18,12 @@ case $mode in
   *) echo "usage: $0 one|two" >&2; exit 2 ;;
 esac
 [ "$(id -u)" -eq 0 ] || { echo "start.sh: Slurm daemons need root" >&2; exit 3; }
+# The daemons started below outlive this script: they must not inherit its caller's descriptors
+# (`flock LOCK .ci/slurm/start.sh` would otherwise stay locked by munged for ever).
+for fd in "/proc/$$/fd"/*; do
+  fd=${fd##*/}
+  case $fd in 0|1|2|255) ;; *) eval "exec $fd>&-" 2>/dev/null || true ;; esac
+done
 for tool in munged slurmctld slurmd scontrol sinfo; do
   command -v "$tool" >/dev/null || { echo "start.sh: $tool not installed (.ci/apt-packages.txt)" >&2; exit 3; }
 done
