@@ -18,10 +18,11 @@ from fabbench.fabrics.profile import WIRES
 from fabbench.models.registry import MODELS
 from fabbench.timing.engine import TimingPolicy
 
-WORKLOADS = ("collectives", "train", "halo", "all")  # all: collectives, then train
+WORKLOADS = ("collectives", "train", "halo", "pairs", "all")  # all: collectives, then train
 PRECISIONS = ("fp32", "bf16", "fp16")
 DEVICES = ("cpu", "cuda")
 DEFAULT_SIZES = {"cpu": "8:64M", "cuda": "8:1G"}
+PAIRS_SIZES = "8,1M"  # pairs: the latency at the smallest size, the bandwidth at the largest
 MAX_LOCAL_RANKS = 512
 
 
@@ -113,6 +114,9 @@ class Plan:
             self._check_train()
         if self.workload == "halo":
             self._check_halo()
+        if self.workload == "pairs" and self.primitive == "horovod":
+            raise UsageError("--workload pairs needs point-to-point messages, which Horovod "
+                             "does not have: use --primitive mpi, gloo or nccl")
 
     def _check_train(self) -> None:
         if self.model not in MODELS:

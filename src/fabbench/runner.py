@@ -17,7 +17,7 @@ from fabbench.launch import local, nodes
 from fabbench.launch.discover import discover
 from fabbench.launch.rank import run_rank
 from fabbench.launch.settings import Resolved, resolve, resolve_fabric
-from fabbench.plan import DEFAULT_SIZES, DEVICES, Plan, gpus_visible
+from fabbench.plan import DEFAULT_SIZES, DEVICES, PAIRS_SIZES, Plan, gpus_visible
 from fabbench.results.reader import read_results
 from fabbench.results.writer import ResultWriter
 from fabbench.timing.engine import TimingPolicy
@@ -96,7 +96,8 @@ def make_plan(o: RunOptions, *, local_launch: bool) -> Plan:
     out = o.out or str(Path("results") / f"{run_id}-{Path(fabric).stem}-{primitive}.jsonl")
     return Plan(
         fabric=fabric, primitive=primitive, horovod_over=o.horovod_over, wire=o.wire,
-        ranks=ranks, ops=ops, sizes=parse_sizes(o.sizes or DEFAULT_SIZES[device]),
+        ranks=ranks, ops=ops, sizes=parse_sizes(o.sizes or (
+            PAIRS_SIZES if o.workload == "pairs" else DEFAULT_SIZES[device])),
         dtypes=_csv(o.dtypes), check=o.check, device=device, timeout_s=o.timeout_s,
         policy=TimingPolicy(budget_s=o.budget_s, min_samples=o.min_samples,
                             max_samples=o.max_samples),

@@ -32,7 +32,7 @@ def run(
         "sendrecv. Default: all the primitive has.")] = None,
     sizes: Annotated[str | None, typer.Option(
         help="MIN:MAX[:FACTOR] or a comma list, units K/M/G (1024). Default 8:64M on CPU, "
-        "8:1G on GPU.")] = None,
+        "8:1G on GPU; 8,1M for pairs.")] = None,
     dtypes: Annotated[str, typer.Option(help="Comma list: float32, float64, float16, "
                                             "bfloat16.")] = "float32",
     check: Annotated[bool, typer.Option(help="Verify every result; a wrong element fails "
@@ -58,7 +58,8 @@ def run(
         help="Continue the interrupted run in this results file where it stopped (its own "
         "options; the others given here are ignored).", metavar="FILE")] = None,
     workload: Annotated[str, typer.Option(
-        help="collectives, train, halo, or all (collectives then train).")] = "collectives",
+        help="collectives, train, halo, pairs (node pairs in rounds: finds the slow node), "
+        "or all (collectives then train).")] = "collectives",
     model: Annotated[str, typer.Option(help="train: a model of `fabbench models`.")] = "resnet50",
     batch_size: Annotated[int, typer.Option(help="train: samples per rank per step.")] = 32,
     image_size: Annotated[int | None, typer.Option(

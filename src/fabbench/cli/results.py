@@ -34,17 +34,19 @@ def _written(paths: list[Path]) -> None:
 
 def report(paths: Paths, html: Html = None, plots: Plots = None, csv: Csv = None,
            title: Title = None, json_out: Json = False) -> None:
-    """Tables in the nccl-tests layout, busbw against the link, plots, HTML and CSV.
+    """Tables in the nccl-tests layout, busbw against the link, which node is slow (pairs)
+    and which rank arrives late, plots, HTML and CSV.
 
     Example: [bold]fabbench report results/ --html report.html --plots figs/ --csv all.csv[/]
     """
-    from fabbench.report.build import make_report
+    from fabbench.report.build import findings_json, make_report
     from fabbench.report.tables import collective_rows, train_rows
 
     out = make_report(paths, html=html, plots_dir=plots, csv=csv, title=title)
     if json_out:
         print(json.dumps({"collectives": collective_rows(out.series),
-                          "train": train_rows(out.series), "warnings": out.warnings,
+                          "train": train_rows(out.series),
+                          "findings": findings_json(out.series), "warnings": out.warnings,
                           "written": [str(p) for p in out.written]}, indent=1))
         return
     print(out.text, end="")

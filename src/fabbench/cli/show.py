@@ -23,7 +23,8 @@ def show_run(path: str) -> None:
         return
     run = results.records[0]
     title = f"{run['fabric']} / {run['primitive']} / {run['ranks']} ranks"
-    if results.of_kind("collective") or not (results.of_kind("train") or results.of_kind("halo")):
+    if results.of_kind("collective") or not (results.of_kind("train") or results.of_kind("halo")
+                                             or results.of_kind("pairs")):
         out.print(results_table(results.of_kind("collective"), title))
     from fabbench.cli.train import halo_table, train_table
 
@@ -32,6 +33,11 @@ def show_run(path: str) -> None:
                               " / training (samples/s of all ranks)"))
     if results.of_kind("halo"):
         out.print(halo_table(results.of_kind("halo"), f"{title} / halo exchange"))
+    if results.of_kind("pairs"):
+        from fabbench.report.pairs import analyse
+
+        for text in analyse(results.of_kind("pairs")).text:
+            out.print(escape(text), soft_wrap=True)
     summary = results.of_kind("summary")
     status = "[green]ok[/]" if summary and summary[-1]["ok"] else \
         f"[red]failed: {escape(summary[-1]['error'] if summary else 'no summary')}[/]"

@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from fabbench.errors import UsageError
+
 
 class Communicator(ABC):
     """A group of ranks that can run the six collectives on buffers it allocates.
@@ -45,6 +47,15 @@ class Communicator(ABC):
     @abstractmethod
     def max_scalar(self, value: float) -> float: ...
 
+    def exchange(self, peer: int, send: Any, recv: Any) -> Callable[[], None]:
+        """One bidirectional exchange with one peer (each sends ``send`` and receives into
+        ``recv`` at once), ready to be called back to back; only the two ranks take part."""
+        raise UsageError(f"{self.name} has no point-to-point operation")
+
+    def pair(self, peer: int) -> Pair:
+        """This rank and ``peer`` as a group of two for the timing engine."""
+        return Pair(self, peer)
+
     @abstractmethod
     def gather_objects(self, obj: Any) -> list[Any]:
         """Every rank's object, on every rank (small metadata only)."""
@@ -55,6 +66,30 @@ class Communicator(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional
         pass
+
+
+class Pair:
+    """Two ranks as a timing group (barrier, synchronize, max of a scalar), built on their
+    exchange alone, so that the other ranks are free to measure their own pairs meanwhile."""
+
+    def __init__(self, comm: Communicator, peer: int) -> None:
+        self._comm = comm
+        self._out = comm.array(np.zeros(1), "float64")
+        self._in = comm.array(np.zeros(1), "float64")
+        self._swap = comm.exchange(peer, self._out, self._in)
+
+    def barrier(self) -> None:
+        self._swap()
+        self._comm.synchronize()
+
+    def synchronize(self) -> None:
+        self._comm.synchronize()
+
+    def max_scalar(self, value: float) -> float:
+        self._out[0] = value
+        self._swap()
+        self._comm.synchronize()
+        return max(value, float(self._comm.host(self._in)[0]))
 
 
 @contextlib.contextmanager

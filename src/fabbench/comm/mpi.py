@@ -159,6 +159,10 @@ class MpiComm(Communicator):
             return lambda: comm.Sendrecv(send, nxt, 0, recv, prv, 0)
         raise KeyError(op)
 
+    def exchange(self, peer: int, send: Any, recv: Any) -> Callable[[], None]:
+        comm = self._comm
+        return lambda: comm.Sendrecv(send, peer, 1, recv, peer, 1)
+
     def synchronize(self) -> None:
         if self.device != "cpu":
             self._torch.cuda.synchronize()

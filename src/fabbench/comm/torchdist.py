@@ -72,6 +72,14 @@ class TorchComm(Communicator):
             return sendrecv
         raise KeyError(op)
 
+    def exchange(self, peer: int, send: Any, recv: Any) -> Callable[[], None]:
+        dist = self._dist
+
+        def swap() -> None:
+            for work in (dist.isend(send, peer), dist.irecv(recv, peer)):
+                work.wait()
+        return swap
+
     def synchronize(self) -> None:
         if self.device.startswith("cuda"):
             self._torch.cuda.synchronize()

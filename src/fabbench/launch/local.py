@@ -86,7 +86,9 @@ def build(plan: Plan, resolved: Resolved) -> LaunchSpec:
 
 def wall_limit(plan: Plan) -> float:
     """A bound for the whole run: start-up, then each point's budget and deadline."""
-    points = len(plan.ops) * len(plan.dtypes) * len(plan.sizes)
+    # pairs: at most n rounds (n ranks), each of every size
+    points = (plan.ranks if plan.workload == "pairs" else len(plan.ops)) * len(plan.dtypes) \
+        * len(plan.sizes)
     per_point = plan.policy.budget_s * 3 + max(plan.op_timeout(s) for s in plan.sizes)
     ceiling = 0 if plan.ceiling is False else 2 * (3 * plan.ceiling_s + 30) + 30
     return 2 * plan.timeout_s + 60 + points * per_point + ceiling

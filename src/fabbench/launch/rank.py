@@ -30,6 +30,7 @@ from fabbench.results.writer import ResultWriter
 from fabbench.sysinfo.inventory import inventory
 from fabbench.timing.deadline import Watchdog
 from fabbench.workloads import halo as halo_workload
+from fabbench.workloads import pairs as pairs_workload
 from fabbench.workloads import train as train_workload
 from fabbench.workloads.collectives import sweep
 
@@ -48,7 +49,7 @@ def run_rank(plan: Plan, me: RankEnv) -> int:
                            "NCCL_DEBUG_FILE": os.path.join(tempfile.mkdtemp(prefix="fabbench-"),
                                                            "nccl.%h.%p")})
     writer = ResultWriter(plan.out) if me.rank == 0 else None
-    counts = {"collective": 0, "train": 0, "halo": 0, "ceiling": 0}
+    counts = {"collective": 0, "train": 0, "halo": 0, "ceiling": 0, "pairs": 0}
 
     def summary(ok: bool, error: str | None) -> dict[str, Any]:
         return {"kind": "summary", "run_id": plan.run_id, "ok": ok, "counts": dict(counts),
@@ -78,7 +79,8 @@ def run_rank(plan: Plan, me: RankEnv) -> int:
                "argv": list(plan.argv), "fabric": resolved.profile.name, "wire": plan.wire,
                "primitive": plan.primitive, "horovod_over": plan.horovod_over,
                "device": plan.device, "ranks": comm.size,
-               "nodes": len({host for _, host in peers}), "transport": transport,
+               "nodes": len({host for _, host in peers}),
+               "rank_hosts": [host for _, host in peers], "transport": transport,
                "interface": plan.iface,
                "expected_transport": list(resolved.settings.transport),
                "picked": list(plan.picked), "profile_source": resolved.profile.source,
@@ -114,6 +116,14 @@ def run_rank(plan: Plan, me: RankEnv) -> int:
                     tool_name=tool_for(resolved.profile.hardware), seconds=plan.ceiling_s,
                     arm=dog.arm):
                 keep(record, ceiling.line(record))
+        if plan.workload == "pairs":
+            if writer is not None:
+                print(pairs_workload.HEADER, flush=True)
+            for record in pairs_workload.run_pairs(comm, plan, transport,
+                                                   [host for _, host in peers], dog.arm,
+                                                   Fault.from_env()):
+                failed |= record["correct"] is False
+                keep(record, pairs_workload.line(record))
         if plan.workload in ("collectives", "all"):
             for record in sweep(comm, plan, transport, dog.arm, Fault.from_env()):
                 failed |= record["correct"] is False

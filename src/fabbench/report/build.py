@@ -8,8 +8,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fabbench.errors import UsageError
-from fabbench.report import tables
+from fabbench.report import pairs, tables
 from fabbench.report.compare import Comparison, compare
+from fabbench.report.late import late_ranks
 from fabbench.report.load import Series, load
 
 
@@ -62,10 +63,38 @@ def make_report(paths: Sequence[str | Path], *, html: Path | None = None,
     eff = tables.efficiency_lines(series)
     if eff:
         text += "\n" + "\n".join(f"# {line}" for line in eff) + "\n"
+    text += "".join(findings_text(s) for s in series)
     out = Outputs(series, text, warnings_of(series))
     _finish(out, html=html, plots_dir=plots_dir, csv=csv,
             title=title or f"fabbench report: {', '.join(s.label for s in series)}")
     return out
+
+
+def findings(s: Series) -> dict:
+    """Which node is slow (pairs records) and which rank arrives late (each rank's own times in
+    the collective records) in one run."""
+    verdict = pairs.analyse(s.pairs)
+    late, points = late_ranks(s.collectives, s.run.get("rank_hosts"))
+    return {"series": s.label, "run_id": s.run["run_id"],
+            "pairs": verdict.as_dict() if verdict is not None else None,
+            "late_ranks": [r.as_dict() for r in late], "late_points_judged": points,
+            "_verdict": verdict, "_late": late}
+
+
+def findings_text(s: Series) -> str:
+    f = findings(s)
+    out = ""
+    verdict = f["_verdict"]
+    if verdict is not None:
+        out += (f"# {s.label}: pairs, {verdict.pairs} pairs of {len(verdict.nodes)} "
+                f"{verdict.unit}s, bandwidth at {verdict.bw_bytes} B\n{pairs.table(verdict)}")
+        out += "".join(f"# {line}\n" for line in verdict.text)
+    out += "".join(f"# {s.label}: {r.sentence(s.run['nodes'])}\n" for r in f["_late"])
+    return out
+
+
+def findings_json(series: Sequence[Series]) -> list[dict]:
+    return [{k: v for k, v in findings(s).items() if not k.startswith("_")} for s in series]
 
 
 def make_compare(paths: Sequence[str | Path], *, html: Path | None = None,

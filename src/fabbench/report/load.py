@@ -20,6 +20,7 @@ class Series:
     collectives: list[dict[str, Any]] = field(default_factory=list)
     train: list[dict[str, Any]] = field(default_factory=list)
     halo: list[dict[str, Any]] = field(default_factory=list)
+    pairs: list[dict[str, Any]] = field(default_factory=list)
     summary: dict[str, Any] | None = None
     warnings: list[str] = field(default_factory=list)
     label: str = ""
@@ -79,6 +80,8 @@ def split_runs(path: Path) -> list[Series]:
             current.train.append(record)
         elif kind == "halo":
             current.halo.append(record)
+        elif kind == "pairs":
+            current.pairs.append(record)
         elif kind == "summary":
             current.summary = record
     for s in series:

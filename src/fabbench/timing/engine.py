@@ -41,6 +41,7 @@ class Measurement:
     samples_us: tuple[float, ...]  # per-operation time of each sample, slowest rank
     batch: int  # operations per sample
     warmup: int  # operations run before the first sample
+    own_us: tuple[float, ...] = ()  # this rank's own time of each sample (see measure)
 
     @property
     def iters(self) -> int:
@@ -59,9 +60,31 @@ def _clamp(value: float, lo: int, hi: int) -> int:
     return int(max(lo, min(hi, value)))
 
 
+class _HeldBack:
+    """``op`` after a sleep of ``pause_s``; ``slept`` adds up the time really slept."""
+
+    def __init__(self, op: Callable[[], None], pause_s: float) -> None:
+        self.op, self.pause_s, self.slept = op, pause_s, 0.0
+
+    def __call__(self) -> None:
+        t0 = time.perf_counter()
+        time.sleep(self.pause_s)
+        self.slept += time.perf_counter() - t0
+        self.op()
+
+
 def measure(op: Callable[[], None], group: Group, policy: TimingPolicy,
-            arm: Callable[[float, str], None], timeout_s: float, what: str) -> Measurement:
-    """Time ``op``. ``arm(seconds, label)`` sets the watchdog before each blocking stretch."""
+            arm: Callable[[float, str], None], timeout_s: float, what: str,
+            pause_s: float = 0.0) -> Measurement:
+    """Time ``op``. ``arm(seconds, label)`` sets the watchdog before each blocking stretch.
+
+    Besides the slowest rank's time, each rank keeps its own: its time per operation from the
+    sample's common start to the end of its batch. ``pause_s`` (a test hook: a rank that arrives
+    late) makes this rank sleep before every operation; its own time leaves the sleep out, so
+    the time the other ranks spent waiting for it shows in theirs."""
+    held = _HeldBack(op, pause_s) if pause_s > 0 else None
+    if held is not None:
+        op = held
     clock = time.perf_counter
     arm(timeout_s, f"{what} (first call)")
     group.barrier()
@@ -81,15 +104,22 @@ def measure(op: Callable[[], None], group: Group, policy: TimingPolicy,
 
     batch = _clamp(policy.budget_s / policy.samples_target / t_op, 1, policy.max_batch)
     samples: list[float] = []
+    own: list[float] = []
     spent = 0.0
     while True:
         arm(timeout_s + batch * t_op * 4, what)
         group.barrier()
+        slept = held.slept if held is not None else 0.0
         t0 = clock()
         for _ in range(batch):
             op()
         group.synchronize()
-        slowest = group.max_scalar((clock() - t0) / batch)
+        elapsed = clock() - t0
+        mine = elapsed / batch
+        if held is not None:
+            elapsed -= held.slept - slept
+        own.append(max(0.0, elapsed / batch))
+        slowest = group.max_scalar(mine)
         samples.append(slowest)
         spent += slowest * batch
         n = len(samples)
@@ -99,4 +129,5 @@ def measure(op: Callable[[], None], group: Group, policy: TimingPolicy,
                 spent >= policy.budget_s
                 or (n >= 10 and median_ci_halfwidth(samples) <= policy.stable_rel)):
             break
-    return Measurement(tuple(s * 1e6 for s in samples), batch, warmup + 1)
+    return Measurement(tuple(s * 1e6 for s in samples), batch, warmup + 1,
+                       tuple(s * 1e6 for s in own))

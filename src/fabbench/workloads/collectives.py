@@ -65,9 +65,12 @@ def sweep(comm: Communicator, plan: Plan, transport: str, arm: Callable[[float, 
                     fault.at_point(comm.rank, op_name, size)
                 send, recv = _buffers(comm, op_name, counts, dtype)
                 what = f"{op_name} of {size} bytes ({dtype})"
+                pause = fault.pause_s(comm.rank, op_name, size) if fault is not None else 0.0
                 m = measure(comm.bind(op_name, send, recv), comm, plan.policy, arm,
-                            plan.op_timeout(size), what)
+                            plan.op_timeout(size), what, pause)
                 del send, recv
+                arm(plan.op_timeout(size), f"{what} (gathering each rank's times)")
+                own = comm.gather_objects([round(s, 3) for s in m.own_us])
                 correct: bool | None = None
                 wrong: int | None = None
                 bad: list[int] = []
@@ -83,6 +86,7 @@ def sweep(comm: Communicator, plan: Plan, transport: str, arm: Callable[[float, 
                     "dtype": dtype, "ranks": n, "transport": transport, "iters": m.iters,
                     "samples": len(m.samples_us), "batch": m.batch, "warmup": m.warmup,
                     "time_us": times, "samples_us": [round(s, 3) for s in m.samples_us],
+                    "rank_samples_us": own,
                     "algbw_gbps": algbw, "busbw_gbps": algbw * op.busbw_factor(n),
                     "busbw_mean_gbps": size / (times["mean"] * 1e-6) / 1e9 * op.busbw_factor(n),
                     "correct": correct, "wrong": wrong, "wrong_ranks": bad,

@@ -1,0 +1,185 @@
+"""Which node is slow, from the `pairs` records of one run.
+
+The rule (also in the README, "Which node is slow"): each pair's bandwidth is its p50 at the
+largest size measured. A node is **slow** when
+
+  1. every one of its pairs is below SLOW_SHARE (75 %) of the median of the pairs without it, and
+  2. the pairs without it are normal: even the slowest of them is faster than its fastest pair
+     by the same margin (its fastest below SLOW_SHARE of their slowest).
+
+So a node is named only when its own pairs are all slow and the rest of the fleet clearly is not,
+which a single bad link (or NIC, or cable) produces and noise does not: with all links equal no
+node's pairs are all a quarter below every other pair. When a node's pairs are all slow against
+the median but some pair without it is as slow (more than one bad node, or a noisy network), no
+node is named and the report says so. Two nodes make one pair, which cannot say which end is
+slow. Latency (the p50 at the smallest size) is shown as evidence, not judged.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+SLOW_SHARE = 0.75
+
+
+@dataclass(frozen=True, kw_only=True)
+class NodeStat:
+    unit: int
+    host: str
+    rank: int
+    pairs: int
+    bw_gbyte_s: tuple[float, ...]      # its pairs' bandwidths
+    others_median_gbyte_s: float       # the median of the pairs without it
+    others_min_gbyte_s: float          # the slowest pair without it
+    latency_us: float | None           # median of its pairs' latencies
+    others_latency_us: float | None
+
+    @property
+    def share(self) -> tuple[float, float]:
+        """Its slowest and fastest pair as a share of the others' median."""
+        ref = self.others_median_gbyte_s
+        return min(self.bw_gbyte_s) / ref, max(self.bw_gbyte_s) / ref
+
+    @property
+    def all_slow(self) -> bool:
+        return self.share[1] < SLOW_SHARE
+
+    @property
+    def others_normal(self) -> bool:
+        return max(self.bw_gbyte_s) < SLOW_SHARE * self.others_min_gbyte_s
+
+    def as_dict(self) -> dict[str, Any]:
+        lo, hi = self.share
+        return {"unit": self.unit, "host": self.host, "rank": self.rank, "pairs": self.pairs,
+                "bw_gbyte_s": list(self.bw_gbyte_s),
+                "others_median_gbyte_s": self.others_median_gbyte_s,
+                "share_min": lo, "share_max": hi, "others_min_gbyte_s": self.others_min_gbyte_s,
+                "latency_us": self.latency_us, "others_latency_us": self.others_latency_us,
+                "all_slow": self.all_slow, "others_normal": self.others_normal}
+
+
+@dataclass(kw_only=True)
+class PairsVerdict:
+    unit: str                       # "node" or "rank"
+    bw_bytes: int                   # the size bandwidths are judged at
+    latency_bytes: int | None
+    pairs: int
+    median_gbyte_s: float           # of every pair
+    nodes: list[NodeStat] = field(default_factory=list)
+    slow: list[NodeStat] = field(default_factory=list)
+    text: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"unit": self.unit, "bw_bytes": self.bw_bytes,
+                "latency_bytes": self.latency_bytes, "pairs": self.pairs,
+                "median_gbyte_s": self.median_gbyte_s, "slow_share": SLOW_SHARE,
+                "slow": [n.unit for n in self.slow],
+                "slow_hosts": [n.host for n in self.slow],
+                "nodes": [n.as_dict() for n in self.nodes], "text": self.text}
+
+
+def _p50_by_pair(records: list[dict[str, Any]], nbytes: int, what: str) -> dict[tuple, float]:
+    out: dict[tuple[int, int], list[float]] = {}
+    for r in records:
+        if r["bytes"] == nbytes:
+            value = r["bw_gbyte_s"] if what == "bw" else r["time_us"]["p50"]
+            out.setdefault((r["a"], r["b"]), []).append(value)
+    return {k: statistics.median(v) for k, v in out.items()}
+
+
+def _name(unit: str, n: NodeStat) -> str:
+    return f"{unit} {n.unit} ({n.host}, rank {n.rank})" if unit == "node" else \
+        f"rank {n.rank} ({n.host})"
+
+
+def analyse(records: Iterable[dict[str, Any]]) -> PairsVerdict | None:
+    """The verdict for one run's pairs records; None when there are none."""
+    records = [r for r in records if r.get("kind", "pairs") == "pairs"]
+    if not records:
+        return None
+    unit = records[0]["unit"]
+    sizes = sorted({r["bytes"] for r in records})
+    big, small = sizes[-1], (sizes[0] if len(sizes) > 1 else None)
+    bw = _p50_by_pair(records, big, "bw")
+    lat = _p50_by_pair(records, small, "lat") if small is not None else {}
+    where = {}
+    for r in records:
+        where[r["a"]] = (r["a_host"], r["a_rank"])
+        where[r["b"]] = (r["b_host"], r["b_rank"])
+    verdict = PairsVerdict(unit=unit, bw_bytes=big, latency_bytes=small, pairs=len(bw),
+                           median_gbyte_s=statistics.median(bw.values()))
+    for k in sorted(where):
+        mine = [v for pair, v in sorted(bw.items()) if k in pair]
+        rest = [v for pair, v in bw.items() if k not in pair]
+        if not mine or not rest:
+            continue
+        ref = statistics.median(rest)
+        if ref <= 0:
+            continue
+        my_lat = [v for pair, v in lat.items() if k in pair]
+        rest_lat = [v for pair, v in lat.items() if k not in pair]
+        verdict.nodes.append(NodeStat(
+            unit=k, host=where[k][0], rank=where[k][1], pairs=len(mine),
+            bw_gbyte_s=tuple(mine), others_median_gbyte_s=ref,
+            others_min_gbyte_s=min(rest),
+            latency_us=statistics.median(my_lat) if my_lat else None,
+            others_latency_us=statistics.median(rest_lat) if rest_lat else None))
+    all_slow = [n for n in verdict.nodes if n.all_slow]
+    verdict.slow = [n for n in all_slow if n.others_normal]
+    verdict.text = _explain(verdict, all_slow, len(where))
+    return verdict
+
+
+def _explain(v: PairsVerdict, all_slow: list[NodeStat], units: int) -> list[str]:
+    at = f"at {v.bw_bytes} B"
+    if units < 3:
+        return [f"no verdict: {units} {v.unit}s make one pair, which cannot say which end is "
+                "slow (3 or more are needed)"]
+    lines = []
+    for n in v.slow:
+        lo, hi = n.share
+        text = (f"slow {v.unit}: {_name(v.unit, n)}: its {n.pairs} pairs move "
+                f"{min(n.bw_gbyte_s):.4g}–{max(n.bw_gbyte_s):.4g} GB/s {at}, "
+                f"{100 * lo:.0f}–{100 * hi:.0f}% of {n.others_median_gbyte_s:.4g} GB/s, the "
+                f"median of the pairs without it (the slowest of those: "
+                f"{n.others_min_gbyte_s:.4g} GB/s)")
+        if n.latency_us is not None and n.others_latency_us:
+            text += (f"; latency at {v.latency_bytes} B {n.latency_us:.4g} µs against "
+                     f"{n.others_latency_us:.4g} µs")
+        lines.append(text)
+    if not v.slow:
+        if all_slow:
+            names = ", ".join(_name(v.unit, n) for n in all_slow)
+            lines.append(f"no single slow {v.unit}: the pairs of {names} are all below "
+                         f"{100 * SLOW_SHARE:.0f}% of the others' median, but some pair without "
+                         "it is as slow (more than one slow node, or a noisy network)")
+        else:
+            worst = min(v.nodes, key=lambda n: n.share[1]) if v.nodes else None
+            text = (f"no slow {v.unit}: every {v.unit} has a pair at "
+                    f"{100 * SLOW_SHARE:.0f}% or more of the median of the pairs without it "
+                    f"({v.pairs} pairs {at}, median {v.median_gbyte_s:.4g} GB/s")
+            if worst is not None:
+                text += (f"; the closest, {_name(v.unit, worst)}, has its best pair at "
+                         f"{100 * worst.share[1]:.0f}%")
+            lines.append(text + ")")
+    return lines
+
+
+def table(v: PairsVerdict) -> str:
+    """Per node: its pairs' bandwidths against the median of the pairs without it."""
+    head = (f"#{v.unit:>5} {'host':>16} {'pairs':>5} {'min GB/s':>10} {'max GB/s':>10} "
+            f"{'others GB/s':>11} {'share':>11} {'lat µs':>9} {'others µs':>9}  verdict\n")
+    rows = []
+    slow = {n.unit for n in v.slow}
+    for n in v.nodes:
+        lo, hi = n.share
+        lat = "-" if n.latency_us is None else f"{n.latency_us:.4g}"
+        olat = "-" if n.others_latency_us is None else f"{n.others_latency_us:.4g}"
+        rows.append(f" {n.unit:>5} {n.host[-16:]:>16} {n.pairs:>5} {min(n.bw_gbyte_s):>10.4g} "
+                    f"{max(n.bw_gbyte_s):>10.4g} {n.others_median_gbyte_s:>11.4g} "
+                    f"{f'{100 * lo:.0f}–{100 * hi:.0f}%':>11} {lat:>9} {olat:>9}  "
+                    f"{'SLOW' if n.unit in slow else ''}")
+    return head + "\n".join(rows) + "\n"

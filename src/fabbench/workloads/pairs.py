@@ -1,0 +1,147 @@
+"""The pairs workload: which node is slow.
+
+A synchronising collective runs at the pace of its slowest link, so every rank sees the same
+time and a bad link hides inside it. Fleet checkers find it with pairs: the nodes meet in
+disjoint pairs, round after round, in a round-robin tournament (the circle method) so that every
+node meets every other exactly once: n − 1 rounds for n nodes (n rounds when n is odd, one node
+resting each round). In each round every pair exchanges messages at the same time (a
+bidirectional sendrecv: each side sends S bytes and receives S bytes), timed by the same engine
+as the collectives, with the pair as its group; the other pairs are busy with their own partner.
+
+One rank stands for each node (its first rank); on one host, where every rank has the same host
+name, each rank stands for itself (a local rank plays a node). report/pairs.py names the node
+whose pairs are all slow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from fabbench.comm.base import Communicator
+from fabbench.launch.faults import Fault
+from fabbench.plan import Plan
+from fabbench.timing.engine import measure
+from fabbench.timing.stats import summarize
+from fabbench.workloads.ops import DTYPE_SIZES, fill
+
+OP = "sendrecv"
+
+
+def round_robin(n: int) -> list[list[tuple[int, int]]]:
+    """The circle method: rounds of disjoint pairs (a < b) in which each of ``n`` units meets
+    every other exactly once. Unit 0 stays put, the others turn one place per round; with n
+    odd a bye joins and its partner rests."""
+    if n < 2:
+        return []
+    units: list[int | None] = [*range(n), *([None] if n % 2 else [])]
+    m = len(units)
+    rounds = []
+    for _ in range(m - 1):
+        pairs = [(units[i], units[m - 1 - i]) for i in range(m // 2)]
+        rounds.append(sorted((min(a, b), max(a, b)) for a, b in pairs
+                             if a is not None and b is not None))
+        units = [units[0], units[-1], *units[1:-1]]
+    return rounds
+
+
+def endpoints(hosts: list[str]) -> tuple[list[int], str]:
+    """The rank that stands for each unit, and the unit: ``node`` (the first rank of each host
+    name, in rank order) or ``rank`` (every rank, when all share one host)."""
+    if len(set(hosts)) == 1:
+        return list(range(len(hosts))), "rank"
+    first: dict[str, int] = {}
+    for rank, host in enumerate(hosts):
+        first.setdefault(host, rank)
+    return list(first.values()), "node"
+
+
+def _measure_pair(comm: Communicator, plan: Plan, peer: int, nbytes: int, dtype: str,
+                  arm: Callable[[float, str], None], what: str, pause_s: float
+                  ) -> dict[str, Any]:
+    count = nbytes // DTYPE_SIZES[dtype]
+    send = comm.array(fill(comm.rank, 0, count), dtype)
+    recv = comm.array(np.zeros(count), dtype)
+    m = measure(comm.exchange(peer, send, recv), comm.pair(peer), plan.policy, arm,
+                plan.op_timeout(nbytes), what, pause_s)
+    correct = None
+    if plan.check:  # fresh buffers, one exchange, the peer's values expected
+        recv = comm.array(np.zeros(count), dtype)
+        arm(plan.op_timeout(nbytes), f"{what} (check)")
+        comm.exchange(peer, send, recv)()
+        comm.synchronize()
+        correct = bool(np.array_equal(comm.host(recv), fill(peer, 0, count)))
+    return {"m": m, "correct": correct}
+
+
+def run_pairs(comm: Communicator, plan: Plan, transport: str, hosts: list[str],
+              arm: Callable[[float, str], None], fault: Fault | None = None
+              ) -> Iterator[dict[str, Any]]:
+    """Yield one `pairs` record (without run_id) per pair, size and dtype, round by round.
+    Every rank runs this; ranks that stand for no unit, or rest this round, only keep step."""
+    ranks, unit = endpoints(hosts)
+    me = ranks.index(comm.rank) if comm.rank in ranks else None
+    rounds = round_robin(len(ranks))
+    for number, pairs in enumerate(rounds):
+        for dtype in plan.dtypes:
+            for nbytes in plan.sizes:
+                count = nbytes // DTYPE_SIZES[dtype]
+                if count == 0:
+                    continue
+                size = count * DTYPE_SIZES[dtype]
+                mine: dict[str, Any] | None = None
+                for a, b in pairs:
+                    if me not in (a, b):
+                        continue
+                    peer = ranks[b if me == a else a]
+                    what = (f"pairs round {number + 1} of {len(rounds)}: {OP} {unit} {a} <-> "
+                            f"{unit} {b} of {size} bytes ({dtype})")
+                    pause = fault.pause_s(comm.rank, "pairs", size) if fault else 0.0
+                    got = _measure_pair(comm, plan, peer, size, dtype, arm, what, pause)
+                    if me == a:  # one side reports the pair
+                        mine = {"pair": (a, b), **got}
+                arm(plan.op_timeout(size) + plan.timeout_s,
+                    f"pairs round {number + 1}: waiting for every pair ({size} bytes)")
+                for found in comm.gather_objects(_portable(mine)):
+                    if found is not None:
+                        yield _record(found, number, len(rounds), ranks, hosts, unit, size,
+                                      dtype, transport)
+
+
+def _portable(mine: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What crosses to rank 0: plain numbers."""
+    if mine is None:
+        return None
+    m = mine["m"]
+    return {"pair": mine["pair"], "samples_us": list(m.samples_us), "batch": m.batch,
+            "warmup": m.warmup, "correct": mine["correct"]}
+
+
+def _record(found: dict[str, Any], number: int, rounds: int, ranks: list[int], hosts: list[str],
+            unit: str, size: int, dtype: str, transport: str) -> dict[str, Any]:
+    a, b = found["pair"]
+    samples = found["samples_us"]
+    times = summarize(samples)
+    return {
+        "kind": "pairs", "op": OP, "round": number + 1, "rounds": rounds, "unit": unit,
+        "units": len(ranks), "a": a, "b": b, "a_rank": ranks[a], "b_rank": ranks[b],
+        "a_host": hosts[ranks[a]], "b_host": hosts[ranks[b]], "bytes": size, "dtype": dtype,
+        "transport": transport, "iters": found["batch"] * len(samples),
+        "samples": len(samples), "batch": found["batch"], "warmup": found["warmup"],
+        "time_us": times, "samples_us": [round(s, 3) for s in samples],
+        "bw_gbyte_s": size / (times["p50"] * 1e-6) / 1e9, "correct": found["correct"],
+    }
+
+
+HEADER = (f"#{'round':>6} {'pair':>9} {'size':>10} {'type':>9} {'p50 us':>11} {'GB/s':>8} "
+          f"{'check':>6}  hosts")
+
+
+def line(rec: dict[str, Any]) -> str:
+    check = {True: "ok", False: "WRONG", None: "-"}[rec["correct"]]
+    pair = f"{rec['a']}<->{rec['b']}"
+    return (f" {rec['round']:>6} {pair:>9} {rec['bytes']:>10} {rec['dtype']:>9} "
+            f"{rec['time_us']['p50']:>11.2f} {rec['bw_gbyte_s']:>8.4f} {check:>6}  "
+            f"{rec['a_host']} <-> {rec['b_host']}")

@@ -1,0 +1,170 @@
+"""The pairs schedule, the slow-node rule, the late-rank rule and the delay hook, on records made
+here (the real runs are in tests/integration/test_pairs.py)."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import pytest
+
+from fabbench.errors import UsageError
+from fabbench.launch.faults import Fault
+from fabbench.report.late import late_ranks
+from fabbench.report.pairs import SLOW_SHARE, analyse
+from fabbench.timing.engine import TimingPolicy, measure
+from fabbench.workloads.pairs import endpoints, round_robin
+
+
+@pytest.mark.parametrize("n", range(2, 18))
+def test_round_robin_every_pair_once_in_disjoint_rounds(n):
+    rounds = round_robin(n)
+    assert len(rounds) == (n - 1 if n % 2 == 0 else n)
+    seen = [pair for r in rounds for pair in r]
+    assert sorted(seen) == list(itertools.combinations(range(n), 2))
+    for r in rounds:
+        members = [u for pair in r for u in pair]
+        assert len(members) == len(set(members))  # disjoint
+        assert len(r) == n // 2
+
+
+def test_round_robin_of_one_is_empty():
+    assert round_robin(1) == [] and round_robin(0) == []
+
+
+def test_endpoints_one_rank_per_node_or_every_rank_on_one_host():
+    assert endpoints(["a", "a", "b", "b", "c", "c"]) == ([0, 2, 4], "node")
+    assert endpoints(["h", "h", "h"]) == ([0, 1, 2], "rank")
+    assert endpoints(["b", "a", "b", "a"]) == ([0, 1], "node")
+
+
+def fleet(n: int, bw: dict[int, float] | None = None, base: float = 0.1, noise: float = 0.0,
+          seed: int = 0, sizes=(8, 1 << 20)) -> list[dict]:
+    """pairs records of n nodes whose links run at base GB/s, or bw[node]: a pair runs at the
+    slower end's rate, times a uniform noise of ±noise."""
+    rng = random.Random(seed)
+    bw = bw or {}
+    recs = []
+    for number, pairs in enumerate(round_robin(n), 1):
+        for a, b in pairs:
+            for size in sizes:
+                rate = min(bw.get(a, base), bw.get(b, base)) * (1 + rng.uniform(-noise, noise))
+                p50 = size / (rate * 1e9) * 1e6 + 50.0
+                recs.append({"kind": "pairs", "op": "sendrecv", "round": number, "unit": "node",
+                             "a": a, "b": b, "a_rank": a, "b_rank": b, "a_host": f"n{a}",
+                             "b_host": f"n{b}", "bytes": size, "dtype": "float32",
+                             "transport": "ob1/tcp", "time_us": {"p50": p50},
+                             "bw_gbyte_s": size / (p50 * 1e-6) / 1e9, "correct": None})
+    return recs
+
+
+def test_slow_node_is_named_with_its_numbers():
+    v = analyse(fleet(4, {3: 0.03}))
+    assert [n.unit for n in v.slow] == [3]
+    (line,) = v.text
+    assert line.startswith("slow node: node 3 (n3, rank 3): its 3 pairs move")
+    assert "of the pairs without it" in line and "latency at 8 B" in line
+    three = next(n for n in v.nodes if n.unit == 3)
+    assert three.share[1] < 0.35 and three.others_min_gbyte_s > 0.09
+
+
+@pytest.mark.parametrize("n", [3, 4, 5, 8])
+def test_slow_node_named_at_every_size_of_fleet(n):
+    v = analyse(fleet(n, {n - 1: 0.025}, noise=0.1))
+    assert [s.unit for s in v.slow] == [n - 1]
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_equal_links_name_none_under_noise(seed):
+    v = analyse(fleet(4, noise=0.15, seed=seed))
+    assert v.slow == []
+    assert v.text[0].startswith("no slow node: every node has a pair at 75%")
+
+
+def test_two_slow_nodes_are_not_blamed_on_one():
+    v = analyse(fleet(4, {2: 0.03, 3: 0.03}))
+    assert v.slow == []
+    assert v.text[0].startswith("no single slow node") or v.text[0].startswith("no slow node")
+
+
+def test_two_nodes_cannot_say_which_end():
+    v = analyse(fleet(2, {1: 0.01}))
+    assert v.slow == [] and "cannot say which end" in v.text[0]
+
+
+def test_rule_threshold_is_the_documented_one():
+    # node 3's best pair just above and just below 75 % of the others' median
+    just_above = analyse(fleet(4, {3: 0.1 * (SLOW_SHARE + 0.02)}, sizes=(1 << 30,)))
+    just_below = analyse(fleet(4, {3: 0.1 * (SLOW_SHARE - 0.02)}, sizes=(1 << 30,)))
+    assert just_above.slow == [] and [n.unit for n in just_below.slow] == [3]
+
+
+def test_no_pairs_records_no_verdict():
+    assert analyse([]) is None
+
+
+def collective(op: str, per_rank: list[list[float]]) -> dict:
+    return {"kind": "collective", "op": op, "rank_samples_us": per_rank}
+
+
+def test_late_rank_named_from_each_ranks_own_time():
+    recs = [collective("allreduce", [[5000.0 + i] * 6, [5010.0] * 6, [40.0] * 6, [4990.0] * 6])
+            for i in range(5)]
+    found, points = late_ranks(recs, ["a", "b", "c", "d"])
+    assert points == 5
+    (late,) = found
+    assert late.rank == 2 and late.host == "c" and late.late_points == 5
+    assert late.wait_us == pytest.approx(4960, rel=0.01)
+    assert "rank 2 on host c" in late.sentence(1) and "waited for it" in late.sentence(1)
+
+
+def test_no_late_rank_when_times_are_even_or_op_is_uneven():
+    even = [collective("allreduce", [[100.0, 104.0], [98.0, 97.0], [103.0, 99.0]])] * 4
+    assert late_ranks(even)[0] == []
+    # broadcast's root finishes first by design: not judged
+    bcast = [collective("broadcast", [[10.0] * 3, [100.0] * 3, [100.0] * 3])] * 4
+    assert late_ranks(bcast) == ([], 0)
+
+
+def test_late_in_a_minority_of_points_is_not_named():
+    recs = [collective("allreduce", [[10.0], [100.0], [100.0]])] + \
+        [collective("allreduce", [[100.0], [100.0], [100.0]])] * 3
+    assert late_ranks(recs)[0] == []
+
+
+def test_delay_fault_parsing(monkeypatch):
+    monkeypatch.setenv("FABBENCH_FAULT", "delay:2:::20")
+    f = Fault.from_env()
+    assert f.pause_s(2, "allreduce", 8) == pytest.approx(0.02)
+    assert f.pause_s(1, "allreduce", 8) == 0.0
+    monkeypatch.setenv("FABBENCH_FAULT", "delay:1:allreduce")
+    f = Fault.from_env()
+    assert f.pause_s(1, "allreduce", 64) == pytest.approx(0.005)
+    assert f.pause_s(1, "alltoall", 64) == 0.0
+    f.at_point(1, "allreduce", 64)  # a delay never kills or stops
+
+
+class OneRank:
+    def barrier(self):
+        pass
+
+    def synchronize(self):
+        pass
+
+    def max_scalar(self, value):
+        return value
+
+
+def test_engine_leaves_the_hooks_pause_out_of_the_ranks_own_time():
+    policy = TimingPolicy(budget_s=0.02, min_samples=3, max_samples=5)
+    m = measure(lambda: None, OneRank(), policy, lambda s, w: None, 5.0, "noop", pause_s=0.002)
+    assert min(m.samples_us) >= 2000  # the slowest rank's time holds the pause
+    assert len(m.own_us) == len(m.samples_us) and max(m.own_us) < 1000
+
+
+def test_horovod_has_no_pairs():
+    from fabbench.plan import Plan
+
+    with pytest.raises(UsageError, match="point-to-point"):
+        Plan(fabric="ethernet", primitive="horovod", workload="pairs", ops=("allreduce",),
+             sizes=(8,), out="x.jsonl", run_id="r")
