@@ -73,7 +73,7 @@ for w in ${IMAGE_WHEELS:-}; do cp -f "$w" "$ctx/wheels/"; done
 
 cert=/etc/ssl/certs/ca-certificates.crt
 volumes=()
-# pip inside the build reaches PyPI only with this machine's trust store (NOTES.md); lend it
+# pip inside the build reaches PyPI only with this machine's trust store (docs/testing.md); lend it
 # where python-stack.sh looks for it, not over the image's own store (ca-certificates' postinst
 # rewrites that file and fails on a read-only mount).
 [ -f "$cert" ] && volumes=(-v "$cert:/usr/local/share/fabbench/build-ca.crt:ro")

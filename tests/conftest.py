@@ -1,4 +1,7 @@
-"""Shared fixtures: the real CLI, run as a subprocess of this environment's Python."""
+"""Shared fixtures: the real CLI, run as a subprocess of this environment's Python; and the
+rules of the two folders: tests/unit is fast and starts nothing, every test in
+tests/integration is marked `integration`, and a test marked as needing root or a GPU is
+skipped, with that reason, where it has neither."""
 
 from __future__ import annotations
 
@@ -26,6 +29,16 @@ def run_cli():
     return fabbench
 
 
+def cli(capsys, *argv: str) -> tuple[int, str, str]:
+    """Run the CLI in this process (fast; no ranks): its exit code, stdout and stderr."""
+    from fabbench.cli.main import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(list(argv))
+    out, err = capsys.readouterr()
+    return exit_info.value.code, out, err
+
+
 def have(tool: str) -> bool:
     return shutil.which(tool) is not None
 
@@ -39,3 +52,23 @@ def horovod_available() -> bool:
     except ImportError:
         return False
     return True
+
+
+def pytest_collection_modifyitems(config, items):
+    from fabbench.plan import gpus_visible
+
+    misplaced = []
+    for item in items:
+        folder = Path(str(item.fspath)).relative_to(REPO / "tests").parts[0]
+        marked = item.get_closest_marker("integration") is not None
+        if (folder == "integration") != marked:
+            misplaced.append(f"{item.nodeid}: " + ("in tests/integration without the "
+                                                   "integration mark" if not marked else
+                                                   "marked integration in tests/unit"))
+        if item.get_closest_marker("needs_root") and os.geteuid() != 0:
+            item.add_marker(pytest.mark.skip(reason="needs root"))
+        if item.get_closest_marker("needs_gpu") and not gpus_visible():
+            item.add_marker(pytest.mark.skip(reason="needs an NVIDIA GPU (none visible)"))
+    if misplaced:
+        raise pytest.UsageError("tests in the wrong folder or unmarked:\n  "
+                                + "\n  ".join(misplaced))

@@ -2,7 +2,7 @@
 # Start a real Slurm cluster on this host (root only), idempotently; print its SLURM_CONF path.
 #
 #   .ci/slurm/start.sh one   # one node (this host): sbatch, srun, srun --mpi=pmix
-#   .ci/slurm/start.sh two   # two emulated nodes n1, n2 on this host (NOTES.md): srun -N2 works,
+#   .ci/slurm/start.sh two   # two emulated nodes n1, n2 on this host (docs/testing.md): srun -N2 works,
 #                            # srun -N2 --mpi=pmix does not (two PMIx servers on one host collide)
 #
 # Each cluster lives in its own directory ($FABBENCH_SLURM_DIR, default /var/tmp/fabbench-slurm/<mode>)

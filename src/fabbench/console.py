@@ -1,15 +1,11 @@
-"""Everything printed for people: the streaming nccl-tests-style lines and the final table."""
+"""Everything printed for people while a run goes: the streamed nccl-tests-style lines."""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable
 from typing import Any, TextIO
 
 from rich.console import Console
-from rich.table import Table
-
-from fabbench.units import format_size
 
 HEADER = (f"#{'op':>15} {'size':>10} {'count':>11} {'type':>9} {'p50 us':>11} {'algbw':>8} "
           f"{'busbw':>8} {'#wrong':>7}  transport")
@@ -30,21 +26,6 @@ def stream_header(run: dict[str, Any], out: TextIO = sys.stdout) -> None:
           file=out)
     print(HEADER, file=out)
     print(UNITS, file=out, flush=True)
-
-
-def results_table(records: Iterable[dict[str, Any]], title: str) -> Table:
-    table = Table(title=title, title_justify="left")
-    for name, justify in (("op", "left"), ("size", "right"), ("type", "left"),
-                          ("p50 µs", "right"), ("p99 µs", "right"), ("algbw GB/s", "right"),
-                          ("busbw GB/s", "right"), ("check", "center"), ("transport", "left")):
-        table.add_column(name, justify=justify)
-    for r in records:
-        check = {True: "[green]ok[/]", False: f"[red]{r.get('wrong')} wrong[/]",
-                 None: "-"}[r["correct"]]
-        table.add_row(r["op"], format_size(r["bytes"]), r["dtype"], f"{r['time_us']['p50']:.2f}",
-                      f"{r['time_us']['p99']:.2f}", f"{r['algbw_gbps']:.3f}",
-                      f"{r['busbw_gbps']:.3f}", check, r["transport"])
-    return table
 
 
 def console(stderr: bool = False) -> Console:

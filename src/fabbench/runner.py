@@ -186,7 +186,8 @@ def _launch(plan: Plan, resolved: Resolved) -> tuple[int, str | None]:
     if code == 0:
         return 0, None
     wrote = os.path.exists(plan.out)
-    error = (f"{plan.primitive} on fabric {resolved.profile.name!r} failed: the ranks exited "
+    error = (f"{plan.primitive} on fabric {resolved.profile.name!r} (asked for transport "
+             f"{' or '.join(resolved.settings.transport)}) failed: the ranks exited "
              f"with code {code}" + (f"; {seen}" if seen else "") +
              (" (the results file has what finished)" if wrote else
               " before writing any result (the library's own message is above)"))

@@ -2,7 +2,7 @@
 
 The image is built with podman (.ci/image-build.sh: chroot isolation, a debootstrap base,
 cached by the content of Dockerfile, containers/, src/ — nothing is rebuilt when they did not
-change). No engine here can *run* a container (NOTES.md), so the image is run the way
+change). No engine here can *run* a container (docs/testing.md), so the image is run the way
 Apptainer runs one: its filesystem is mounted (`podman image mount`), /proc, /sys, /dev and
 /dev/shm are bound into it, a scratch folder is bound at its working directory, and the
 entrypoint runs under chroot as the image's user with the image's environment.
@@ -27,7 +27,6 @@ BUILD_TIMEOUT_S = 5400  # cold: debootstrap + Debian's stack + mpi4py + Horovod 
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.needs_root,
-    pytest.mark.slow,
     pytest.mark.timeout(BUILD_TIMEOUT_S + 900),
     pytest.mark.skipif(shutil.which("podman") is None,
                        reason="needs podman (apt-get install podman)"),

@@ -9,7 +9,7 @@ import pytest
 
 from conftest import fabbench
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration]
 
 
 @pytest.fixture(scope="module")

@@ -52,7 +52,10 @@ def test_two_rank_path(tmp_path, args, transport):
     summary = results.records[-1]
     assert summary["kind"] == "summary" and summary["ok"] is True
     assert summary["counts"]["collective"] == len(collectives)
-    assert "busbw" in p.stdout and transport in p.stdout  # the streamed table
+    # the streamed table, printed once: one header, one line per record, then where they are
+    assert p.stdout.count("busbw") == 1 and p.stdout.count("results: ") == 1
+    assert sum(ln.startswith(" ") and ln.endswith(transport)
+               for ln in p.stdout.splitlines()) == len(collectives)
 
 
 def test_half_precision_over_gloo(tmp_path):
@@ -79,20 +82,32 @@ def test_four_ranks_whole_array_sizes(tmp_path):
     assert all(r["busbw_gbps"] == pytest.approx(r["algbw_gbps"] * 3 / 4) for r in recs)
 
 
-def test_wrong_transport_fails_fast_and_names_both(tmp_path):
-    """A site profile that forces UCX transports this host does not have."""
+def _unavailable_transport(tmp_path):
+    """A site profile that forces UCX transports this host does not have (rc, ud)."""
     (tmp_path / "badib.toml").write_text(
         'name = "badib"\nhardware = "none"\n'
         '[primitive.mpi]\nmca = { pml = "ucx", pml_ucx_tls = "any", pml_ucx_devices = "any" }\n'
         'env = { UCX_TLS = "rc,ud" }\ntransport = ["ucx/*rc*"]\n')
-    out = tmp_path / "r.jsonl"
     start = time.monotonic()
     p = fabbench("run", "--fabric", str(tmp_path / "badib.toml"), "--sizes", "8",
-                 "--timeout", "20", "--out", str(out), timeout=120)
-    assert p.returncode != 0
-    assert time.monotonic() - start < 60
+                 "--timeout", "20", "--out", str(tmp_path / "r.jsonl"), timeout=120)
+    return p, time.monotonic() - start
+
+
+def test_unavailable_transport_fails_fast_naming_the_fabric_and_what_it_asked(tmp_path):
+    p, elapsed = _unavailable_transport(tmp_path)
+    assert p.returncode != 0 and elapsed < 60
     assert "Traceback" not in p.stderr
-    assert "fabbench: error" in p.stderr
+    assert "fabbench: error: mpi on fabric 'badib' (asked for transport ucx/*rc*) failed" \
+        in p.stderr
+
+
+@pytest.mark.xfail(strict=True, reason="MPI_Init's own abort text is lost: fabbench captures fd 2 "
+                   "around MPI_Init and Open MPI exits inside it (issue 12)")
+def test_unavailable_transport_shows_the_librarys_own_message(tmp_path):
+    """UCX names both sides: the transports asked for and those this host has."""
+    p, _ = _unavailable_transport(tmp_path)
+    assert "'rc','ud' are not available" in p.stderr and "tcp" in p.stderr
 
 
 def test_transport_mismatch_is_detected(tmp_path):

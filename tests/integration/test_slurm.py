@@ -16,7 +16,7 @@ import pytest
 from conftest import REPO, fabbench
 from fabbench.results.reader import read_results
 
-pytestmark = [pytest.mark.integration, pytest.mark.needs_root, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.needs_root]
 
 FABBENCH = str(Path(sys.executable).parent / "fabbench")  # the venv that runs the tests
 TINY = ["--sizes", "8,64K", "--ops", "allreduce", "--budget", "0.05", "--timeout", "30",

@@ -166,7 +166,26 @@ def test_apptainer_definition():
         assert needle in help_text, needle
 
 
+WORKFLOW = ROOT / ".github" / "workflows" / "images.yml"
+
+
 def test_publishing_workflow_builds_every_flavour():
-    text = (ROOT / ".ci" / "workflows" / "images.yml").read_text()
+    text = WORKFLOW.read_text()
     for needle in (".ci/image-build.sh", "flavor: [cpu, cuda]", "podman push", "Apptainer.def"):
         assert needle in text, needle
+
+
+def test_publishing_workflow_is_where_github_actions_runs_it_and_its_paths_exist():
+    """GitHub Actions runs only .github/workflows/*.yml; a path filter naming a file that is not
+    there (e.g. the workflow under another folder) silently never triggers."""
+    import yaml
+
+    workflow = yaml.safe_load(WORKFLOW.read_text())
+    triggers = workflow[True] if True in workflow else workflow["on"]  # YAML 1.1 reads on: True
+    paths = triggers["push"]["paths"]
+    assert str(WORKFLOW.relative_to(ROOT)) in paths
+    for pattern in paths:
+        assert list(ROOT.glob(pattern.replace("**", "**/*"))), pattern
+    for step in (s for job in workflow["jobs"].values() for s in job.get("steps", [])):
+        for path in re.findall(r"(?:tests|\.ci)/[\w/.\-]+\.(?:py|sh)", step.get("run", "")):
+            assert (ROOT / path).exists(), path

@@ -1,5 +1,6 @@
 """fabbench doctor: each check over recorded sysfs trees and recorded tool output, the real
-tools of this host, and the real CLI."""
+tools of this host, and the real CLI without its smoke test (the smoke test starts real ranks:
+tests/integration/test_doctor_smoke.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fabbench.cli.main import main
+from conftest import cli
 from fabbench.fabrics.profile import load_profile
 from fabbench.sysinfo import doctor as d
 from fabbench.sysinfo.inventory import container_runtime, inventory, scheduler, summary_rows
@@ -162,13 +163,6 @@ def test_inventory_runtime_and_scheduler():
     assert rows["host"].startswith(inv["host"]) and "gpudirect rdma" in rows
 
 
-def cli(capsys, *argv):
-    with pytest.raises(SystemExit) as exit_info:
-        main(list(argv))
-    out, err = capsys.readouterr()
-    return exit_info.value.code, out, err
-
-
 def test_cli_doctor_over_a_recorded_tree_fails_with_fixes(capsys):
     code, out, _ = cli(capsys, "doctor", "--fabric", "omnipath", "--root", IB, "--no-smoke")
     assert code == 1
@@ -198,20 +192,3 @@ def test_cli_env(capsys):
 def test_unknown_fabric_is_a_usage_error(capsys):
     code, _, err = cli(capsys, "doctor", "--fabric", "nosuch", "--no-smoke")
     assert code == 2 and err.startswith("fabbench: error:")
-
-
-@pytest.mark.integration
-@pytest.mark.skipif(shutil.which("mpirun") is None, reason="Open MPI's mpirun is not installed")
-def test_doctor_smoke_test_selects_the_requested_transport(capsys):
-    code, out, _ = cli(capsys, "doctor", "--fabric", "shm")
-    assert "pass  smoke test      2 ranks, allreduce 8 B and 64 KiB over ob1/vader" in out
-    assert code == 0
-
-
-@pytest.mark.integration
-@pytest.mark.skipif(shutil.which("mpirun") is None, reason="Open MPI's mpirun is not installed")
-def test_doctor_smoke_test_over_the_ucx_stack():
-    report = d.doctor(d.DoctorOptions(fabric="infiniband", wire="tcp"))
-    smoke = report.checks[-1]
-    assert smoke.name == "smoke test" and smoke.verdict == "pass", smoke
-    assert "ucx/tcp" in smoke.detail

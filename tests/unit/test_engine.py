@@ -1,46 +1,72 @@
-"""The timing engine on a real one-rank group (every collective of one rank is local)."""
+"""The timing engine on a real one-rank group: fabbench's Gloo communicator (torch.distributed)
+with a world of one, so barriers and max-reductions really go through the library."""
 
+import socket
 import time
 
+import numpy as np
 import pytest
 
 from fabbench.errors import UsageError
 from fabbench.timing.engine import TimingPolicy, measure
 
 
-class OneRank:
-    def __init__(self):
-        self.barriers = 0
+@pytest.fixture(scope="module")
+def one_rank(monkeypatch_module):
+    pytest.importorskip("torch", reason="needs torch (pip install '.[comm]')")
+    from fabbench.comm.torchdist import TorchComm
 
-    def barrier(self):
-        self.barriers += 1
+    with socket.socket() as s:  # a free port for the rendezvous store of this one-rank world
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch_module.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch_module.setenv("MASTER_PORT", str(port))
+    monkeypatch_module.setenv("GLOO_SOCKET_IFNAME", "lo")
+    comm = TorchComm("gloo", rank=0, size=1, local_rank=0, device="cpu", timeout_s=20)
+    yield comm
+    comm.close()
 
-    def synchronize(self):
-        pass
 
-    def max_scalar(self, value):
-        return value
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    with pytest.MonkeyPatch.context() as mp:
+        yield mp
 
 
-def test_budget_and_samples_bounds():
+def test_the_group_is_real(one_rank):
+    assert one_rank.size == 1 and one_rank.transport() == "gloo/tcp"
+    assert one_rank.max_scalar(2.5) == 2.5
+
+
+def test_a_real_allreduce_is_timed(one_rank):
+    buf = one_rank.array(np.arange(256.0), "float32")
+    policy = TimingPolicy(budget_s=0.02, min_samples=5, max_samples=50)
+    m = measure(one_rank.bind("allreduce", buf, buf), one_rank, policy, lambda s, w: None, 5.0,
+                "allreduce of 1 KiB")
+    assert 5 <= len(m.samples_us) <= 50 and m.batch >= 1
+    assert all(s > 0 for s in m.samples_us)
+    assert np.array_equal(one_rank.host(buf), np.arange(256.0))  # a sum over one rank
+
+
+def test_budget_and_samples_bounds(one_rank):
     calls = []
     policy = TimingPolicy(budget_s=0.02, min_samples=5, max_samples=50)
-    m = measure(lambda: calls.append(1), OneRank(), policy, lambda s, w: None, 5.0, "noop")
+    m = measure(lambda: calls.append(1), one_rank, policy, lambda s, w: None, 5.0, "noop")
     assert 5 <= len(m.samples_us) <= 50
     assert len(calls) == m.iters + m.warmup
     assert all(s > 0 for s in m.samples_us)
 
 
-def test_slow_op_takes_min_samples_of_batch_one():
+def test_slow_op_takes_min_samples_of_batch_one(one_rank):
     policy = TimingPolicy(budget_s=0.001, min_samples=3, max_samples=10)
-    m = measure(lambda: time.sleep(0.002), OneRank(), policy, lambda s, w: None, 5.0, "sleep")
+    m = measure(lambda: time.sleep(0.002), one_rank, policy, lambda s, w: None, 5.0, "sleep")
     assert m.batch == 1 and len(m.samples_us) == 3
     assert min(m.samples_us) >= 2000
 
 
-def test_every_blocking_stretch_is_armed():
+def test_every_blocking_stretch_is_armed(one_rank):
     armed = []
-    measure(lambda: None, OneRank(), TimingPolicy(budget_s=0.001), lambda s, w: armed.append(w),
+    measure(lambda: None, one_rank, TimingPolicy(budget_s=0.001), lambda s, w: armed.append(w),
             5.0, "allreduce of 8 bytes")
     assert armed[0].endswith("(first call)") and armed[1].endswith("(warm-up)")
     assert all(w.startswith("allreduce of 8 bytes") for w in armed)

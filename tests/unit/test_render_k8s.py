@@ -64,6 +64,8 @@ def test_dollar_is_escaped_for_kubernetes():
     (["--node-selector", "novalue"], "KEY=VALUE"),
     (["--results-path", "relative"], "absolute"),
     (["--primitive", "horovod", "--extra-arg", "x", "--master-port", "80"], "--master-port"),
+    # on a login node without GPUs: the advice is what to pass, not "a GPU" this host lacks
+    (["--primitive", "nccl"], "pass --gpus-per-node N"),
 ])
 def test_bad_input_is_one_line_exit_2(args, message):
     p = fabbench("render", "k8s", *args, timeout=60)

@@ -120,7 +120,7 @@ def test_fabric_env_from_profile_and_placeholders():
     (["--partition", "gpu\n#SBATCH --x"], "--partition may hold only"),
     (["--fabric", "nonesuch"], "unknown fabric"),
     (["--fabric", "shm", "--nodes", "2"], "within one host only"),
-    (["--primitive", "nccl"], "needs --device cuda"),
+    (["--primitive", "nccl"], "pass --gpus-per-node N"),
     (["--ops", "allreduce,frobnicate"], "has no operation"),
     (["--sizes", "1Q"], "bad size"),
     (["--nodes", "0"], "--nodes must be"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import sys
 from typing import Annotated
 
@@ -85,7 +86,7 @@ def run(
     ceiling_seconds: Annotated[float, typer.Option(
         help="Seconds of each ceiling measurement.")] = 2.0,
 ) -> None:
-    """Run the collectives benchmark on real ranks.
+    """Run a benchmark (collectives, training or halo exchange) on real ranks.
 
     Outside a job it starts --ranks local ranks; inside one (mpirun, srun, torchrun, a
     Kubernetes job) it is one rank.
@@ -137,6 +138,25 @@ def version() -> None:
 # modules keep heavy imports inside their command functions, so start-up stays fast.
 for _module in (emulate, model, render, results, sysinfo, train):
     _module.register(app)
+
+
+def _paragraphs(text: str) -> str:
+    """A docstring as help: each paragraph on one line. Typer's rich mode keeps a docstring's
+    line breaks, which would break sentences and example commands where the source wraps."""
+    return "\n\n".join(" ".join(p.split()) for p in inspect.cleandoc(text).split("\n\n"))
+
+
+def _reflow_help(group: typer.Typer) -> None:
+    for command in group.registered_commands:
+        text = command.help or (command.callback.__doc__ if command.callback else None)
+        if text:
+            command.help = _paragraphs(text)
+    for sub in group.registered_groups:
+        if sub.typer_instance is not None:
+            _reflow_help(sub.typer_instance)
+
+
+_reflow_help(app)
 
 
 def main(argv: list[str] | None = None) -> None:

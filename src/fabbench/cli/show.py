@@ -7,41 +7,37 @@ import os
 
 from rich.markup import escape
 
-from fabbench.console import console, results_table
+from fabbench.console import console
+from fabbench.errors import FabbenchError
 from fabbench.fabrics.profile import available_profiles, read_profile
 from fabbench.results.reader import read_results
 
+MEASUREMENTS = ("collective", "train", "halo", "pairs")  # record kinds counted after a run
+
 
 def show_run(path: str) -> None:
+    """After a launched run: where its results are and whether it finished. The results table
+    itself was streamed line by line as each point was measured (and is not printed twice);
+    `fabbench report` tables and plots a results file again."""
     if not os.path.exists(path):
         return
     out = console()
     try:
         results = read_results(path)
-    except Exception as exc:  # the run's own exit code already tells; say why no table
-        out.print(f"[yellow]no table: {escape(str(exc))}[/]")
+    except (FabbenchError, OSError) as exc:  # the run's exit code tells; say why no summary
+        out.print(f"[yellow]results: {escape(path)} cannot be read: {escape(str(exc))}[/]")
         return
-    run = results.records[0]
-    title = f"{run['fabric']} / {run['primitive']} / {run['ranks']} ranks"
-    if results.of_kind("collective") or not (results.of_kind("train") or results.of_kind("halo")
-                                             or results.of_kind("pairs")):
-        out.print(results_table(results.of_kind("collective"), title))
-    from fabbench.cli.train import halo_table, train_table
-
-    if results.of_kind("train"):
-        out.print(train_table(results.of_kind("train"), f"{run['fabric']} / {run['primitive']}"
-                              " / training (samples/s of all ranks)"))
-    if results.of_kind("halo"):
-        out.print(halo_table(results.of_kind("halo"), f"{title} / halo exchange"))
-    if results.of_kind("pairs"):
+    if results.of_kind("pairs"):  # the verdict over all pairs (the pairs were streamed)
         from fabbench.report.pairs import analyse
 
         for text in analyse(results.of_kind("pairs")).text:
             out.print(escape(text), soft_wrap=True)
+    measured = ", ".join(f"{len(results.of_kind(kind))} {kind}" for kind in MEASUREMENTS
+                         if results.of_kind(kind))
     summary = results.of_kind("summary")
     status = "[green]ok[/]" if summary and summary[-1]["ok"] else \
         f"[red]failed: {escape(summary[-1]['error'] if summary else 'no summary')}[/]"
-    out.print(f"results: {path} ({status})")
+    out.print(f"results: {escape(path)} ({status}; {measured or 'no measurements'})")
 
 
 def show_fabrics(json_out: bool) -> None:

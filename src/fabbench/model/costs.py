@@ -1,4 +1,4 @@
-"""α-β-γ costs of the collective algorithms (REFERENCES.md, "Cost models").
+"""α-β-γ costs of the collective algorithms (docs/methods.md, "Cost models of collectives").
 
 α is the latency of one message (s), β the time per byte on a rank's link (s/B), γ the time per
 byte of a reduction (s/B), p the ranks. Sizes follow nccl-tests: ``S`` is the per-rank buffer for

@@ -106,7 +106,7 @@ def build(paths: Iterable[str | Path], options: ModelOptions) -> dict[str, Any]:
     p = options.nodes * options.ranks_per_node
     assumptions.append(f"network: {format_bandwidth(bw)} per node from {bw_source}; "
                        f"α = {alpha * 1e6:.3g} µs from {alpha_source}")
-    assumptions.append("allreduce at scale: α-β-γ formulas (REFERENCES.md) with γ folded into β; "
+    assumptions.append("allreduce at scale: α-β-γ formulas (docs/methods.md) with γ folded into β; "
                        "each rank's traffic crosses one link of that bandwidth (exact for a ring "
                        "laid out node by node; optimistic for the lg p algorithms when ranks "
                        "share a NIC); no congestion, no protocol switches")

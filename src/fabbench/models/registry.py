@@ -21,7 +21,7 @@ class ModelSpec:
     input_multiple: int = 32  # an image side must be a multiple of this (the total stride)
     min_input: int = 32
     max_input: int | None = None  # a transformer's context length
-    reference_parameters: int | None = None  # the published count (REFERENCES.md)
+    reference_parameters: int | None = None  # the published count (docs/methods.md)
     batchnorm: bool = False  # needs more than one value per channel in training
 
 

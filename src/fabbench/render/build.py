@@ -15,6 +15,9 @@ def benchmark(*, fabric: str, primitive: str | None, gpus_per_node: int, wire: s
               extra_args: Sequence[str] = (), label: str = "collectives") -> Benchmark:
     """The primitive defaults as `fabbench run`'s does, but from the job's GPUs, not this host's."""
     primitive = primitive or ("nccl" if gpus_per_node else "mpi")
+    if primitive == "nccl" and not gpus_per_node:  # rendered where the job's GPUs are not
+        raise UsageError("nccl moves GPU buffers only: pass --gpus-per-node N, the GPUs of each "
+                         "node (one rank per GPU)")
     return Benchmark(label=label, fabric=fabric, primitive=primitive, wire=wire, ops=ops,
                      sizes=sizes, dtypes=dtypes, check=check,
                      device="cuda" if gpus_per_node else "cpu", timeout_s=timeout_s,

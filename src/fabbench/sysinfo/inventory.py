@@ -56,12 +56,19 @@ def library_versions() -> dict[str, str | None]:
         "mpi4py": _dist_version("mpi4py"),
         "horovod": _dist_version("horovod"),
         "openmpi": _first_match(r"Open MPI v?([\d.]+)", ompi),
-        "ucx": _first_match(r"version=([\d.]+)|Library version: ([\d.]+)", ucx),
+        "ucx": ucx_version(ucx),
         "libfabric": _first_match(r"libfabric: ([\d.]+)", fi),
         # the NCCL torch loads: its wheel's version here; the rank that loads it overwrites it
         "nccl": next((v for v in map(_dist_version, ("nvidia-nccl-cu12", "nvidia-nccl-cu13",
                                                      "nvidia-nccl-cu11")) if v), None),
     }
+
+
+def ucx_version(ucx_info_v: str | None) -> str | None:
+    """UCX's version from `ucx_info -v`: "# Version 1.13.1" (Debian's 1.13), "# Library version:
+    1.16.0" (newer releases), "version=..." (some builds)."""
+    return _first_match(r"(?:Library version|Version|version)[:= ]+(\d+\.\d+(?:\.\d+)*)",
+                        ucx_info_v)
 
 
 def _first_match(pattern: str, text: str | None) -> str | None:

@@ -105,7 +105,7 @@ def hfi_devices(root: str | os.PathLike = "/") -> list[str]:
 
 
 def gpudirect_rdma(root: str | os.PathLike = "/") -> bool:
-    """GPUDirect RDMA is possible when the peer-memory module is loaded (REFERENCES.md)."""
+    """GPUDirect RDMA is possible when the peer-memory module is loaded (docs/fabrics.md)."""
     return Path(root, "sys/module/nvidia_peermem").exists() or Path(
         root, "sys/kernel/mm/memory_peers/nv_mem").exists()
 

@@ -1,6 +1,6 @@
 """The collective operations: sizes, bandwidth factors, and expected results for --check.
 
-Sizes and bandwidths follow nccl-tests (REFERENCES.md): ``bytes`` is S, the per-rank buffer for
+Sizes and bandwidths follow nccl-tests (docs/methods.md): ``bytes`` is S, the per-rank buffer for
 allreduce, broadcast and sendrecv and the whole array for allgather, reduce_scatter and alltoall;
 algbw = S / t and busbw = algbw x factor(n), with GB = 1e9 bytes.
 """

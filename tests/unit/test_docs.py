@@ -1,0 +1,87 @@
+"""What the product cites exists in the product: every docs/ file that code, tests, README or CI
+name is in the repository, every relative link and anchor of the Markdown files resolves, and no
+file cites notes that users do not have."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+# what the product ships or runs: the places a citation can hide
+SCANNED = ("src", "tests", "bench", "containers", "charts", "docs", ".ci", ".github")
+TOP_FILES = ("README.md", "Makefile", "Dockerfile", "Apptainer.def", "pyproject.toml")
+TEXT_SUFFIXES = {".py", ".md", ".sh", ".toml", ".yml", ".yaml", ".tpl", ".j2", ".json", ".txt",
+                 ".def", ".env", ".cfg", ""}
+# spelled in pieces so that this file does not cite them itself
+PRIVATE_NOTES = ("REFERENCES" + ".md", "NOTES" + ".md")
+
+
+def product_files() -> list[Path]:
+    files = [REPO / name for name in TOP_FILES if (REPO / name).exists()]
+    for folder in SCANNED:
+        for path in sorted((REPO / folder).rglob("*")):
+            if (path.is_file() and path.suffix in TEXT_SUFFIXES
+                    and "__pycache__" not in path.parts and "fixtures" not in path.parts):
+                files.append(path)
+    return files
+
+
+def markdown_files() -> list[Path]:
+    return [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces to hyphens."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def anchors(path: Path) -> set[str]:
+    return {slug(m) for m in re.findall(r"^#+ (.*)$", path.read_text(), flags=re.M)}
+
+
+def test_docs_exist():
+    for name in ("methods.md", "results.md", "fabrics.md", "testing.md"):
+        assert (REPO / "docs" / name).stat().st_size > 1000, name
+
+
+def test_nothing_cites_notes_users_do_not_have():
+    offenders = [f"{path.relative_to(REPO)}: {note}" for path in product_files()
+                 for note in PRIVATE_NOTES if note in path.read_text(errors="replace")]
+    assert not offenders
+
+
+def test_every_cited_doc_exists():
+    cited = {}
+    for path in product_files():
+        for name in re.findall(r"docs/([\w\-]+\.md)", path.read_text(errors="replace")):
+            cited.setdefault(name, path.relative_to(REPO))
+    assert {"methods.md", "results.md", "fabrics.md"} <= set(cited)
+    missing = {name: str(where) for name, where in cited.items()
+               if not (REPO / "docs" / name).exists()}
+    assert not missing
+
+
+@pytest.mark.parametrize("path", markdown_files(), ids=lambda p: p.name)
+def test_relative_links_and_anchors_resolve(path):
+    broken = []
+    for target in re.findall(r"\]\(([^)\s]+)\)", path.read_text()):
+        if re.match(r"[a-z]+:", target):  # https:, mailto:
+            continue
+        file_part, _, anchor = target.partition("#")
+        dest = (path.parent / file_part).resolve() if file_part else path
+        if not dest.exists() or anchor and anchor not in anchors(dest):
+            broken.append(target)
+    assert not broken
+
+
+def test_every_formula_section_names_a_source():
+    """Each cited source of methods.md is listed under its Sources, and each listed one is used."""
+    text = (REPO / "docs" / "methods.md").read_text()
+    body, _, sources = text.partition("## Sources")
+    used = set(re.findall(r"\[([\w\-]+)\](?!\()", body))
+    listed = set(re.findall(r"^- \*\*\[([\w\-]+)\]\*\*", sources, flags=re.M))
+    assert used and used == listed, (used - listed, listed - used)
