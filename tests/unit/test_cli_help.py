@@ -46,7 +46,7 @@ def test_top_level_help(capsys, monkeypatch):
 
 @pytest.mark.parametrize("path", ALL, ids=" ".join)
 def test_command_help_keeps_paragraphs_whole(capsys, monkeypatch, path):
-    monkeypatch.setenv("COLUMNS", "250")  # wide enough that no paragraph needs wrapping
+    monkeypatch.setenv("COLUMNS", "2000")  # wide enough that no paragraph needs wrapping
     code, out, err = cli(capsys, *path, "--help")
     assert code == 0 and not err
     lines = [ln.strip() for ln in out.splitlines()]

@@ -17,7 +17,8 @@ def test_builtin_profiles_load_with_every_primitive(name):
             assert p.settings(primitive, "tcp").transport
 
 
-def test_profile_maps_to_notes_settings():
+def test_profiles_set_what_docs_fabrics_md_says():
+    """The MCA parameters and environment of docs/fabrics.md's table and --wire tcp section."""
     eth = load_profile("ethernet").settings("mpi").resolve({"iface": "lo"})
     assert dict(eth.mca) == {"pml": "ob1", "btl": "self,tcp", "btl_tcp_if_include": "lo"}
     ib = load_profile("infiniband").settings("mpi", "tcp").resolve({})

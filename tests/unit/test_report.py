@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import io
 import re
-import shutil
 from pathlib import Path
 
 import pytest
@@ -176,12 +175,17 @@ def test_load_refuses_nothing():
         load([])
 
 
-def test_help_stays_light():
+def test_help_imports_no_heavy_library():
+    """`fabbench --help` (and so every command's start) imports neither plotting nor a
+    communication library: they are imported inside the commands that use them."""
     import subprocess
     import sys
 
-    code = ("import sys; from fabbench.cli.main import app; "
-            "assert 'matplotlib' not in sys.modules and 'fabbench.report.plots' not in "
-            "sys.modules, sorted(m for m in sys.modules if 'matplotlib' in m)")
-    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
-    assert shutil.which("true")  # keep shutil import used on every platform
+    code = ("import sys; from fabbench.cli.main import main\n"
+            "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+            "heavy = sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('matplotlib', 'torch', 'mpi4py', 'horovod') or m == 'fabbench.report.plots')\n"
+            "assert not heavy, heavy")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                       check=False)
+    assert p.returncode == 0 and "Usage" in p.stdout, p.stderr[-2000:]
