@@ -72,3 +72,24 @@ def pytest_collection_modifyitems(config, items):
     if misplaced:
         raise pytest.UsageError("tests in the wrong folder or unmarked:\n  "
                                 + "\n  ".join(misplaced))
+
+
+CHROMIUM = "/usr/bin/chromium"
+
+
+def chromium_screenshot(html: Path, folder: Path, width: int = 1280, height: int = 2000
+                        ) -> tuple[Path, str]:
+    """Open the page in headless Chromium; return the screenshot and Chromium's log (page
+    errors are logged there as CONSOLE lines)."""
+    if not Path(CHROMIUM).exists():
+        pytest.skip("chromium is not installed (.ci/apt-packages.txt: chromium)")
+    shot = folder / f"{html.stem}.png"
+    p = subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--no-first-run", f"--user-data-dir={folder / 'chromium-profile'}",
+         "--enable-logging=stderr", "--v=0", f"--screenshot={shot}",
+         f"--window-size={width},{height}", html.resolve().as_uri()],
+        capture_output=True, text=True, timeout=120, check=False)
+    assert p.returncode == 0, p.stderr[-2000:]
+    return shot, p.stderr

@@ -5,18 +5,16 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from conftest import fabbench
+from conftest import chromium_screenshot, fabbench
 
 pytestmark = [pytest.mark.integration]
 
 OPS = "allreduce,allgather,sendrecv"
 TINY = ["--sizes", "8:64K", "--budget", "0.05", "--ops", OPS, "--timeout", "30"]
-CHROMIUM = "/usr/bin/chromium"
 
 
 @pytest.fixture(scope="module")
@@ -36,18 +34,7 @@ def runs(tmp_path_factory) -> dict[str, Path]:
 
 def _screenshot(html: Path, tmp: Path) -> tuple[Path, str]:
     """Open the page in headless Chromium; return the screenshot and Chromium's log."""
-    if not Path(CHROMIUM).exists():
-        pytest.skip("chromium is not installed (.ci/apt-packages.txt: chromium)")
-    shot = tmp / f"{html.stem}.png"
-    p = subprocess.run(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--no-first-run", f"--user-data-dir={tmp / 'chromium-profile'}",
-         "--enable-logging=stderr", "--v=0", f"--screenshot={shot}", "--window-size=1280,2000",
-         html.resolve().as_uri()],
-        capture_output=True, text=True, timeout=120, check=False)
-    assert p.returncode == 0, p.stderr[-2000:]
-    return shot, p.stderr
+    return chromium_screenshot(html, tmp)
 
 
 def _check_screenshot(shot: Path, log: str) -> None:

@@ -10,7 +10,7 @@ import typer
 from typer.exceptions import Abort, Exit, TyperException
 
 from fabbench import __version__
-from fabbench.cli import emulate, model, render, results, sysinfo, train
+from fabbench.cli import emulate, model, render, results, study, sysinfo, train
 from fabbench.cli.options import Fabric, Json, Primitive, Ranks, Wire
 from fabbench.errors import FabbenchError
 
@@ -136,7 +136,7 @@ def version() -> None:
 
 # Commands that live in their own modules (cli/<name>.py, each with `register(app)`). Those
 # modules keep heavy imports inside their command functions, so start-up stays fast.
-for _module in (emulate, model, render, results, sysinfo, train):
+for _module in (emulate, model, render, results, study, sysinfo, train):
     _module.register(app)
 
 

@@ -61,12 +61,25 @@ def slurm(
     ops: Ops = None, sizes: Sizes = None, dtypes: Dtypes = "float32", check: Check = False,
     budget: Budget = 0.2, timeout: Timeout = 30.0, iface: Iface = None, rdma_device: Rdma = None,
     extra_arg: Extra = None,
+    study: Annotated[str | None, typer.Option(
+        help="Render a whole study (`fabbench study list`, or a .toml file) in one "
+        "allocation instead of one benchmark; --nodes defaults to the study's largest.")] =
+    None,
 ) -> None:
     """Print an sbatch script that runs the benchmark on --nodes nodes.
 
     Example: [bold]fabbench render slurm --nodes 4 --gpus-per-node 8 --fabric omnipath
     --primitive mpi --runtime apptainer --image fabbench.sif > job.sbatch[/]
     """
+    if study is not None:
+        from fabbench.render.study import render_study_slurm, study_job
+
+        sys.stdout.write(render_study_slurm(study_job(
+            study, nodes=nodes if nodes != 1 else None, tasks_per_node=tasks_per_node,
+            runtime=runtime, gpus_per_node=gpus_per_node, time=time, partition=partition,
+            account=account, results_dir=results_dir, fabbench_command=fabbench_command,
+            name=name if name != "fabbench" else "fabbench-study")))
+        return
     from fabbench.render import render_slurm
     from fabbench.render.build import slurm_job
 

@@ -39,6 +39,11 @@ def report(paths: Paths, html: Html = None, plots: Plots = None, csv: Csv = None
 
     Example: [bold]fabbench report results/ --html report.html --plots figs/ --csv all.csv[/]
     """
+    from fabbench.study.manifest import is_study_dir
+
+    if len(paths) == 1 and is_study_dir(paths[0]):
+        _study_report(paths[0], html=html, plots=plots, title=title, json_out=json_out)
+        return
     from fabbench.report.build import findings_json, make_report
     from fabbench.report.tables import collective_rows, train_rows
 
@@ -54,6 +59,28 @@ def report(paths: Paths, html: Html = None, plots: Plots = None, csv: Csv = None
     _written(out.written)
 
 
+def _study_report(directory: Path, *, html: Path | None, plots: Path | None,
+                  title: str | None, json_out: bool) -> None:
+    """A study directory: the answer on the console, and by default report.html and
+    report.json beside its manifest."""
+    from fabbench.console import console
+    from fabbench.report.study import as_json
+    from fabbench.report.study_build import make_study_report
+    from fabbench.report.study_text import lines
+
+    answer, written = make_study_report(
+        directory, html=html or directory / "report.html", plots_dir=plots,
+        json_path=directory / "report.json", title=title)
+    if json_out:
+        print(json.dumps(as_json(answer), indent=1))
+        return
+    con = console()
+    for item in lines(answer):
+        con.print(item, soft_wrap=True) if isinstance(item, str) else con.print(item)
+    _warn(answer.warnings)
+    _written(written)
+
+
 def compare(paths: Paths, html: Html = None, plots: Plots = None, csv: Csv = None,
             title: Title = None, json_out: Json = False) -> None:
     """A against B (and C ...): per op and size the time ratio, its 95% CI and whether the
@@ -61,6 +88,11 @@ def compare(paths: Paths, html: Html = None, plots: Plots = None, csv: Csv = Non
 
     Example: [bold]fabbench compare siteA.jsonl siteB.jsonl --html compare.html[/]
     """
+    from fabbench.study.manifest import is_study_dir
+
+    if len(paths) == 2 and all(is_study_dir(p) for p in paths):
+        _study_compare(paths[0], paths[1], json_out=json_out)
+        return
     from fabbench.console import console
     from fabbench.report.build import compare_rows, make_compare
     from fabbench.report.text import compare_tables, verdict_summary
@@ -79,6 +111,44 @@ def compare(paths: Paths, html: Html = None, plots: Plots = None, csv: Csv = Non
         con.print(line)
     _warn(out.warnings)
     _written(out.written)
+
+
+def _study_compare(a: Path, b: Path, *, json_out: bool) -> None:
+    """Two study directories, cell by cell."""
+    from rich.table import Table
+
+    from fabbench.console import console
+    from fabbench.report.study_compare import as_json, compare_studies, summary_lines
+
+    c = compare_studies(a, b)
+    if json_out:
+        print(json.dumps(as_json(c), indent=1))
+        return
+    con = console()
+    table = Table(title=f"B = {b} against A = {a}: median time ratio B/A (< 1: B is faster)",
+                  title_justify="left")
+    for name in ("cell", "measure", "A median", "B median", "B/A", "95% CI", "p", "verdict"):
+        table.add_column(name, justify="left" if name in ("cell", "measure", "verdict")
+                         else "right", no_wrap=name in ("cell", "95% CI"))
+    style = {"faster": "green", "slower": "red", "same": "dim"}
+    for p in c.pairs:
+        v = p.verdict
+        table.add_row(p.label, p.what, f"{p.a_median:.4g}", f"{p.b_median:.4g}",
+                      f"{v.ratio:.3f}", "-" if v.ci_low is None else
+                      f"{v.ci_low:.3f}–{v.ci_high:.3f}",
+                      "-" if v.p_value is None else f"{v.p_value:.3g}",
+                      f"[{style.get(v.verdict, 'yellow')}]{v.verdict}[/]")
+    con.print(table)
+    for line in summary_lines(c):
+        con.print(line, soft_wrap=True)
+    prov = Table(title="provenance that differs", title_justify="left")
+    for name in ("field", "A", "B"):
+        prov.add_column(name)
+    for key, values in c.provenance:
+        prov.add_row(key, *values)
+    if not c.provenance:
+        prov.add_row("(none: same set-up)", "", "")
+    con.print(prov)
 
 
 def register(app: typer.Typer) -> None:

@@ -181,14 +181,20 @@ def read_profile(path: Path) -> Profile:
     return parse_profile(data, str(path))
 
 
-def available_profiles() -> dict[str, Path]:
-    """Name -> file, over the search path (later directories override earlier ones)."""
+def toml_files(directories: list[Path]) -> dict[str, Path]:
+    """Name (the file's stem) -> file over a search path: later directories override earlier
+    ones. Fabric profiles and studies are found this way."""
     found: dict[str, Path] = {}
-    for directory in search_path():
+    for directory in directories:
         if directory.is_dir():
             for path in sorted(directory.glob("*.toml")):
                 found[path.stem] = path
     return found
+
+
+def available_profiles() -> dict[str, Path]:
+    """Name -> file, over the search path (later directories override earlier ones)."""
+    return toml_files(search_path())
 
 
 def load_profile(name_or_path: str) -> Profile:

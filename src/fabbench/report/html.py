@@ -18,7 +18,9 @@ from fabbench.report.plots import Plot
 from fabbench.report.stats import ALPHA, MIN_SAMPLES, SPREAD_LIMIT, spread, stability
 from fabbench.report.tables import count_of, efficiency_lines, ops_of, unstable_points
 
-_TEMPLATE = """<!DOCTYPE html>
+# The head and style every fabbench page shares (a template adds its own rules, then
+# "</style></head><body>").
+PAGE_HEAD = """<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="generator" content="fabbench {{ version }}">
@@ -28,11 +30,14 @@ body{font:14px/1.45 system-ui,sans-serif;margin:1.5em auto;max-width:1300px;colo
 h1{font-size:1.6em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:1.6em}
 table{border-collapse:collapse;margin:.6em 0;font-size:12.5px}
 th,td{border:1px solid #ddd;padding:2px 7px;text-align:right}th{background:#f3f3f3}
-td.l,th.l{text-align:left}tr.unstable td{background:#fff6e0}
+td.l,th.l{text-align:left}
 .faster{color:#0a7a2b;font-weight:600}.slower{color:#b3261e;font-weight:600}.same{color:#666}
 .warn{background:#fff6e0;border-left:4px solid #e0a000;padding:.4em .8em;margin:.5em 0}
 figure{margin:1em 0}figure img{max-width:100%;border:1px solid #eee}
 figcaption{color:#555;font-size:12.5px}details{margin:.4em 0}code{font-size:12px}
+"""
+
+_TEMPLATE = PAGE_HEAD + """tr.unstable td{background:#fff6e0}
 </style></head><body>
 <h1>{{ title }}</h1>
 <p>fabbench {{ version }}, {{ generated }}. A point is flagged unstable when its stdev is

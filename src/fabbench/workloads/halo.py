@@ -189,6 +189,7 @@ def run_halo(comm: Communicator, plan: Plan, transport: str,
         "kind": "halo", "cells_per_rank": side**3, "side": side, "grid": list(halo.dims),
         "ranks": comm.size, "iterations": plan.halo_iters, "dtype": "float64",
         "transport": transport, "time_us": summarize(slow_iter), "exchange_us": ex,
+        "samples_us": [round(t, 3) for t in slow_iter],  # per iteration, the slowest rank's
         "compute_us_p50": statistics.median(slow_iter) - ex["p50"],
         "bytes_per_iter": sent, "messages_per_iter": sum(2 for d in halo.dims if d > 1),
         "exchange_gbps": sent / (ex["p50"] * 1e-6) / 1e9 if sent and ex["p50"] > 0 else 0.0,

@@ -1,0 +1,104 @@
+"""`fabbench study list|show|run`: studies are data; the library runs them."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from fabbench.cli.options import Json
+
+study_app = typer.Typer(name="study", no_args_is_help=True, help=(
+    "Run a study (a matrix of fabrics x primitives x GPUDirect x workloads x nodes) into one "
+    "directory; `fabbench report DIR` answers it."))
+
+Name = Annotated[str, typer.Argument(help="A study of `fabbench study list`, or a .toml file.",
+                                     show_default=False)]
+
+
+@study_app.command("list")
+def list_studies(json_out: Json = False) -> None:
+    """The studies on the search path.
+
+    Example: [bold]fabbench study list[/]
+    """
+    from fabbench.study.spec import available_studies, load_study
+
+    rows = []
+    for name, path in available_studies().items():
+        s = load_study(str(path))
+        rows.append({"name": name, "cells": len(s.cells), "description": s.description,
+                     "source": str(path)})
+    if json_out:
+        print(json.dumps(rows, indent=1))
+        return
+    for r in rows:
+        print(f"{r['name']:<18} {r['cells']:>4} cells  {r['description']}")
+
+
+@study_app.command("show")
+def show(name: Name, json_out: Json = False) -> None:
+    """The cells of a study and whether this host can run each (and why not).
+
+    Example: [bold]fabbench study show quick[/]
+    """
+    from fabbench.cli.show_study import cells_table
+    from fabbench.study.host import Host, detect_place, why_not
+    from fabbench.study.spec import load_study
+
+    s = load_study(name)
+    place, host = detect_place(), Host.look()
+    rows = [{"id": c.id, **c.axes(), "kind": c.kind, "skip": why_not(c, host, place),
+             "options": dict(c.options)} for c in s.cells]
+    if json_out:
+        print(json.dumps({"study": s.name, "source": s.source, "cells": rows}, indent=1))
+        return
+    from fabbench.console import console
+
+    console().print(cells_table(s, rows))
+
+
+@study_app.command("run")
+def run(
+    name: Name,
+    out: Annotated[Path | None, typer.Option(
+        "--out", "-o", help="The study directory. Default: results/study-<name>-<time>.")] = None,
+    resume: Annotated[bool, typer.Option(
+        help="Continue the study in --out: run the cells that are not complete.")] = False,
+    only: Annotated[str | None, typer.Option(
+        help="Run only the cells whose id matches this glob (the others stay pending).")] =
+    None,
+) -> None:
+    """Run every cell as its own launch: one results file per cell and a manifest.
+
+    Inside a Slurm allocation each cell is an srun step on the allocation's nodes.
+
+    Example: [bold]fabbench study run quick --out study/ && fabbench report study/[/]
+    """
+    import fnmatch
+
+    from fabbench.cli.show_study import Progress
+    from fabbench.study.run import run_study
+    from fabbench.study.spec import load_study
+
+    s = load_study(name)
+    if out is None:
+        if resume:
+            print("fabbench: error: --resume needs --out DIR (the study to continue)",
+                  file=sys.stderr)
+            raise typer.Exit(2)
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        out = Path("results") / f"study-{s.name}-{stamp}"
+    keep = (lambda c: fnmatch.fnmatch(c.id, only)) if only else None
+    with Progress(s, out) as progress:
+        outcome = run_study(s, out, resume=resume, only=keep, progress=progress.update)
+    progress.summary(outcome)
+    raise typer.Exit(outcome.code)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(study_app, name="study")

@@ -1,0 +1,42 @@
+"""The library call behind `fabbench report STUDY_DIR`: the answer, HTML, figures, JSON."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from fabbench.report.build import _write
+from fabbench.report.study import StudyAnswer, answer, as_json
+
+
+def make_study_report(directory: Path, *, html: Path | None = None,
+                      plots_dir: Path | None = None, json_path: Path | None = None,
+                      title: str | None = None) -> tuple[StudyAnswer, list[Path]]:
+    a = answer(directory)
+    written: list[Path] = []
+    if json_path is not None:
+        written.append(_write(json_path, json.dumps(as_json(a), indent=1, allow_nan=False)
+                              + "\n"))
+    if html is None and plots_dir is None:
+        return a, written
+    from fabbench.report import study_plots  # matplotlib: only when figures are asked for
+    from fabbench.report.build import UsageError
+
+    made = study_plots.cells(a) + study_plots.forecast(a)
+    try:
+        if plots_dir is not None:
+            for p in made:
+                try:
+                    written += p.save(plots_dir)
+                except OSError as exc:
+                    raise UsageError(f"cannot write plots to {plots_dir}: {exc.strerror}") \
+                        from None
+        if html is not None:
+            from fabbench.report.study_html import render
+
+            written.append(_write(html, render(
+                a, made, title=title or f"fabbench study {a.manifest['study']}: the answer")))
+    finally:
+        for p in made:
+            p.close()
+    return a, written

@@ -1,0 +1,66 @@
+"""A study's answer on the console: the headline, a table per group, the cells that did not run."""
+
+from __future__ import annotations
+
+from rich.markup import escape
+from rich.table import Table
+
+from fabbench.report.study import METRIC, StudyAnswer
+
+_STYLE = {"faster": "green", "slower": "red", "same": "dim"}
+_UNIT = {"train": "ms", "halo": "µs", "collectives": "µs"}
+_THROUGH = {"train": "samples/s", "halo": "GB/s", "collectives": "busbw GB/s"}
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def _num(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3g}"
+
+
+def group_table(g) -> Table:
+    table = Table(title=f"{g.title}: {METRIC[g.kind]}", title_justify="left")
+    cols = ["cell", "transport", f"median {_UNIT[g.kind]}", "n", _THROUGH[g.kind]]
+    cols += ["link %"] if g.kind == "collectives" else ["comm share"]
+    cols += ["scaling"] if g.kind == "train" else []
+    cols += ["vs best", "95% CI", "p", "verdict"]
+    for c in cols:
+        table.add_column(c, justify="left" if c in ("cell", "transport", "verdict") else "right",
+                         no_wrap=c in ("cell", "95% CI"))
+    for r in g.rows:
+        d, lo, hi = r.diff()
+        v = r.verdict
+        row = [r.cell.label, r.transport, f"{r.median:.2f}", str(len(r.samples)),
+               _num(r.throughput)]
+        row += [_num(r.link_pct)] if g.kind == "collectives" else [_pct(r.comm_share)]
+        row += [_pct(r.scaling)] if g.kind == "train" else []
+        row += ["best" if r.best else f"{d:+.1f}%",
+                "-" if lo is None else f"{lo:+.1f}…{hi:+.1f}%",
+                "-" if v is None or v.p_value is None else f"{v.p_value:.3g}",
+                "[green]best[/]" if v is None else
+                f"[{_STYLE.get(v.verdict, 'yellow')}]{v.verdict}[/]"]
+        table.add_row(*row)
+    return table
+
+
+def lines(a: StudyAnswer) -> list:
+    """Renderables, in order: headline, tables, cells that did not run, warnings."""
+    counts = ", ".join(f"{n} {k}" for k, n in sorted(a.counts().items()))
+    out: list = [f"[bold]study {a.manifest['study']}[/] ({a.directory}): {counts}",
+                 "[bold]Answer:[/]"]
+    out += [f"  • {escape(line)}" for line in a.headline] or ["  (no cell ran)"]
+    out += [group_table(g) for g in a.groups]
+    for c in a.cells:
+        if c.entry["status"] == "skipped":
+            out.append(f"[yellow]skipped[/] {c.id}: {escape(c.entry['reason'] or '')}")
+    if a.forecast is None:
+        out.append(f"no forecast: {escape(a.forecast_error or '')}")
+    else:
+        for t in a.forecast.get("train") or []:
+            bw = ", ".join(f"{p['bandwidth_gbit_s']:.4g} Gbit/s {p['scaling']:.2f}"
+                           for p in t["by_bandwidth"])
+            out.append(f"forecast {t['model']} at {a.forecast['nodes']} nodes, scaling factor "
+                       f"by link: {bw}")
+    return out

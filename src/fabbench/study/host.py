@@ -1,0 +1,142 @@
+"""Where a study runs: this host alone, or the nodes of a Slurm allocation; and, cell by cell,
+why this place cannot run a cell (no GPU, no such fabric hardware, too few nodes, ...).
+
+A cell that cannot run is skipped with that reason written into the manifest, never silently.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+
+from fabbench.errors import UsageError
+from fabbench.study.spec import Cell
+
+
+@dataclass(frozen=True, kw_only=True)
+class Place:
+    """What the study runs on."""
+
+    scheduler: str        # "local" | "slurm"
+    nodes: int            # nodes the cells may use
+    hostnames: tuple[str, ...] = ()
+    job_id: str | None = None
+    master_addr: str | None = None  # the first node's address (rendezvous of gloo/nccl)
+
+    def as_dict(self) -> dict:
+        return {**dataclasses.asdict(self), "hostnames": list(self.hostnames)}
+
+
+def _run(argv: list[str], timeout: float = 20) -> str:
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise UsageError(f"{argv[0]} failed: {exc}") from None
+    if p.returncode != 0:
+        raise UsageError(f"{' '.join(argv)} failed: {p.stderr.strip()[-300:]}")
+    return p.stdout
+
+
+def detect_place(env: dict[str, str] | None = None) -> Place:
+    """Inside a Slurm allocation (a batch script or salloc shell, not a job step): its nodes.
+    Otherwise this host, one node."""
+    from fabbench.launch.discover import discover
+
+    env = dict(os.environ if env is None else env)
+    if discover(env) is not None:
+        raise UsageError("fabbench study run starts its own launches: run it in the job's "
+                         "batch script, not inside a job step (srun/mpirun)")
+    job = env.get("SLURM_JOB_ID")
+    if job:
+        nodelist = env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST", "")
+        hosts = tuple(_run(["scontrol", "show", "hostnames", nodelist]).split()) \
+            if nodelist else ()
+        count = int(env.get("SLURM_JOB_NUM_NODES") or env.get("SLURM_NNODES") or len(hosts)
+                    or 1)
+        addr = None
+        if hosts:
+            fields = _run(["scontrol", "show", "node", "-o", hosts[0]])
+            addr = next((f.split("=", 1)[1] for f in fields.split()
+                         if f.startswith("NodeAddr=")), None) or hosts[0]
+        return Place(scheduler="slurm", nodes=count, hostnames=hosts, job_id=job,
+                     master_addr=addr)
+    return Place(scheduler="local", nodes=1)
+
+
+@dataclass(frozen=True)
+class Host:
+    """What this host has, looked at once."""
+
+    gpus: bool
+    has_gpudirect_switch: bool
+    has_emulate: bool
+    root: bool
+    mpirun: bool
+    horovod: bool
+
+    @classmethod
+    def look(cls) -> Host:
+        from fabbench.plan import gpus_visible
+        from fabbench.runner import RunOptions
+
+        return cls(gpus=gpus_visible(),
+                   has_gpudirect_switch="gpudirect" in {f.name for f in
+                                                        dataclasses.fields(RunOptions)},
+                   has_emulate=_has_command("emulate"), root=os.geteuid() == 0,
+                   mpirun=shutil.which("mpirun") is not None,
+                   horovod=importlib.util.find_spec("horovod") is not None)
+
+
+def _has_command(name: str) -> bool:
+    """Does this fabbench have the subcommand (checked through its own CLI, not by a name)?"""
+    try:
+        p = subprocess.run([sys.executable, "-m", "fabbench", name, "--help"],
+                           capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return p.returncode == 0
+
+
+def why_not(cell: Cell, host: Host, place: Place) -> str | None:
+    """The reason this place cannot run the cell, or None when it can."""
+    from fabbench.fabrics.detect import require_hardware
+    from fabbench.fabrics.profile import load_profile
+
+    if cell.device == "cuda" and not host.gpus:
+        what = "nccl moves GPU buffers" if cell.primitive == "nccl" else \
+            "GPUDirect RDMA moves GPU buffers" if cell.gpudirect == "on" else "device cuda"
+        return f"needs a GPU ({what}); none is visible on this host"
+    if cell.gpudirect == "on" and cell.primitive == "gloo":
+        return "gloo has no GPUDirect RDMA path (it stages GPU buffers through the host)"
+    if cell.gpudirect == "on" and not host.has_gpudirect_switch:
+        return "this fabbench has no --gpudirect switch for fabbench run"
+    profile = load_profile(cell.fabric)
+    try:
+        require_hardware(profile, str(cell.options.get("wire", "native")))
+    except UsageError as exc:
+        return str(exc)
+    if cell.link is not None:
+        if not host.has_emulate:
+            return "emulated links need `fabbench emulate`, which this fabbench does not have"
+        if not host.root:
+            return "emulated links (network namespaces, tc) need root"
+        if place.scheduler != "local":
+            return "emulated links run on one host, not inside an allocation"
+    elif cell.nodes > place.nodes:
+        where = "this host is one node" if place.scheduler == "local" else \
+            f"the allocation has {place.nodes} node(s)"
+        return f"needs {cell.nodes} nodes; {where}"
+    if cell.nodes > 1 and profile.single_host:
+        return f"fabric {profile.name} is single-host; the cell spans {cell.nodes} nodes"
+    backend = (cell.options.get("horovod_over") or "mpi") if cell.primitive == "horovod" \
+        else cell.primitive
+    if backend == "mpi" and place.scheduler == "local" and not host.mpirun:
+        return "Open MPI's mpirun is not installed"
+    if cell.primitive == "horovod" and not host.horovod:
+        return "Horovod is not installed"
+    return None

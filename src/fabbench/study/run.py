@@ -1,0 +1,296 @@
+"""`fabbench study run`: every cell of a study as its own `fabbench run` launch, in a subprocess
+with a deadline, into one directory:
+
+    DIR/study.json            the manifest (every cell, its status, and why)
+    DIR/cells/<cell>.jsonl    one results file per cell
+    DIR/logs/<cell>.log       what the cell's launch printed
+
+A failed cell is recorded with its error and the study goes on. ``resume`` runs again only the
+cells that are not complete (an ok results file, or skipped); an earlier attempt's partial file is
+kept beside, renamed ``<cell>.jsonl.attempt-N``. Inside a Slurm allocation each cell is an
+``srun`` step over the allocation's nodes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from fabbench import __version__
+from fabbench.errors import RunError, UsageError
+from fabbench.study import manifest
+from fabbench.study.host import Host, Place, detect_place, why_not
+from fabbench.study.spec import Cell, Study
+
+STOP_GRACE_S = 15.0  # after SIGINT, the cell's launcher stops its ranks; then SIGKILL
+PORT_BASE = 21000
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass
+class Event:
+    """What the runner tells its caller (the CLI draws the progress): "start" (nothing run
+    yet), "cell" (a cell starts) and "done" (a cell finished)."""
+
+    what: str
+    done: int            # cells finished so far in this invocation
+    total: int           # cells this invocation runs
+    cell: dict[str, Any] | None = None
+    eta_s: float | None = None  # the time left, estimated from this invocation's cells so far
+    skipped: int = 0     # cells this place cannot run (in the manifest with their reason)
+
+
+@dataclass
+class Outcome:
+    directory: Path
+    manifest: dict[str, Any]
+    ran: int = 0
+    counts: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def code(self) -> int:
+        return 1 if self.counts.get("failed") else 0
+
+
+def cell_entry(cell: Cell, argv: list[str]) -> dict[str, Any]:
+    return {"id": cell.id, "axes": cell.axes(), "kind": cell.kind,
+            "options": dict(cell.options), "argv": argv, "status": "pending", "reason": None,
+            "error": None, "exit_code": None, "file": f"cells/{cell.id}.jsonl",
+            "log": f"logs/{cell.id}.log", "started": None, "wall_s": None, "attempts": 0}
+
+
+def command(cell: Cell, out: Path, place: Place, index: int) -> tuple[list[str], dict[str, str]]:
+    """The launch of one cell and the environment it adds."""
+    fabbench = [sys.executable, "-m", "fabbench"]
+    run = ["run", *cell.run_args(), "--out", str(out)]
+    if cell.link is not None:  # emulated nodes on this host
+        return ([*fabbench, "emulate", "--nodes", str(cell.nodes), "--link", cell.link, "--",
+                 *run, "--ranks", str(cell.ranks)], {})
+    if place.scheduler == "local":
+        return [*fabbench, *run, "--ranks", str(cell.ranks)], {}
+    srun = ["srun", f"--nodes={cell.nodes}", f"--ntasks-per-node={cell.ranks_per_node}",
+            "--kill-on-bad-exit=1"]
+    backend = (cell.options.get("horovod_over") or "mpi") if cell.primitive == "horovod" \
+        else cell.primitive
+    env: dict[str, str] = {}
+    if backend == "mpi":
+        srun.append("--mpi=pmix")
+    else:  # torch primitives: a TCP rendezvous at the allocation's first node
+        env = {"MASTER_ADDR": place.master_addr or socket.gethostname(),
+               "MASTER_PORT": str(PORT_BASE + (int(place.job_id or 0) % 400) * 100 + index % 100)}
+    return [*srun, *fabbench, *run], env
+
+
+def _error_of(log: Path, code: int) -> str:
+    """The cell's own account of what failed: its 'fabbench: error:' line, else its last line."""
+    try:
+        lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        lines = []
+    for ln in reversed(lines):
+        if ln.startswith("fabbench: error:"):
+            return ln[len("fabbench: error:"):].strip()
+    tail = lines[-1] if lines else "no output"
+    return f"exit code {code}: {tail[-400:]}"
+
+
+def _file_ok(path: Path) -> bool:
+    """A complete cell: its results file ends with ok summaries for every run in it."""
+    from fabbench.results.reader import read_results
+
+    if not path.is_file():
+        return False
+    try:
+        records = read_results(path).records
+    except UsageError:
+        return False
+    runs = [r["run_id"] for r in records if r["kind"] == "run"]
+    ok = {r["run_id"] for r in records if r["kind"] == "summary" and r["ok"]}
+    return bool(runs) and all(r in ok for r in runs)
+
+
+class _Stop(Exception):
+    """SIGTERM/SIGHUP while a cell runs: stop it and end the study (resumable)."""
+
+
+def _launch(argv: list[str], env: dict[str, str], log: Path, deadline_s: float
+            ) -> tuple[int, str | None]:
+    """Run one cell with its deadline; the exit code and, when the study stopped it, why."""
+    with open(log, "ab") as out:
+        out.write(f"# {_now()} {shlex.join(argv)}\n".encode())
+        out.flush()
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, env={**os.environ, **env},
+                                start_new_session=True)
+    end = time.monotonic() + deadline_s
+    try:
+        while True:
+            try:
+                return proc.wait(timeout=min(1.0, max(0.0, end - time.monotonic()))), None
+            except subprocess.TimeoutExpired:
+                if time.monotonic() >= end:
+                    _stop(proc)
+                    return (proc.returncode if proc.returncode is not None else 124,
+                            f"passed the cell's deadline of {deadline_s:g} s; stopped")
+    except BaseException:
+        _stop(proc)
+        raise
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """SIGINT first (fabbench's launcher then stops its ranks), SIGKILL the group after."""
+    for sig, grace in ((signal.SIGINT, STOP_GRACE_S), (signal.SIGKILL, 5.0)):
+        if proc.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=grace)
+
+
+def _start_manifest(study: Study, place: Place, cells: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"format": manifest.FORMAT, "study": study.name, "description": study.description,
+            "source": study.source, "source_sha256": study.sha256, "started": _now(),
+            "finished": None, "host": socket.gethostname(), "place": place.as_dict(),
+            "fabbench": __version__,
+            "axes": {k: list(v) for k, v in study.axes.items()}, "cells": cells}
+
+
+def run_study(study: Study, directory: str | os.PathLike, *, resume: bool = False,
+              only: Callable[[Cell], bool] | None = None,
+              progress: Callable[[Event], None] | None = None,
+              place: Place | None = None) -> Outcome:
+    directory = Path(directory)
+    place = place or detect_place()
+    host = Host.look()
+    entries = []
+    for i, cell in enumerate(study.cells):
+        argv, _ = command(cell, directory / "cells" / f"{cell.id}.jsonl", place, i)
+        entries.append(cell_entry(cell, argv))
+    if resume:
+        if not manifest.is_study_dir(directory):
+            raise UsageError(f"cannot resume {directory}: it holds no study ({manifest.NAME})")
+        doc = manifest.read(directory)
+        _check_same(doc, study, entries, directory)
+        doc["place"] = place.as_dict()
+        doc["finished"] = None
+        by_id = {e["id"]: e for e in doc["cells"]}
+        for e in entries:  # keep what was found; a changed launch (another place) is taken
+            old = by_id[e["id"]]
+            old["argv"] = e["argv"]
+    else:
+        if directory.exists() and any(directory.iterdir()):
+            raise UsageError(f"{directory} is not empty; choose another --out, or add --resume "
+                             "to continue the study in it (fabbench never overwrites results)")
+        doc = _start_manifest(study, place, entries)
+    manifest.validate(doc, str(manifest.path_in(directory)))  # before anything is created
+    for sub in ("cells", "logs"):
+        try:
+            (directory / sub).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(f"cannot create {directory / sub}: {exc.strerror}") from None
+
+    # skipped with their reason, or queued
+    queue = []
+    for i, (cell, e) in enumerate(zip(study.cells, doc["cells"], strict=True)):
+        if only is not None and not only(cell):
+            continue
+        if e["status"] == "ok" and _file_ok(directory / e["file"]):
+            continue
+        reason = why_not(cell, host, place)
+        if reason is not None:
+            e.update(status="skipped", reason=reason, error=None)
+            continue
+        if e["status"] == "skipped" and resume:
+            e.update(status="pending", reason=None)
+        queue.append((i, cell, e))
+    manifest.write(directory, doc)
+
+    out = Outcome(directory, doc)
+    previous = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
+
+    def stop(signum: int, _frame: object) -> None:
+        raise _Stop(signal.Signals(signum).name)
+
+    for s in previous:
+        signal.signal(s, stop)
+    started = time.monotonic()
+    tell = progress or (lambda _event: None)
+    skipped = sum(1 for e in doc["cells"] if e["status"] == "skipped")
+    tell(Event("start", 0, len(queue), skipped=skipped))
+    try:
+        for n, (i, cell, e) in enumerate(queue, 1):
+            elapsed = time.monotonic() - started
+            eta = elapsed / (n - 1) * (len(queue) - n + 1) if n > 1 else None
+            tell(Event("cell", n - 1, len(queue), e, eta, skipped))
+            _run_cell(directory, cell, e, place, i, doc)
+            out.ran += 1
+            elapsed = time.monotonic() - started
+            tell(Event("done", n, len(queue), e, elapsed / n * (len(queue) - n), skipped))
+    except _Stop as why:
+        raise RunError(f"study stopped by {why} (continue with --resume)") from None
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    doc["finished"] = _now()
+    manifest.write(directory, doc)
+    for e in doc["cells"]:
+        out.counts[e["status"]] = out.counts.get(e["status"], 0) + 1
+    return out
+
+
+def _run_cell(directory: Path, cell: Cell, e: dict[str, Any], place: Place, index: int,
+              doc: dict[str, Any]) -> None:
+    results = directory / e["file"]
+    if results.exists():  # an earlier attempt: kept beside, never overwritten
+        n = e.get("attempts", 0)
+        while results.with_name(f"{results.name}.attempt-{n}").exists():
+            n += 1
+        results.rename(results.with_name(f"{results.name}.attempt-{n}"))
+    e.update(status="running", started=_now(), reason=None, error=None, exit_code=None,
+             wall_s=None, attempts=e.get("attempts", 0) + 1)
+    manifest.write(directory, doc)
+    argv, env = command(cell, results, place, index)
+    t0 = time.monotonic()
+    try:
+        code, stopped = _launch(argv, env, directory / e["log"], cell.deadline_s)
+    except BaseException:
+        e.update(status="failed", error="the study was stopped while this cell ran",
+                 wall_s=round(time.monotonic() - t0, 3))
+        manifest.write(directory, doc)
+        raise
+    e["wall_s"] = round(time.monotonic() - t0, 3)
+    e["exit_code"] = code
+    if code == 0 and _file_ok(results):
+        e["status"] = "ok"
+    else:
+        e["status"] = "failed"
+        e["error"] = stopped or (_error_of(directory / e["log"], code) if code else
+                                 "exit code 0 but the results file has no ok summary")
+    manifest.write(directory, doc)
+
+
+def _check_same(doc: dict[str, Any], study: Study, entries: list[dict[str, Any]],
+                directory: Path) -> None:
+    if doc["study"] != study.name:
+        raise UsageError(f"{directory} holds study {doc['study']!r}, not {study.name!r}")
+    old = [(c["id"], c["options"]) for c in doc["cells"]]
+    new = [(e["id"], e["options"]) for e in entries]
+    if json.dumps(old, sort_keys=True) != json.dumps(new, sort_keys=True):
+        raise UsageError(f"study {study.name!r} ({study.source}) has changed since {directory} "
+                         "was started (other cells or options); start it anew in another --out")

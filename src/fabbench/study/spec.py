@@ -1,0 +1,479 @@
+"""A study: a matrix of cells (fabric x primitive x GPUDirect x workload x nodes [x link]) kept
+as data in a TOML file, validated once, before anything runs.
+
+    name = "quick"
+    description = "..."
+    [matrix]                     # the axes; every combination is a cell
+    fabric = ["ethernet", "shm"] # "*": every fabric profile on the search path
+    primitive = ["mpi", "gloo"]
+    gpudirect = ["off"]          # on | off (default ["off"])
+    workload = ["allreduce"]     # names of [workload.NAME] tables
+    nodes = [1]                  # default [1]
+    link = ["1Gbit"]             # optional: emulated links of that rate (fabbench emulate)
+    [run]                        # options of every cell (as `fabbench run` takes them)
+    ranks_per_node = 2
+    [workload.allreduce]         # a workload: its kind and its own options
+    kind = "collectives"
+    ops = "allreduce"
+    [[exclude]]                  # combinations left out: axis = value or [values]
+    fabric = "shm"
+    primitive = "nccl"
+    [[override]]                 # options for the cells a match selects
+    match = { primitive = "horovod" }
+    horovod_over = "mpi"
+
+A bad file is refused with its path, the line and the key (``UsageError``, exit code 2).
+Search path for names, later wins: the package's studies, /etc/fabbench/studies,
+~/.config/fabbench/studies, each directory of $FABBENCH_STUDY_PATH; a path to a .toml file works
+too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import tomllib
+
+from fabbench.errors import UsageError
+from fabbench.study.locate import line_of
+
+BUILTIN_DIR = Path(__file__).parent / "studies"
+AXES = ("workload", "fabric", "primitive", "gpudirect", "nodes", "link")
+GPUDIRECT = ("off", "on")
+KINDS = ("collectives", "train", "halo")
+_TOP_KEYS = ("name", "description", "matrix", "run", "workload", "exclude", "override")
+_NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
+
+# options a cell may set: the type it takes, the workload kinds it belongs to (None: every kind)
+_NUM = (int, float)
+OPTIONS: Mapping[str, tuple[tuple[type, ...], tuple[str, ...] | None]] = MappingProxyType({
+    "ranks_per_node": ((int,), None),
+    "deadline": (_NUM, None),  # seconds the study gives the cell before stopping it
+    "wire": ((str,), None),
+    "iface": ((str,), None),
+    "rdma_device": ((str,), None),
+    "device": ((str,), None),
+    "timeout": (_NUM, None),
+    "horovod_over": ((str,), None),
+    "ops": ((str, list), ("collectives",)),
+    "sizes": ((str, list), ("collectives",)),
+    "dtypes": ((str, list), ("collectives",)),
+    "check": ((bool,), ("collectives",)),
+    "budget": (_NUM, ("collectives",)),
+    "min_samples": ((int,), ("collectives",)),
+    "max_samples": ((int,), ("collectives",)),
+    "model": ((str,), ("train",)),
+    "batch_size": ((int,), ("train",)),
+    "image_size": ((int,), ("train",)),
+    "steps": ((int,), ("train",)),
+    "warmup_steps": ((int,), ("train",)),
+    "scaling": ((str, list), ("train",)),
+    "bucket_mb": (_NUM, ("train",)),
+    "fusion_mb": (_NUM, ("train",)),
+    "precision": ((str,), ("train",)),
+    "cells_per_rank": ((int,), ("halo",)),
+    "halo_iters": ((int,), ("halo",)),
+})
+DEFAULT_DEADLINE_S = 600.0
+
+
+def search_path() -> list[Path]:
+    dirs = [BUILTIN_DIR, Path("/etc/fabbench/studies"), Path.home() / ".config/fabbench/studies"]
+    dirs += [Path(p) for p in os.environ.get("FABBENCH_STUDY_PATH", "").split(":") if p]
+    return dirs
+
+
+def available_studies() -> dict[str, Path]:
+    """Name -> file over the search path (later directories override earlier ones)."""
+    from fabbench.fabrics.profile import toml_files
+
+    return toml_files(search_path())
+
+
+@dataclass(frozen=True, kw_only=True)
+class Cell:
+    """One launch of `fabbench run`: its place in the matrix and its options."""
+
+    id: str
+    workload: str  # the [workload.NAME] it runs
+    kind: str      # collectives | train | halo
+    fabric: str
+    primitive: str
+    gpudirect: str
+    nodes: int
+    link: str | None
+    options: Mapping[str, Any]
+
+    def __post_init__(self) -> None:
+        if not _NAME.match(self.id):
+            raise UsageError(f"bad cell id {self.id!r}")
+
+    @property
+    def ranks_per_node(self) -> int:
+        return int(self.options.get("ranks_per_node", 1))
+
+    @property
+    def ranks(self) -> int:
+        return self.ranks_per_node * self.nodes
+
+    @property
+    def deadline_s(self) -> float:
+        return float(self.options.get("deadline", DEFAULT_DEADLINE_S))
+
+    @property
+    def device(self) -> str | None:
+        """cuda when the cell needs GPU buffers (nccl, GPUDirect on), else what was asked."""
+        if self.primitive == "nccl" or self.gpudirect == "on":
+            return "cuda"
+        return self.options.get("device")
+
+    def axes(self) -> dict[str, Any]:
+        return {"workload": self.workload, "fabric": self.fabric, "primitive": self.primitive,
+                "gpudirect": self.gpudirect, "nodes": self.nodes, "link": self.link}
+
+    def run_args(self) -> list[str]:
+        """The arguments of `fabbench run` for this cell (without --out and --ranks)."""
+        args = ["--fabric", self.fabric, "--primitive", self.primitive, "--workload", self.kind]
+        if self.device:
+            args += ["--device", self.device]
+        for key, value in sorted(self.options.items()):
+            if key in ("ranks_per_node", "deadline", "device"):
+                continue
+            flag = "--" + key.replace("_", "-")
+            if isinstance(value, bool):
+                args.append(flag if value else "--no-" + key.replace("_", "-"))
+            elif isinstance(value, list):
+                args += [flag, ",".join(str(v) for v in value)]
+            else:
+                args += [flag, str(value)]
+        return args
+
+
+@dataclass(frozen=True, kw_only=True)
+class Study:
+    name: str
+    description: str
+    source: str
+    sha256: str
+    axes: Mapping[str, tuple[Any, ...]]
+    cells: tuple[Cell, ...] = field(default_factory=tuple)
+
+    def cell(self, cell_id: str) -> Cell:
+        for c in self.cells:
+            if c.id == cell_id:
+                return c
+        raise KeyError(cell_id)
+
+
+class _Source:
+    """The file being read: errors name it, the line and the key."""
+
+    def __init__(self, path: Path, text: str) -> None:
+        self.path, self.text = path, text
+
+    def error(self, key: tuple[str | int, ...], message: str, value: object = None
+              ) -> UsageError:
+        shown = ".".join(str(k) if isinstance(k, str) else f"[{k}]" for k in key).replace(".[",
+                                                                                        "[")
+        line = line_of(self.text, key, value)
+        return UsageError(f"{self.path}:{line}: {shown or 'study'}: {message}")
+
+
+def find_study(name_or_path: str) -> Path:
+    if name_or_path.endswith(".toml") or os.sep in name_or_path:
+        path = Path(name_or_path)
+        if not path.is_file():
+            raise UsageError(f"no study file {name_or_path}")
+        return path
+    studies = available_studies()
+    if name_or_path not in studies:
+        raise UsageError(f"unknown study {name_or_path!r} (known: {', '.join(sorted(studies))})")
+    return studies[name_or_path]
+
+
+def load_study(name_or_path: str) -> Study:
+    path = find_study(name_or_path)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"cannot read study {path}: {exc.strerror}") from None
+    text = raw.decode(errors="replace")
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{path}: not valid TOML: {exc}") from None
+    return parse_study(data, _Source(path, text), hashlib.sha256(raw).hexdigest())
+
+
+def _unknown(src: _Source, table: Mapping[str, Any], allowed: tuple[str, ...] | Mapping,
+             where: tuple[str | int, ...]) -> None:
+    for key in table:
+        if key not in allowed:
+            raise src.error((*where, key), f"unknown key {key!r} (allowed: "
+                            f"{', '.join(sorted(allowed))})")
+
+
+def _table(src: _Source, data: Mapping[str, Any], key: str, *, required: bool = False
+           ) -> dict[str, Any]:
+    value = data.get(key, {} if not required else None)
+    if value is None:
+        raise src.error((), f"missing table [{key}]")
+    if not isinstance(value, dict):
+        raise src.error((key,), "expected a table")
+    return value
+
+
+def _options(src: _Source, table: Mapping[str, Any], where: tuple[str | int, ...],
+             kind: str | None, skip: tuple[str, ...] = ()) -> dict[str, Any]:
+    out = {}
+    for key, value in table.items():
+        if key in skip:
+            continue
+        if key not in OPTIONS:
+            raise src.error((*where, key), f"unknown key {key!r} (options: "
+                            f"{', '.join(sorted(OPTIONS))})")
+        types, kinds = OPTIONS[key]
+        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+            raise src.error((*where, key), f"expected {' or '.join(t.__name__ for t in types)}, "
+                            f"got {type(value).__name__}")
+        if kind is not None and kinds is not None and kind not in kinds:
+            raise src.error((*where, key), f"{key!r} is an option of {', '.join(kinds)} "
+                            f"workloads, not of a {kind} workload")
+        out[key] = value
+    return out
+
+
+def _axis(src: _Source, matrix: Mapping[str, Any], axis: str, default: list | None
+          ) -> list[Any]:
+    values = matrix.get(axis, default)
+    if values is None:
+        raise src.error(("matrix",), f"missing axis {axis!r}")
+    if not isinstance(values, list):
+        raise src.error(("matrix", axis), "expected a list")
+    if not values:
+        raise src.error(("matrix", axis), "empty: the matrix has no cells")
+    if len(set(map(str, values))) != len(values):
+        raise src.error(("matrix", axis), "a value is listed twice")
+    return values
+
+
+def parse_study(data: Mapping[str, Any], src: _Source, sha256: str = "") -> Study:
+    from fabbench.comm.registry import HOROVOD_OVER, PRIMITIVES
+    from fabbench.fabrics.profile import available_profiles
+    from fabbench.model.quantities import parse_bandwidth
+
+    _unknown(src, data, _TOP_KEYS, ())
+    name = data.get("name")
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise src.error(("name",), "name must be lower-case letters, digits, '-' or '_'")
+    description = data.get("description", "")
+    if not isinstance(description, str):
+        raise src.error(("description",), "expected a string")
+    matrix = _table(src, data, "matrix", required=True)
+    _unknown(src, matrix, AXES, ("matrix",))
+    workloads = _table(src, data, "workload", required=True)
+    if not workloads:
+        raise src.error(("workload",), "no [workload.NAME] table")
+
+    # the axes, each value checked
+    profiles = available_profiles()
+    fabrics = _axis(src, matrix, "fabric", None)
+    if "*" in fabrics:
+        fabrics = [f for f in fabrics if f != "*"] + sorted(set(profiles) - set(fabrics))
+    for f in fabrics:
+        if f not in profiles:
+            raise src.error(("matrix", "fabric"), f"unknown fabric {f!r} (known: "
+                            f"{', '.join(sorted(profiles))}, or '*')", f)
+    primitives = _axis(src, matrix, "primitive", None)
+    for p in primitives:
+        if p not in PRIMITIVES:
+            raise src.error(("matrix", "primitive"), f"unknown primitive {p!r} (known: "
+                            f"{', '.join(PRIMITIVES)})", p)
+    gpudirect = _axis(src, matrix, "gpudirect", ["off"])
+    for g in gpudirect:
+        if g not in GPUDIRECT:
+            raise src.error(("matrix", "gpudirect"), f"expected on or off, not {g!r}", g)
+    nodes = _axis(src, matrix, "nodes", [1])
+    for n in nodes:
+        if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= 4096:
+            raise src.error(("matrix", "nodes"), f"a node count is a whole number from 1 to "
+                            f"4096, not {n!r}", n)
+    links = _axis(src, matrix, "link", [None])
+    for link in links:
+        if link is not None:
+            if not isinstance(link, str):
+                raise src.error(("matrix", "link"), f"a link rate is a string such as "
+                                f"\"1Gbit\", not {link!r}", link)
+            try:
+                parse_bandwidth(link)
+            except UsageError as exc:
+                raise src.error(("matrix", "link"), str(exc), link) from None
+    names = _axis(src, matrix, "workload", None)
+    for w in names:
+        if w not in workloads:
+            raise src.error(("matrix", "workload"), f"no [workload.{w}] table (defined: "
+                            f"{', '.join(workloads)})", w)
+
+    # options: [run], then each workload's, then the overrides that match
+    base = _options(src, _table(src, data, "run"), ("run",), None)
+    kinds, wl_options = {}, {}
+    for w, table in workloads.items():
+        if not isinstance(table, dict):
+            raise src.error(("workload", w), "expected a table")
+        kind = table.get("kind")
+        if kind not in KINDS:
+            raise src.error(("workload", w, "kind") if "kind" in table else ("workload", w),
+                            f"kind must be one of {', '.join(KINDS)}, not {kind!r}")
+        if not _NAME.match(w):
+            raise src.error(("workload", w), "a workload name is lower-case letters, digits, "
+                            "'-' or '_'")
+        kinds[w] = kind
+        wl_options[w] = _options(src, table, ("workload", w), kind, skip=("kind",))
+        _check_model(src, wl_options[w], ("workload", w))
+        if "horovod_over" in wl_options[w] and wl_options[w]["horovod_over"] not in HOROVOD_OVER:
+            raise src.error(("workload", w, "horovod_over"), "expected mpi or gloo")
+    excludes = _selectors(src, data, "exclude", fabrics, primitives, gpudirect, nodes, links,
+                          names)
+    overrides = _overrides(src, data, fabrics, primitives, gpudirect, nodes, links, names, kinds)
+
+    axes = {"workload": names, "fabric": fabrics, "primitive": primitives,
+            "gpudirect": gpudirect, "nodes": nodes, "link": links}
+    cells = []
+    for w, fab, prim, gdr, n, link in itertools.product(names, fabrics, primitives, gpudirect,
+                                                        nodes, links):
+        where = {"workload": w, "fabric": fab, "primitive": prim, "gpudirect": gdr, "nodes": n,
+                 "link": link}
+        if any(_matches(sel, where) for sel in excludes):
+            continue
+        # [run] options of one kind (steps, sizes, ...) reach only the workloads of that kind
+        options = {k: v for k, v in base.items()
+                   if OPTIONS[k][1] is None or kinds[w] in OPTIONS[k][1]}
+        options.update(wl_options[w])
+        for i, (sel, opts) in enumerate(overrides):
+            if _matches(sel, where):
+                for key in opts:
+                    if OPTIONS[key][1] is not None and kinds[w] not in OPTIONS[key][1]:
+                        raise src.error(("override", i, key), f"{key!r} is not an option of "
+                                        f"workload {w!r} ({kinds[w]}), which this override "
+                                        "matches")
+                options.update(opts)
+        cell_id = _cell_id(where, axes)
+        cell = Cell(id=cell_id, workload=w, kind=kinds[w], fabric=fab, primitive=prim,
+                    gpudirect=gdr, nodes=n, link=link, options=MappingProxyType(options))
+        _validate_cell(src, cell, w)
+        cells.append(cell)
+    if not cells:
+        raise src.error(("matrix",), "the matrix leaves no cells (every combination is "
+                        "excluded)")
+    return Study(name=name, description=description, source=str(src.path), sha256=sha256,
+                 axes=MappingProxyType({k: tuple(v) for k, v in axes.items()}),
+                 cells=tuple(cells))
+
+
+def _check_model(src: _Source, options: Mapping[str, Any], where: tuple[str | int, ...]) -> None:
+    from fabbench.models.registry import MODELS
+
+    model = options.get("model")
+    if model is not None and model not in MODELS:
+        raise src.error((*where, "model"), f"unknown model {model!r} (known: "
+                        f"{', '.join(MODELS)})")
+
+
+def _selectors(src: _Source, data: Mapping[str, Any], key: str, *axes: list
+               ) -> list[dict[str, tuple]]:
+    entries = data.get(key, [])
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise src.error((key,), f"expected [[{key}]] tables")
+    return [_selector(src, e, (key, i), axes) for i, e in enumerate(entries)]
+
+
+def _selector(src: _Source, table: Mapping[str, Any], where: tuple[str | int, ...],
+              axes: tuple[list, ...]) -> dict[str, tuple]:
+    if not table:
+        raise src.error(where, "empty: it would select every cell")
+    known = dict(zip(("fabric", "primitive", "gpudirect", "nodes", "link", "workload"), axes,
+                     strict=True))
+    out = {}
+    for axis, value in table.items():
+        if axis not in known:
+            raise src.error((*where, axis), f"unknown axis {axis!r} (axes: "
+                            f"{', '.join(AXES)})")
+        values = value if isinstance(value, list) else [value]
+        for v in values:
+            if v not in known[axis]:
+                raise src.error((*where, axis), f"{v!r} is not on the matrix's {axis} axis "
+                                f"({', '.join(map(str, known[axis]))})", v)
+        out[axis] = tuple(values)
+    return out
+
+
+def _overrides(src: _Source, data: Mapping[str, Any], fabrics: list, primitives: list,
+               gpudirect: list, nodes: list, links: list, names: list, kinds: dict
+               ) -> list[tuple[dict[str, tuple], dict[str, Any]]]:
+    entries = data.get("override", [])
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise src.error(("override",), "expected [[override]] tables")
+    out = []
+    for i, entry in enumerate(entries):
+        match = entry.get("match")
+        if not isinstance(match, dict):
+            raise src.error(("override", i), "needs match = { axis = value, ... }")
+        sel = _selector(src, match, ("override", i, "match"),
+                        (fabrics, primitives, gpudirect, nodes, links, names))
+        opts = _options(src, entry, ("override", i), None, skip=("match",))
+        if not opts:
+            raise src.error(("override", i), "sets no option")
+        _check_model(src, opts, ("override", i))
+        out.append((sel, opts))
+    return out
+
+
+def _matches(selector: Mapping[str, tuple], where: Mapping[str, Any]) -> bool:
+    return all(where[axis] in values for axis, values in selector.items())
+
+
+def _cell_id(where: Mapping[str, Any], axes: Mapping[str, list]) -> str:
+    parts = [where["workload"], where["fabric"], where["primitive"]]
+    if len(axes["gpudirect"]) > 1 or where["gpudirect"] == "on":
+        parts.append(f"gdr-{where['gpudirect']}")
+    parts.append(f"n{where['nodes']}")
+    if where["link"] is not None:
+        parts.append(re.sub(r"[^a-z0-9]+", "", where["link"].lower()))
+    return "-".join(parts)
+
+
+def _validate_cell(src: _Source, cell: Cell, workload: str) -> None:
+    """The options through the same Plan `fabbench run` builds: a study cannot hold a cell that
+    `fabbench run` would refuse for its options."""
+    from fabbench.runner import RunOptions, make_plan
+
+    o = dict(cell.options)
+    fields = {"wire", "iface", "rdma_device", "ops", "sizes", "dtypes", "check", "min_samples",
+              "max_samples", "model", "batch_size", "image_size", "steps", "warmup_steps",
+              "scaling", "bucket_mb", "fusion_mb", "precision", "cells_per_rank", "halo_iters",
+              "horovod_over"}
+    kwargs = {k: (",".join(map(str, v)) if isinstance(v, list) else v)
+              for k, v in o.items() if k in fields}
+    if "timeout" in o:
+        kwargs["timeout_s"] = float(o["timeout"])
+    if "budget" in o:
+        kwargs["budget_s"] = float(o["budget"])
+    device = cell.device or "cpu"
+    try:
+        make_plan(RunOptions(fabric=cell.fabric, primitive=cell.primitive, workload=cell.kind,
+                             ranks=max(1, cell.ranks), device=device, out="-", **kwargs),
+                  local_launch=False)
+    except UsageError as exc:
+        raise src.error(("workload", workload), f"cell {cell.id}: {exc}") from None
+    if cell.ranks_per_node < 1:
+        raise src.error(("run", "ranks_per_node"), "must be at least 1")
+    if not 0 < cell.deadline_s <= 86400:
+        raise src.error(("run", "deadline"), "a deadline is between 0 and 86400 seconds")

@@ -1,0 +1,241 @@
+"""Studies as data: the shipped studies load, bad files are refused with file, line and key
+(exit 2, nothing created), cells know their launch and why a place cannot run them, and the
+headline says what the statistics say."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from fabbench.cli.main import main
+from fabbench.errors import UsageError
+from fabbench.report.stats import Verdict
+from fabbench.report.study import Cell as ReportCell
+from fabbench.report.study import Group, Row, headline
+from fabbench.study.host import Host, Place, why_not
+from fabbench.study.locate import line_of
+from fabbench.study.spec import available_studies, load_study
+
+GOOD = textwrap.dedent("""\
+    # a small study
+    name = "tiny"
+    description = "two fabrics"
+
+    [matrix]
+    fabric = ["ethernet", "shm"]
+    primitive = [
+      "mpi",
+      "nccl",
+    ]
+    workload = ["allreduce", "gpt"]
+
+    [run]
+    ranks_per_node = 2
+    deadline = 60
+
+    [workload.allreduce]
+    kind = "collectives"
+    ops = "allreduce"
+    sizes = "1K:64K"
+
+    [workload.gpt]
+    kind = "train"
+    model = "gpt-tiny"
+    steps = 5
+
+    [[exclude]]
+    fabric = "shm"
+    primitive = "nccl"
+
+    [[override]]
+    match = { workload = "gpt", fabric = "shm" }
+    steps = 7
+    """)
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "tiny.toml"
+    path.write_text(text)
+    return path
+
+
+def test_shipped_studies_load():
+    studies = available_studies()
+    for name in ("quick", "hpec2020", "fabric-ab"):
+        assert name in studies
+        s = load_study(name)
+        assert s.name == name and s.cells
+        assert len({c.id for c in s.cells}) == len(s.cells)
+    hpec = load_study("hpec2020")
+    assert {c.primitive for c in hpec.cells} == {"nccl", "mpi", "gloo", "horovod"}
+    assert {c.gpudirect for c in hpec.cells} == {"on", "off"}
+    assert {"resnet50", "vgg16", "gpt-small"} <= {c.options.get("model") for c in hpec.cells}
+    assert not [c for c in hpec.cells if c.primitive == "gloo" and c.gpudirect == "on"]
+    assert {c.kind for c in hpec.cells} == {"train", "halo"}
+
+
+def test_cells_of_a_good_study(tmp_path):
+    s = load_study(str(_write(tmp_path, GOOD)))
+    assert [c.id for c in s.cells] == [
+        "allreduce-ethernet-mpi-n1", "allreduce-ethernet-nccl-n1", "allreduce-shm-mpi-n1",
+        "gpt-ethernet-mpi-n1", "gpt-ethernet-nccl-n1", "gpt-shm-mpi-n1"]
+    shm = s.cell("gpt-shm-mpi-n1")
+    assert shm.options["steps"] == 7 and shm.ranks == 2 and shm.deadline_s == 60
+    eth = s.cell("gpt-ethernet-mpi-n1")
+    assert eth.options["steps"] == 5
+    assert eth.run_args() == ["--fabric", "ethernet", "--primitive", "mpi", "--workload",
+                              "train", "--model", "gpt-tiny", "--steps", "5"]
+    nccl = s.cell("allreduce-ethernet-nccl-n1")
+    assert nccl.device == "cuda" and "--device" in nccl.run_args()
+
+
+@pytest.mark.parametrize("old, new, line, words", [
+    ('description = "two fabrics"', 'descripton = "two fabrics"', 3, "descripton"),
+    ('sizes = "1K:64K"', 'size = "1K:64K"', 20, "workload.allreduce.size"),
+    ('  "nccl",', '  "ncl",', 9, "unknown primitive 'ncl'"),
+    ('fabric = ["ethernet", "shm"]', 'fabric = ["ethernet", "infiniband2"]', 6,
+     "unknown fabric 'infiniband2'"),
+    ('model = "gpt-tiny"', 'model = "resnet5"', 24, "unknown model 'resnet5'"),
+    ('workload = ["allreduce", "gpt"]', 'workload = []', 11, "matrix.workload: empty"),
+    ('steps = 7', 'stepz = 7', 33, "override[0].stepz"),
+    ('match = { workload = "gpt", fabric = "shm" }',
+     'match = { workload = "gpt", fabrc = "shm" }', 32, "unknown axis 'fabrc'"),
+    ('steps = 5', 'steps = "5"', 25, "expected int"),
+    ('sizes = "1K:64K"', 'sizes = "1K:64Q"', 17, "bad size"),
+    ('ops = "allreduce"', 'ops = "allreduce"\nmodel = "gpt-tiny"', 20,
+     "'model' is an option of train workloads, not of a collectives workload"),
+])
+def test_bad_study_names_file_line_and_key(tmp_path, old, new, line, words):
+    assert old in GOOD
+    path = _write(tmp_path, GOOD.replace(old, new))
+    with pytest.raises(UsageError) as err:
+        load_study(str(path))
+    message = str(err.value)
+    assert message.startswith(f"{path}:{line}: "), message
+    assert words in message, message
+
+
+def test_all_cells_excluded_is_refused(tmp_path):
+    text = GOOD + '\n[[exclude]]\nfabric = ["ethernet", "shm"]\n'
+    with pytest.raises(UsageError, match=r"tiny.toml:5: matrix: the matrix leaves no cells"):
+        load_study(str(_write(tmp_path, text)))
+
+
+def test_bad_study_exits_2_before_anything_runs(tmp_path, capsys):
+    path = _write(tmp_path, GOOD.replace('model = "gpt-tiny"', 'model = "resnet5"'))
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as exit_:
+        main(["study", "run", str(path), "--out", str(out)])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.strip().count("\n") == 0 and f"{path}:24: workload.gpt.model" in err, err
+    assert not out.exists()
+
+
+def test_unknown_study_and_not_toml(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["study", "show", "no-such-study"])
+    assert exit_.value.code == 2 and "unknown study 'no-such-study'" in capsys.readouterr().err
+    bad = tmp_path / "bad.toml"
+    bad.write_text("name = \n")
+    with pytest.raises(SystemExit) as exit_:
+        main(["study", "show", str(bad)])
+    assert exit_.value.code == 2 and "not valid TOML" in capsys.readouterr().err
+
+
+def test_line_of():
+    text = GOOD
+    assert line_of(text, ("matrix", "primitive"), "nccl") == 9
+    assert line_of(text, ("workload", "gpt", "model")) == 24
+    assert line_of(text, ("override", 0, "match", "fabric")) == 32
+    assert line_of(text, ("exclude", 0, "primitive")) == 29
+    assert line_of(text, ("nowhere", "at", "all")) == 1
+    assert line_of(text, ("workload", "gpt", "nope")) == 22  # the nearest parent
+
+
+def _host(**kw) -> Host:
+    base = {"gpus": False, "has_gpudirect_switch": False, "has_emulate": False, "root": True,
+            "mpirun": True, "horovod": True}
+    return Host(**{**base, **kw})
+
+
+def test_why_not(tmp_path):
+    text = GOOD.replace('fabric = ["ethernet", "shm"]',
+                        'fabric = ["ethernet", "shm", "infiniband"]')
+    s = load_study(str(_write(tmp_path, text)))
+    local = Place(scheduler="local", nodes=1)
+    assert why_not(s.cell("allreduce-ethernet-mpi-n1"), _host(), local) is None
+    assert "needs a GPU" in why_not(s.cell("allreduce-ethernet-nccl-n1"), _host(), local)
+    assert why_not(s.cell("allreduce-ethernet-nccl-n1"), _host(gpus=True), local) is None
+    assert "mpirun" in why_not(s.cell("allreduce-ethernet-mpi-n1"), _host(mpirun=False), local)
+    ib = why_not(s.cell("allreduce-infiniband-mpi-n1"), _host(), local)
+    if Path("/sys/class/infiniband").exists():
+        pytest.skip("this host has RDMA devices")
+    assert "needs an active InfiniBand/RoCE port" in ib
+
+
+def test_why_not_nodes_and_gpudirect(tmp_path):
+    text = GOOD.replace('workload = ["allreduce", "gpt"]',
+                        'workload = ["allreduce", "gpt"]\nnodes = [1, 2]\ngpudirect = ["off", '
+                        '"on"]')
+    s = load_study(str(_write(tmp_path, text)))
+    cell = s.cell("allreduce-ethernet-mpi-gdr-off-n2")
+    assert why_not(cell, _host(), Place(scheduler="local", nodes=1)) == \
+        "needs 2 nodes; this host is one node"
+    assert why_not(cell, _host(), Place(scheduler="slurm", nodes=2)) is None
+    assert "single-host" in why_not(s.cell("allreduce-shm-mpi-gdr-off-n2"), _host(),
+                                    Place(scheduler="slurm", nodes=2))
+    gdr = s.cell("allreduce-ethernet-mpi-gdr-on-n1")
+    assert gdr.device == "cuda"
+    assert "needs a GPU" in why_not(gdr, _host(), Place(scheduler="local", nodes=1))
+    assert "no --gpudirect switch" in why_not(gdr, _host(gpus=True),
+                                              Place(scheduler="local", nodes=1))
+
+
+def _row(label: str, median: float, verdict: Verdict | None) -> Row:
+    cell = ReportCell({"id": label.replace("/", "-"), "axes": {}, "options": {}}, [], label)
+    return Row(cell=cell, median=median, samples=[median] * 10, verdict=verdict,
+               best=verdict is None)
+
+
+def test_headline_words():
+    g = Group("train", "resnet50", 1, [
+        _row("shm/gloo", 100.0, None),
+        _row("ethernet/gloo", 102.1, Verdict(1.021, 1.014, 1.029, 0.001, "slower")),
+        _row("ethernet/mpi", 100.5, Verdict(1.005, 0.99, 1.02, 0.4, "same"))])
+    assert headline(g) == ("resnet50: ethernet/gloo is 2.1 % slower than shm/gloo "
+                           "(95 % CI 1.4–2.9 %), significant; ethernet/mpi: no significant "
+                           "difference")
+    same = Group("halo", "halo", 2, [_row("a/mpi", 1.0, None),
+                                     _row("b/mpi", 1.01, Verdict(1.01, 0.98, 1.03, 0.5, "same"))])
+    assert headline(same) == "halo on 2 nodes: no significant difference between a/mpi, b/mpi"
+
+
+def test_render_slurm_study(tmp_path, capsys):
+    import subprocess
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["render", "slurm", "--study", "quick", "--fabbench-command", "/opt/fb/bin/fabbench",
+              "--results-dir", "out dir"])
+    assert exit_.value.code == 0
+    script = capsys.readouterr().out
+    assert "#SBATCH --nodes=1\n#SBATCH --ntasks-per-node=2\n" in script
+    assert "/opt/fb/bin/fabbench study run quick --out \"$out\" \"${resume[@]}\"" in script
+    assert "results_dir='out dir'" in script
+    path = tmp_path / "job.sbatch"
+    path.write_text(script)
+    assert subprocess.run(["bash", "-n", str(path)], check=False).returncode == 0
+    with pytest.raises(SystemExit) as exit_:
+        main(["render", "slurm", "--study", "hpec2020", "--nodes", "4", "--gpus-per-node", "8"])
+    assert exit_.value.code == 0
+    script = capsys.readouterr().out
+    assert "#SBATCH --nodes=4\n" in script and "#SBATCH --gpus-per-node=8\n" in script
+    site = _write(tmp_path, GOOD)
+    with pytest.raises(SystemExit) as exit_:
+        main(["render", "slurm", "--study", str(site)])
+    assert exit_.value.code == 0 and f"study run {site.resolve()} --out" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exit_:
+        main(["render", "slurm", "--study", "quick", "--runtime", "apptainer", "--image", "x.sif"])
+    assert exit_.value.code == 2 and "--runtime none" in capsys.readouterr().err
