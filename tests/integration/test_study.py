@@ -18,7 +18,7 @@ import pytest
 
 from conftest import REPO, chromium_screenshot, fabbench
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration]
 
 STUDIES = REPO / "tests/fixtures/studies"
 TINY = str(STUDIES / "tiny.toml")

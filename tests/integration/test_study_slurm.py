@@ -14,7 +14,7 @@ from test_slurm import _job_fields, _log, one_host  # noqa: F401  (a fixture)
 
 from conftest import fabbench
 
-pytestmark = [pytest.mark.integration, pytest.mark.needs_root, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.needs_root]
 
 FABBENCH = str(Path(sys.executable).parent / "fabbench")
 DEADLINE_S = 900
