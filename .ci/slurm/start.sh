@@ -4,6 +4,11 @@
 #   .ci/slurm/start.sh one   # one node (this host): sbatch, srun, srun --mpi=pmix
 #   .ci/slurm/start.sh two   # two emulated nodes n1, n2 on this host (docs/testing.md): srun -N2 works,
 #                            # srun -N2 --mpi=pmix does not (two PMIx servers on one host collide)
+#   .ci/slurm/start.sh four  # four nodes node0..node3 of a standing `fabbench emulate up` cluster:
+#                            # one slurmd per node in its own network namespace, with its own
+#                            # address (198.18.x.y), hostname and PMIx server, so
+#                            # srun -N4 --mpi=pmix works; slurmctld listens on the bridge
+#                            # ($FABBENCH, default .venv/bin/fabbench, makes the cluster)
 #
 # Each cluster lives in its own directory ($FABBENCH_SLURM_DIR, default /var/tmp/fabbench-slurm/<mode>)
 # with its own ports, so both can run at once; nothing under /etc is changed: commands find the
@@ -15,7 +20,8 @@ mode=${1:-one}
 case $mode in
   one) ctld_port=16817; node_port=16818 ;;
   two) ctld_port=16827; node_port=0 ;;
-  *) echo "usage: $0 one|two" >&2; exit 2 ;;
+  four) ctld_port=16837; node_port=16838 ;;
+  *) echo "usage: $0 one|two|four" >&2; exit 2 ;;
 esac
 [ "$(id -u)" -eq 0 ] || { echo "start.sh: Slurm daemons need root" >&2; exit 3; }
 # The daemons started below outlive this script: they must not inherit its caller's descriptors
@@ -59,9 +65,32 @@ fi
 
 # 3. configuration
 mkdir -p "$dir/state"
+ctld_addr=127.0.0.1
 if [ "$mode" = one ]; then
   nodes="NodeName=$host NodeAddr=127.0.0.1 CPUs=$cpus Port=$node_port State=UNKNOWN"
   names=("$host")
+elif [ "$mode" = four ]; then
+  # a fresh emulated cluster (a stale one of ours is stopped first)
+  here=$(cd "$(dirname "$0")/../.." && pwd)
+  fabbench=${FABBENCH:-$here/.venv/bin/fabbench}
+  if [ -f "$dir/emulation" ]; then
+    old=$(dirname "$(cat "$dir/emulation")")
+    timeout 90 "$fabbench" emulate down --pid "$(basename "$old")" >/dev/null 2>&1 || true
+  fi
+  emulation=$(timeout 150 "$fabbench" emulate up --nodes 4 --link "${FABBENCH_SLURM_LINK:-1gbit}" \
+                2>/dev/null | sed -n 's/^FABBENCH_EMULATION=//p')
+  [ -n "$emulation" ] || { log "fabbench emulate up failed"; exit 1; }
+  echo "$emulation" >"$dir/emulation"
+  edir=$(dirname "$emulation")
+  agent=$edir/bin/ssh
+  ctld_addr=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["bridge_address"])' "$emulation")
+  nodes=""
+  names=()
+  for i in 0 1 2 3; do
+    addr=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["nodes"][int(sys.argv[2])]["address"])' "$emulation" "$i")
+    nodes+="NodeName=node$i NodeHostname=node$i NodeAddr=$addr CPUs=$cpus Port=$node_port State=UNKNOWN"$'\n'
+    names+=("node$i")
+  done
 else
   nodes="NodeName=n1 NodeHostname=$host NodeAddr=127.0.0.1 CPUs=$cpus Port=17001 State=UNKNOWN
 NodeName=n2 NodeHostname=$host NodeAddr=127.0.0.1 CPUs=$cpus Port=17002 State=UNKNOWN"
@@ -70,7 +99,7 @@ fi
 cat >"$conf" <<CONF
 # written by .ci/slurm/start.sh $mode
 ClusterName=fabbench-$mode
-SlurmctldHost=$host(127.0.0.1)
+SlurmctldHost=$host($ctld_addr)
 SlurmctldPort=$ctld_port
 AuthType=auth/munge
 CredType=cred/munge
@@ -110,7 +139,18 @@ timeout 30 slurmctld -f "$conf" -c
 for name in "${names[@]}"; do
   mkdir -p "$dir/spool-$name"
   log "starting slurmd $name"
-  if [ "$mode" = one ]; then timeout 30 slurmd -f "$conf"; else timeout 30 slurmd -f "$conf" -N "$name"; fi
+  case $mode in
+    one) timeout 30 slurmd -f "$conf" ;;
+    two) timeout 30 slurmd -f "$conf" -N "$name" ;;
+    # inside the node: its namespace, hostname and /etc/hosts (the emulation's agent)
+    # its own configuration directory: mpi.conf there gives its PMIx clients their own
+    # temporary directory (the default, /tmp/spmix_appdir_<uid>_<job>.<step>, is shared by
+    # all nodes of this one host)
+    four) mkdir -p "$dir/$name/pmix-tmp"
+          ln -sf ../slurm.conf "$dir/$name/slurm.conf"
+          echo "PMIxCliTmpDirBase=$dir/$name/pmix-tmp" >"$dir/$name/mpi.conf"
+          timeout 30 "$agent" "$name" slurmd -f "$dir/$name/slurm.conf" -N "$name" ;;
+  esac
 done
 
 # 5. wait for every node to be usable (deadline 60 s)

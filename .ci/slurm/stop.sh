@@ -9,3 +9,10 @@ for pidfile in "$dir"/slurmd-*.pid "$dir"/slurmctld.pid; do
   [ -n "$pid" ] && kill "$pid" 2>/dev/null || true
   rm -f "$pidfile"
 done
+# four: the emulated cluster its slurmds lived in
+if [ "$mode" = four ] && [ -f "$dir/emulation" ]; then
+  here=$(cd "$(dirname "$0")/../.." && pwd)
+  holder=$(basename "$(dirname "$(cat "$dir/emulation")")")
+  timeout 90 "${FABBENCH:-$here/.venv/bin/fabbench}" emulate down --pid "$holder" >/dev/null || true
+  rm -f "$dir/emulation"
+fi

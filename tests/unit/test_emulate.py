@@ -85,7 +85,7 @@ def test_state_file_round_trip_and_record(tmp_path):
     assert [c.node_of_rank(r).index for r in range(4)] == [0, 0, 1, 1]
     argv = c.on(1, ["echo", "hi"])
     assert argv[:4] == ["ip", "netns", "exec", "fabbench-7-node1"]
-    assert argv[-4:] == ["node1", str(c.hosts_file), "echo", "hi"]
+    assert argv[-4:] == [str(c.enter), "node1", "echo", "hi"]
 
 
 def test_agent_refuses_unknown_hosts(tmp_path):

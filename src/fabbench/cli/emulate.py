@@ -64,7 +64,13 @@ def emulate(
         return
     if max_time <= 0:
         raise UsageError("--max-time must be more than 0 seconds")
-    raise typer.Exit(session.run_under(emulation, args, max_time))
+    try:
+        code = session.run_under(emulation, args, max_time)
+    except session.Terminated as exc:  # torn down already; the shell's code for the signal
+        print(f"fabbench: emulate: stopped by signal {exc.signum}; the cluster is removed",
+              file=sys.stderr)
+        code = 128 + exc.signum
+    raise typer.Exit(code)
 
 
 def register(app: typer.Typer) -> None:

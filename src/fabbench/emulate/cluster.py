@@ -18,9 +18,6 @@ from fabbench.errors import UsageError
 ENV = "FABBENCH_EMULATION"
 NODE_IFACE = "fbnet0"  # every node's interface has this name, as a real cluster's eth0 would
 STATE_FILE = "cluster.json"
-# become the node: its hostname (a UTS namespace of its own), the cluster's hosts file (in the
-# mount namespace `ip netns exec` made), then run the command
-_AS_NODE = 'hostname "$1" && mount --bind "$2" /etc/hosts && shift 2 && exec "$@"'
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -59,6 +56,11 @@ class Cluster:
         return Path(self.state_dir) / "bin" / "ssh"
 
     @property
+    def enter(self) -> Path:
+        """Run inside a node's namespace: becomes the node (hostname, hosts, cgroups), execs."""
+        return Path(self.state_dir) / "bin" / "enter"
+
+    @property
     def hostfile(self) -> Path:
         return Path(self.state_dir) / "hostfile"
 
@@ -77,8 +79,8 @@ class Cluster:
     def on(self, node: int, argv: list[str]) -> list[str]:
         """The command line that runs ``argv`` on node ``node``."""
         n = self.nodes[node]
-        return ["ip", "netns", "exec", n.netns, "unshare", "--uts", "--", "/bin/sh", "-c",
-                _AS_NODE, "sh", n.hostname, str(self.hosts_file), *argv]
+        return ["ip", "netns", "exec", n.netns, "unshare", "--uts", "--", str(self.enter),
+                n.hostname, *argv]
 
     def as_record(self) -> dict[str, Any]:
         """What the run record keeps of the emulation."""
@@ -119,26 +121,57 @@ class Cluster:
                         for n in self.nodes)
         self.agent.write_text(f"""#!/bin/sh
 # fabbench emulate (owner pid {self.owner_pid}): run a command on an emulated node, as ssh
-# would: skip ssh's options, take the host, join the rest into one command for sh.
+# would: skip ssh's options (before and after the host), take the host, join the rest into one
+# command for sh.
+host=
 while [ $# -gt 0 ]; do
   case "$1" in
     -o|-p|-i|-l|-F|-E|-c|-m|-b) shift 2 ;;
     -*) shift ;;
-    *) break ;;
+    *) [ -n "$host" ] && break; host=$1; shift ;;
   esac
 done
-host=$1
-[ $# -gt 0 ] && shift
 case "$host" in
 {cases}    *) echo "fabbench emulate: no emulated node '$host'" >&2; exit 255 ;;
 esac
-exec ip netns exec "$ns" unshare --uts -- /bin/sh -c {shlex.quote(_AS_NODE)} sh "$name" \\
-  {shlex.quote(str(self.hosts_file))} /bin/sh -c "$*"
+exec ip netns exec "$ns" unshare --uts -- {shlex.quote(str(self.enter))} "$name" \\
+  /bin/sh -c "$*"
 """)
         self.agent.chmod(0o755)
+        self.enter.write_text(f"""#!/bin/sh
+# fabbench emulate (owner pid {self.owner_pid}): become emulated node $1 and run the rest.
+# Runs inside the node's network namespace, in the mount namespace `ip netns exec` made (which
+# mounted a sysfs showing the node's own interfaces, hiding the host's cgroup mounts).
+hostname "$1" || exit 1
+mount --bind {shlex.quote(str(self.hosts_file))} /etc/hosts || exit 1
+# the host's cgroup mounts again (daemons such as slurmd need them; a node runs without them)
+{_cgroup_mounts()}
+shift
+exec "$@"
+""")
+        self.enter.chmod(0o755)
         tmp = self.state_file.with_suffix(".tmp")
         tmp.write_text(self.to_json())
         os.replace(tmp, self.state_file)
+
+
+def _cgroup_mounts() -> str:
+    """Shell lines mounting, under the node's fresh /sys, the cgroup file systems the host has
+    (cgroup v1 hierarchies on a tmpfs, or one cgroup2)."""
+    lines = []
+    try:
+        mounts = Path("/proc/self/mounts").read_text().splitlines()
+    except OSError:
+        return ":"
+    for ln in mounts:
+        dev, where, fstype, opts = ln.split()[:4]
+        if not where.startswith("/sys/fs/cgroup") or fstype not in ("tmpfs", "cgroup",
+                                                                    "cgroup2"):
+            continue
+        lines.append(f"mkdir -p {shlex.quote(where)} 2>/dev/null; mount -t {fstype} -o "
+                     f"{shlex.quote(opts)} {shlex.quote(dev)} {shlex.quote(where)} "
+                     "2>/dev/null")
+    return "\n".join(lines) or ":"
 
 
 def load(path: str | os.PathLike) -> Cluster:

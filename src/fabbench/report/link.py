@@ -36,6 +36,12 @@ def _profile_value(run: dict[str, Any], keys: tuple[str, ...]) -> str | None:
 
 
 def link_of(run: dict[str, Any]) -> Link | None:
+    emulated = run.get("emulation")
+    if emulated:  # the shaped links: a collective over all nodes runs at the slowest one's
+        slowest = min(emulated["links"], key=lambda x: x["speed_gbit_s"])
+        return Link(slowest["speed_gbit_s"],
+                    f"emulated {emulated['interface']} of {slowest['node']} "
+                    f"({slowest['speed_gbit_s']:g} Gb/s, tc)")
     fabric = Path(run["fabric"]).stem
     prov = run["provenance"]
     rdma = [p for p in prov.get("rdma", []) if p.get("active") and p.get("rate_gbps")]
@@ -63,6 +69,29 @@ def link_of(run: dict[str, Any]) -> Link | None:
         return None
     nic = max(up, key=lambda n: n["speed_mbps"])
     return Link(nic["speed_mbps"] / 1000, f"{nic['name']} ({nic['speed_mbps']} Mb/s)")
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    """The wire's practical ceiling measured in the run, per direction."""
+
+    gbps: float  # Gb/s (1e9 bits) per direction
+    what: str    # e.g. "iperf3 both ways node0<->node1"
+
+    def efficiency(self, busbw_gbps: float) -> float:
+        return busbw_gbps * 8 / self.gbps
+
+
+def ceiling_of(ceilings: list[dict[str, Any]]) -> Ceiling | None:
+    """The ceiling busbw is held against: both directions at once when measured (a ring
+    allreduce and a bidirectional sendrecv load both), else one direction."""
+    done = {c["mode"]: c for c in ceilings if c.get("per_direction_gbit_s")}
+    c = done.get("bidir") or done.get("one-way")
+    if c is None:
+        return None
+    ways = "both ways" if c["mode"] == "bidir" else "one way"
+    return Ceiling(c["per_direction_gbit_s"], f"{c['tool']} {ways} {c['client']['host']}<->"
+                   f"{c['server']['host']}, {c['per_direction_gbit_s']:.3g} Gb/s per direction")
 
 
 def _fastest_port(ports: list[dict[str, Any]]) -> Link | None:

@@ -21,6 +21,7 @@ class Series:
     train: list[dict[str, Any]] = field(default_factory=list)
     halo: list[dict[str, Any]] = field(default_factory=list)
     pairs: list[dict[str, Any]] = field(default_factory=list)
+    ceilings: list[dict[str, Any]] = field(default_factory=list)
     summary: dict[str, Any] | None = None
     warnings: list[str] = field(default_factory=list)
     label: str = ""
@@ -82,6 +83,8 @@ def split_runs(path: Path) -> list[Series]:
             current.halo.append(record)
         elif kind == "pairs":
             current.pairs.append(record)
+        elif kind == "ceiling":
+            current.ceilings.append(record)
         elif kind == "summary":
             current.summary = record
     for s in series:

@@ -7,7 +7,7 @@ import io
 from collections.abc import Iterable
 from typing import Any
 
-from fabbench.report.link import Link, format_gbps, link_of
+from fabbench.report.link import Ceiling, Link, ceiling_of, format_gbps, link_of
 from fabbench.report.load import Series
 from fabbench.report.stats import sample_count, spread, stability
 
@@ -29,16 +29,18 @@ def count_of(rec: dict[str, Any]) -> int:
 
 def nccl_table(s: Series, op: str) -> str:
     """One op of one run in the layout nccl-tests users read every day (plus p99, spread, link)."""
-    link = link_of(s.run)
+    link, ceiling = link_of(s.run), ceiling_of(s.ceilings)
     recs = [c for c in s.collectives if c["op"] == op]
     head = (f"# {s.label}: {op}, {s.run['ranks']} ranks on {s.run['nodes']} node(s), transport "
             f"{', '.join(sorted({c['transport'] for c in recs}))}, link "
-            f"{f'{link.what}' if link else 'n/a'}\n")
+            f"{f'{link.what}' if link else 'n/a'}"
+            + (f", ceiling {ceiling.what}" if ceiling else "") + "\n")
     cols = (f"#{'size':>11} {'count':>12} {'type':>8} {'redop':>6} {'root':>5} {'time':>10} "
             f"{'algbw':>8} {'busbw':>8} {'#wrong':>6} {'p99':>10} {'stdev%':>6} {'n':>4} "
-            f"{'link%':>6}\n"
+            f"{'link%':>6} {'ceil%':>6}\n"
             f"#{'(B)':>11} {'(elements)':>12} {'':>8} {'':>6} {'':>5} {'(us)':>10} "
-            f"{'(GB/s)':>8} {'(GB/s)':>8} {'':>6} {'(us)':>10} {'':>6} {'':>4} {'':>6}\n")
+            f"{'(GB/s)':>8} {'(GB/s)':>8} {'':>6} {'(us)':>10} {'':>6} {'':>4} {'':>6} "
+            f"{'':>6}\n")
     lines = []
     for r in recs:
         wrong = "N/A" if r.get("wrong") is None else str(r["wrong"])
@@ -49,11 +51,11 @@ def nccl_table(s: Series, op: str) -> str:
             f"{REDOP.get(op, 'none'):>6} {ROOT.get(op, -1):>5} {r['time_us']['p50']:>10.2f} "
             f"{r['algbw_gbps']:>8.3f} {r['busbw_gbps']:>8.3f} {wrong:>6} "
             f"{r['time_us']['p99']:>10.2f} {'-' if sp is None else f'{100 * sp:.0f}':>6} "
-            f"{sample_count(r):>4} {_pct(link, r):>6}{flag}")
+            f"{sample_count(r):>4} {_pct(link, r):>6} {_pct(ceiling, r):>6}{flag}")
     return head + cols + "\n".join(lines) + "\n"
 
 
-def _pct(link: Link | None, rec: dict[str, Any]) -> str:
+def _pct(link: Link | Ceiling | None, rec: dict[str, Any]) -> str:
     return "-" if link is None else f"{100 * link.efficiency(rec['busbw_gbps']):.1f}"
 
 
@@ -61,7 +63,7 @@ def efficiency_lines(series: Iterable[Series]) -> list[str]:
     """One sentence per run and op: the peak busbw as a share of the link ("83% of 100 Gb/s")."""
     out = []
     for s in series:
-        link = link_of(s.run)
+        link, ceiling = link_of(s.run), ceiling_of(s.ceilings)
         for op in ops_of([s]):
             recs = [c for c in s.collectives if c["op"] == op]
             best = max(recs, key=lambda r: r["busbw_gbps"])
@@ -72,6 +74,9 @@ def efficiency_lines(series: Iterable[Series]) -> list[str]:
                          f"{format_gbps(link.gbps)} link ({link.what})")
             else:
                 text += " (link speed unknown: no efficiency)"
+            if ceiling is not None:
+                text += (f" and {100 * ceiling.efficiency(best['busbw_gbps']):.0f}% of the "
+                         f"measured ceiling ({ceiling.what})")
             out.append(text)
     return out
 
@@ -89,7 +94,8 @@ def unstable_points(s: Series) -> list[str]:
 CSV_FIELDS = ("series", "file", "run_id", "host", "fabric", "primitive", "wire", "op", "bytes",
               "count", "dtype", "ranks", "nodes", "transport", "time_us_min", "time_us_p50",
               "time_us_mean", "time_us_p99", "time_us_max", "time_us_stdev", "samples",
-              "algbw_gbps", "busbw_gbps", "link_gbps", "link_pct", "correct", "unstable")
+              "algbw_gbps", "busbw_gbps", "link_gbps", "link_pct", "ceiling_gbit_s",
+              "ceiling_pct", "correct", "unstable")
 TRAIN_CSV_FIELDS = ("series", "file", "run_id", "host", "fabric", "primitive", "model",
                     "parameters", "batch_per_rank", "ranks", "samples_per_s_p50",
                     "samples_per_s_mean", "samples_per_s_ci95", "step_ms", "comm_ms",
@@ -104,7 +110,7 @@ def _common(s: Series) -> dict[str, Any]:
 def collective_rows(series: Iterable[Series]) -> list[dict[str, Any]]:
     rows = []
     for s in series:
-        link = link_of(s.run)
+        link, ceiling = link_of(s.run), ceiling_of(s.ceilings)
         for r in s.collectives:
             t = r["time_us"]
             rows.append({
@@ -116,6 +122,9 @@ def collective_rows(series: Iterable[Series]) -> list[dict[str, Any]]:
                 "samples": sample_count(r), "algbw_gbps": r["algbw_gbps"],
                 "busbw_gbps": r["busbw_gbps"], "link_gbps": link.gbps if link else None,
                 "link_pct": round(100 * link.efficiency(r["busbw_gbps"]), 3) if link else None,
+                "ceiling_gbit_s": ceiling.gbps if ceiling else None,
+                "ceiling_pct": round(100 * ceiling.efficiency(r["busbw_gbps"]), 3)
+                if ceiling else None,
                 "correct": r["correct"], "unstable": stability(r) or ""})
     return rows
 

@@ -1,0 +1,201 @@
+"""Emulated nodes (network namespaces, veth, bridge, tc): the bytes cross a shaped wire, the
+records say so, the ceiling is measured in the same job, and nothing of fabbench's is left
+behind after success, failure, SIGTERM, Ctrl-C or a SIGKILL followed by another emulate."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import fabbench, horovod_available
+from fabbench.emulate import net
+from fabbench.results.reader import read_results
+
+pytestmark = [pytest.mark.integration, pytest.mark.needs_root, pytest.mark.slow]
+
+WIRE_GBYTE_S = 0.125  # 1 Gbit/s
+SHORT = ["--budget", "0.1", "--min-samples", "3", "--timeout", "60"]
+
+
+@pytest.fixture(autouse=True)
+def _root_and_no_leftovers():
+    if os.geteuid() != 0:
+        pytest.skip("network namespaces need root")
+    for tool in ("ip", "tc", "unshare", "iperf3"):
+        if shutil.which(tool) is None:  # all in .ci/apt-packages.txt: missing is a failure
+            pytest.fail(f"{tool} is not installed (.ci/apt-packages.txt)")
+    yield
+    # objects whose owner is gone are leftovers (a live owner's are another run's, in use)
+    dead = {pid: objs for pid, objs in net.leftovers().items() if not net.alive(pid)}
+    assert not dead, f"emulation objects left behind: {dead}"
+
+
+def _emulate(*args: str, timeout: float = 400) -> subprocess.CompletedProcess:
+    return fabbench("emulate", *args, timeout=timeout)
+
+
+def _records(path: Path) -> list[dict]:
+    return read_results(path).records
+
+
+@pytest.mark.parametrize("primitive", ["mpi", "gloo"])
+def test_bytes_cross_a_1gbit_wire(primitive, tmp_path):
+    out = tmp_path / "wire.jsonl"
+    p = _emulate("--nodes", "2", "--link", "1gbit", "--", "run", "--fabric", "ethernet",
+                 "--primitive", primitive, "--ops", "allreduce,sendrecv", "--sizes", "64M",
+                 *SHORT, "--ceiling-seconds", "1", "--out", str(out))
+    assert p.returncode == 0, p.stderr[-3000:]
+    records = _records(out)
+    run = records[0]
+    assert run["nodes"] == 2 and run["ranks"] == 2
+    assert run["interface"] == "fbnet0"
+    assert "fbnet0" in run["profile_env"].values()
+    assert [x["speed_gbit_s"] for x in run["emulation"]["links"]] == [1.0, 1.0]
+    assert run["provenance"]["host"] == "node0"
+    ceilings = {c["mode"]: c for c in records if c["kind"] == "ceiling"}
+    assert set(ceilings) == {"one-way", "bidir"}
+    for c in ceilings.values():
+        assert c["error"] is None and c["tool"] == "iperf3"
+        assert {c["client"]["host"], c["server"]["host"]} == {"node0", "node1"}
+        assert 0.01 < c["per_direction_gbit_s"] <= 1.05, c
+    assert len(ceilings["bidir"]["directions"]) == 2
+    measured = {(c["op"], c["bytes"]): c for c in records if c["kind"] == "collective"}
+    assert set(measured) == {("allreduce", 64 << 20), ("sendrecv", 64 << 20)}
+    for c in measured.values():
+        # a shortcut through loopback or shared memory would be ten times the wire
+        assert 0 < c["busbw_gbps"] <= 1.05 * WIRE_GBYTE_S, c
+    rep = fabbench("report", str(out), timeout=120)
+    assert rep.returncode == 0, rep.stderr
+    assert "ceil%" in rep.stdout and "link%" in rep.stdout
+    assert "% of the 1 Gb/s link" in rep.stdout and "% of the measured ceiling (iperf3 both " \
+        "ways" in rep.stdout
+
+
+@pytest.mark.skipif(not horovod_available(), reason="Horovod is not installed")
+def test_horovod_over_gloo_across_nodes(tmp_path):
+    out = tmp_path / "hvd.jsonl"
+    p = _emulate("--nodes", "2", "--link", "10gbit", "--", "run", "--fabric", "ethernet",
+                 "--primitive", "horovod", "--horovod-over", "gloo", "--ops", "allreduce",
+                 "--sizes", "1M", "--no-ceiling", *SHORT, "--out", str(out))
+    assert p.returncode == 0, p.stderr[-3000:]
+    run = _records(out)[0]
+    assert run["nodes"] == 2 and run["ranks"] == 2 and run["transport"] == "gloo/tcp"
+
+
+def test_bad_input_and_a_failed_command_leave_nothing(tmp_path):
+    p = _emulate("--nodes", "2", "--link", "1gbit", "--", "run", "--primitive", "nccl",
+                 "--out", str(tmp_path / "x.jsonl"), timeout=120)
+    assert p.returncode == 1 and "nccl" in p.stderr  # no GPU: the ranks fail
+    p = _emulate("--nodes", "2", "--link", "1gbit", "--", "run", "--primitive", "gloo",
+                 "--ranks", "3", timeout=120)
+    assert p.returncode == 2 and "more than the emulated cluster's 2 nodes" in p.stderr
+    p = _emulate("--nodes", "2", "--link", "1gbit", "--", "run", "--primitive", "gloo",
+                 "--iface", "lo", timeout=120)
+    assert p.returncode == 2 and "fbnet0" in p.stderr
+
+
+def _wait_for(path: Path, proc: subprocess.Popen, deadline_s: float) -> None:
+    end = time.monotonic() + deadline_s
+    while not (path.exists() and path.stat().st_size > 0):
+        assert proc.poll() is None, "emulate ended before its run started"
+        assert time.monotonic() < end, f"no {path} within {deadline_s} s"
+        time.sleep(0.2)
+
+
+def _start_long_run(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
+    out = tmp_path / "long.jsonl"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fabbench", "emulate", "--nodes", "2", "--link", "100mbit", "--",
+         "run", "--primitive", "gloo", "--ops", "allreduce", "--sizes", "1M,64M", "--budget",
+         "60", "--min-samples", "50", "--no-ceiling", "--out", str(out)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    _wait_for(out, proc, 120)
+    return proc, out
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signal_tears_down(sig, tmp_path):
+    proc, _ = _start_long_run(tmp_path)
+    assert net.leftovers(proc.pid), "the cluster should exist while the run goes on"
+    os.killpg(proc.pid, sig)  # SIGINT to the group, as Ctrl-C in a terminal
+    try:
+        _, err = proc.communicate(timeout=90)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail("emulate did not end within 90 s of the signal")
+    assert proc.returncode == 128 + sig, err[-2000:]
+    assert "Traceback" not in err
+    assert net.leftovers(proc.pid) == {}
+
+
+def test_what_a_sigkilled_emulate_left_is_removed_by_the_next(tmp_path):
+    proc, out = _start_long_run(tmp_path)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert net.leftovers(proc.pid), "a SIGKILLed emulate cannot clean up"
+    p = _emulate("--nodes", "1", "--", "version", timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert f"stopped emulation (pid {proc.pid})" in p.stderr
+    assert net.leftovers(proc.pid) == {}
+    # its orphaned `fabbench run` sees its ranks gone and ends by itself
+    end = time.monotonic() + 60
+    while any(str(out) in c for c in _cmdlines()):
+        assert time.monotonic() < end, "the orphaned run did not end"
+        time.sleep(0.5)
+
+
+def _cmdlines() -> list[str]:
+    found = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                found.append((d / "cmdline").read_bytes().decode(errors="replace"))
+            except OSError:
+                continue
+    return found
+
+
+def test_standing_cluster_up_down_and_sigkilled_holder():
+    p = _emulate("up", "--nodes", "2", "--slow-node", "1:250mbit", timeout=120)
+    assert p.returncode == 0, p.stderr
+    state = p.stdout.strip().splitlines()[-1].removeprefix("FABBENCH_EMULATION=")
+    holder = int(Path(state).parent.name)
+    try:
+        agent = Path(state).parent / "bin" / "ssh"
+        q = subprocess.run([str(agent), "node1", "hostname;", "tc", "qdisc", "show", "dev",
+                            "fbnet0"], capture_output=True, text=True, timeout=30, check=False)
+        assert q.returncode == 0, q.stderr
+        assert q.stdout.startswith("node1\n") and "rate 250Mbit" in q.stdout
+        p = _emulate("down", "--pid", str(holder), timeout=120)
+        assert p.returncode == 0, p.stderr
+        assert net.leftovers(holder) == {}
+        p = _emulate("up", "--nodes", "2", timeout=120)
+        holder = int(Path(p.stdout.strip().splitlines()[-1].split("=", 1)[1]).parent.name)
+        os.kill(holder, signal.SIGKILL)
+        p = _emulate("--nodes", "1", "--", "version", timeout=120)
+        assert p.returncode == 0 and net.leftovers(holder) == {}
+    finally:
+        if net.alive(holder):
+            os.kill(holder, signal.SIGTERM)
+
+
+def test_without_root_it_is_one_line_and_exit_2():
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("setpriv (util-linux) is needed to drop root")
+    p = subprocess.run([setpriv, "--reuid=65534", "--regid=65534", "--clear-groups",
+                        "--inh-caps=-all", "--bounding-set=-all", sys.executable, "-m",
+                        "fabbench", "emulate", "--nodes", "2", "--", "version"],
+                       capture_output=True, text=True, timeout=120, check=False,
+                       env={**os.environ, "HOME": "/tmp"})
+    if "Permission denied" in p.stderr and "fabbench" not in p.stderr:
+        pytest.skip("this checkout is not readable by an unprivileged user")
+    assert p.returncode == 2, p.stderr
+    assert p.stderr.strip().count("\n") == 0 and "needs root" in p.stderr
