@@ -50,7 +50,8 @@ def test_nccl_table_has_the_nccl_tests_columns_and_the_link_share():
                            "busbw", "#wrong"]
     row = text.splitlines()[-1].split()
     assert row[:5] == ["16777216", "4194304", "float", "sum", "-1"]
-    assert float(row[-1]) == pytest.approx(79.8, abs=0.5)  # link % of 100 Gb/s
+    assert float(row[-2]) == pytest.approx(79.8, abs=0.5)  # link % of 100 Gb/s
+    assert header[-1] == "ceil%" and row[-1] == "-"  # no ceiling measured in this run
 
 
 def test_efficiency_sentence_names_the_link():
@@ -189,3 +190,20 @@ def test_help_imports_no_heavy_library():
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                        check=False)
     assert p.returncode == 0 and "Usage" in p.stdout, p.stderr[-2000:]
+
+
+def test_busbw_as_a_share_of_the_emulated_link_and_the_measured_ceiling(tmp_path):
+    from fabbench.report.link import ceiling_of, link_of
+
+    run = {"fabric": "ethernet", "provenance": {"nics": []},
+           "emulation": {"interface": "fbnet0", "links": [
+               {"node": "node0", "speed_gbit_s": 1.0}, {"node": "node1", "speed_gbit_s": 0.25}]}}
+    link = link_of(run)
+    assert link.gbps == 0.25 and "node1" in link.what  # the slowest link bounds the collective
+    one = {"mode": "one-way", "tool": "iperf3", "per_direction_gbit_s": 0.95,
+           "client": {"host": "node0"}, "server": {"host": "node1"}}
+    both = {**one, "mode": "bidir", "per_direction_gbit_s": 0.8}
+    assert ceiling_of([one]).gbps == 0.95
+    assert ceiling_of([one, both]).gbps == 0.8  # both ways at once when measured
+    assert ceiling_of([{**both, "per_direction_gbit_s": None, "error": "x"}]) is None
+    assert ceiling_of([one, both]).efficiency(0.05) == pytest.approx(0.5)
