@@ -18,7 +18,7 @@ from conftest import fabbench, horovod_available
 from fabbench.emulate import net
 from fabbench.results.reader import read_results
 
-pytestmark = [pytest.mark.integration, pytest.mark.needs_root, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.needs_root]
 
 WIRE_GBYTE_S = 0.125  # 1 Gbit/s
 SHORT = ["--budget", "0.1", "--min-samples", "3", "--timeout", "60"]

@@ -13,7 +13,7 @@ from test_slurm import FABBENCH, _cluster, submit_and_wait
 from conftest import REPO, fabbench, horovod_available
 from fabbench.results.reader import read_results
 
-pytestmark = [pytest.mark.integration, pytest.mark.needs_root, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.needs_root]
 
 TINY = ["--sizes", "8,64K", "--ops", "allreduce", "--budget", "0.05", "--timeout", "60",
         "--iface", "fbnet0", "--fabbench-command", FABBENCH, "--nodes", "4"]
