@@ -56,6 +56,7 @@ class Plan:
     picked: tuple[str, ...] = ()  # what fabbench chose for the user ("primitive=mpi (no GPU)")
     skip: tuple[str, ...] = ()  # points already measured ("op/dtype/bytes"), for --resume
     resumed: bool = False
+    claimed: bool = False  # the launcher holds the claim on `out` (results/claim.py)
     # train (workloads/train.py)
     model: str = "resnet50"
     batch_size: int = 32  # per rank

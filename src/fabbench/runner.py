@@ -18,6 +18,7 @@ from fabbench.launch.discover import discover
 from fabbench.launch.rank import run_rank
 from fabbench.launch.settings import Resolved, resolve, resolve_fabric
 from fabbench.plan import DEFAULT_SIZES, DEVICES, PAIRS_SIZES, Plan, gpus_visible
+from fabbench.results.claim import claim
 from fabbench.results.reader import read_results
 from fabbench.results.writer import ResultWriter
 from fabbench.timing.engine import TimingPolicy
@@ -172,11 +173,15 @@ def run(o: RunOptions) -> Outcome:
     if me is not None:
         return Outcome(run_rank(plan, me), plan, launched=False)
     resolved = resolve(plan)  # refuses missing hardware before anything starts
-    _refuse_existing(plan.out)
-    if plan.scaling:
-        return _run_scaling(plan)
-    code, error = _launch(plan, resolved)
-    return Outcome(code, plan, launched=True, error=error)
+    held = claim(plan.out)  # one run per results file; held until the ranks are done
+    try:
+        plan = dataclasses.replace(plan, claimed=True)
+        if plan.scaling:
+            return _run_scaling(plan)
+        code, error = _launch(plan, resolved)
+        return Outcome(code, plan, launched=True, error=error)
+    finally:
+        held.release()
 
 
 def _launch(plan: Plan, resolved: Resolved) -> tuple[int, str | None]:
@@ -185,7 +190,7 @@ def _launch(plan: Plan, resolved: Resolved) -> tuple[int, str | None]:
     code, seen = local.run(_spec(plan, resolved), local.wall_limit(plan), plan.ranks)
     if code == 0:
         return 0, None
-    wrote = os.path.exists(plan.out)
+    wrote = os.path.exists(plan.out) and os.path.getsize(plan.out) > 0
     error = (f"{plan.primitive} on fabric {resolved.profile.name!r} (asked for transport "
              f"{' or '.join(resolved.settings.transport)}) failed: the ranks exited "
              f"with code {code}" + (f"; {seen}" if seen else "") +
@@ -235,12 +240,6 @@ def _train_rate(plan: Plan) -> float | None:
     return rate
 
 
-def _refuse_existing(out: str) -> None:
-    if os.path.exists(out) and os.path.getsize(out) > 0:
-        raise UsageError(f"{out} already holds results; choose another --out "
-                         "(fabbench never overwrites results)")
-
-
 def _close_unfinished(plan: Plan, code: int, seen: str) -> None:
     """A run whose rank 0 died wrote no summary: say so in the file, keep everything else.
     A last line cut short by the kill is no record: it is cut off, with a warning."""
@@ -248,7 +247,7 @@ def _close_unfinished(plan: Plan, code: int, seen: str) -> None:
     if not path.exists():
         return
     records = _complete_records(path)
-    if records and records[-1].get("kind") == "summary":
+    if not records or records[-1].get("kind") == "summary":
         return
     counts: dict[str, int] = {}
     for rec in records:
@@ -312,6 +311,11 @@ def resume(path: str, argv: tuple[str, ...]) -> Outcome:
         raise UsageError("--resume continues collectives sweeps only")
     done = tuple(point_key(r["op"], r["dtype"], r["bytes"]) for r in mine
                  if r["kind"] == "collective")
-    plan = dataclasses.replace(plan, out=str(file), skip=done, resumed=True, argv=argv)
-    code, error = _launch(plan, resolve(plan))
+    plan = dataclasses.replace(plan, out=str(file), skip=done, resumed=True, argv=argv,
+                               claimed=True)
+    held = claim(file, append=True)
+    try:
+        code, error = _launch(plan, resolve(plan))
+    finally:
+        held.release()
     return Outcome(code, plan, launched=True, error=error)

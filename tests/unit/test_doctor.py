@@ -156,6 +156,7 @@ def test_launcher_sanity():
 def test_inventory_runtime_and_scheduler():
     assert container_runtime({"APPTAINER_CONTAINER": "/x.sif"}) == "apptainer"
     assert container_runtime({"KUBERNETES_SERVICE_HOST": "10.0.0.1"}) == "kubernetes"
+    assert container_runtime({"CH_RUNNING": "Weird Al Yankovic"}) == "charliecloud"
     assert scheduler({"SLURM_JOB_ID": "7"}) == "slurm"
     assert scheduler({"PBS_JOBID": "7.pbs"}) == "pbs" and scheduler({}) is None
     inv = inventory()

@@ -66,6 +66,73 @@ def test_exact_output_omnipath_mpi_apptainer():
     assert p.stdout == OMNIPATH_MPI
 
 
+INFINIBAND_MPI_CHARLIECLOUD = """\
+#!/bin/bash
+# Rendered by fabbench 0.1.0 (`fabbench render slurm`). Submit with: sbatch <this file>
+#SBATCH --job-name=fabbench
+#SBATCH --nodes=2
+#SBATCH --ntasks-per-node=2
+set -euo pipefail
+
+# Each step's arguments go through launch(): FABBENCH_RENDER_DRY_RUN=1 prints them \
+(NUL-separated,
+# after the count) instead of running them, so the script's argument handling can be checked.
+launch() {
+  if [ -n "${FABBENCH_RENDER_DRY_RUN:-}" ]; then
+    printf 'launch %d\\0' "$#"
+    printf '%s\\0' "$@"
+  else
+    "$@"
+  fi
+}
+
+# Results: one file per benchmark, <job id>-<label>.jsonl, written by rank 0.
+results_dir=/scratch/fb
+mkdir -p -- "$results_dir"
+results_dir=$(cd -- "$results_dir" && pwd)
+job_id=${SLURM_JOB_ID:?run this script with sbatch}
+
+# --- benchmark 1 of 1: collectives (infiniband fabric, mpi) ---
+# The environment of fabric profile infiniband (fabbench fabrics lists its file).
+export UCX_TLS=rc,sm,self
+export OMPI_MCA_pml=ucx
+export OMPI_MCA_btl='^uct,openib,tcp'
+export OMPI_MCA_osc=ucx
+# Filled in by each rank at start (no --iface/--rdma-device given): UCX_NET_DEVICES
+out="$results_dir/$job_id-collectives.jsonl"
+# No bind for /dev/infiniband: ch-run shares the host's /dev, /proc and /sys.
+launch srun --kill-on-bad-exit=1 --nodes=2 --ntasks-per-node=2 --mpi=pmix \\
+  ch-run --set-env -b "$results_dir:/mnt/0" -b /scratch/data:/mnt/1 /scratch/fabbench.sqfs -- \
+\\
+  fabbench run --fabric infiniband --primitive mpi --device cpu --ops allreduce --sizes 8:1M \
+--dtypes float32 --budget 0.2 --timeout 30 --out "/mnt/0/${out##*/}"
+"""
+
+
+def test_exact_output_infiniband_mpi_charliecloud():
+    """ch-run with the image's environment (--set-env), the results directory at /mnt/0 (a bind's
+    destination must exist in the image), a user bind, and the fabric's device bind left to the
+    /dev ch-run shares with the host (binding over it fails)."""
+    p = fabbench("render", "slurm", "--nodes", "2", "--tasks-per-node", "2", "--fabric",
+                 "infiniband", "--primitive", "mpi", "--runtime", "charliecloud", "--image",
+                 "/scratch/fabbench.sqfs", "--bind", "/scratch/data:/mnt/1", "--results-dir",
+                 "/scratch/fb", "--ops", "allreduce", "--sizes", "8:1M", timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == INFINIBAND_MPI_CHARLIECLOUD
+
+
+def test_charliecloud_binds_outside_the_shared_trees_only():
+    job = SlurmJob(runtime="charliecloud", image="/img", binds=("/sys/class/infiniband",
+                                                                "/data", "/dev/shm:/dev/shm"),
+                   benchmarks=(bench(fabric="omnipath", primitive="mpi"),))
+    text = render_slurm(job)
+    assert "-b /data " in text and "-b /sys" not in text and "-b /dev" not in text
+    assert "# No bind for /dev/hfi1_0, /sys/class/infiniband, /dev/shm:/dev/shm" in text
+    gpus = render_slurm(SlurmJob(runtime="charliecloud", image="/img", gpus_per_node=4,
+                                 benchmarks=(bench(primitive="nccl", device="cuda"),)))
+    assert "ch-fromhost --nvidia" in gpus
+
+
 def bench(**kw) -> Benchmark:
     return Benchmark(**{"fabric": "ethernet", "primitive": "gloo", **kw})
 

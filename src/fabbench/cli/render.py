@@ -47,9 +47,11 @@ def slurm(
     nodes: Nodes = 1, gpus_per_node: Gpus = 0,
     tasks_per_node: Annotated[int | None, typer.Option(
         help="Ranks per node. Default: --gpus-per-node, else 1.")] = None,
-    runtime: Annotated[str, typer.Option(help="apptainer, pyxis or none (fabbench installed "
-                                              "on the nodes).")] = "none",
-    image: Annotated[str | None, typer.Option(help="The image (.sif or a pyxis image).")] = None,
+    runtime: Annotated[str, typer.Option(help="apptainer, charliecloud, pyxis or none (fabbench "
+                                              "installed on the nodes).")] = "none",
+    image: Annotated[str | None, typer.Option(
+        help="The image: a .sif (apptainer), a directory or .sqfs (charliecloud), a pyxis "
+        "image.")] = None,
     time: Annotated[str | None, typer.Option(help="Time limit (Slurm format).")] = None,
     partition: Annotated[str | None, typer.Option(help="Partition.")] = None,
     account: Annotated[str | None, typer.Option(help="Account.")] = None,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
 import sys
 import tempfile
 from abc import ABC, abstractmethod
@@ -92,28 +93,62 @@ class Pair:
         return max(value, float(self._comm.host(self._in)[0]))
 
 
+INIT_DIED = ("fabbench: error: the communication library ended this process while it started "
+             "(its own message is above)")
+
+# The guard of a capture: a small process that holds the capture file and waits for "ok" on its
+# stdin; if its parent dies inside the block instead (MPI_Init calls exit() or abort() when it
+# cannot start: srun without PMI, a broken fabric), it writes what was captured to the stderr
+# both inherited, then the note.
+_GUARD = """import os, sys
+if sys.stdin.buffer.read() != b"ok":
+    fd = int(sys.argv[1])
+    data, at = b"", 0
+    while True:
+        chunk = os.pread(fd, 1 << 20, at)
+        if not chunk:
+            break
+        data, at = data + chunk, at + len(chunk)
+    os.write(2, data + (b"" if data.endswith(b"\\n") or not data else b"\\n")
+             + sys.argv[2].encode() + b"\\n")
+"""
+
+
 @contextlib.contextmanager
-def captured_stderr() -> Iterator[list[str]]:
+def captured_stderr(died: str | None = None) -> Iterator[list[str]]:
     """Capture what the process (C libraries included) writes to fd 2 inside the block.
 
     Yields a list that holds the captured text after the block. If the block raises, the text is
-    written back to stderr so that the library's own error message is not lost.
+    written back to stderr so that the library's own error message is not lost. With ``died``
+    (one line), the library's message is not lost either when the process dies inside the block
+    (a C library's exit() or abort()): a guard process writes the capture, then that line.
     """
     holder: list[str] = []
     sys.stderr.flush()
     saved = os.dup(2)
     with tempfile.TemporaryFile() as tmp:
+        guard = None
+        if died is not None:
+            guard = subprocess.Popen([sys.executable, "-I", "-S", "-c", _GUARD,
+                                      str(tmp.fileno()), died], stdin=subprocess.PIPE,
+                                     pass_fds=(tmp.fileno(),), start_new_session=False)
         os.dup2(tmp.fileno(), 2)
         try:
             yield holder
         except BaseException:
-            _restore(saved, tmp, holder)
+            _restore(saved, tmp, holder, guard)
             sys.stderr.write(holder[0])
             raise
-        _restore(saved, tmp, holder)
+        _restore(saved, tmp, holder, guard)
 
 
-def _restore(saved: int, tmp: Any, holder: list[str]) -> None:
+def _restore(saved: int, tmp: Any, holder: list[str], guard: subprocess.Popen | None) -> None:
+    if guard is not None:  # alive: the capture is this process's to show or keep
+        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+            guard.communicate(b"ok", timeout=30)
+        if guard.poll() is None:
+            guard.kill()
+            guard.wait()
     sys.stderr.flush()
     os.dup2(saved, 2)
     os.close(saved)

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from fabbench.comm.base import Communicator, captured_stderr
+from fabbench.comm.base import INIT_DIED, Communicator, captured_stderr
 from fabbench.comm.mpi import LibraryReport, parse_ompi_transport
 from fabbench.errors import RunError
 
@@ -26,7 +26,7 @@ class HorovodComm(Communicator):
             raise RunError(f"horovod is not installed in this environment ({exc}); "
                            "build it with containers/horovod.sh") from None
         self._torch, self._hvd, self.over = torch, hvd, over
-        with captured_stderr() as captured:
+        with captured_stderr(died=INIT_DIED) as captured:
             hvd.init()
             ok = (hvd.mpi_enabled() if over == "mpi" else hvd.gloo_enabled())
             if ok:

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from fabbench.comm.base import Communicator, captured_stderr, np_dtype
+from fabbench.comm.base import INIT_DIED, Communicator, captured_stderr, np_dtype
 from fabbench.errors import RunError
 
 # Set before MPI_Init: make Open MPI say what it selected (read back by parse_ompi_transport).
@@ -104,7 +104,7 @@ class MpiComm(Communicator):
         from mpi4py import MPI
 
         self._MPI = MPI
-        with captured_stderr() as captured:
+        with captured_stderr(died=INIT_DIED) as captured:
             if not MPI.Is_initialized():
                 MPI.Init()
             comm = MPI.COMM_WORLD

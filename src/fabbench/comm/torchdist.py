@@ -34,12 +34,13 @@ class TorchComm(Communicator):
             self.device = "cpu"
         self._nccl_log = Path(os.environ["NCCL_DEBUG_FILE"]) if "NCCL_DEBUG_FILE" in os.environ \
             else None
+        store = rendezvous(backend, rank, size, timeout_s)
         try:
-            dist.init_process_group(backend, init_method="env://", rank=rank, world_size=size,
+            dist.init_process_group(backend, store=store, rank=rank, world_size=size,
                                     timeout=datetime.timedelta(seconds=timeout_s))
         except Exception as exc:  # the rendezvous names what failed (address, port, timeout)
             raise RunError(f"{backend} rendezvous at {os.environ.get('MASTER_ADDR')}:"
-                           f"{os.environ.get('MASTER_PORT')} failed: {exc}") from None
+                           f"{os.environ.get('MASTER_PORT')} failed: {_first(exc)}") from None
         self._scalar = torch.zeros(1, dtype=torch.float64, device=self.device)
 
     def array(self, host: np.ndarray, dtype: str) -> Any:
@@ -114,6 +115,69 @@ class TorchComm(Communicator):
     def close(self) -> None:
         if self._dist.is_initialized():
             self._dist.destroy_process_group()
+
+
+def _first(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+
+
+def rendezvous(backend: str, rank: int, size: int, timeout_s: float) -> Any:
+    """The TCP store at MASTER_ADDR:MASTER_PORT (hosted by rank 0), with every process's claim
+    of its rank counted there before the process group forms: two processes that claim one rank
+    (launcher variables inherited or set by hand) fail on every rank with one line, instead of a
+    hang or two interleaved worlds. A second claimant of rank 0 finds the port taken and joins as
+    a client, so that its claim is counted too."""
+    import time
+
+    from torch.distributed import TCPStore
+
+    addr, port = os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT")
+    if not addr or not port or not port.isdigit():
+        raise RunError(f"{backend}'s rendezvous needs MASTER_ADDR and MASTER_PORT (torchrun and "
+                       "fabbench's own launcher set them; under another launcher export the "
+                       "first node's address and a free port)")
+    where = f"{addr}:{port}"
+    timeout = datetime.timedelta(seconds=timeout_s)
+
+    def client() -> Any:
+        return TCPStore(addr, int(port), None, False, timeout)
+
+    hosting = rank == 0
+    try:
+        store = TCPStore(addr, int(port), None, True, timeout, wait_for_workers=False) \
+            if hosting else client()
+    except Exception as exc:
+        if rank != 0 or "ADDRINUSE" not in str(exc).upper().replace(" ", ""):
+            raise RunError(f"{backend} rendezvous at {where} failed: {_first(exc)}") from None
+        try:  # another process hosts rank 0's store already: count this claim there
+            store, hosting = client(), False
+        except Exception:
+            raise RunError(f"{backend} rendezvous: port {where} is taken by something that is "
+                           "not a rendezvous") from None
+    store.add(f"fabbench/claim/{rank}", 1)
+    arrived = store.add("fabbench/arrived", 1)
+    end = time.monotonic() + timeout_s
+    while arrived < size:
+        if time.monotonic() > end:
+            raise RunError(f"{backend} rendezvous at {where}: {arrived} of {size} ranks "
+                           f"arrived within {timeout_s:g} s")
+        time.sleep(0.05)
+        arrived = store.add("fabbench/arrived", 0)
+    claims = [store.add(f"fabbench/claim/{r}", 0) for r in range(size)]
+    store.add("fabbench/checked", 1)
+    twice = [r for r, n in enumerate(claims) if n > 1]
+    if twice or arrived > size:
+        if hosting:  # the others read the claims from this store: let them finish
+            while store.add("fabbench/checked", 0) < arrived and time.monotonic() < end:
+                time.sleep(0.05)
+        missing = [r for r, n in enumerate(claims) if n == 0]
+        r = twice[0] if twice else rank
+        raise RunError(f"{claims[r] if twice else arrived} processes claim "
+                       + (f"rank {r} of {size}" if twice else f"a world of {size}")
+                       + (f" and none claims rank {missing[0]}" if missing else "")
+                       + ": the launcher's rank variables are not this job's (inherited from "
+                       "an outer job, or set by hand)")
+    return store
 
 
 def gloo_interfaces(store_port: int) -> set[str]:

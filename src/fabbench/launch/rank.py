@@ -19,11 +19,18 @@ from fabbench.ceiling import measure as ceiling
 from fabbench.ceiling.tools import tool_for
 from fabbench.comm import registry
 from fabbench.console import line, stream_header
-from fabbench.errors import DataCheckFailed, FabbenchError, RunError, TransportMismatch
+from fabbench.errors import (
+    DataCheckFailed,
+    FabbenchError,
+    RunError,
+    TransportMismatch,
+    UsageError,
+)
 from fabbench.launch import rundir
 from fabbench.launch.discover import RankEnv, discover
 from fabbench.launch.faults import Fault
 from fabbench.launch.settings import apply, resolve
+from fabbench.launch.world import check_world
 from fabbench.plan import Plan
 from fabbench.results import SCHEMA
 from fabbench.results.writer import ResultWriter
@@ -48,7 +55,8 @@ def run_rank(plan: Plan, me: RankEnv) -> int:
         os.environ.update({"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET",
                            "NCCL_DEBUG_FILE": os.path.join(tempfile.mkdtemp(prefix="fabbench-"),
                                                            "nccl.%h.%p")})
-    writer = ResultWriter(plan.out) if me.rank == 0 else None
+    # a rank started by another launcher claims the file itself (fabbench's launcher holds it)
+    writer = ResultWriter(plan.out, claim=not plan.claimed) if me.rank == 0 else None
     counts = {"collective": 0, "train": 0, "halo": 0, "ceiling": 0, "pairs": 0}
 
     def summary(ok: bool, error: str | None) -> dict[str, Any]:
@@ -70,10 +78,21 @@ def run_rank(plan: Plan, me: RankEnv) -> int:
                                      f"{me.size} ranks)")
         comm = registry.create(plan.primitive, rank_env=me.as_dict(), device=plan.device,
                                horovod_over=plan.horovod_over, timeout_s=plan.timeout_s)
+        dog.arm(plan.timeout_s, f"checking the world of {me.size} ranks")
+        check_world(me, plan.primitive, comm)  # before anything is written
         dog.arm(plan.timeout_s, "exchanging transports and host names")
+        refused = None
+        if writer is not None and not plan.claimed:
+            try:
+                writer.open()  # claimed now: every rank learns below whether rank 0 may write
+            except UsageError as exc:
+                refused = str(exc)
         transport = comm.transport()
-        peers = comm.gather_objects((transport, socket.gethostname()))
+        gathered = comm.gather_objects((transport, socket.gethostname(), refused))
         dog.disarm()
+        if gathered[0][2]:
+            raise UsageError(gathered[0][2] if me.rank == 0 else f"rank 0: {gathered[0][2]}")
+        peers = [(t, host) for t, host, _ in gathered]
         run = {"kind": "run", "run_id": plan.run_id, "schema": SCHEMA,
                "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                "argv": list(plan.argv), "fabric": resolved.profile.name, "wire": plan.wire,

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from fabbench.errors import UsageError
 from fabbench.render import names
 
-RUNTIMES = ("apptainer", "pyxis", "none")
+RUNTIMES = ("apptainer", "charliecloud", "pyxis", "none")
 MAX_BENCHMARKS = 10  # rendezvous ports: ten per job (see slurm.sbatch.j2)
 # Device files a fabric's hardware needs inside a container (Apptainer binds, Pyxis mounts).
 DEVICE_BINDS = {"none": (), "infiniband": ("/dev/infiniband",), "omnipath": ("/dev/hfi1_0",)}
@@ -141,7 +141,7 @@ class SlurmJob:
         if self.runtime != "none" and not self.image:
             raise UsageError(f"--runtime {self.runtime} needs --image")
         if self.runtime == "none" and self.image:
-            raise UsageError("--image needs --runtime apptainer or pyxis")
+            raise UsageError("--image needs --runtime apptainer, charliecloud or pyxis")
         if not self.fabbench_command.strip():
             raise UsageError("--fabbench-command must not be empty")
         if self.time is not None:

@@ -1,6 +1,12 @@
 """An sbatch script for a SlurmJob: the fabric profile's environment exported, one srun per
 benchmark (`srun --mpi=pmix` for MPI and Horovod; a TCP rendezvous at the allocation's first node
-for Gloo and NCCL), in a container (Apptainer, Pyxis) or with fabbench installed on the nodes."""
+for Gloo and NCCL), in a container (Apptainer, Charliecloud, Pyxis) or with fabbench installed on
+the nodes.
+
+Charliecloud's ch-run shares the host's /dev, /proc and /sys with the container and cannot bind
+over them, so the fabric's device binds are left to that sharing (and said so in the script); a
+bind's destination must exist in the image (ch-run creates none in a read-only image), so the
+results directory is bound at /mnt/0, one of the ten mount points Charliecloud images carry."""
 
 from __future__ import annotations
 
@@ -10,6 +16,14 @@ from fabbench.render.engine import render
 from fabbench.render.fabric import fabric_env
 
 PORT_BASE = 20000  # MASTER_PORT = PORT_BASE + (job id mod 4000) * 10 + benchmark index
+CH_SHARED = ("/dev", "/proc", "/sys")  # ch-run binds these from the host itself
+CH_RESULTS = "/mnt/0"  # where ch-run binds the results directory in the image
+
+
+def _shared_by_ch_run(bind: str) -> bool:
+    src, _, dst = bind.partition(":")
+    return all(any(p == top or p.startswith(top + "/") for top in CH_SHARED)
+               for p in (src, dst or src))
 
 
 def _step(job: SlurmJob, index: int) -> dict:
@@ -21,13 +35,15 @@ def _step(job: SlurmJob, index: int) -> dict:
     if bench.launch == "mpi":
         srun.append("--mpi=pmix")
     devices = DEVICE_BINDS[fab.profile.hardware] if bench.wire == "native" else ()
-    binds = [*devices, *job.binds]
+    binds = list(dict.fromkeys([*devices, *job.binds]))
     mounts = [b if ":" in b else f"{b}:{b}" for b in binds]  # pyxis takes SRC:DST
     return {"bench": bench, "fabric": fab, "srun": srun, "binds": binds, "mounts": mounts,
+            "ch_binds": [b for b in binds if not _shared_by_ch_run(b)],
+            "ch_shared": [b for b in binds if _shared_by_ch_run(b)],
             "command": [job.fabbench_command, *bench.run_args()]}
 
 
 def render_slurm(job: SlurmJob) -> str:
     steps = [_step(job, i) for i in range(len(job.benchmarks))]
     return render("slurm.sbatch.j2", job=job, steps=steps, version=__version__,
-                  port_base=PORT_BASE)
+                  port_base=PORT_BASE, ch_results=CH_RESULTS)

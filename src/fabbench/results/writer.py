@@ -9,19 +9,27 @@ from pathlib import Path
 from typing import Any
 
 from fabbench.errors import UsageError
+from fabbench.results.claim import Claim, claim
 
 
 class ResultWriter:
-    """Appends records; never truncates: a file that already holds records is only added to."""
+    """Appends records; never truncates: a file that already holds records is only added to.
+    With ``claim``, the file is claimed for this run (results/claim.py) when it is opened: a
+    file another run writes, or one that already holds records, is refused."""
 
-    def __init__(self, path: str | os.PathLike) -> None:
+    def __init__(self, path: str | os.PathLike, *, claim: bool = False) -> None:
         self.path = Path(path)
+        self._claim_it = claim
+        self._claim: Claim | None = None
         self._lock = threading.Lock()  # the watchdog may write the summary from its thread
         self._fd: int | None = None  # opened at the first record: a run that never started
         self._closed = False         # leaves no file behind
         self.counts: dict[str, int] = {}
 
     def _open(self) -> int:
+        if self._fd is None and self._claim_it:
+            self._claim = claim(self.path)
+            self._fd = self._claim.fd
         if self._fd is None:
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -29,6 +37,11 @@ class ResultWriter:
             except OSError as exc:
                 raise UsageError(f"cannot write results to {self.path}: {exc.strerror}") from None
         return self._fd
+
+    def open(self) -> None:
+        """Open (and claim) the file now rather than at the first record."""
+        with self._lock:
+            self._open()
 
     def write(self, record: dict[str, Any]) -> None:
         line = (json.dumps(record, separators=(",", ":"), allow_nan=False) + "\n").encode()
@@ -43,6 +56,8 @@ class ResultWriter:
     def close(self) -> None:
         with self._lock:
             self._closed = True
-            if self._fd is not None:
+            if self._claim is not None:
+                self._claim.release()  # a claimed file that got no record is removed
+            elif self._fd is not None:
                 os.close(self._fd)
-                self._fd = None
+            self._fd = None

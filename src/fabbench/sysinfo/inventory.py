@@ -142,10 +142,13 @@ def _container() -> str | None:
 
 def container_runtime(env: Mapping[str, str] | None = None, root: str | os.PathLike = "/"
                       ) -> str | None:
-    """apptainer, podman, docker, kubernetes, "oci" (a container of unknown make) or None."""
+    """apptainer, charliecloud, podman, docker, kubernetes, "oci" (a container of unknown make)
+    or None."""
     env = os.environ if env is None else env
     if env.get("APPTAINER_CONTAINER") or env.get("SINGULARITY_CONTAINER"):
         return "apptainer"
+    if env.get("CH_RUNNING"):  # ch-run sets it in every container it starts
+        return "charliecloud"
     if env.get("KUBERNETES_SERVICE_HOST"):
         return "kubernetes"
     if Path(root, "run/.containerenv").exists():
