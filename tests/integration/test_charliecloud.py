@@ -29,7 +29,6 @@ BUILD_TIMEOUT_S = 5400  # a cold image build (test_image.py); cached afterwards
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.needs_root,
-    pytest.mark.slow,
     pytest.mark.timeout(BUILD_TIMEOUT_S + 1800),
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root (podman storage, image mount)"),
     *[pytest.mark.skipif(shutil.which(tool) is None, reason=f"needs {tool} ({why})")

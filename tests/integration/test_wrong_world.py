@@ -143,7 +143,6 @@ def one_host_slurm() -> dict[str, str]:
 
 
 @pytest.mark.needs_root
-@pytest.mark.slow
 def test_srun_without_pmi_shows_the_mpi_message(one_host_slurm, tmp_path):
     """Open MPI's MPI_Init aborts when srun gives it no PMI; its explanation reaches the user
     (fabbench's capture of fd 2 around MPI_Init used to eat it), then one line from fabbench per
