@@ -4,6 +4,7 @@ changed."""
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 
@@ -50,6 +51,8 @@ def test_readme_example(command, scratch):
     argv = shlex.split(command)[1:]
     if "horovod" in argv and not horovod_available():
         pytest.skip("needs Horovod (containers/horovod.sh builds it)")
+    if argv[0] == "emulate" and os.geteuid() != 0:
+        pytest.skip("fabbench emulate makes network namespaces: needs root")
     if argv[0] == "run" and "--workload" not in argv:
         argv += SHORT
     p = fabbench(*argv, cwd=scratch, timeout=300)

@@ -75,8 +75,11 @@ def efficiency_lines(series: Iterable[Series]) -> list[str]:
             else:
                 text += " (link speed unknown: no efficiency)"
             if ceiling is not None:
-                text += (f" and {100 * ceiling.efficiency(best['busbw_gbps']):.0f}% of the "
-                         f"measured ceiling ({ceiling.what})")
+                share = ceiling.efficiency(best['busbw_gbps'])
+                text += (f" and {100 * share:.0f}% of the measured ceiling ({ceiling.what})")
+                if share > 1.05:
+                    text += ("; above the ceiling: the raw test was held back by something "
+                             "other than the wire (a busy CPU?), rerun on an idle host")
             out.append(text)
     return out
 
