@@ -199,3 +199,19 @@ def test_without_root_it_is_one_line_and_exit_2():
         pytest.skip("this checkout is not readable by an unprivileged user")
     assert p.returncode == 2, p.stderr
     assert p.stderr.strip().count("\n") == 0 and "needs root" in p.stderr
+
+
+@pytest.mark.parametrize("fabric,tool", [("infiniband", "ucx_perftest"),
+                                         ("omnipath", "fi_pingpong")])
+def test_ceiling_of_ucx_and_ofi_over_tcp(fabric, tool, tmp_path):
+    """The fabric's own raw tool measures the ceiling (its TCP transport with --wire tcp)."""
+    if shutil.which(tool) is None:
+        pytest.fail(f"{tool} is not installed (ucx-utils / libfabric-bin, .ci/apt-packages.txt)")
+    out = tmp_path / "c.jsonl"
+    p = _emulate("--nodes", "2", "--link", "1gbit", "--", "run", "--fabric", fabric, "--wire",
+                 "tcp", "--primitive", "mpi", "--ops", "allreduce", "--sizes", "8", *SHORT,
+                 "--out", str(out))
+    assert p.returncode == 0, p.stderr[-3000:]
+    (c,) = [r for r in _records(out) if r["kind"] == "ceiling"]
+    assert c["tool"] == tool and c["error"] is None, c
+    assert 0.01 < c["per_direction_gbit_s"] <= 1.05, c

@@ -46,7 +46,7 @@ def _start_server(tool: Tool, address: str, env: dict[str, str]) -> tuple[subpro
                             start_new_session=True)
     if not tool.ready:
         time.sleep(1.0)
-        return proc, port, None if proc.poll() is None else proc.stdout.read()[-300:]
+        return proc, port, None if proc.poll() is None else _first_error(proc.stdout.read())
     end = time.monotonic() + SERVER_START_S
     seen = []
     os.set_blocking(proc.stdout.fileno(), False)
@@ -58,7 +58,24 @@ def _start_server(tool: Tool, address: str, env: dict[str, str]) -> tuple[subpro
                 return proc, port, None
         else:
             time.sleep(0.05)
-    return proc, port, ("".join(seen) or f"{tool.name} server did not start")[-300:]
+    return proc, port, _first_error("".join(seen)) or f"{tool.name} server did not start"
+
+
+# what the communicators set for their own transport report (comm/mpi.py, comm/torchdist.py):
+# log files of this rank that a tool must not write to (UCX aborts when its log file is gone)
+_REPORT_VARS = ("UCX_LOG_FILE", "UCX_LOG_LEVEL", "NCCL_DEBUG_FILE", "NCCL_DEBUG",
+                "NCCL_DEBUG_SUBSYS")
+
+
+def _tool_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in _REPORT_VARS}
+
+
+def _first_error(text: str) -> str:
+    """The line of a tool's output that says what went wrong (else its first line)."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    said = [ln for ln in lines if "error" in ln.lower()] or lines
+    return said[0][:300] if said else ""
 
 
 def _stop(proc: subprocess.Popen | None) -> None:
@@ -84,7 +101,7 @@ def measure(comm: Communicator, hosts: list[str], *, tool_name: str, wire: str,
         return []
     server_rank = others[0]
     tool = TOOLS[tool_name]
-    env = {**os.environ, **((tool.tcp_env or {}) if wire == "tcp" else {})}
+    env = {**_tool_env(), **((tool.tcp_env or {}) if wire == "tcp" else {})}
     arm(SERVER_START_S + 30, f"starting the {tool.name} server for the ceiling")
     address = _address(iface) if me in (0, server_rank) else None
     missing = shutil.which(tool.binary) is None if me in (0, server_rank) else False
