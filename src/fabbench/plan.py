@@ -14,7 +14,7 @@ from pathlib import Path
 
 from fabbench.comm.registry import DTYPES, HOROVOD_OVER, OPS, PRIMITIVES
 from fabbench.errors import UsageError
-from fabbench.fabrics.profile import WIRES
+from fabbench.fabrics.profile import GPUDIRECT, WIRES
 from fabbench.models.registry import MODELS
 from fabbench.timing.engine import TimingPolicy
 
@@ -46,6 +46,7 @@ class Plan:
     dtypes: tuple[str, ...] = ("float32",)
     check: bool = False
     device: str = "cpu"
+    gpudirect: str = "auto"  # on/off: the profile's [primitive.X.gpudirect.on|off]; auto: none
     timeout_s: float = 30.0
     policy: TimingPolicy = TimingPolicy()
     out: str
@@ -94,6 +95,11 @@ class Plan:
             raise UsageError(f"unknown device {self.device!r} (known: {', '.join(DEVICES)})")
         if self.primitive == "nccl" and self.device != "cuda":
             raise UsageError("nccl moves GPU buffers only: it needs --device cuda and a GPU")
+        if self.gpudirect not in GPUDIRECT:
+            raise UsageError(f"--gpudirect takes {', '.join(GPUDIRECT)}, not {self.gpudirect!r}")
+        if self.gpudirect != "auto" and self.device != "cuda":
+            raise UsageError(f"--gpudirect {self.gpudirect} is about GPU buffers: it needs "
+                             "--device cuda")
         for op in self.ops:
             if op not in OPS[self.primitive]:
                 raise UsageError(f"primitive {self.primitive!r} has no operation {op!r} "

@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from fabbench import emulate
+from fabbench.comm.cuda_aware import ask_ompi_info
 from fabbench.comm.registry import OPS, PRIMITIVES
 from fabbench.errors import UsageError
 from fabbench.launch import local, nodes
@@ -40,6 +41,7 @@ class RunOptions:
     dtypes: str = "float32"
     check: bool = False
     device: str | None = None
+    gpudirect: str = "auto"
     timeout_s: float = 30.0
     budget_s: float = 0.1
     min_samples: int = 5
@@ -99,7 +101,8 @@ def make_plan(o: RunOptions, *, local_launch: bool) -> Plan:
         fabric=fabric, primitive=primitive, horovod_over=o.horovod_over, wire=o.wire,
         ranks=ranks, ops=ops, sizes=parse_sizes(o.sizes or (
             PAIRS_SIZES if o.workload == "pairs" else DEFAULT_SIZES[device])),
-        dtypes=_csv(o.dtypes), check=o.check, device=device, timeout_s=o.timeout_s,
+        dtypes=_csv(o.dtypes), check=o.check, device=device, gpudirect=o.gpudirect,
+        timeout_s=o.timeout_s,
         policy=TimingPolicy(budget_s=o.budget_s, min_samples=o.min_samples,
                             max_samples=o.max_samples),
         out=out, iface=iface, rdma_device=o.rdma_device,
@@ -151,8 +154,8 @@ def dry_run(o: RunOptions) -> str:
     lines = [f"# fabric {resolved.profile.name} from {resolved.profile.source}",
              f"# primitive {plan.primitive}" + (f" over {plan.horovod_over}"
                                                 if plan.horovod_over else ""),
-             f"# wire {plan.wire}, device {plan.device}, accepted transports: "
-             f"{', '.join(resolved.settings.transport)}"]
+             f"# wire {plan.wire}, device {plan.device}, gpudirect {plan.gpudirect}, "
+             f"accepted transports: {', '.join(resolved.settings.transport)}"]
     lines += [f"# picked {p}" for p in plan.picked]
     lines.append("# environment:")
     lines += [f"{k}={v}" for k, v in sorted(resolved.env().items())]
@@ -170,6 +173,7 @@ def dry_run(o: RunOptions) -> str:
 def run(o: RunOptions) -> Outcome:
     me = discover()
     plan = make_plan(o, local_launch=me is None)
+    _refuse_cuda_unaware_mpi(plan)
     if me is not None:
         return Outcome(run_rank(plan, me), plan, launched=False)
     resolved = resolve(plan)  # refuses missing hardware before anything starts
@@ -238,6 +242,16 @@ def _train_rate(plan: Plan) -> float | None:
         if rec.get("kind") == "train" and rec.get("run_id") == plan.run_id:
             rate = rec["samples_per_s"]["p50"]
     return rate
+
+
+def _refuse_cuda_unaware_mpi(plan: Plan) -> None:
+    """--device cuda with mpi: refuse before any rank starts when ompi_info says the Open MPI
+    was built without CUDA support. Each rank asks the running library again after MPI_Init
+    (comm/cuda_aware.py has the order of evidence); neither looks at whether a GPU is here."""
+    if plan.primitive == "mpi" and plan.device == "cuda":
+        answer = ask_ompi_info()
+        if answer is not None and not answer.aware:
+            raise UsageError(answer.refusal())
 
 
 def _close_unfinished(plan: Plan, code: int, seen: str) -> None:

@@ -122,6 +122,7 @@ def test_value_sets_cover_the_matrix():
     {"benchmark": {"label": "Bad_Label"}}, {"benchmark": {"extraArgs": "--check"}},
     {"results": {"path": "relative"}}, {"hostNetwork": "yes"}, {"masterPort": 80},
     {"rdma": {"resource": "rdma/a b"}}, {"fullnameOverride": "UPPER"},
+    {"gpudirect": "yes"}, {"gpudirect": True},
 ])
 def test_schema_rejects_bad_values(bad):
     with pytest.raises(helm_python.HelmValuesError):
@@ -131,6 +132,10 @@ def test_schema_rejects_bad_values(bad):
 @pytest.mark.parametrize("bad,message", [
     ({"fabric": "shm", "nodes": 2}, "one host only"),
     ({"primitive": "nccl"}, "GPU"),
+    ({"primitive": "mpi", "gpudirect": "on"}, "GPU buffers"),
+    ({"primitive": "nccl", "gpusPerNode": 1, "gpudirect": "on"}, "no GPUDirect for nccl"),
+    ({"fabric": "infiniband", "wire": "tcp", "primitive": "nccl", "gpusPerNode": 1,
+      "gpudirect": "on"}, "no GPUDirect"),
 ])
 def test_chart_refuses_impossible_settings(bad, message):
     with pytest.raises(helm_python.HelmError, match=message):
@@ -146,6 +151,8 @@ def cli_args(values: dict) -> list[str]:
             "--budget", str(b["budget"]), "--timeout", str(b["timeout"])]
     if v.get("primitive"):
         args += ["--primitive", v["primitive"]]
+    if v.get("gpudirect", "auto") != "auto":
+        args += ["--gpudirect", v["gpudirect"]]
     for key, opt in (("iface", "--iface"), ("rdmaDevice", "--rdma-device")):
         if v.get(key):
             args += [opt, v[key]]
@@ -208,3 +215,38 @@ def test_hostile_extra_args_stay_literal_in_both():
     assert args[-len(hostile) - 2:-2] == ["$$(HOME)", "`id`", "a'b\"c", "x\ny"]
     p = fabbench("render", "k8s", *cli_args(values), timeout=60)
     assert normalised(docs(p.stdout))["Job"] == chart
+
+
+def _container(manifests: list[dict]) -> dict:
+    """The container whose environment the ranks get: the Job's, or the MPIJob launcher's
+    (mpirun passes it on with -x)."""
+    by_kind = normalised(manifests)
+    if "Job" in by_kind:
+        return by_kind["Job"]["spec"]["template"]["spec"]["containers"][0]
+    spec = by_kind["MPIJob"]["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]
+    return spec["containers"][0]
+
+
+@pytest.mark.parametrize("fabric,primitive", [("infiniband", "nccl"), ("infiniband", "mpi"),
+                                              ("omnipath", "mpi")])
+@pytest.mark.parametrize("mode", ["on", "off"])
+def test_gpudirect_renders_as_the_profile_says(fabric, primitive, mode):
+    """The chart's pods get the profile's [primitive.X.gpudirect.<mode>] over the section, and
+    `fabbench run --gpudirect <mode>` (which checks what the library reports)."""
+    from fabbench.fabrics.profile import load_profile
+
+    profile = load_profile(fabric)
+    fixed = {k: v for k, v in profile.settings(primitive).env.items() if "{" not in v}
+    want = {k: v for k, v in profile.settings(primitive, "native", mode).env.items()
+            if "{" not in v}
+    assert want != fixed  # the switch changes something
+    values = {"fabric": fabric, "primitive": primitive, "gpusPerNode": 2, "gpudirect": mode}
+    chart = render_chart(values)
+    container = _container(chart)
+    env = {e["name"]: e.get("value") for e in container.get("env", [])}
+    assert {k: env.get(k) for k in want} == want
+    args = container["args"]
+    assert args[args.index("--gpudirect") + 1] == mode
+    p = fabbench("render", "k8s", *cli_args(values), timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert normalised(docs(p.stdout)) == normalised(chart)

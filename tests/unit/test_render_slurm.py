@@ -178,6 +178,28 @@ def test_fabric_env_from_profile_and_placeholders():
     assert "export UCX_NET_DEVICES=mlx5_2:1" in given and "--rdma-device mlx5_2" in given
 
 
+@pytest.mark.parametrize("fabric,primitive", [("infiniband", "nccl"), ("infiniband", "mpi"),
+                                              ("omnipath", "mpi")])
+@pytest.mark.parametrize("mode", ["on", "off"])
+def test_gpudirect_exports_what_the_profile_says(fabric, primitive, mode):
+    from fabbench.fabrics.profile import load_profile
+
+    script = render_slurm(SlurmJob(gpus_per_node=4, benchmarks=(
+        bench(fabric=fabric, primitive=primitive, device="cuda", gpudirect=mode),)))
+    settings = load_profile(fabric).settings(primitive, "native", mode)
+    for key, value in settings.gpudirect_modes[mode].env.items():
+        assert f"export {key}={sh(value)}\n" in script
+    assert f"--gpudirect {mode} " in script
+    assert (f"GPUDirect RDMA {mode}: the profile's [primitive.{primitive}.gpudirect.{mode}]"
+            in script)
+    auto = render_slurm(SlurmJob(gpus_per_node=4, benchmarks=(
+        bench(fabric=fabric, primitive=primitive, device="cuda"),)))
+    assert "--gpudirect" not in auto and "GPUDirect" not in auto
+    for key in settings.gpudirect_modes[mode].env:
+        if key not in load_profile(fabric).settings(primitive).env:
+            assert key not in auto
+
+
 @pytest.mark.parametrize("args,message", [
     (["--name", "Bad_Name"], "DNS-1123"),
     (["--name", "a\nb"], "DNS-1123"),
@@ -191,6 +213,11 @@ def test_fabric_env_from_profile_and_placeholders():
     (["--ops", "allreduce,frobnicate"], "has no operation"),
     (["--sizes", "1Q"], "bad size"),
     (["--nodes", "0"], "--nodes must be"),
+    (["--gpudirect", "on"], "needs --device cuda"),
+    (["--gpudirect", "sometimes", "--gpus-per-node", "1"], "--gpudirect takes"),
+    (["--gpudirect", "on", "--gpus-per-node", "1", "--primitive", "nccl"], "no GPUDirect"),
+    (["--gpudirect", "on", "--gpus-per-node", "1", "--fabric", "omnipath", "--primitive", "nccl"],
+     "no GPUDirect for nccl"),
 ])
 def test_bad_input_is_one_line_exit_2(args, message):
     p = fabbench("render", "slurm", *args, timeout=60)

@@ -3,7 +3,6 @@
 import pytest
 
 from fabbench.comm.mpi import parse_ompi_transport
-from fabbench.comm.torchdist import nccl_transport
 from fabbench.errors import RunError
 
 OB1_TCP = """\
@@ -54,22 +53,6 @@ def test_open_mpi_report(text, transport):
 def test_incomplete_report_is_an_error_not_a_guess(text):
     with pytest.raises(RunError):
         parse_ompi_transport(text)
-
-
-def test_nccl_report(tmp_path):
-    log = tmp_path / "nccl.%h.%p"
-    (tmp_path / "nccl.host.1").write_text(
-        "host:1:1 [0] NCCL INFO Using network IB\n"
-        "host:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/0\n")
-    assert nccl_transport(log) == "nccl/IB"
-    (tmp_path / "nccl.host.1").write_text(
-        "NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read\n")
-    assert nccl_transport(log) == "nccl/P2P/CUMEM/read"
-    (tmp_path / "nccl.host.1").write_text("NCCL INFO Using network Socket\n")
-    assert nccl_transport(log) == "nccl/Socket"
-    (tmp_path / "nccl.host.1").write_text("nothing useful\n")
-    with pytest.raises(RunError):
-        nccl_transport(log)
 
 
 def test_gloo_interfaces_from_real_sockets():

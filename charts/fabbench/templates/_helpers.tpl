@@ -51,9 +51,10 @@ helm.sh/chart: {{ include "fabbench.chart" . | quote }}
 {{- max 1 (int .Values.gpusPerNode) }}
 {{- end }}
 
-{{/* The fabric profile's section as JSON {"env": {...}, "mca": {...}}, placeholders filled from
-iface/rdmaDevice; a variable whose placeholder has no value is left out (each rank fills it in),
-the rule of fabbench.render.fabric. */}}
+{{/* The fabric profile's section as JSON {"env": {...}, "mca": {...}}, with its gpudirect.on|off
+settings over it when gpudirect is not auto, placeholders filled from iface/rdmaDevice; a
+variable whose placeholder has no value is left out (each rank fills it in), the rule of
+fabbench.render.fabric. */}}
 {{- define "fabbench.fabric" -}}
 {{- $profiles := .Files.Get "files/fabrics.yaml" | fromYaml }}
 {{- $fabric := get $profiles .Values.fabric }}
@@ -61,10 +62,17 @@ the rule of fabbench.render.fabric. */}}
 {{- $wire := get $fabric .Values.wire }}
 {{- if not $wire }}{{ fail (printf "fabric %q has no wire %q" .Values.fabric .Values.wire) }}{{ end }}
 {{- $section := get $wire (include "fabbench.backend" .) }}
+{{- $gdr := dict "env" dict "mca" dict }}
+{{- if ne .Values.gpudirect "auto" }}
+{{- $gdr = get (get $section "gpudirect") .Values.gpudirect | default $gdr }}
+{{- if and (eq .Values.gpudirect "on") (not (hasKey (get $section "gpudirect") "on")) }}
+{{- fail (printf "fabric %q (wire %s) has no GPUDirect for %s: gpudirect on is not possible (use auto or off)" .Values.fabric .Values.wire (include "fabbench.backend" .)) }}
+{{- end }}
+{{- end }}
 {{- $fill := dict "{iface}" .Values.iface "{rdma_device}" .Values.rdmaDevice }}
 {{- $out := dict "env" dict "mca" dict }}
 {{- range $kind := list "env" "mca" }}
-{{- range $key, $raw := get $section $kind }}
+{{- range $key, $raw := merge (deepCopy (get $gdr $kind | default dict)) (get $section $kind) }}
 {{- $value := toString $raw }}
 {{- range $ph, $given := $fill }}
 {{- if $given }}{{ $value = replace $ph $given $value }}{{ end }}
@@ -93,6 +101,7 @@ the rule of fabbench.render.fabric. */}}
 {{- if eq $p "horovod" }}{{ $args = concat $args (list "--horovod-over" "mpi") }}{{ end }}
 {{- if ne .Values.wire "native" }}{{ $args = concat $args (list "--wire" .Values.wire) }}{{ end }}
 {{- $args = concat $args (list "--device" (ternary "cuda" "cpu" (gt (int .Values.gpusPerNode) 0))) }}
+{{- if ne .Values.gpudirect "auto" }}{{ $args = concat $args (list "--gpudirect" .Values.gpudirect) }}{{ end }}
 {{- if $b.ops }}{{ $args = concat $args (list "--ops" $b.ops) }}{{ end }}
 {{- if $b.sizes }}{{ $args = concat $args (list "--sizes" $b.sizes) }}{{ end }}
 {{- $args = concat $args (list "--dtypes" $b.dtypes "--budget" (toString $b.budget) "--timeout" (toString $b.timeout)) }}
@@ -176,5 +185,8 @@ volumes:
 {{- end }}
 {{- if and (eq (include "fabbench.primitive" .) "nccl") (eq (int .Values.gpusPerNode) 0) }}
 {{- fail "nccl moves GPU buffers only: set gpusPerNode" }}
+{{- end }}
+{{- if and (ne .Values.gpudirect "auto") (eq (int .Values.gpusPerNode) 0) }}
+{{- fail (printf "gpudirect %s is about GPU buffers: set gpusPerNode" .Values.gpudirect) }}
 {{- end }}
 {{- end }}

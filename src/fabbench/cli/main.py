@@ -11,7 +11,7 @@ from typer.exceptions import Abort, Exit, TyperException
 
 from fabbench import __version__
 from fabbench.cli import emulate, model, render, results, study, sysinfo, train
-from fabbench.cli.options import Fabric, Json, Primitive, Ranks, Wire
+from fabbench.cli.options import Fabric, GpuDirect, Json, Primitive, Ranks, Wire
 from fabbench.errors import FabbenchError
 
 app = typer.Typer(
@@ -40,6 +40,7 @@ def run(
                                              "the run.")] = False,
     device: Annotated[str | None, typer.Option(help="cpu or cuda. Default: cuda when GPUs "
                                                     "are visible.")] = None,
+    gpudirect: GpuDirect = "auto",
     timeout: Annotated[float, typer.Option(help="Seconds any operation may take (plus 1 s "
                                                 "per 100 MB) before every rank stops.")] = 30.0,
     budget: Annotated[float, typer.Option(help="Measured seconds per point (op, size, "
@@ -97,13 +98,13 @@ def run(
 
     options = runner.RunOptions(
         fabric=fabric, primitive=primitive, horovod_over=horovod_over, wire=wire, ranks=ranks,
-        ops=ops, sizes=sizes, dtypes=dtypes, check=check, device=device, timeout_s=timeout,
-        budget_s=budget, min_samples=min_samples, max_samples=max_samples, out=out, iface=iface,
-        rdma_device=rdma_device, argv=tuple(sys.argv), workload=workload, model=model,
-        batch_size=batch_size, image_size=image_size, steps=steps, warmup_steps=warmup_steps,
-        scaling=scaling, bucket_mb=bucket_mb, fusion_mb=fusion_mb, precision=precision,
-        cells_per_rank=cells_per_rank, halo_iters=halo_iters, ceiling=ceiling,
-        ceiling_s=ceiling_seconds)
+        ops=ops, sizes=sizes, dtypes=dtypes, check=check, device=device, gpudirect=gpudirect,
+        timeout_s=timeout, budget_s=budget, min_samples=min_samples, max_samples=max_samples,
+        out=out, iface=iface, rdma_device=rdma_device, argv=tuple(sys.argv), workload=workload,
+        model=model, batch_size=batch_size, image_size=image_size, steps=steps,
+        warmup_steps=warmup_steps, scaling=scaling, bucket_mb=bucket_mb, fusion_mb=fusion_mb,
+        precision=precision, cells_per_rank=cells_per_rank, halo_iters=halo_iters,
+        ceiling=ceiling, ceiling_s=ceiling_seconds)
     if dry_run:
         print(runner.dry_run(options))
         return

@@ -19,3 +19,7 @@ Ranks = Annotated[int | None, typer.Option(
     "--ranks", "-n", help="Ranks to start (outside a job). Default: 2 local ranks; under "
     "`fabbench emulate`, nodes x ranks per node.", show_default=False)]
 Json = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+GpuDirect = Annotated[str, typer.Option(
+    "--gpudirect", help="GPUDirect RDMA with --device cuda: on or off (the fabric profile's "
+    "settings for the primitive; the run fails when the library reports otherwise), or auto "
+    "(the library decides; what it did is recorded).")]

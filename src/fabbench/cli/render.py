@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from fabbench.cli.options import Fabric, Primitive, Wire
+from fabbench.cli.options import Fabric, GpuDirect, Primitive, Wire
 
 render_app = typer.Typer(name="render", no_args_is_help=True, help=(
     "Write the files a scheduler runs: an sbatch script or Kubernetes manifests."))
@@ -31,11 +31,12 @@ Command = Annotated[str, typer.Option(help="How the nodes (or the image) start f
                                            "/opt/venv/bin/fabbench.")]
 
 
-def _bench(fabric, primitive, wire, gpus, ops, sizes, dtypes, check, budget, timeout, iface,
-           rdma_device, extra_arg):
+def _bench(fabric, primitive, wire, gpudirect, gpus, ops, sizes, dtypes, check, budget, timeout,
+           iface, rdma_device, extra_arg):
     from fabbench.render.build import benchmark
 
-    return benchmark(fabric=fabric, primitive=primitive, gpus_per_node=gpus, wire=wire, ops=ops,
+    return benchmark(fabric=fabric, primitive=primitive, gpus_per_node=gpus, wire=wire,
+                     gpudirect=gpudirect, ops=ops,
                      sizes=sizes, dtypes=dtypes, check=check, budget_s=budget,
                      timeout_s=timeout, iface=iface, rdma_device=rdma_device,
                      extra_args=extra_arg or ())
@@ -44,7 +45,7 @@ def _bench(fabric, primitive, wire, gpus, ops, sizes, dtypes, check, budget, tim
 @render_app.command("slurm")
 def slurm(
     fabric: Fabric = "ethernet", primitive: Primitive = None, wire: Wire = "native",
-    nodes: Nodes = 1, gpus_per_node: Gpus = 0,
+    gpudirect: GpuDirect = "auto", nodes: Nodes = 1, gpus_per_node: Gpus = 0,
     tasks_per_node: Annotated[int | None, typer.Option(
         help="Ranks per node. Default: --gpus-per-node, else 1.")] = None,
     runtime: Annotated[str, typer.Option(help="apptainer, charliecloud, pyxis or none (fabbench "
@@ -85,8 +86,8 @@ def slurm(
     from fabbench.render import render_slurm
     from fabbench.render.build import slurm_job
 
-    bench = _bench(fabric, primitive, wire, gpus_per_node, ops, sizes, dtypes, check, budget,
-                   timeout, iface, rdma_device, extra_arg)
+    bench = _bench(fabric, primitive, wire, gpudirect, gpus_per_node, ops, sizes, dtypes, check,
+                   budget, timeout, iface, rdma_device, extra_arg)
     sys.stdout.write(render_slurm(slurm_job(
         bench, name=name, nodes=nodes, tasks_per_node=tasks_per_node,
         gpus_per_node=gpus_per_node, runtime=runtime, image=image, time=time,
@@ -97,7 +98,7 @@ def slurm(
 @render_app.command("k8s")
 def k8s(
     fabric: Fabric = "ethernet", primitive: Primitive = None, wire: Wire = "native",
-    nodes: Nodes = 2, gpus_per_node: Gpus = 0,
+    gpudirect: GpuDirect = "auto", nodes: Nodes = 2, gpus_per_node: Gpus = 0,
     image: Annotated[str, typer.Option(help="The fabbench image.")] = "fabbench:latest",
     image_pull_policy: Annotated[str, typer.Option(help="Always, IfNotPresent or Never.")] =
     "IfNotPresent",
@@ -130,8 +131,8 @@ def k8s(
     from fabbench.render import render_k8s
     from fabbench.render.build import k8s_job
 
-    bench = _bench(fabric, primitive, wire, gpus_per_node, ops, sizes, dtypes, check, budget,
-                   timeout, iface, rdma_device, extra_arg)
+    bench = _bench(fabric, primitive, wire, gpudirect, gpus_per_node, ops, sizes, dtypes, check,
+                   budget, timeout, iface, rdma_device, extra_arg)
     sys.stdout.write(render_k8s(k8s_job(
         bench, name=name, namespace=namespace, nodes=nodes, gpus_per_node=gpus_per_node,
         image=image, image_pull_policy=image_pull_policy, gpu_resource=gpu_resource,

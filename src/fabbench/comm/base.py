@@ -65,6 +65,24 @@ class Communicator(ABC):
     def transport(self) -> str:
         """What carried the bytes, as the library itself reports it."""
 
+    def gpudirect(self) -> str | None:
+        """GPUDirect RDMA as the library reports it for this rank's network connections: "on",
+        "off", "partial", or None when the library does not say (or no connection used the
+        network)."""
+        return None
+
+    def library_report(self) -> dict[str, Any] | None:
+        """What the library said about its set-up (NCCL: network, GDR use, channels)."""
+        return None
+
+    @property
+    def timing_method(self) -> str:
+        """How a timed stretch ends on every rank before the host clock is read (timing/engine
+        and the train steps call synchronize()): "device-synchronize" for GPU buffers
+        (torch.cuda.synchronize(), every kernel of the device finished), "host-clock" on CPU
+        (the call returned)."""
+        return "device-synchronize" if self.device.startswith("cuda") else "host-clock"
+
     def close(self) -> None:  # noqa: B027 - optional
         pass
 

@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 
 from fabbench.comm.base import INIT_DIED, Communicator, captured_stderr, np_dtype
-from fabbench.errors import RunError
+from fabbench.comm.cuda_aware import CudaAwareness, ask_library, mpi4py_library
+from fabbench.errors import RunError, UsageError
 
 # Set before MPI_Init: make Open MPI say what it selected (read back by parse_ompi_transport).
 REPORT_ENV = {
@@ -119,7 +120,16 @@ class MpiComm(Communicator):
         self._comm = comm
         self.rank, self.size = comm.Get_rank(), comm.Get_size()
         self.device = "cpu"
+        self._cuda_aware: CudaAwareness | None = None
         if device == "cuda":
+            # CUDA-awareness first, from the running library: its answer does not depend on a GPU
+            self._cuda_aware = ask_library(mpi4py_library())
+            if self._cuda_aware is None:
+                raise UsageError("cannot tell whether this MPI is CUDA-aware (it has neither "
+                                 "MPIX_Query_cuda_support nor MPIX_GPU_query_support): "
+                                 "--device cuda with mpi is refused")
+            if not self._cuda_aware.aware:
+                raise UsageError(self._cuda_aware.refusal())
             import torch
 
             if not torch.cuda.is_available():
@@ -180,6 +190,11 @@ class MpiComm(Communicator):
 
     def transport(self) -> str:
         return parse_ompi_transport(self._report)
+
+    def library_report(self) -> dict | None:
+        if self._cuda_aware is None:
+            return None
+        return {"cuda_aware": self._cuda_aware.aware, "evidence": self._cuda_aware.evidence}
 
     def library_version(self) -> str:
         return self._MPI.Get_library_version().strip().splitlines()[0]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime
 import os
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from fabbench.comm.base import Communicator
+from fabbench.comm.nccl_report import NcclReport, parse_nccl_log
 from fabbench.errors import RunError, TransportMismatch
 
 
@@ -42,6 +42,7 @@ class TorchComm(Communicator):
             raise RunError(f"{backend} rendezvous at {os.environ.get('MASTER_ADDR')}:"
                            f"{os.environ.get('MASTER_PORT')} failed: {_first(exc)}") from None
         self._scalar = torch.zeros(1, dtype=torch.float64, device=self.device)
+        self._nccl: NcclReport | None = None
 
     def array(self, host: np.ndarray, dtype: str) -> Any:
         torch = self._torch
@@ -110,7 +111,21 @@ class TorchComm(Communicator):
                 raise TransportMismatch(f"Gloo was asked for interface {','.join(asked)} but its "
                                         f"connections run over {','.join(sorted(used))}")
             return "gloo/tcp"
-        return nccl_transport(self._nccl_log)
+        return self._nccl_report().transport
+
+    def _nccl_report(self) -> NcclReport:
+        """Read once, after one all-reduce: NCCL sets up its communicator and connects its
+        channels lazily, at the first collective."""
+        if self._nccl is None:
+            self.barrier()
+            self._nccl = nccl_report(self._nccl_log)
+        return self._nccl
+
+    def gpudirect(self) -> str | None:
+        return self._nccl_report().gpudirect if self.name == "nccl" else None
+
+    def library_report(self) -> dict | None:
+        return self._nccl_report().summary() if self.name == "nccl" else None
 
     def close(self) -> None:
         if self._dist.is_initialized():
@@ -199,20 +214,10 @@ def gloo_interfaces(store_port: int) -> set[str]:
     return used
 
 
-def nccl_transport(log: Path | None) -> str:
-    """NCCL's own report (NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS=INIT,NET written to a file):
-    a channel "via NET/<name>" wins; else P2P or SHM between GPUs of one host."""
+def nccl_report(log: Path | None) -> NcclReport:
+    """NCCL's own report (NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS=INIT,NET written to a file per
+    process, NCCL_DEBUG_FILE=<dir>/nccl.%h.%p), read by fabbench.comm.nccl_report."""
     if log is None:
         raise RunError("NCCL_DEBUG_FILE is not set: cannot tell which transport NCCL used")
     texts = [p.read_text(errors="replace") for p in log.parent.glob(log.name.split("%")[0] + "*")]
-    text = "\n".join(texts)
-    m = re.search(r"via NET/([A-Za-z0-9_ ]+?)(?:/|\s|$)", text)
-    if m:
-        return f"nccl/{m.group(1)}"
-    m = re.search(r"via (P2P|SHM)(/[A-Za-z/]+)?", text)
-    if m:
-        return f"nccl/{m.group(1)}{m.group(2) or ''}"
-    m = re.search(r"Using network ([A-Za-z0-9_ ]+)", text)
-    if m:
-        return f"nccl/{m.group(1).strip()}"
-    raise RunError(f"NCCL did not report its transport in {log}")
+    return parse_nccl_log("\n".join(texts))

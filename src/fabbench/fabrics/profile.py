@@ -10,6 +10,7 @@ Search path, later entries win for the same name:
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from collections.abc import Mapping
@@ -25,8 +26,18 @@ BUILTIN_DIR = Path(__file__).parent / "profiles"
 PRIMITIVE_SECTIONS = ("mpi", "gloo", "nccl")  # horovod runs over one of these
 HARDWARE = ("none", "infiniband", "omnipath")
 WIRES = ("native", "tcp")
+# --gpudirect: "auto" sets nothing (the library decides); "on"/"off" apply the section's
+# [gpudirect.on]/[gpudirect.off]. How the run learns whether it got GPUDirect ("verify"):
+#   report   the library says per connection (NCCL: "via NET/IB/0/GDRDMA"); a run that did not
+#            get what it asked for fails
+#   library  the setting makes the library itself refuse to run without (UCX_IB_GPU_DIRECT_RDMA
+#            =yes|no: UCX fails to open the HCA rather than fall back)
+#   none     nothing says; the run records "not reported"
+GPUDIRECT = ("auto", "on", "off")
+GPUDIRECT_VERIFY = ("report", "library", "none")
 _TOP_KEYS = {"name", "description", "hardware", "single_host", "env", "primitive", "wire"}
-_SECTION_KEYS = {"env", "mca", "transport"}
+_SECTION_KEYS = {"env", "mca", "transport", "gpudirect"}
+_GPUDIRECT_KEYS = {"verify", "on", "off"}
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
 _MCA_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -49,6 +60,11 @@ class Settings:
     env: Mapping[str, str] = field(default_factory=dict)
     mca: Mapping[str, str] = field(default_factory=dict)
     transport: tuple[str, ...] = ()
+    # GPUDirect: the settings of "on" and "off" (each an env/mca-only Settings), how use is
+    # verified, and (once merged by Profile.settings) the mode these settings apply
+    gpudirect_modes: Mapping[str, Settings] = field(default_factory=dict)
+    gpudirect_verify: str = "none"
+    gpudirect: str = "auto"
 
     def resolve(self, values: Mapping[str, str]) -> Settings:
         """Fill in "{iface}"-style placeholders; a placeholder without a value is a UsageError."""
@@ -62,9 +78,8 @@ class Settings:
                 return str(values[key])
             return _PLACEHOLDER.sub(sub, text)
 
-        return Settings(env=_frozen({k: fill(v) for k, v in self.env.items()}),
-                        mca=_frozen({k: fill(v) for k, v in self.mca.items()}),
-                        transport=self.transport)
+        return dataclasses.replace(self, env=_frozen({k: fill(v) for k, v in self.env.items()}),
+                                   mca=_frozen({k: fill(v) for k, v in self.mca.items()}))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -83,8 +98,9 @@ class Profile:
             raise UsageError(f"{self.source}: hardware must be one of {', '.join(HARDWARE)}, "
                              f"not {self.hardware!r}")
 
-    def settings(self, primitive: str, wire: str = "native") -> Settings:
-        """The merged settings for a primitive (its base section, then the wire override)."""
+    def settings(self, primitive: str, wire: str = "native", gpudirect: str = "auto") -> Settings:
+        """The merged settings for a primitive: the profile's env, its section (or the wire's
+        override), then the section's [gpudirect.on|off] for --gpudirect on|off."""
         section = self.wires.get(wire, {}).get(primitive) if wire != "native" else None
         if wire != "native" and wire not in self.wires:
             raise UsageError(f"fabric {self.name!r} has no --wire {wire} variant "
@@ -92,8 +108,20 @@ class Profile:
         base = section or self.primitives.get(primitive)
         if base is None:
             raise UsageError(f"fabric {self.name!r} has no settings for primitive {primitive!r}")
-        return Settings(env=_frozen({**self.env, **base.env}), mca=base.mca,
-                        transport=base.transport)
+        if gpudirect not in GPUDIRECT:
+            raise UsageError(f"--gpudirect takes {', '.join(GPUDIRECT)}, not {gpudirect!r}")
+        extra = Settings()
+        if gpudirect != "auto":
+            if gpudirect == "on" and "on" not in base.gpudirect_modes:
+                raise UsageError(
+                    f"fabric {self.name!r} (wire {wire}) has no GPUDirect for {primitive}: "
+                    f"--gpudirect on needs [primitive.{primitive}.gpudirect.on] in "
+                    f"{self.source} (use --gpudirect auto or off)")
+            # "off" without a table: the primitive cannot use GPUDirect here; nothing to set
+            extra = base.gpudirect_modes.get(gpudirect, extra)
+        return dataclasses.replace(
+            base, env=_frozen({**self.env, **base.env, **extra.env}),
+            mca=_frozen({**base.mca, **extra.mca}), gpudirect=gpudirect)
 
 
 def _strings(table: object, where: str, pattern: re.Pattern) -> dict[str, str]:
@@ -109,21 +137,53 @@ def _strings(table: object, where: str, pattern: re.Pattern) -> dict[str, str]:
     return out
 
 
-def _section(table: object, where: str) -> Settings:
+def _table(table: object, where: str, allowed: set[str]) -> dict:
+    """A TOML table holding only ``allowed`` keys."""
     if not isinstance(table, dict):
         raise UsageError(f"{where}: expected a table")
-    unknown = set(table) - _SECTION_KEYS
+    unknown = set(table) - allowed
     if unknown:
         raise UsageError(f"{where}: unknown key {sorted(unknown)[0]!r} "
-                         f"(allowed: {', '.join(sorted(_SECTION_KEYS))})")
+                         f"(allowed: {', '.join(sorted(allowed))})")
+    return table
+
+
+def _section(table: object, where: str) -> Settings:
+    table = _table(table, where, _SECTION_KEYS)
     transport = table.get("transport", [])
     if isinstance(transport, str):
         transport = [transport]
     if not transport or not all(isinstance(t, str) and t for t in transport):
         raise UsageError(f"{where}.transport: expected a non-empty list of transport patterns")
+    modes, verify = _gpudirect(table.get("gpudirect"), f"{where}.gpudirect")
     return Settings(env=_frozen(_strings(table.get("env", {}), f"{where}.env", _ENV_NAME)),
                     mca=_frozen(_strings(table.get("mca", {}), f"{where}.mca", _MCA_NAME)),
-                    transport=tuple(transport))
+                    transport=tuple(transport), gpudirect_modes=modes, gpudirect_verify=verify)
+
+
+def _gpudirect(table: object, where: str) -> tuple[Mapping[str, Settings], str]:
+    """[primitive.X.gpudirect]: verify = "report"|"library"|"none", on = {env, mca},
+    off = {env, mca}."""
+    if table is None:
+        return MappingProxyType({}), "none"
+    table = _table(table, where, _GPUDIRECT_KEYS)
+    verify = table.get("verify")
+    if verify not in GPUDIRECT_VERIFY:
+        raise UsageError(f"{where}.verify: expected one of {', '.join(GPUDIRECT_VERIFY)}, "
+                         f"not {verify!r}")
+    modes = {}
+    for mode in ("on", "off"):
+        sub = table.get(mode)
+        if sub is None:
+            continue
+        sub = _table(sub, f"{where}.{mode}", {"env", "mca"})
+        modes[mode] = Settings(env=_frozen(_strings(sub.get("env", {}), f"{where}.{mode}.env",
+                                                    _ENV_NAME)),
+                               mca=_frozen(_strings(sub.get("mca", {}), f"{where}.{mode}.mca",
+                                                    _MCA_NAME)))
+    if not modes:
+        raise UsageError(f"{where}: needs an on or off table")
+    return MappingProxyType(modes), verify
 
 
 def _primitives(table: object, where: str) -> Mapping[str, Settings]:

@@ -26,7 +26,7 @@ from fabbench.errors import (
     TransportMismatch,
     UsageError,
 )
-from fabbench.launch import rundir
+from fabbench.launch import gpudirect, rundir
 from fabbench.launch.discover import RankEnv, discover
 from fabbench.launch.faults import Fault
 from fabbench.launch.settings import apply, resolve
@@ -98,16 +98,20 @@ def run_rank(plan: Plan, me: RankEnv) -> int:
                "argv": list(plan.argv), "fabric": resolved.profile.name, "wire": plan.wire,
                "primitive": plan.primitive, "horovod_over": plan.horovod_over,
                "device": plan.device, "ranks": comm.size,
-               "nodes": len({host for _, host in peers}),
-               "rank_hosts": [host for _, host in peers], "transport": transport,
+               "nodes": len({peer[1] for peer in peers}),
+               "rank_hosts": [peer[1] for peer in peers], "transport": transport,
                "interface": plan.iface,
                "expected_transport": list(resolved.settings.transport),
                "picked": list(plan.picked), "profile_source": resolved.profile.source,
                "profile_env": resolved.env(), "timing": plan.policy.__dict__,
-               "resumed": plan.resumed, "plan": json.loads(plan.to_json())}
+               "resumed": plan.resumed, "plan": json.loads(plan.to_json()),
+               "timing_method": comm.timing_method, "library_report": comm.library_report()}
         cluster = emulate.current()
         if cluster is not None:
             run["emulation"] = cluster.as_record()
+        run["gpudirect"], gdr_problem = gpudirect.outcome(
+            plan.gpudirect, resolved.settings.gpudirect_verify,
+            [(r, host, state) for r, (_, host, state) in enumerate(peers)], plan.backend)
         if writer is not None:
             run["provenance"] = inventory()
             if hasattr(comm, "library_version"):
@@ -116,6 +120,8 @@ def run_rank(plan: Plan, me: RankEnv) -> int:
             if plan.workload in ("collectives", "all"):
                 stream_header(run)
         _check_transport(peers, resolved.settings.transport, resolved.profile.name, plan.wire)
+        if gdr_problem is not None:
+            raise TransportMismatch(gdr_problem)
         if resolved.profile.single_host and run["nodes"] > 1:
             raise TransportMismatch(f"fabric {resolved.profile.name!r} is for one host, and "
                                     f"the ranks run on {run['nodes']} hosts")
@@ -131,7 +137,7 @@ def run_rank(plan: Plan, me: RankEnv) -> int:
 
         if plan.ceiling or (plan.ceiling is None and run["nodes"] > 1):
             for record in ceiling.measure(
-                    comm, [host for _, host in peers], wire=plan.wire, iface=plan.iface,
+                    comm, [peer[1] for peer in peers], wire=plan.wire, iface=plan.iface,
                     tool_name=tool_for(resolved.profile.hardware), seconds=plan.ceiling_s,
                     arm=dog.arm):
                 keep(record, ceiling.line(record))
@@ -139,7 +145,7 @@ def run_rank(plan: Plan, me: RankEnv) -> int:
             if writer is not None:
                 print(pairs_workload.HEADER, flush=True)
             for record in pairs_workload.run_pairs(comm, plan, transport,
-                                                   [host for _, host in peers], dog.arm,
+                                                   [peer[1] for peer in peers], dog.arm,
                                                    Fault.from_env()):
                 failed |= record["correct"] is False
                 keep(record, pairs_workload.line(record))
@@ -180,9 +186,9 @@ def run_rank(plan: Plan, me: RankEnv) -> int:
         rundir.mark_ended(me.rank)
 
 
-def _check_transport(peers: list[tuple[str, str]], patterns: tuple[str, ...], fabric: str,
-                     wire: str) -> None:
-    for rank, (transport, host) in enumerate(peers):
+def _check_transport(peers: list[tuple[str, str, str | None]], patterns: tuple[str, ...],
+                     fabric: str, wire: str) -> None:
+    for rank, (transport, host, _) in enumerate(peers):
         if not any(fnmatch.fnmatchcase(transport, p) for p in patterns):
             raise TransportMismatch(
                 f"fabric {fabric!r} (wire {wire}) asked for transport {' or '.join(patterns)} "

@@ -34,7 +34,8 @@ def resolve(plan: Plan, *, check_hardware: bool = True) -> Resolved:
         require_hardware(profile, plan.wire)
     values = {"iface": plan.iface or default_route_interface(),
               "rdma_device": plan.rdma_device or first_active_rdma_device()}
-    return Resolved(profile, profile.settings(plan.backend, plan.wire).resolve(values))
+    return Resolved(profile, profile.settings(plan.backend, plan.wire, plan.gpudirect)
+                    .resolve(values))
 
 
 def apply(resolved: Resolved) -> None:

@@ -9,6 +9,7 @@ from fabbench.render.context import Benchmark, K8sJob, SlurmJob
 
 
 def benchmark(*, fabric: str, primitive: str | None, gpus_per_node: int, wire: str = "native",
+              gpudirect: str = "auto",
               ops: str | None = None, sizes: str | None = None, dtypes: str = "float32",
               check: bool = False, budget_s: float = 0.2, timeout_s: float = 30.0,
               iface: str | None = None, rdma_device: str | None = None,
@@ -20,7 +21,8 @@ def benchmark(*, fabric: str, primitive: str | None, gpus_per_node: int, wire: s
                          "node (one rank per GPU)")
     return Benchmark(label=label, fabric=fabric, primitive=primitive, wire=wire, ops=ops,
                      sizes=sizes, dtypes=dtypes, check=check,
-                     device="cuda" if gpus_per_node else "cpu", timeout_s=timeout_s,
+                     device="cuda" if gpus_per_node else "cpu", gpudirect=gpudirect,
+                     timeout_s=timeout_s,
                      budget_s=budget_s, iface=iface, rdma_device=rdma_device,
                      extra_args=tuple(extra_args))
 

@@ -35,6 +35,7 @@ class Benchmark:
     dtypes: str = "float32"
     check: bool = False
     device: str = "cpu"
+    gpudirect: str = "auto"
     timeout_s: float = 30.0
     budget_s: float = 0.2
     iface: str | None = None
@@ -65,7 +66,8 @@ class Benchmark:
              wire=self.wire, ops=ops or OPS.get(self.primitive, ("allreduce",)),
              sizes=parse_sizes(self.sizes or DEFAULT_SIZES.get(self.device, "8")),
              dtypes=tuple(p.strip() for p in self.dtypes.split(",") if p.strip()),
-             check=self.check, device=self.device, timeout_s=self.timeout_s,
+             check=self.check, device=self.device, gpudirect=self.gpudirect,
+             timeout_s=self.timeout_s,
              policy=TimingPolicy(budget_s=self.budget_s), out="-", run_id="render")
 
     @property
@@ -87,6 +89,8 @@ class Benchmark:
         if self.wire != "native":
             args += ["--wire", self.wire]
         args += ["--device", self.device]
+        if self.gpudirect != "auto":
+            args += ["--gpudirect", self.gpudirect]
         if self.ops:
             args += ["--ops", self.ops]
         if self.sizes:

@@ -34,10 +34,10 @@ def fill(text: str, values: dict[str, str | None]) -> str | None:
     return _PLACEHOLDER.sub(lambda m: str(values[m.group(1)]), text)
 
 
-def fabric_env(fabric: str, backend: str, wire: str, *, iface: str | None,
-               rdma_device: str | None) -> FabricEnv:
+def fabric_env(fabric: str, backend: str, wire: str, *, gpudirect: str = "auto",
+               iface: str | None, rdma_device: str | None) -> FabricEnv:
     profile = load_profile(fabric)
-    settings = profile.settings(backend, wire)
+    settings = profile.settings(backend, wire, gpudirect)
     values = {"iface": iface, "rdma_device": rdma_device}
     env, mca, deferred = {}, {}, []
     for key, raw in settings.env.items():
@@ -58,8 +58,8 @@ def fabric_env(fabric: str, backend: str, wire: str, *, iface: str | None,
 
 def chart_profiles(names: list[str] | None = None) -> dict:
     """The profiles as the Helm chart reads them (charts/fabbench/files/fabrics.yaml):
-    fabric -> wire -> backend -> {env, mca} with placeholders kept, the same data and the same
-    placeholder rule as fabric_env."""
+    fabric -> wire -> backend -> {env, mca, gpudirect: {on: {env, mca}, off: {env, mca}}} with
+    placeholders kept, the same data and the same placeholder rule as fabric_env."""
     from fabbench.fabrics.profile import BUILTIN_DIR, PRIMITIVE_SECTIONS, WIRES
 
     names = names or sorted(p.stem for p in BUILTIN_DIR.glob("*.toml"))
@@ -73,6 +73,9 @@ def chart_profiles(names: list[str] | None = None) -> dict:
             out[name][wire] = {}
             for backend in PRIMITIVE_SECTIONS:
                 s = profile.settings(backend, wire)
-                out[name][wire][backend] = {"env": dict(sorted(s.env.items())),
-                                            "mca": dict(sorted(s.mca.items()))}
+                out[name][wire][backend] = {
+                    "env": dict(sorted(s.env.items())), "mca": dict(sorted(s.mca.items())),
+                    "gpudirect": {mode: {"env": dict(sorted(m.env.items())),
+                                         "mca": dict(sorted(m.mca.items()))}
+                                  for mode, m in sorted(s.gpudirect_modes.items())}}
     return out

@@ -21,7 +21,8 @@ def labels(job: K8sJob, managed_by: str = "fabbench-render") -> dict[str, str]:
 
 def render_k8s(job: K8sJob) -> str:
     bench = job.benchmark
-    fab = fabric_env(bench.fabric, bench.backend, bench.wire, iface=bench.iface,
+    fab = fabric_env(bench.fabric, bench.backend, bench.wire, gpudirect=bench.gpudirect,
+                     iface=bench.iface,
                      rdma_device=bench.rdma_device)
     out = f"{job.results_path.rstrip('/')}/{job.name}-{bench.label}.jsonl"
     run = [*bench.run_args(), "--out", out]

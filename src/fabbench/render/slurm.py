@@ -28,7 +28,8 @@ def _shared_by_ch_run(bind: str) -> bool:
 
 def _step(job: SlurmJob, index: int) -> dict:
     bench = job.benchmarks[index]
-    fab = fabric_env(bench.fabric, bench.backend, bench.wire, iface=bench.iface,
+    fab = fabric_env(bench.fabric, bench.backend, bench.wire, gpudirect=bench.gpudirect,
+                     iface=bench.iface,
                      rdma_device=bench.rdma_device)
     srun = ["srun", "--kill-on-bad-exit=1", f"--nodes={job.nodes}",
             f"--ntasks-per-node={job.ntasks_per_node}"]
