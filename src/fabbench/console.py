@@ -24,6 +24,11 @@ def stream_header(run: dict[str, Any], out: TextIO = sys.stdout) -> None:
     print(f"# fabbench {run['run_id']}: fabric {run['fabric']} (wire {run['wire']}), "
           f"primitive {run['primitive']}, {run['ranks']} ranks on {run['nodes']} node(s)",
           file=out)
+    gdr = run.get("gpudirect") or {}
+    if run.get("device") == "cuda" and gdr:
+        got = gdr["obtained"] or "not reported"
+        print(f"# GPUDirect RDMA: asked {gdr['requested']}, got {got} ({gdr['evidence']}); "
+              f"timing: {run.get('timing_method')}", file=out)
     print(HEADER, file=out)
     print(UNITS, file=out, flush=True)
 

@@ -47,6 +47,7 @@ OPTION_VALUES = {
     "--min-samples": st.integers(-2, 300).map(str),
     "--horovod-over": st.sampled_from(["mpi", "gloo", "nccl"]),
     "--device": st.sampled_from(["cpu", "cuda", "tpu"]),
+    "--gpudirect": st.sampled_from(["auto", "on", "off", "yes", ""]),
     "--iface": st.sampled_from(["lo", "nosuch0"]),
 }
 

@@ -113,10 +113,11 @@ class Profile:
         extra = Settings()
         if gpudirect != "auto":
             if gpudirect == "on" and "on" not in base.gpudirect_modes:
+                table = ("" if wire == "native" else f"wire.{wire}.") + f"primitive.{primitive}"
                 raise UsageError(
                     f"fabric {self.name!r} (wire {wire}) has no GPUDirect for {primitive}: "
-                    f"--gpudirect on needs [primitive.{primitive}.gpudirect.on] in "
-                    f"{self.source} (use --gpudirect auto or off)")
+                    f"--gpudirect on needs [{table}.gpudirect.on] in {self.source} (use "
+                    "--gpudirect auto or off)")
             # "off" without a table: the primitive cannot use GPUDirect here; nothing to set
             extra = base.gpudirect_modes.get(gpudirect, extra)
         return dataclasses.replace(
