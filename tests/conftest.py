@@ -67,7 +67,8 @@ def pytest_collection_modifyitems(config, items):
                                                    "marked integration in tests/unit"))
         if item.get_closest_marker("needs_root") and os.geteuid() != 0:
             item.add_marker(pytest.mark.skip(reason="needs root"))
-        if item.get_closest_marker("needs_gpu") and not gpus_visible():
+        if (item.get_closest_marker("needs_gpu") or item.get_closest_marker("gpu")) \
+                and not gpus_visible():
             item.add_marker(pytest.mark.skip(reason="needs an NVIDIA GPU (none visible)"))
     if misplaced:
         raise pytest.UsageError("tests in the wrong folder or unmarked:\n  "
