@@ -88,11 +88,12 @@ def run_rank(plan: Plan, me: RankEnv) -> int:
             except UsageError as exc:
                 refused = str(exc)
         transport = comm.transport()
-        gathered = comm.gather_objects((transport, socket.gethostname(), refused))
+        gathered = comm.gather_objects((transport, socket.gethostname(), refused,
+                                        comm.gpudirect()))
         dog.disarm()
         if gathered[0][2]:
             raise UsageError(gathered[0][2] if me.rank == 0 else f"rank 0: {gathered[0][2]}")
-        peers = [(t, host) for t, host, _ in gathered]
+        peers = [(t, host, gdr) for t, host, _, gdr in gathered]
         run = {"kind": "run", "run_id": plan.run_id, "schema": SCHEMA,
                "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                "argv": list(plan.argv), "fabric": resolved.profile.name, "wire": plan.wire,
