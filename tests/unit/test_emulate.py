@@ -135,3 +135,26 @@ def test_emulate_refuses_bad_options_in_one_line():
                            capture_output=True, text=True, timeout=60, check=False)
         assert p.returncode == 2, (args, p.stderr)
         assert p.stderr.count("\n") == 1 and p.stderr.startswith("fabbench: error:"), p.stderr
+
+
+def test_ceiling_tools_leave_the_ranks_report_logs_alone(monkeypatch):
+    from fabbench.ceiling import measure
+
+    monkeypatch.setenv("UCX_LOG_FILE", "/gone/ucx.log")
+    monkeypatch.setenv("UCX_TLS", "tcp")
+    env = measure._tool_env()
+    assert "UCX_LOG_FILE" not in env and env["UCX_TLS"] == "tcp"
+    out = "Waiting\n[n1:1] sys.c:372 failed to open '/x' for writing\nUCX  ERROR bad thing\n"
+    assert measure._first_error(out) == "UCX  ERROR bad thing"
+    assert measure._first_error("only line\n") == "only line"
+
+
+def test_ucx_perftest_and_fi_pingpong_outputs_are_read():
+    ucx = "[thread 0]  42  2.7 24492.7 24492.7  40.83  40.83  41  41\n" \
+          "Final:     200  2.469 121696.268 47100.755  8.22  21.23  8  21\n"
+    (d,) = TOOLS["ucx_perftest"].parse(ucx, "one-way")
+    assert d.gbit_s == pytest.approx(21.23 * 2**20 * 8 / 1e9)
+    fi = "bytes   #sent   #ack     total       time     MB/sec    usec/xfer   Mxfers/sec\n" \
+         "1m      200     =200     400m        4.05s    103.57    10124.51    0.00\n"
+    (d,) = TOOLS["fi_pingpong"].parse(fi, "one-way")
+    assert d.gbit_s == pytest.approx(103.57 * 8e6 / 1e9)
