@@ -239,3 +239,53 @@ def test_render_slurm_study(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["render", "slurm", "--study", "quick", "--runtime", "apptainer", "--image", "x.sif"])
     assert exit_.value.code == 2 and "--runtime none" in capsys.readouterr().err
+
+
+def test_whatif_study_and_its_emulated_cells():
+    from fabbench.study.run import command
+
+    s = load_study("whatif-ethernet")
+    links = [c.link for c in s.cells if c.kind == "train"]
+    assert links == ["100mbit", "1gbit", "10gbit", "100gbit"]
+    cell = s.cell("gpt-tiny-ethernet-gloo-n2-100mbit")
+    argv, env = command(cell, Path("/x/c.jsonl"), Place(scheduler="local", nodes=1), 0)
+    assert argv[3:12] == ["emulate", "--nodes", "2", "--link", "100mbit", "--ranks-per-node",
+                          "1", "--max-time", "300"]
+    assert argv[12:14] == ["--", "run"] and "--ranks" not in argv and env == {}
+    assert why_not(cell, _host(has_emulate=True), Place(scheduler="local", nodes=1)) is None
+    assert "need root" in why_not(cell, _host(has_emulate=True, root=False),
+                                  Place(scheduler="local", nodes=1))
+
+
+def _train_series(step_ms: float, compute_ms: float):
+    from fabbench.report.load import Series
+
+    rec = {"kind": "train", "model": "gpt-tiny", "ranks": 2, "step_ms": step_ms,
+           "compute_ms": compute_ms, "comm_ms": step_ms - compute_ms, "parameters": 953856,
+           "grad_bytes": 3815424, "buckets": {"bytes": [3815424]}, "batch_per_rank": 2,
+           "samples_per_s": {"p50": 1.0, "mean": 1.0, "ci95": 0.0}}
+    return Series(path=Path("x"), run={}, train=[rec])
+
+
+def test_whatif_forecast_beside_measurement():
+    from fabbench.report.study_whatif import agreement, whatif_rows
+
+    def row(link, step, verdict):
+        cell = ReportCell({"id": f"gpt-{link}", "axes": {"link": link}, "options": {}},
+                          [_train_series(step, 200.0)], f"ethernet/gloo @{link}")
+        return Row(cell=cell, median=step, samples=[step] * 10, verdict=verdict,
+                   best=verdict is None)
+
+    g = Group("train", "gpt-tiny", 2, [
+        row("100gbit", 201.0, None), row("10gbit", 202.0, Verdict(1.005, 0.97, 1.08, 0.4, "same")),
+        row("100mbit", 510.0, Verdict(2.54, 2.4, 2.7, 1e-4, "slower"))])
+    rows, notes = whatif_rows(g)
+    assert [r.link for r in rows] == ["100mbit", "10gbit", "100gbit"]
+    slow, fast = rows[0], rows[1]
+    # 3.8 MB reduce-scattered and all-gathered between 2 nodes: 3.8 MB / 12.5 MB/s at 100 Mbit/s
+    assert slow.forecast_overhead_ms == pytest.approx(3815424 / 12.5e6 * 1e3, rel=0.2)
+    assert slow.forecast_matters and not fast.forecast_matters
+    assert "3.82 MB of gradients" in notes[0]
+    line = agreement(g, rows)
+    assert line.startswith("gpt-tiny: the network matters (measured, significant) at 100mbit;")
+    assert line.endswith("at 100mbit: consistent")

@@ -11,6 +11,7 @@ Reads the manifest and results files only.
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -96,6 +97,7 @@ class StudyAnswer:
     warnings: list[str]
     forecast: dict[str, Any] | None = None
     forecast_error: str | None = None
+    whatif: list[dict[str, Any]] = field(default_factory=list)  # report.study_whatif
 
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -157,7 +159,7 @@ def _rank(group: Group) -> None:
     group.rows.sort(key=lambda r: r.median)
 
 
-def _train_record(c: Cell) -> dict[str, Any] | None:
+def train_record(c: Cell) -> dict[str, Any] | None:
     """The cell's train record at its full rank count (a --scaling file holds several)."""
     recs = [t for s in c.series for t in s.train]
     if not recs:
@@ -168,7 +170,7 @@ def _train_record(c: Cell) -> dict[str, Any] | None:
 def train_groups(cells: list[Cell]) -> list[Group]:
     groups: dict[tuple, Group] = {}
     for c in cells:
-        rec = _train_record(c)
+        rec = train_record(c)
         if rec is None:
             continue
         key = (c.axes["workload"], rec["model"], c.axes["nodes"])
@@ -331,7 +333,11 @@ def answer(directory: str | Path, *, forecast: bool = True) -> StudyAnswer:
                             "fabbench study run --resume continues the study")
     out = StudyAnswer(directory, doc, cells, groups, lines, warnings)
     if forecast:
+        from fabbench.report.study_whatif import whatif
+
         out.forecast, out.forecast_error = _forecast(directory, ran)
+        out.whatif = whatif(out)
+        out.headline += [w["agreement"] for w in out.whatif]
     return out
 
 
@@ -361,4 +367,8 @@ def as_json(a: StudyAnswer) -> dict[str, Any]:
         "cells": [{"id": c.id, "label": c.label, "status": c.entry["status"],
                    "reason": c.entry.get("reason"), "error": c.entry.get("error"),
                    "file": c.entry["file"]} for c in a.cells],
-        "forecast": a.forecast, "forecast_error": a.forecast_error, "warnings": a.warnings})
+        "forecast": a.forecast, "forecast_error": a.forecast_error,
+        "whatif": [{"what": w["group"].what, "nodes": w["group"].nodes,
+                    "agreement": w["agreement"], "notes": w["notes"],
+                    "rows": [dataclasses.asdict(r) for r in w["rows"]]} for w in a.whatif],
+        "warnings": a.warnings})

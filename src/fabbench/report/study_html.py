@@ -53,6 +53,17 @@ p &lt; {{ alpha }} and the bootstrap 95 % interval of the ratio of medians exclu
 <figcaption>{{ f.title }}</figcaption></figure>
 {% endfor %}{% endif %}
 
+{% for w in whatif %}<h2>{{ w.group.title }}: measured against the forecast</h2>
+<p>{{ w.agreement }}</p>
+<table><tr><th class="l">link</th><th>measured step (ms)</th><th>vs best</th><th>95 % CI</th><th class="l">verdict</th>
+<th>forecast step (ms)</th><th>forecast exposed comm. (ms)</th><th>forecast vs fastest link</th></tr>
+{% for r in w.rows %}<tr><td class="l">{{ r.link }}</td><td>{{ "%.1f"|format(r.measured_ms) }}</td><td>{{ "%+.1f"|format(r.diff_pct) }} %</td>
+<td>{% if r.ci_low_pct is not none %}{{ "%+.1f"|format(r.ci_low_pct) }} … {{ "%+.1f"|format(r.ci_high_pct) }} %{% else %}-{% endif %}</td>
+<td class="l {{ r.verdict }}">{{ r.verdict }}</td><td>{{ "%.1f"|format(r.forecast_ms) }}</td><td>{{ "%.1f"|format(r.forecast_overhead_ms) }}</td>
+<td>{{ "%+.1f"|format(r.forecast_slowdown_pct) }} %</td></tr>{% endfor %}</table>
+<p>{{ w.notes|join("; ") }}</p>
+{% endfor %}
+
 {% if wire %}<h2>Collectives against the wire</h2><ul>
 {% for line in wire %}<li>{{ line }}</li>{% endfor %}</ul>{% endif %}
 
@@ -95,13 +106,26 @@ def _pct(x: float | None) -> str:
 
 
 def wire_lines(a: StudyAnswer) -> list[str]:
-    """Peak busbw of each collectives cell as a share of its link (and of a measured ceiling
-    when the cell's file holds ceiling records)."""
+    """Peak busbw of each collectives cell as a share of its link, and of the wire's ceiling
+    when the cell's file holds ceiling records (iperf3 and the like, per direction)."""
+    from fabbench.results.reader import read_results
+
     lines = []
     for c in a.cells:
-        if any(s.collectives for s in c.series):
-            for line in efficiency_lines(c.series):
-                lines.append(f"{c.id}: {line}")
+        if not any(s.collectives for s in c.series):
+            continue
+        for line in efficiency_lines(c.series):
+            lines.append(f"{c.id}: {line}")
+        ceilings = [r for r in read_results(a.directory / c.entry["file"]).of_kind("ceiling")
+                    if r.get("per_direction_gbit_s")]
+        if ceilings:
+            top = max(r["per_direction_gbit_s"] for r in ceilings)
+            peak = max(r.get("busbw_gbyte_s", r.get("busbw_gbps", 0.0))
+                       for s in c.series for r in s.collectives)
+            tools = ", ".join(sorted({f"{r['tool']} {r['mode']}" for r in ceilings}))
+            lines.append(f"{c.id}: peak busbw {peak:.3f} GB/s is {100 * peak * 8 / top:.0f}% "
+                         f"of the wire's measured ceiling {top:.3g} Gbit/s per direction "
+                         f"({tools})")
     return lines
 
 
@@ -115,4 +139,5 @@ def render(a: StudyAnswer, plots: Sequence[Plot], *, title: str) -> str:
         m=a.manifest, headline=a.headline, warnings=a.warnings, groups=a.groups,
         metric=METRIC, unit=_UNIT, through=_THROUGH, figures=figures, wire=wire_lines(a),
         forecast=a.forecast, forecast_error=a.forecast_error, cells=a.cells, num=_num,
+        whatif=a.whatif,
         pct=_pct)

@@ -45,6 +45,22 @@ def group_table(g) -> Table:
     return table
 
 
+def whatif_table(w: dict) -> Table:
+    g = w["group"]
+    table = Table(title=f"{g.title}: measured against forecast (fabbench model)",
+                  title_justify="left", caption="; ".join(w["notes"]), caption_justify="left")
+    for c in ("link", "measured ms", "vs best", "95% CI", "verdict", "forecast ms",
+              "forecast exposed ms", "forecast vs fastest link"):
+        table.add_column(c, justify="left" if c in ("link", "verdict") else "right",
+                         no_wrap=c == "95% CI")
+    for r in w["rows"]:
+        table.add_row(r.link, f"{r.measured_ms:.1f}", f"{r.diff_pct:+.1f}%",
+                      "-" if r.ci_low_pct is None else f"{r.ci_low_pct:+.1f}…{r.ci_high_pct:+.1f}%",
+                      f"[{_STYLE.get(r.verdict, 'green')}]{r.verdict}[/]", f"{r.forecast_ms:.1f}",
+                      f"{r.forecast_overhead_ms:.1f}", f"{r.forecast_slowdown_pct:+.1f}%")
+    return table
+
+
 def lines(a: StudyAnswer) -> list:
     """Renderables, in order: headline, tables, cells that did not run, warnings."""
     counts = ", ".join(f"{n} {k}" for k, n in sorted(a.counts().items()))
@@ -52,6 +68,7 @@ def lines(a: StudyAnswer) -> list:
                  "[bold]Answer:[/]"]
     out += [f"  • {escape(line)}" for line in a.headline] or ["  (no cell ran)"]
     out += [group_table(g) for g in a.groups]
+    out += [whatif_table(w) for w in a.whatif]
     for c in a.cells:
         if c.entry["status"] == "skipped":
             out.append(f"[yellow]skipped[/] {c.id}: {escape(c.entry['reason'] or '')}")

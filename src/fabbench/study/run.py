@@ -79,8 +79,9 @@ def command(cell: Cell, out: Path, place: Place, index: int) -> tuple[list[str],
     fabbench = [sys.executable, "-m", "fabbench"]
     run = ["run", *cell.run_args(), "--out", str(out)]
     if cell.link is not None:  # emulated nodes on this host
-        return ([*fabbench, "emulate", "--nodes", str(cell.nodes), "--link", cell.link, "--",
-                 *run, "--ranks", str(cell.ranks)], {})
+        return ([*fabbench, "emulate", "--nodes", str(cell.nodes), "--link", cell.link,
+                 "--ranks-per-node", str(cell.ranks_per_node), "--max-time",
+                 f"{cell.deadline_s:g}", "--", *run], {})
     if place.scheduler == "local":
         return [*fabbench, *run, "--ranks", str(cell.ranks)], {}
     srun = ["srun", f"--nodes={cell.nodes}", f"--ntasks-per-node={cell.ranks_per_node}",

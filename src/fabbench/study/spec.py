@@ -9,7 +9,7 @@ as data in a TOML file, validated once, before anything runs.
     gpudirect = ["off"]          # on | off (default ["off"])
     workload = ["allreduce"]     # names of [workload.NAME] tables
     nodes = [1]                  # default [1]
-    link = ["1Gbit"]             # optional: emulated links of that rate (fabbench emulate)
+    link = ["1gbit"]             # optional: emulated links of that rate (fabbench emulate)
     [run]                        # options of every cell (as `fabbench run` takes them)
     ranks_per_node = 2
     [workload.allreduce]         # a workload: its kind and its own options
@@ -267,8 +267,8 @@ def _axis(src: _Source, matrix: Mapping[str, Any], axis: str, default: list | No
 
 def parse_study(data: Mapping[str, Any], src: _Source, sha256: str = "") -> Study:
     from fabbench.comm.registry import HOROVOD_OVER, PRIMITIVES
+    from fabbench.emulate.spec import parse_rate
     from fabbench.fabrics.profile import available_profiles
-    from fabbench.model.quantities import parse_bandwidth
 
     _unknown(src, data, _TOP_KEYS, ())
     name = data.get("name")
@@ -311,9 +311,9 @@ def parse_study(data: Mapping[str, Any], src: _Source, sha256: str = "") -> Stud
         if link is not None:
             if not isinstance(link, str):
                 raise src.error(("matrix", "link"), f"a link rate is a string such as "
-                                f"\"1Gbit\", not {link!r}", link)
+                                f"\"1gbit\", not {link!r}", link)
             try:
-                parse_bandwidth(link)
+                parse_rate(link)
             except UsageError as exc:
                 raise src.error(("matrix", "link"), str(exc), link) from None
     names = _axis(src, matrix, "workload", None)
