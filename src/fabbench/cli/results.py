@@ -42,6 +42,11 @@ def report(paths: Paths, html: Html = None, plots: Plots = None, csv: Csv = None
     from fabbench.study.manifest import is_study_dir
 
     if len(paths) == 1 and is_study_dir(paths[0]):
+        if csv:
+            from fabbench.errors import UsageError
+
+            raise UsageError("a study's report is written as HTML and JSON (report.html, "
+                             "report.json beside study.json); --csv is for results files")
         _study_report(paths[0], html=html, plots=plots, title=title, json_out=json_out)
         return
     from fabbench.report.build import findings_json, make_report
@@ -91,6 +96,11 @@ def compare(paths: Paths, html: Html = None, plots: Plots = None, csv: Csv = Non
     from fabbench.study.manifest import is_study_dir
 
     if len(paths) == 2 and all(is_study_dir(p) for p in paths):
+        if html or plots or csv:
+            from fabbench.errors import UsageError
+
+            raise UsageError("compare of two study directories writes the console table or "
+                             "--json; --html, --plots and --csv are for results files")
         _study_compare(paths[0], paths[1], json_out=json_out)
         return
     from fabbench.console import console
