@@ -106,26 +106,34 @@ def _pct(x: float | None) -> str:
 
 
 def wire_lines(a: StudyAnswer) -> list[str]:
-    """Peak busbw of each collectives cell as a share of its link, and of the wire's ceiling
-    when the cell's file holds ceiling records (iperf3 and the like, per direction)."""
+    """Each collectives cell against its link: peak busbw as a share of the link the
+    provenance names, or for an emulated link the busbw at the largest size as a share of the
+    link's rate; and as a share of the wire's measured ceiling when the cell's file holds ceiling
+    records (iperf3 and the like, per direction)."""
+    from fabbench.emulate.spec import parse_rate
     from fabbench.results.reader import read_results
 
     lines = []
     for c in a.cells:
-        if not any(s.collectives for s in c.series):
+        points = [r for s in c.series for r in s.collectives]
+        if not points:
             continue
-        for line in efficiency_lines(c.series):
-            lines.append(f"{c.id}: {line}")
+        largest = max(points, key=lambda r: r["bytes"])
+        busbw = largest.get("busbw_gbyte_s", largest.get("busbw_gbps", 0.0))
+        at = f"busbw {busbw:.3g} GB/s at {largest['bytes']} B ({largest['op']})"
+        if c.axes.get("link"):
+            rate = parse_rate(c.axes["link"]) / 1e9
+            lines.append(f"{c.id}: {at} is {100 * busbw * 8 / rate:.0f}% of the emulated "
+                         f"{c.axes['link']} link")
+        else:
+            lines += [f"{c.id}: {line}" for line in efficiency_lines(c.series)]
         ceilings = [r for r in read_results(a.directory / c.entry["file"]).of_kind("ceiling")
                     if r.get("per_direction_gbit_s")]
         if ceilings:
             top = max(r["per_direction_gbit_s"] for r in ceilings)
-            peak = max(r.get("busbw_gbyte_s", r.get("busbw_gbps", 0.0))
-                       for s in c.series for r in s.collectives)
             tools = ", ".join(sorted({f"{r['tool']} {r['mode']}" for r in ceilings}))
-            lines.append(f"{c.id}: peak busbw {peak:.3f} GB/s is {100 * peak * 8 / top:.0f}% "
-                         f"of the wire's measured ceiling {top:.3g} Gbit/s per direction "
-                         f"({tools})")
+            lines.append(f"{c.id}: {at} is {100 * busbw * 8 / top:.0f}% of the wire's measured "
+                         f"ceiling, {top:.3g} Gbit/s per direction ({tools})")
     return lines
 
 
