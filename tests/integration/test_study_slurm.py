@@ -17,7 +17,7 @@ from conftest import fabbench
 pytestmark = [pytest.mark.integration, pytest.mark.needs_root]
 
 FABBENCH = str(Path(sys.executable).parent / "fabbench")
-DEADLINE_S = 900
+DEADLINE_S = 1200
 
 
 @pytest.mark.timeout(DEADLINE_S + 120)
