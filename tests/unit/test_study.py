@@ -182,10 +182,12 @@ def test_why_not_nodes_and_gpudirect(tmp_path):
                         '"on"]')
     s = load_study(str(_write(tmp_path, text)))
     cell = s.cell("allreduce-ethernet-mpi-gdr-off-n2")
-    assert why_not(cell, _host(), Place(scheduler="local", nodes=1)) == \
+    gpu = _host(gpus=True, has_gpudirect_switch=True)
+    assert cell.device == "cuda" and "--gpudirect" in cell.run_args()
+    assert why_not(cell, gpu, Place(scheduler="local", nodes=1)) == \
         "needs 2 nodes; this host is one node"
-    assert why_not(cell, _host(), Place(scheduler="slurm", nodes=2)) is None
-    assert "single-host" in why_not(s.cell("allreduce-shm-mpi-gdr-off-n2"), _host(),
+    assert why_not(cell, gpu, Place(scheduler="slurm", nodes=2)) is None
+    assert "single-host" in why_not(s.cell("allreduce-shm-mpi-gdr-off-n2"), gpu,
                                     Place(scheduler="slurm", nodes=2))
     gdr = s.cell("allreduce-ethernet-mpi-gdr-on-n1")
     assert gdr.device == "cuda"

@@ -115,7 +115,7 @@ def _labels(cells: list[Cell], axes: dict[str, list]) -> None:
         if over:
             prim += f"-{over}"
         label = f"{a['fabric']}/{prim}"
-        if len(axes.get("gpudirect", [])) > 1 or a["gpudirect"] == "on":
+        if len(axes.get("gpudirect", [])) > 1 or a["gpudirect"] != "auto":
             label += f" gdr-{a['gpudirect']}"
         if a.get("link"):
             label += f" @{a['link']}"

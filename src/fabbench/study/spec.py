@@ -6,7 +6,7 @@ as data in a TOML file, validated once, before anything runs.
     [matrix]                     # the axes; every combination is a cell
     fabric = ["ethernet", "shm"] # "*": every fabric profile on the search path
     primitive = ["mpi", "gloo"]
-    gpudirect = ["off"]          # on | off (default ["off"])
+    gpudirect = ["off", "on"]    # auto | off | on (default ["auto"]: the library decides)
     workload = ["allreduce"]     # names of [workload.NAME] tables
     nodes = [1]                  # default [1]
     link = ["1gbit"]             # optional: emulated links of that rate (fabbench emulate)
@@ -47,7 +47,7 @@ from fabbench.study.locate import line_of
 
 BUILTIN_DIR = Path(__file__).parent / "studies"
 AXES = ("workload", "fabric", "primitive", "gpudirect", "nodes", "link")
-GPUDIRECT = ("off", "on")
+GPUDIRECT = ("auto", "off", "on")
 KINDS = ("collectives", "train", "halo")
 _TOP_KEYS = ("name", "description", "matrix", "run", "workload", "exclude", "override")
 _NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
@@ -130,8 +130,9 @@ class Cell:
 
     @property
     def device(self) -> str | None:
-        """cuda when the cell needs GPU buffers (nccl, GPUDirect on), else what was asked."""
-        if self.primitive == "nccl" or self.gpudirect == "on":
+        """cuda when the cell needs GPU buffers (nccl; GPUDirect on or off, an A/B of GPU
+        buffers), else what was asked (None: fabbench run's default)."""
+        if self.primitive == "nccl" or self.gpudirect in ("on", "off"):
             return "cuda"
         return self.options.get("device")
 
@@ -144,6 +145,8 @@ class Cell:
         args = ["--fabric", self.fabric, "--primitive", self.primitive, "--workload", self.kind]
         if self.device:
             args += ["--device", self.device]
+        if self.gpudirect != "auto":
+            args += ["--gpudirect", self.gpudirect]
         for key, value in sorted(self.options.items()):
             if key in ("ranks_per_node", "deadline", "device"):
                 continue
@@ -297,10 +300,10 @@ def parse_study(data: Mapping[str, Any], src: _Source, sha256: str = "") -> Stud
         if p not in PRIMITIVES:
             raise src.error(("matrix", "primitive"), f"unknown primitive {p!r} (known: "
                             f"{', '.join(PRIMITIVES)})", p)
-    gpudirect = _axis(src, matrix, "gpudirect", ["off"])
+    gpudirect = _axis(src, matrix, "gpudirect", ["auto"])
     for g in gpudirect:
         if g not in GPUDIRECT:
-            raise src.error(("matrix", "gpudirect"), f"expected on or off, not {g!r}", g)
+            raise src.error(("matrix", "gpudirect"), f"expected auto, off or on, not {g!r}", g)
     nodes = _axis(src, matrix, "nodes", [1])
     for n in nodes:
         if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= 4096:
@@ -442,7 +445,7 @@ def _matches(selector: Mapping[str, tuple], where: Mapping[str, Any]) -> bool:
 
 def _cell_id(where: Mapping[str, Any], axes: Mapping[str, list]) -> str:
     parts = [where["workload"], where["fabric"], where["primitive"]]
-    if len(axes["gpudirect"]) > 1 or where["gpudirect"] == "on":
+    if len(axes["gpudirect"]) > 1 or where["gpudirect"] != "auto":
         parts.append(f"gdr-{where['gpudirect']}")
     parts.append(f"n{where['nodes']}")
     if where["link"] is not None:
@@ -462,6 +465,7 @@ def _validate_cell(src: _Source, cell: Cell, workload: str) -> None:
               "horovod_over"}
     kwargs = {k: (",".join(map(str, v)) if isinstance(v, list) else v)
               for k, v in o.items() if k in fields}
+    kwargs["gpudirect"] = cell.gpudirect
     if "timeout" in o:
         kwargs["timeout_s"] = float(o["timeout"])
     if "budget" in o:
