@@ -7,11 +7,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import re
 from dataclasses import dataclass
-from pathlib import Path
 
+from fabbench.comm import registry
 from fabbench.comm.registry import DTYPES, HOROVOD_OVER, OPS, PRIMITIVES
 from fabbench.errors import UsageError
 from fabbench.fabrics.profile import GPUDIRECT, WIRES
@@ -24,13 +22,6 @@ DEVICES = ("cpu", "cuda")
 DEFAULT_SIZES = {"cpu": "8:64M", "cuda": "8:1G"}
 PAIRS_SIZES = "8,1M"  # pairs: the latency at the smallest size, the bandwidth at the largest
 MAX_LOCAL_RANKS = 512
-
-
-def gpus_visible() -> bool:
-    """NVIDIA GPUs present and not hidden (checked without importing torch)."""
-    if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
-        return False
-    return any(re.fullmatch(r"nvidia\d+", p.name) for p in Path("/dev").glob("nvidia*"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -93,8 +84,9 @@ class Plan:
             raise UsageError(f"unknown workload {self.workload!r} (known: {', '.join(WORKLOADS)})")
         if self.device not in DEVICES:
             raise UsageError(f"unknown device {self.device!r} (known: {', '.join(DEVICES)})")
-        if self.primitive == "nccl" and self.device != "cuda":
-            raise UsageError("nccl moves GPU buffers only: it needs --device cuda and a GPU")
+        if registry.get(self.primitive).gpu_only and self.device != "cuda":
+            raise UsageError(f"{self.primitive} moves GPU buffers only: it needs --device cuda "
+                             "and a GPU")
         if self.gpudirect not in GPUDIRECT:
             raise UsageError(f"--gpudirect takes {', '.join(GPUDIRECT)}, not {self.gpudirect!r}")
         if self.gpudirect != "auto" and self.device != "cuda":
@@ -168,16 +160,12 @@ class Plan:
     def backend(self) -> str:
         """The profile section (and wire library) the primitive uses: Horovod uses its
         controller's."""
-        return (self.horovod_over or "mpi") if self.primitive == "horovod" else self.primitive
+        return registry.get(self.primitive).backend(self.horovod_over)
 
     @property
     def launcher(self) -> str:
-        """How local ranks are started: mpirun for MPI-based primitives, a spawn otherwise."""
-        if self.backend == "mpi":
-            return "mpirun"
-        if self.primitive == "horovod":
-            return "horovodrun"
-        return "spawn"
+        """How local ranks are started (comm.registry): mpirun, a spawn, or horovodrun."""
+        return registry.get(self.primitive).launcher(self.horovod_over)
 
     def op_timeout(self, nbytes: int) -> float:
         """The deadline of one operation: the base timeout plus 1 s per 100 MB (a slow link)."""

@@ -11,17 +11,18 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from fabbench import emulate
+from fabbench.comm import registry
 from fabbench.comm.cuda_aware import ask_ompi_info
-from fabbench.comm.registry import OPS, PRIMITIVES
 from fabbench.errors import UsageError
 from fabbench.launch import local, nodes
 from fabbench.launch.discover import discover
 from fabbench.launch.rank import run_rank
 from fabbench.launch.settings import Resolved, resolve, resolve_fabric
-from fabbench.plan import DEFAULT_SIZES, DEVICES, PAIRS_SIZES, Plan, gpus_visible
+from fabbench.plan import DEFAULT_SIZES, DEVICES, PAIRS_SIZES, Plan
 from fabbench.results.claim import claim
 from fabbench.results.reader import read_results
 from fabbench.results.writer import ResultWriter
+from fabbench.sysinfo.gpus import gpus_visible
 from fabbench.timing.engine import TimingPolicy
 from fabbench.units import parse_sizes
 from fabbench.workloads.collectives import point_key
@@ -76,12 +77,10 @@ def make_plan(o: RunOptions, *, local_launch: bool) -> Plan:
     picked = []
     primitive = o.primitive
     if primitive is None:
-        primitive = "nccl" if gpus_visible() else "mpi"
-        why = "GPUs visible" if primitive == "nccl" else "no GPU visible"
+        primitive, why = registry.default_primitive(gpus_visible())
         picked.append(f"primitive={primitive} ({why})")
-    if primitive not in PRIMITIVES:
-        raise UsageError(f"unknown primitive {primitive!r} (known: {', '.join(PRIMITIVES)})")
-    device = o.device or ("cuda" if primitive == "nccl" or gpus_visible() else "cpu")
+    spec = registry.get(primitive)  # an unknown name is a UsageError naming the known ones
+    device = o.device or ("cuda" if spec.gpu_only or gpus_visible() else "cpu")
     if device not in DEVICES:
         raise UsageError(f"unknown device {device!r} (known: {', '.join(DEVICES)})")
     fabric = o.fabric
@@ -94,7 +93,7 @@ def make_plan(o: RunOptions, *, local_launch: bool) -> Plan:
     elif o.iface is not None and local_launch and not Path("/sys/class/net", o.iface).exists():
         have = ", ".join(sorted(p.name for p in Path("/sys/class/net").iterdir()))
         raise UsageError(f"no network interface {o.iface!r} on this host (it has: {have})")
-    ops = _csv(o.ops) if o.ops else OPS[primitive]
+    ops = _csv(o.ops) if o.ops else spec.ops
     run_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
     out = o.out or str(Path("results") / f"{run_id}-{Path(fabric).stem}-{primitive}.jsonl")
     return Plan(

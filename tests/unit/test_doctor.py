@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from conftest import cli
+from fabbench import doctor as d
 from fabbench.fabrics.profile import load_profile
-from fabbench.sysinfo import doctor as d
 from fabbench.sysinfo.inventory import container_runtime, inventory, scheduler, summary_rows
 
 TREES = Path(__file__).parents[1] / "fixtures" / "sysfs"
@@ -91,12 +91,12 @@ def test_memlock():
     assert d.check_memlock(rdma=False).verdict == "pass"  # this host's real limit
 
 
-def test_shm():
-    docker_default = d.check_shm("shm", size=64 << 20)
+def test_shm():  # required: the fabric is shared memory (single_host, as the shm profile)
+    docker_default = d.check_shm(SHM.single_host, size=64 << 20)
     assert docker_default.verdict == "fail" and "--shm-size" in docker_default.fix
-    assert d.check_shm("ethernet", size=64 << 20).verdict == "warn"
-    assert d.check_shm("shm", size=8 << 30).verdict == "pass"
-    assert d.check_shm("ethernet", path="/nonexistent/shm").verdict == "fail"
+    assert d.check_shm(ETHERNET.single_host, size=64 << 20).verdict == "warn"
+    assert d.check_shm(SHM.single_host, size=8 << 30).verdict == "pass"
+    assert d.check_shm(ETHERNET.single_host, path="/nonexistent/shm").verdict == "fail"
 
 
 def test_interface_choice_and_address():

@@ -9,10 +9,10 @@ import random
 import pytest
 
 from fabbench.errors import UsageError
-from fabbench.launch.faults import Fault
 from fabbench.report.late import late_ranks
 from fabbench.report.pairs import SLOW_SHARE, analyse
 from fabbench.timing.engine import TimingPolicy, measure
+from fabbench.workloads.faults import Fault
 from fabbench.workloads.pairs import endpoints, round_robin
 
 

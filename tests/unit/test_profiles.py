@@ -107,3 +107,32 @@ def test_detection_and_hardware_refusal(tmp_path):
     down = tmp_path / "down"
     _write(down, "sys/class/infiniband/mlx5_0/ports/1/state", "1: DOWN\n")
     assert detect_fabric(down) == "ethernet"
+
+
+MINIMAL = {"name": "site", "primitive": {"mpi": {"transport": ["ob1/tcp"]}}}
+
+
+def test_what_code_decides_by_is_profile_data_with_defaults_per_hardware_kind():
+    ib, shm = load_profile("infiniband"), load_profile("shm")
+    assert ib.devices == ("/dev/infiniband",) and ib.link.speed_from == "rdma"
+    assert ib.device_files("native") == ("/dev/infiniband",) and ib.device_files("tcp") == ()
+    assert shm.single_host and shm.link.speed_from == "none" and shm.devices == ()
+    # a site profile written before these keys existed: its hardware kind's defaults
+    old = parse_profile({**MINIMAL, "hardware": "omnipath"}, "old.toml")
+    assert old.devices == ("/dev/hfi1_0",) and old.link.speed_from == "rdma"
+    assert parse_profile(MINIMAL, "eth.toml").link.speed_from == "nic"
+    assert parse_profile({**MINIMAL, "single_host": True}, "one.toml").link.speed_from == "none"
+
+
+@pytest.mark.parametrize("extra,message", [
+    ({"link": {"speed_from": "wifi"}}, "link.speed_from must be one of"),
+    ({"link": {"speed_from": "rdma"}}, "needs a hardware kind with RDMA ports"),
+    ({"link": {"speed": "nic"}}, "link: unknown key 'speed'"),
+    ({"link": {"iface_env": ["BAD NAME"]}}, "link.iface_env: expected a list of names"),
+    ({"devices": ["/sys/x"]}, "devices must be paths under /dev/"),
+    ({"devices": "/dev/infiniband"}, "devices must be a list"),
+])
+def test_bad_profile_data_is_refused_naming_the_file(extra, message):
+    with pytest.raises(UsageError, match=message) as info:
+        parse_profile({**MINIMAL, **extra}, "site.toml")
+    assert str(info.value).startswith("site.toml")

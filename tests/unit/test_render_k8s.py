@@ -7,14 +7,25 @@ import pytest
 import yaml
 
 from conftest import REPO, fabbench
-from fabbench.render import Benchmark, K8sJob, render_k8s
-from fabbench.render.fabric import chart_profiles
+from fabbench.comm.registry import PRIMITIVES
+from fabbench.fabrics.profile import BUILTIN_DIR
+from fabbench.render import Benchmark, K8sJob, chart, render_k8s
+
+CHART = REPO / "charts/fabbench"
 
 
-def test_chart_profiles_file_matches_the_profiles():
-    on_disk = yaml.safe_load((REPO / "charts/fabbench/files/fabrics.yaml").read_text())
-    assert on_disk == chart_profiles(), ("charts/fabbench/files/fabrics.yaml is stale: "
-                                         "regenerate it from fabbench.render.fabric")
+@pytest.mark.parametrize("path", sorted(chart.FILES))
+def test_chart_data_files_are_generated_from_the_python_sources(path):
+    assert (CHART / path).read_text() == chart.generated(path), (
+        f"charts/fabbench/{path} is stale: python -m fabbench.render.chart charts/fabbench")
+
+
+def test_chart_schema_offers_the_profiles_and_primitives_python_knows():
+    import json
+
+    props = json.loads((CHART / "values.schema.json").read_text())["properties"]
+    assert props["fabric"]["enum"] == sorted(p.stem for p in BUILTIN_DIR.glob("*.toml"))
+    assert props["primitive"]["enum"] == ["", *PRIMITIVES]
 
 
 def job(**kw) -> dict[str, dict]:

@@ -37,14 +37,44 @@ app.kubernetes.io/managed-by: {{ .Release.Service | quote }}
 helm.sh/chart: {{ include "fabbench.chart" . | quote }}
 {{- end }}
 
-{{/* The primitive: nccl with GPUs, else mpi, unless given. */}}
-{{- define "fabbench.primitive" -}}
-{{- if .Values.primitive }}{{ .Values.primitive }}{{ else if gt (int .Values.gpusPerNode) 0 }}nccl{{ else }}mpi{{ end }}
+{{/* The primitive registry's data (files/primitives.yaml, generated from fabbench.comm.registry). */}}
+{{- define "fabbench.primitives" -}}
+{{- .Files.Get "files/primitives.yaml" | fromYaml | toJson }}
 {{- end }}
 
-{{/* The profile section: horovod runs over mpi. */}}
+{{/* The primitive: unless given, the registry's default rule (files/primitives.yaml "default"):
+nccl with GPUs, else mpi. */}}
+{{- define "fabbench.primitive" -}}
+{{- $d := (include "fabbench.primitives" . | fromJson).default }}
+{{- if .Values.primitive }}{{ .Values.primitive }}{{ else if gt (int .Values.gpusPerNode) 0 }}{{ $d.gpu }}{{ else }}{{ $d.cpu }}{{ end }}
+{{- end }}
+
+{{/* The registry's entry of the primitive as JSON: backend (the profile section; horovod runs
+over mpi), launch (mpi: an MPIJob; rendezvous: an Indexed Job), over, gpuOnly. */}}
+{{- define "fabbench.primitiveSpec" -}}
+{{- $all := (include "fabbench.primitives" . | fromJson).primitives }}
+{{- $p := include "fabbench.primitive" . }}
+{{- $spec := get $all $p }}
+{{- if not $spec }}{{ fail (printf "primitive %q is not in files/primitives.yaml" $p) }}{{ end }}
+{{- toJson $spec }}
+{{- end }}
+
+{{/* The profile section the primitive uses. */}}
 {{- define "fabbench.backend" -}}
-{{- $p := include "fabbench.primitive" . }}{{ if eq $p "horovod" }}mpi{{ else }}{{ $p }}{{ end }}
+{{- (include "fabbench.primitiveSpec" . | fromJson).backend }}
+{{- end }}
+
+{{/* How the ranks start: mpi (an MPIJob) or rendezvous (an Indexed Job and a Service). */}}
+{{- define "fabbench.launch" -}}
+{{- (include "fabbench.primitiveSpec" . | fromJson).launch }}
+{{- end }}
+
+{{/* The fabric's profile data (files/fabrics.yaml, generated from the fabric profiles). */}}
+{{- define "fabbench.profile" -}}
+{{- $profiles := .Files.Get "files/fabrics.yaml" | fromYaml }}
+{{- $fabric := get $profiles .Values.fabric }}
+{{- if not $fabric }}{{ fail (printf "fabric %q is not in files/fabrics.yaml" .Values.fabric) }}{{ end }}
+{{- toJson $fabric }}
 {{- end }}
 
 {{- define "fabbench.ranksPerNode" -}}
@@ -56,10 +86,8 @@ settings over it when gpudirect is not auto, placeholders filled from iface/rdma
 variable whose placeholder has no value is left out (each rank fills it in), the rule of
 fabbench.render.fabric. */}}
 {{- define "fabbench.fabric" -}}
-{{- $profiles := .Files.Get "files/fabrics.yaml" | fromYaml }}
-{{- $fabric := get $profiles .Values.fabric }}
-{{- if not $fabric }}{{ fail (printf "fabric %q is not in files/fabrics.yaml" .Values.fabric) }}{{ end }}
-{{- $wire := get $fabric .Values.wire }}
+{{- $fabric := include "fabbench.profile" . | fromJson }}
+{{- $wire := get $fabric.wires .Values.wire }}
 {{- if not $wire }}{{ fail (printf "fabric %q has no wire %q" .Values.fabric .Values.wire) }}{{ end }}
 {{- $section := get $wire (include "fabbench.backend" .) }}
 {{- $gdr := dict "env" dict "mca" dict }}
@@ -97,8 +125,9 @@ fabbench.render.fabric. */}}
 {{- define "fabbench.runArgs" -}}
 {{- $b := .Values.benchmark }}
 {{- $p := include "fabbench.primitive" . }}
+{{- $spec := include "fabbench.primitiveSpec" . | fromJson }}
 {{- $args := list "run" "--fabric" .Values.fabric "--primitive" $p }}
-{{- if eq $p "horovod" }}{{ $args = concat $args (list "--horovod-over" "mpi") }}{{ end }}
+{{- if $spec.over }}{{ $args = concat $args (list "--horovod-over" $spec.over) }}{{ end }}
 {{- if ne .Values.wire "native" }}{{ $args = concat $args (list "--wire" .Values.wire) }}{{ end }}
 {{- $args = concat $args (list "--device" (ternary "cuda" "cpu" (gt (int .Values.gpusPerNode) 0))) }}
 {{- if ne .Values.gpudirect "auto" }}{{ $args = concat $args (list "--gpudirect" .Values.gpudirect) }}{{ end }}
@@ -179,14 +208,20 @@ volumes:
     {{- end }}
 {{- end }}
 
+{{/* What fabbench render k8s refuses, decided by the profile and registry data. */}}
 {{- define "fabbench.check" -}}
-{{- if and (eq .Values.fabric "shm") (gt (int .Values.nodes) 1) }}
-{{- fail "fabric shm works within one host only: set nodes=1" }}
+{{- if and (include "fabbench.profile" . | fromJson).singleHost (gt (int .Values.nodes) 1) }}
+{{- fail (printf "fabric %s works within one host only: set nodes=1" .Values.fabric) }}
 {{- end }}
-{{- if and (eq (include "fabbench.primitive" .) "nccl") (eq (int .Values.gpusPerNode) 0) }}
-{{- fail "nccl moves GPU buffers only: set gpusPerNode" }}
+{{- if and (include "fabbench.primitiveSpec" . | fromJson).gpuOnly (eq (int .Values.gpusPerNode) 0) }}
+{{- fail (printf "%s moves GPU buffers only: set gpusPerNode" (include "fabbench.primitive" .)) }}
 {{- end }}
 {{- if and (ne .Values.gpudirect "auto") (eq (int .Values.gpusPerNode) 0) }}
 {{- fail (printf "gpudirect %s is about GPU buffers: set gpusPerNode" .Values.gpudirect) }}
 {{- end }}
+{{- end }}
+
+{{/* The device files the fabric needs on its native wire (the profile's "devices"), as JSON. */}}
+{{- define "fabbench.devices" -}}
+{{- if eq .Values.wire "native" }}{{ (include "fabbench.profile" . | fromJson).devices | toJson }}{{ else }}[]{{ end }}
 {{- end }}

@@ -54,8 +54,8 @@ def doctor(
 
     Example: [bold]fabbench doctor --fabric infiniband[/]
     """
-    from fabbench.sysinfo.doctor import DoctorOptions
-    from fabbench.sysinfo.doctor import doctor as run_doctor
+    from fabbench.doctor import DoctorOptions
+    from fabbench.doctor import doctor as run_doctor
 
     report = run_doctor(DoctorOptions(fabric=fabric, wire=wire, primitive=primitive, iface=iface,
                                       rdma_device=rdma_device, smoke=smoke, root=root))

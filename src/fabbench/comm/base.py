@@ -9,11 +9,14 @@ import sys
 import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from fabbench.errors import UsageError
+
+if TYPE_CHECKING:
+    from fabbench.comm.registry import Primitive
 
 
 class Communicator(ABC):
@@ -28,6 +31,12 @@ class Communicator(ABC):
     size: int = 1
     device: str = "cpu"
     in_place_reduce: bool = False  # reduces into the receive buffer (torch, horovod)
+
+    @classmethod
+    @abstractmethod
+    def start(cls, primitive: Primitive, *, rank_env: dict, device: str, over: str | None,
+              timeout_s: float) -> Communicator:
+        """Join the group of ranks this process belongs to (the registry calls this)."""
 
     @abstractmethod
     def array(self, host: np.ndarray, dtype: str) -> Any: ...

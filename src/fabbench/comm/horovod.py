@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -11,10 +11,18 @@ from fabbench.comm.base import INIT_DIED, Communicator, captured_stderr
 from fabbench.comm.mpi import LibraryReport, parse_ompi_transport
 from fabbench.errors import RunError
 
+if TYPE_CHECKING:
+    from fabbench.comm.registry import Primitive
+
 
 class HorovodComm(Communicator):
     name = "horovod"
     in_place_reduce = True
+
+    @classmethod
+    def start(cls, primitive: Primitive, *, rank_env: dict, device: str, over: str | None,
+              timeout_s: float) -> HorovodComm:
+        return cls(over=primitive.backend(over), device=device)
 
     def __init__(self, *, over: str, device: str) -> None:
         report = LibraryReport() if over == "mpi" else None

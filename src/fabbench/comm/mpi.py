@@ -14,13 +14,16 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from fabbench.comm.base import INIT_DIED, Communicator, captured_stderr, np_dtype
 from fabbench.comm.cuda_aware import CudaAwareness, ask_library, mpi4py_library
 from fabbench.errors import RunError, UsageError
+
+if TYPE_CHECKING:
+    from fabbench.comm.registry import Primitive
 
 # Set before MPI_Init: make Open MPI say what it selected (read back by parse_ompi_transport).
 REPORT_ENV = {
@@ -92,6 +95,11 @@ def parse_ompi_transport(text: str) -> str:
 
 class MpiComm(Communicator):
     name = "mpi"
+
+    @classmethod
+    def start(cls, primitive: Primitive, *, rank_env: dict, device: str, over: str | None,
+              timeout_s: float) -> MpiComm:
+        return cls(device=device)
 
     def __init__(self, *, device: str) -> None:
         report = LibraryReport()

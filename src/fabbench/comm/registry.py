@@ -1,55 +1,155 @@
-"""Primitives by name. Each entry builds its communicator lazily (the import happens then)."""
+"""Primitives by name: one entry per primitive says everything the rest of fabbench decides by it
+(operations, dtypes, the torch.distributed backend it starts, how local ranks are launched, the
+training engine, how a scheduler launches it). Entries are data; a primitive's library is
+imported only when its communicator is created.
+
+A primitive that runs over another one (Horovod over its MPI or Gloo controller) lists its
+controllers: the profile section, the local launcher and the render family follow the controller.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING
 
-from fabbench.comm.base import Communicator
+from fabbench.errors import UsageError
 
-PRIMITIVES = ("mpi", "gloo", "nccl", "horovod")
-HOROVOD_OVER = ("mpi", "gloo")
+if TYPE_CHECKING:
+    from fabbench.comm.base import Communicator
+
 ALL_OPS = ("allreduce", "allgather", "reduce_scatter", "broadcast", "alltoall", "sendrecv")
+ALL_DTYPES = ("float32", "float64", "float16", "bfloat16")
+LAUNCHERS = ("mpirun", "spawn", "horovodrun")
+TRAIN_ENGINES = ("ddp", "horovod", "mpi")
+# How a scheduler starts ranks of a local launcher's kind: "mpi" is srun --mpi=pmix or an MPIJob,
+# "rendezvous" a TCP rendezvous at the first node; horovodrun's own rendezvous is not rendered.
+RENDER_FAMILY = MappingProxyType({"mpirun": "mpi", "spawn": "rendezvous"})
 
-# What each primitive can do, known without importing its library (the CLI validates with it).
-OPS = {
-    "mpi": ALL_OPS,
-    "gloo": ALL_OPS,
-    "nccl": ALL_OPS,
-    "horovod": ALL_OPS[:-1],  # Horovod has no point-to-point operation
-}
-DTYPES = {
-    "mpi": ("float32", "float64"),  # MPI has no standard 16-bit float type
-    "gloo": ("float32", "float64", "float16", "bfloat16"),
-    "nccl": ("float32", "float64", "float16", "bfloat16"),
-    "horovod": ("float32", "float64", "float16"),
-}
+
+@dataclass(frozen=True, kw_only=True)
+class Primitive:
+    name: str
+    ops: tuple[str, ...]
+    dtypes: tuple[str, ...]
+    communicator: str  # "module:Class", imported when the primitive is chosen
+    # backend (the profile section the bytes go through) -> how fabbench starts local ranks;
+    # the first is the default. A plain primitive is its own backend.
+    launchers: Mapping[str, str]
+    train_engine: str
+    torch_backend: str | None = None  # the torch.distributed backend it starts
+    gpu_only: bool = False  # moves GPU buffers only
+    description: str = ""
+    controllers: tuple[str, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        if not self.name.isidentifier():
+            raise UsageError(f"primitive name {self.name!r} is not an identifier")
+        for op in self.ops:
+            if op not in ALL_OPS:
+                raise UsageError(f"primitive {self.name!r}: unknown operation {op!r}")
+        for dtype in self.dtypes:
+            if dtype not in ALL_DTYPES:
+                raise UsageError(f"primitive {self.name!r}: unknown dtype {dtype!r}")
+        if not self.launchers or any(v not in LAUNCHERS for v in self.launchers.values()):
+            raise UsageError(f"primitive {self.name!r}: launchers must map a backend to one of "
+                             f"{', '.join(LAUNCHERS)}")
+        if self.train_engine not in TRAIN_ENGINES:
+            raise UsageError(f"primitive {self.name!r}: unknown train engine "
+                             f"{self.train_engine!r}")
+        if ":" not in self.communicator:
+            raise UsageError(f"primitive {self.name!r}: communicator must be 'module:Class'")
+        object.__setattr__(self, "launchers", MappingProxyType(dict(self.launchers)))
+        controllers = tuple(b for b in self.launchers if b != self.name)
+        object.__setattr__(self, "controllers", controllers)
+
+    def backend(self, over: str | None = None) -> str:
+        """The profile section (and wire library): the primitive's own, or its controller's."""
+        if over is not None:
+            if over not in self.controllers:
+                raise UsageError(f"primitive {self.name!r} does not run over {over!r}")
+            return over
+        return next(iter(self.launchers))
+
+    def launcher(self, over: str | None = None) -> str:
+        return self.launchers[self.backend(over)]
+
+    def render_family(self, over: str | None = None) -> str | None:
+        """"mpi" or "rendezvous" (see RENDER_FAMILY); None: schedulers cannot start it."""
+        return RENDER_FAMILY.get(self.launcher(over))
+
+
+class Registry:
+    """Primitives by name, in registration order; a second entry of one name is refused."""
+
+    def __init__(self) -> None:
+        self._by_name: dict[str, Primitive] = {}
+
+    def add(self, primitive: Primitive) -> Primitive:
+        if primitive.name in self._by_name:
+            raise UsageError(f"primitive {primitive.name!r} is registered twice")
+        for backend in primitive.launchers:
+            if backend != primitive.name and backend not in self._by_name:
+                raise UsageError(f"primitive {primitive.name!r} runs over {backend!r}, which "
+                                 "is not registered before it")
+        self._by_name[primitive.name] = primitive
+        return primitive
+
+    def get(self, name: str) -> Primitive:
+        if name not in self._by_name:
+            raise UsageError(f"unknown primitive {name!r} (known: {', '.join(self._by_name)})")
+        return self._by_name[name]
+
+    def names(self) -> tuple[str, ...]:
+        return tuple(self._by_name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._by_name
+
+
+REGISTRY = Registry()
+REGISTRY.add(Primitive(
+    name="mpi", ops=ALL_OPS, dtypes=("float32", "float64"),  # MPI has no standard 16-bit float
+    communicator="fabbench.comm.mpi:MpiComm", launchers={"mpi": "mpirun"}, train_engine="mpi",
+    description="MPI through mpi4py (CUDA-aware with GPU buffers)"))
+REGISTRY.add(Primitive(
+    name="gloo", ops=ALL_OPS, dtypes=ALL_DTYPES, communicator="fabbench.comm.torchdist:TorchComm",
+    launchers={"gloo": "spawn"}, train_engine="ddp", torch_backend="gloo",
+    description="torch.distributed Gloo"))
+REGISTRY.add(Primitive(
+    name="nccl", ops=ALL_OPS, dtypes=ALL_DTYPES, communicator="fabbench.comm.torchdist:TorchComm",
+    launchers={"nccl": "spawn"}, train_engine="ddp", torch_backend="nccl", gpu_only=True,
+    description="torch.distributed NCCL"))
+REGISTRY.add(Primitive(
+    name="horovod", ops=ALL_OPS[:-1],  # Horovod has no point-to-point operation
+    dtypes=("float32", "float64", "float16"), communicator="fabbench.comm.horovod:HorovodComm",
+    launchers={"mpi": "mpirun", "gloo": "horovodrun"}, train_engine="horovod",
+    description="Horovod over its MPI or Gloo controller"))
+
+# Read-only views for validation messages and loops (known without importing any library).
+PRIMITIVES = REGISTRY.names()
+OPS = MappingProxyType({n: REGISTRY.get(n).ops for n in PRIMITIVES})
+DTYPES = MappingProxyType({n: REGISTRY.get(n).dtypes for n in PRIMITIVES})
+HOROVOD_OVER = REGISTRY.get("horovod").controllers
+
+
+def get(name: str) -> Primitive:
+    return REGISTRY.get(name)
+
+
+def default_primitive(gpus: bool) -> tuple[str, str]:
+    """The one rule for a primitive the user did not name: nccl when GPUs are visible (to this
+    host, or to the job being rendered), else mpi. Returns (primitive, why)."""
+    return ("nccl", "GPUs visible") if gpus else ("mpi", "no GPU visible")
 
 
 def create(primitive: str, *, rank_env: dict, device: str, horovod_over: str | None,
            timeout_s: float) -> Communicator:
-    builders: dict[str, Callable[[], Communicator]] = {
-        "mpi": lambda: _mpi(device),
-        "gloo": lambda: _torch("gloo", rank_env, device, timeout_s),
-        "nccl": lambda: _torch("nccl", rank_env, "cuda", timeout_s),
-        "horovod": lambda: _horovod(horovod_over or "mpi", device),
-    }
-    return builders[primitive]()
-
-
-def _mpi(device: str) -> Communicator:
-    from fabbench.comm.mpi import MpiComm
-
-    return MpiComm(device=device)
-
-
-def _torch(backend: str, env: dict, device: str, timeout_s: float) -> Communicator:
-    from fabbench.comm.torchdist import TorchComm
-
-    return TorchComm(backend, rank=env["rank"], size=env["size"], local_rank=env["local_rank"],
-                     device=device, timeout_s=timeout_s)
-
-
-def _horovod(over: str, device: str) -> Communicator:
-    from fabbench.comm.horovod import HorovodComm
-
-    return HorovodComm(over=over, device=device)
+    """The primitive's communicator; its library is imported here, not before."""
+    spec = REGISTRY.get(primitive)
+    module, _, cls_name = spec.communicator.partition(":")
+    cls: type[Communicator] = getattr(importlib.import_module(module), cls_name)
+    return cls.start(spec, rank_env=rank_env, device=device, over=horovod_over,
+                     timeout_s=timeout_s)

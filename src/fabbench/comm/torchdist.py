@@ -6,7 +6,7 @@ import datetime
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -14,9 +14,20 @@ from fabbench.comm.base import Communicator
 from fabbench.comm.nccl_report import NcclReport, parse_nccl_log
 from fabbench.errors import RunError, TransportMismatch
 
+if TYPE_CHECKING:
+    from fabbench.comm.registry import Primitive
+
 
 class TorchComm(Communicator):
     in_place_reduce = True
+
+    @classmethod
+    def start(cls, primitive: Primitive, *, rank_env: dict, device: str, over: str | None,
+              timeout_s: float) -> TorchComm:
+        assert primitive.torch_backend is not None
+        return cls(primitive.torch_backend, rank=rank_env["rank"], size=rank_env["size"],
+                   local_rank=rank_env["local_rank"],
+                   device="cuda" if primitive.gpu_only else device, timeout_s=timeout_s)
 
     def __init__(self, backend: str, *, rank: int, size: int, local_rank: int, device: str,
                  timeout_s: float) -> None:

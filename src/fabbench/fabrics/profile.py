@@ -6,6 +6,22 @@ Search path, later entries win for the same name:
   3. ~/.config/fabbench/fabrics/*.toml    (a user's own)
   4. each directory in $FABBENCH_PROFILE_PATH (colon-separated)
 ``--fabric`` also takes the path of a profile file directly.
+
+What the rest of fabbench decides about a fabric comes from its profile, never from its name, so
+a site's profile (say roce.toml, a copy of infiniband.toml) is treated as a shipped one:
+  hardware        the kind of device a native run needs (none; infiniband: verbs ports,
+                  InfiniBand or RoCE; omnipath: hfi1) -- `run` refuses a host without it, and
+                  `doctor` checks those devices and, for RDMA kinds, the locked-memory limit;
+  devices         the device files a container needs on the native wire (Slurm's Apptainer
+                  binds and Pyxis mounts, the Kubernetes manifests' advice);
+  single_host     ranks on one host only (shared memory): no network device, /dev/shm required;
+  [link]          where `report` reads the link's speed: ``speed_from`` rdma (the active port
+                  of the hardware's kind, the one a ``device_env`` variable names if any), nic
+                  (the interface an ``iface_env`` variable names, else the fastest physical one
+                  that is up) or none; every tcp wire reads the interface.
+The doctor's library checks follow the MPI section's own settings (pml ucx: UCX and its
+UCX_TLS; mtl ofi: libfabric and its provider; the pml/mtl/btl components it selects).
+Site profiles written before these keys existed get the defaults of their hardware kind.
 """
 
 from __future__ import annotations
@@ -35,9 +51,16 @@ WIRES = ("native", "tcp")
 #   none     nothing says; the run records "not reported"
 GPUDIRECT = ("auto", "on", "off")
 GPUDIRECT_VERIFY = ("report", "library", "none")
-_TOP_KEYS = {"name", "description", "hardware", "single_host", "env", "primitive", "wire"}
+_TOP_KEYS = {"name", "description", "hardware", "single_host", "devices", "link", "env",
+             "primitive", "wire"}
 _SECTION_KEYS = {"env", "mca", "transport", "gpudirect"}
 _GPUDIRECT_KEYS = {"verify", "on", "off"}
+SPEED_FROM = ("rdma", "nic", "none")
+_LINK_KEYS = {"speed_from", "device_env", "iface_env"}
+# Defaults for profiles that do not say (one per hardware kind; the shipped profiles say).
+DEFAULT_DEVICES = {"none": (), "infiniband": ("/dev/infiniband",), "omnipath": ("/dev/hfi1_0",)}
+DEFAULT_DEVICE_ENV = ("UCX_NET_DEVICES", "NCCL_IB_HCA")
+DEFAULT_IFACE_ENV = ("OMPI_MCA_btl_tcp_if_include", "NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME")
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
 _MCA_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -83,11 +106,36 @@ class Settings:
 
 
 @dataclass(frozen=True, kw_only=True)
+class LinkSpec:
+    """Where the speed of the link a run's bytes crossed is read (see the module's doc)."""
+
+    speed_from: str
+    device_env: tuple[str, ...] = DEFAULT_DEVICE_ENV
+    iface_env: tuple[str, ...] = DEFAULT_IFACE_ENV
+
+    def __post_init__(self) -> None:
+        if self.speed_from not in SPEED_FROM:
+            raise UsageError(f"link.speed_from must be one of {', '.join(SPEED_FROM)}, "
+                             f"not {self.speed_from!r}")
+
+    def to_json(self) -> dict:
+        return {"speed_from": self.speed_from, "device_env": list(self.device_env),
+                "iface_env": list(self.iface_env)}
+
+    @classmethod
+    def from_json(cls, data: Mapping) -> LinkSpec:
+        return cls(speed_from=data["speed_from"], device_env=tuple(data["device_env"]),
+                   iface_env=tuple(data["iface_env"]))
+
+
+@dataclass(frozen=True, kw_only=True)
 class Profile:
     name: str
     description: str
     hardware: str
     single_host: bool
+    devices: tuple[str, ...] = ()
+    link: LinkSpec
     env: Mapping[str, str]
     primitives: Mapping[str, Settings]
     wires: Mapping[str, Mapping[str, Settings]]
@@ -97,6 +145,18 @@ class Profile:
         if self.hardware not in HARDWARE:
             raise UsageError(f"{self.source}: hardware must be one of {', '.join(HARDWARE)}, "
                              f"not {self.hardware!r}")
+        for device in self.devices:
+            if not device.startswith("/dev/"):
+                raise UsageError(f"{self.source}: devices must be paths under /dev/, "
+                                 f"not {device!r}")
+
+    def native(self, wire: str) -> bool:
+        """This wire uses the fabric's hardware (RDMA devices), not TCP."""
+        return self.hardware != "none" and wire == "native"
+
+    def device_files(self, wire: str) -> tuple[str, ...]:
+        """The device files a container of a run on this wire needs."""
+        return self.devices if self.native(wire) else ()
 
     def settings(self, primitive: str, wire: str = "native", gpudirect: str = "auto") -> Settings:
         """The merged settings for a primitive: the profile's env, its section (or the wire's
@@ -197,11 +257,33 @@ def _primitives(table: object, where: str) -> Mapping[str, Settings]:
     return MappingProxyType({n: _section(t, f"{where}.{n}") for n, t in table.items()})
 
 
+def _names(value: object, where: str, pattern: re.Pattern) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) and pattern.match(v)
+                                              for v in value):
+        raise UsageError(f"{where}: expected a list of names")
+    return tuple(value)
+
+
+def _link(table: object, source: str, hardware: str, single_host: bool) -> LinkSpec:
+    table = _table(table, f"{source}: link", _LINK_KEYS)
+    default = "rdma" if hardware != "none" else ("none" if single_host else "nic")
+    speed_from = table.get("speed_from", default)
+    if speed_from == "rdma" and hardware == "none":
+        raise UsageError(f"{source}: link.speed_from = \"rdma\" needs a hardware kind with "
+                         "RDMA ports (infiniband or omnipath)")
+    try:
+        return LinkSpec(
+            speed_from=speed_from,
+            device_env=_names(table.get("device_env", list(DEFAULT_DEVICE_ENV)),
+                              "link.device_env", _ENV_NAME),
+            iface_env=_names(table.get("iface_env", list(DEFAULT_IFACE_ENV)),
+                             "link.iface_env", _ENV_NAME))
+    except UsageError as exc:
+        raise UsageError(f"{source}: {exc}") from None
+
+
 def parse_profile(data: dict, source: str) -> Profile:
-    unknown = set(data) - _TOP_KEYS
-    if unknown:
-        raise UsageError(f"{source}: unknown key {sorted(unknown)[0]!r} "
-                         f"(allowed: {', '.join(sorted(_TOP_KEYS))})")
+    _table(data, source, _TOP_KEYS)
     for key in ("name", "primitive"):
         if key not in data:
             raise UsageError(f"{source}: missing key {key!r}")
@@ -220,11 +302,17 @@ def parse_profile(data: dict, source: str) -> Profile:
     single_host = data.get("single_host", False)
     if not isinstance(single_host, bool):
         raise UsageError(f"{source}: single_host must be true or false")
+    hardware = str(data.get("hardware", "none"))
+    devices = data.get("devices", list(DEFAULT_DEVICES.get(hardware, ())))
+    if not isinstance(devices, list) or not all(isinstance(d, str) for d in devices):
+        raise UsageError(f"{source}: devices must be a list of device paths")
     return Profile(
         name=data["name"],
         description=str(data.get("description", "")),
-        hardware=str(data.get("hardware", "none")),
+        hardware=hardware,
         single_host=single_host,
+        devices=tuple(devices),
+        link=_link(data.get("link", {}), source, hardware, single_host),
         env=_frozen(_strings(data.get("env", {}), f"{source}: env", _ENV_NAME)),
         primitives=_primitives(data["primitive"], f"{source}: primitive"),
         wires=MappingProxyType(wires),

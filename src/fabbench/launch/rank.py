@@ -28,7 +28,6 @@ from fabbench.errors import (
 )
 from fabbench.launch import gpudirect, rundir
 from fabbench.launch.discover import RankEnv, discover
-from fabbench.launch.faults import Fault
 from fabbench.launch.settings import apply, resolve
 from fabbench.launch.world import check_world
 from fabbench.plan import Plan
@@ -40,6 +39,7 @@ from fabbench.workloads import halo as halo_workload
 from fabbench.workloads import pairs as pairs_workload
 from fabbench.workloads import train as train_workload
 from fabbench.workloads.collectives import sweep
+from fabbench.workloads.faults import Fault
 
 
 def run_rank(plan: Plan, me: RankEnv) -> int:
@@ -104,7 +104,9 @@ def run_rank(plan: Plan, me: RankEnv) -> int:
                "interface": plan.iface,
                "expected_transport": list(resolved.settings.transport),
                "picked": list(plan.picked), "profile_source": resolved.profile.source,
-               "profile_env": resolved.env(), "timing": plan.policy.__dict__,
+               "profile_env": resolved.env(),
+               "profile_link": {"hardware": resolved.profile.hardware,
+                                **resolved.profile.link.to_json()}, "timing": plan.policy.__dict__,
                "resumed": plan.resumed, "plan": json.loads(plan.to_json()),
                "timing_method": comm.timing_method, "library_report": comm.library_report()}
         cluster = emulate.current()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from fabbench.comm.registry import default_primitive
+from fabbench.comm.registry import get as get_primitive
 from fabbench.errors import UsageError
 from fabbench.render.context import Benchmark, K8sJob, SlurmJob
 
@@ -15,10 +17,10 @@ def benchmark(*, fabric: str, primitive: str | None, gpus_per_node: int, wire: s
               iface: str | None = None, rdma_device: str | None = None,
               extra_args: Sequence[str] = (), label: str = "collectives") -> Benchmark:
     """The primitive defaults as `fabbench run`'s does, but from the job's GPUs, not this host's."""
-    primitive = primitive or ("nccl" if gpus_per_node else "mpi")
-    if primitive == "nccl" and not gpus_per_node:  # rendered where the job's GPUs are not
-        raise UsageError("nccl moves GPU buffers only: pass --gpus-per-node N, the GPUs of each "
-                         "node (one rank per GPU)")
+    primitive = primitive or default_primitive(gpus_per_node > 0)[0]
+    if get_primitive(primitive).gpu_only and not gpus_per_node:  # rendered where the GPUs are not
+        raise UsageError(f"{primitive} moves GPU buffers only: pass --gpus-per-node N, the GPUs "
+                         "of each node (one rank per GPU)")
     return Benchmark(label=label, fabric=fabric, primitive=primitive, wire=wire, ops=ops,
                      sizes=sizes, dtypes=dtypes, check=check,
                      device="cuda" if gpus_per_node else "cpu", gpudirect=gpudirect,

@@ -8,13 +8,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from fabbench.comm import registry
 from fabbench.errors import UsageError
 from fabbench.render import names
 
 RUNTIMES = ("apptainer", "charliecloud", "pyxis", "none")
 MAX_BENCHMARKS = 10  # rendezvous ports: ten per job (see slurm.sbatch.j2)
-# Device files a fabric's hardware needs inside a container (Apptainer binds, Pyxis mounts).
-DEVICE_BINDS = {"none": (), "infiniband": ("/dev/infiniband",), "omnipath": ("/dev/hfi1_0",)}
+
+
+def rendered_over(spec: registry.Primitive, over: str | None = None) -> str | None:
+    """The controller a rendered job runs a primitive over: the one asked for, else the first a
+    scheduler can start; None for a primitive that runs alone."""
+    if not spec.controllers:
+        return None
+    return over or next(c for c in spec.controllers if spec.render_family(c))
 
 
 def _fmt(value: float) -> str:
@@ -43,7 +50,6 @@ class Benchmark:
     extra_args: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        from fabbench.comm.registry import OPS
         from fabbench.plan import DEFAULT_SIZES, Plan
         from fabbench.timing.engine import TimingPolicy
         from fabbench.units import parse_sizes
@@ -52,9 +58,12 @@ class Benchmark:
         if self.fabric == "auto":
             raise UsageError("--fabric auto detects the fabric of the host it runs on: name the "
                              "fabric of the nodes the job will run on")
-        if self.primitive == "horovod" and self.horovod_over == "gloo":
-            raise UsageError("rendered jobs run horovod over mpi only (horovod over gloo needs "
-                             "horovodrun's own rendezvous)")
+        spec = registry.get(self.primitive)
+        if self.horovod_over in spec.controllers and spec.render_family(self.horovod_over) is None:
+            raise UsageError(f"rendered jobs run {self.primitive} over "
+                             f"{' or '.join(c for c in spec.controllers if spec.render_family(c))}"
+                             f" only ({self.primitive} over {self.horovod_over} needs "
+                             f"{spec.launcher(self.horovod_over)}'s own rendezvous)")
         if not isinstance(self.extra_args, tuple) or not all(
                 isinstance(a, str) for a in self.extra_args):
             raise UsageError("extra arguments must be strings")
@@ -63,7 +72,7 @@ class Benchmark:
         ops = tuple(p.strip() for p in self.ops.split(",") if p.strip()) if self.ops else None
         # the same validation `fabbench run` applies, so a rendered job cannot fail on its options
         Plan(fabric=self.fabric, primitive=self.primitive, horovod_over=self.horovod_over,
-             wire=self.wire, ops=ops or OPS.get(self.primitive, ("allreduce",)),
+             wire=self.wire, ops=ops or spec.ops,
              sizes=parse_sizes(self.sizes or DEFAULT_SIZES.get(self.device, "8")),
              dtypes=tuple(p.strip() for p in self.dtypes.split(",") if p.strip()),
              check=self.check, device=self.device, gpudirect=self.gpudirect,
@@ -71,21 +80,27 @@ class Benchmark:
              policy=TimingPolicy(budget_s=self.budget_s), out="-", run_id="render")
 
     @property
+    def _over(self) -> str | None:
+        return rendered_over(registry.get(self.primitive), self.horovod_over)
+
+    @property
     def backend(self) -> str:
         """The profile section the primitive uses (Horovod: its controller's)."""
-        return "mpi" if self.primitive == "horovod" else self.primitive
+        return registry.get(self.primitive).backend(self._over)
 
     @property
     def launch(self) -> str:
         """"mpi": the scheduler's MPI launch (srun --mpi=pmix, an MPIJob); "rendezvous": a TCP
-        rendezvous at the first node (MASTER_ADDR/MASTER_PORT)."""
-        return "mpi" if self.backend == "mpi" else "rendezvous"
+        rendezvous at the first node (MASTER_ADDR/MASTER_PORT). From comm.registry."""
+        family = registry.get(self.primitive).render_family(self._over)
+        assert family is not None  # refused in __post_init__
+        return family
 
     def run_args(self) -> list[str]:
         """The arguments of `fabbench run`, less --out (the job names the results file)."""
         args = ["run", "--fabric", self.fabric, "--primitive", self.primitive]
-        if self.primitive == "horovod":
-            args += ["--horovod-over", "mpi"]
+        if self._over is not None:
+            args += ["--horovod-over", self._over]
         if self.wire != "native":
             args += ["--wire", self.wire]
         args += ["--device", self.device]

@@ -54,28 +54,3 @@ def fabric_env(fabric: str, backend: str, wire: str, *, gpudirect: str = "auto",
             mca[key] = value
             env[f"OMPI_MCA_{key}"] = value
     return FabricEnv(profile, backend, env, mca, tuple(deferred))
-
-
-def chart_profiles(names: list[str] | None = None) -> dict:
-    """The profiles as the Helm chart reads them (charts/fabbench/files/fabrics.yaml):
-    fabric -> wire -> backend -> {env, mca, gpudirect: {on: {env, mca}, off: {env, mca}}} with
-    placeholders kept, the same data and the same placeholder rule as fabric_env."""
-    from fabbench.fabrics.profile import BUILTIN_DIR, PRIMITIVE_SECTIONS, WIRES
-
-    names = names or sorted(p.stem for p in BUILTIN_DIR.glob("*.toml"))
-    out: dict = {}
-    for name in names:
-        profile = load_profile(str(BUILTIN_DIR / f"{name}.toml"))
-        out[name] = {}
-        for wire in WIRES:
-            if wire != "native" and wire not in profile.wires:
-                continue
-            out[name][wire] = {}
-            for backend in PRIMITIVE_SECTIONS:
-                s = profile.settings(backend, wire)
-                out[name][wire][backend] = {
-                    "env": dict(sorted(s.env.items())), "mca": dict(sorted(s.mca.items())),
-                    "gpudirect": {mode: {"env": dict(sorted(m.env.items())),
-                                         "mca": dict(sorted(m.mca.items()))}
-                                  for mode, m in sorted(s.gpudirect_modes.items())}}
-    return out

@@ -36,7 +36,7 @@ def render_k8s(job: K8sJob) -> str:
                "resources": resources, "labels": labels(job),
                "selector": {k: v for k, v in labels(job).items()
                             if k in ("app.kubernetes.io/name", "app.kubernetes.io/instance")},
-               "hostfile": HOSTFILE}
+               "hostfile": HOSTFILE, "devices": fab.profile.device_files(bench.wire)}
     if bench.launch == "mpi":
         mpirun = ["--hostfile", HOSTFILE, "-np", str(job.ranks), "--bind-to", "none"]
         for key, value in sorted(fab.mca.items()):

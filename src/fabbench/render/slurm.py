@@ -11,7 +11,7 @@ results directory is bound at /mnt/0, one of the ten mount points Charliecloud i
 from __future__ import annotations
 
 from fabbench import __version__
-from fabbench.render.context import DEVICE_BINDS, SlurmJob
+from fabbench.render.context import SlurmJob
 from fabbench.render.engine import render
 from fabbench.render.fabric import fabric_env
 
@@ -35,8 +35,7 @@ def _step(job: SlurmJob, index: int) -> dict:
             f"--ntasks-per-node={job.ntasks_per_node}"]
     if bench.launch == "mpi":
         srun.append("--mpi=pmix")
-    devices = DEVICE_BINDS[fab.profile.hardware] if bench.wire == "native" else ()
-    binds = list(dict.fromkeys([*devices, *job.binds]))
+    binds = list(dict.fromkeys([*fab.profile.device_files(bench.wire), *job.binds]))
     mounts = [b if ":" in b else f"{b}:{b}" for b in binds]  # pyxis takes SRC:DST
     return {"bench": bench, "fabric": fab, "srun": srun, "binds": binds, "mounts": mounts,
             "ch_binds": [b for b in binds if not _shared_by_ch_run(b)],

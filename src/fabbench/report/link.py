@@ -1,20 +1,24 @@
 """The link a run's bytes crossed, from its provenance, and busbw as a share of that link.
 
-infiniband (native wire): the rate of the RDMA port the profile named (UCX_NET_DEVICES /
-NCCL_IB_HCA), else the fastest active non-OmniPath port. omnipath: the fastest active hfi1 port.
-ethernet and every TCP wire: the speed of the interface the profile pinned (btl_tcp_if_include,
-NCCL/GLOO_SOCKET_IFNAME), else the fastest physical interface that is up. shm and loopback have
-no link: efficiency is not computed.
+Where the speed is read is the fabric profile's data ([link] of fabbench.fabrics.profile), never
+the fabric's name: the run record carries it (``profile_link``); a record written before it did
+takes it from the profile of that name on this host's search path, and, for a fabric no profile
+here knows, reads the interface.
+  rdma (native wire): the rate of the active port of the profile's hardware kind (verbs ports
+      for infiniband, hfi1 ports for omnipath) that a ``device_env`` variable names (e.g.
+      UCX_NET_DEVICES / NCCL_IB_HCA), else the fastest such port;
+  nic, and every TCP wire: the speed of the interface an ``iface_env`` variable pinned
+      (btl_tcp_if_include, NCCL/GLOO_SOCKET_IFNAME), else the fastest physical interface up;
+  none (one host, shared memory) and loopback: no link, efficiency is not computed.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-_IFACE_KEYS = ("OMPI_MCA_btl_tcp_if_include", "NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME")
-_HCA_KEYS = ("UCX_NET_DEVICES", "NCCL_IB_HCA")
+from fabbench.errors import UsageError
+from fabbench.fabrics.profile import LinkSpec, load_profile
 
 
 @dataclass(frozen=True)
@@ -27,12 +31,28 @@ class Link:
         return busbw_gbps * 8 / self.gbps
 
 
+def link_spec(run: dict[str, Any]) -> tuple[str, LinkSpec]:
+    """(hardware kind, link spec) of the run's fabric profile."""
+    recorded = run.get("profile_link")
+    if recorded:
+        return recorded["hardware"], LinkSpec.from_json(recorded)
+    try:
+        profile = load_profile(run["fabric"])
+    except UsageError:  # a site profile this host does not have: the interface it used
+        return "none", LinkSpec(speed_from="nic")
+    return profile.hardware, profile.link
+
+
 def _profile_value(run: dict[str, Any], keys: tuple[str, ...]) -> str | None:
     env = {**run["provenance"].get("env", {}), **(run.get("profile_env") or {})}
     for key in keys:
         if env.get(key):
             return env[key].split(",")[0].split(":")[0].lstrip("=")
     return None
+
+
+def _is_hfi(port: dict[str, Any]) -> bool:
+    return port["device"].startswith("hfi1") or port.get("driver") == "hfi1"
 
 
 def link_of(run: dict[str, Any]) -> Link | None:
@@ -42,23 +62,17 @@ def link_of(run: dict[str, Any]) -> Link | None:
         return Link(slowest["speed_gbit_s"],
                     f"emulated {emulated['interface']} of {slowest['node']} "
                     f"({slowest['speed_gbit_s']:g} Gb/s, tc)")
-    fabric = Path(run["fabric"]).stem
+    hardware, spec = link_spec(run)
     prov = run["provenance"]
-    rdma = [p for p in prov.get("rdma", []) if p.get("active") and p.get("rate_gbps")]
-    if run.get("wire", "native") == "native":
-        if fabric == "omnipath":
-            hfi = [p for p in rdma if p["device"].startswith("hfi1") or p.get("driver") == "hfi1"]
-            return _fastest_port(hfi)
-        if fabric == "infiniband":
-            ib = [p for p in rdma if not (p["device"].startswith("hfi1")
-                                          or p.get("driver") == "hfi1")]
-            named = _profile_value(run, _HCA_KEYS)
-            chosen = [p for p in ib if p["device"] == named] or ib
-            return _fastest_port(chosen)
-    if fabric == "shm":
+    if spec.speed_from == "none":
         return None
+    if spec.speed_from == "rdma" and run.get("wire", "native") == "native":
+        rdma = [p for p in prov.get("rdma", []) if p.get("active") and p.get("rate_gbps")
+                and _is_hfi(p) == (hardware == "omnipath")]
+        named = _profile_value(run, spec.device_env) if spec.device_env else None
+        return _fastest_port([p for p in rdma if p["device"] == named] or rdma)
     nics = prov.get("nics", [])
-    named = _profile_value(run, _IFACE_KEYS)
+    named = _profile_value(run, spec.iface_env)
     if named:
         nic = next((n for n in nics if n["name"] == named), None)
         if nic is None or nic.get("kind") == "loopback" or not nic.get("speed_mbps"):

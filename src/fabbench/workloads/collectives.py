@@ -8,10 +8,10 @@ from typing import Any
 import numpy as np
 
 from fabbench.comm.base import Communicator
-from fabbench.launch.faults import Fault
 from fabbench.plan import Plan
 from fabbench.timing.engine import measure
 from fabbench.timing.stats import summarize
+from fabbench.workloads.faults import Fault
 from fabbench.workloads.ops import OPS, expected, send_data
 
 

@@ -6,6 +6,13 @@ address; the fabric's libraries and providers (ompi_info, ucx_info, fi_info, eac
 timeout); the launcher (world size > 1, not N copies of rank 0); a 2-rank smoke test through
 `fabbench run` that the transport the profile asks for is the one the library selected.
 Everything that reads the host takes ``root`` so the checks run over recorded sysfs trees.
+
+Which checks apply is decided by the fabric profile's data, never its name (a site's copy of a
+shipped profile gets the same checks): the hardware kind picks the device check (verbs ports,
+hfi1 ports, Ethernet NICs; none for a single-host profile) and whether memlock must be
+unlimited; single_host makes /dev/shm a requirement; the MPI section's settings say which Open
+MPI components, which UCX transport and which libfabric provider must be there. The doctor
+sits above the runner: its smoke test is a `fabbench run` made through it.
 """
 
 from __future__ import annotations
@@ -21,9 +28,14 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from fabbench import runner
+from fabbench.comm import registry
 from fabbench.errors import FabbenchError, UsageError
 from fabbench.fabrics.detect import detect_fabric
-from fabbench.fabrics.profile import Profile, load_profile
+from fabbench.fabrics.profile import Profile, Settings, load_profile
+from fabbench.launch.discover import discover
+from fabbench.results.reader import read_results
+from fabbench.sysinfo.gpus import gpus_visible
 from fabbench.sysinfo.sysfs import (
     default_route_interface,
     gpudirect_rdma,
@@ -96,13 +108,9 @@ def run_tool(argv: list[str], timeout: float = TOOL_TIMEOUT_S) -> tuple[int, str
 # devices
 
 
-def _native(profile: Profile, wire: str) -> bool:
-    return profile.hardware != "none" and wire == "native"
-
-
 def check_devices(profile: Profile, wire: str, root: str = "/",
                   rdma_device: str | None = None) -> list[Check]:
-    if profile.hardware == "none" and profile.name == "shm":
+    if profile.hardware == "none" and profile.single_host:
         return [Check("devices", PASS, "shared memory on one host: no network device needed")]
     if profile.hardware != "none" and wire != "native":
         return [Check("devices", SKIP, f"--wire {wire}: the {profile.name} stack runs over TCP, "
@@ -203,7 +211,8 @@ def check_memlock(rdma: bool, limit: int | None = None) -> Check:
                  "PropagateResourceLimitsExcept=MEMLOCK")
 
 
-def check_shm(fabric: str, path: str = "/dev/shm", size: int | None = None) -> Check:
+def check_shm(required: bool, path: str = "/dev/shm", size: int | None = None) -> Check:
+    """/dev/shm big enough; a failure when shared memory is the fabric (``required``)."""
     if size is None:
         try:
             st = os.statvfs(path)
@@ -214,7 +223,7 @@ def check_shm(fabric: str, path: str = "/dev/shm", size: int | None = None) -> C
     shown = f"{size / (1 << 30):.1f} GiB" if size >= 1 << 30 else f"{size >> 20} MiB"
     if size >= SHM_MIN_BYTES:
         return Check("/dev/shm", PASS, shown)
-    verdict = FAIL if fabric == "shm" else WARN
+    verdict = FAIL if required else WARN
     return Check("/dev/shm", verdict, f"{shown}: too small for shared-memory transports and "
                  "NCCL (Docker's default is 64 MB)", "docker run --shm-size=8g (or --ipc=host); "
                  "Kubernetes: an emptyDir with medium: Memory on /dev/shm")
@@ -230,7 +239,7 @@ def pick_iface(profile: Profile, wire: str, root: str = "/", iface: str | None =
     the default route's."""
     if iface:
         return iface
-    if _native(profile, wire):
+    if profile.native(wire):
         ipoib = [d for d in net_devices(root) if d.kind == "infiniband" and d.operstate == "up"]
         if ipoib:
             return ipoib[0].name
@@ -265,16 +274,23 @@ def check_iface(name: str | None, root: str = "/",
 # ---------------------------------------------------------------------------------------------
 # libraries and providers
 
-_OMPI_NEEDS = {  # (fabric hardware, wire) -> the Open MPI components the profile selects
-    ("none", "native"): [], ("infiniband", "native"): ["pml: ucx"],
-    ("infiniband", "tcp"): ["pml: ucx"], ("omnipath", "native"): ["pml: cm", "mtl: psm2|ofi"],
-    ("omnipath", "tcp"): ["pml: cm", "mtl: ofi"]}
+def ompi_components(mpi: Settings) -> list[str]:
+    """The Open MPI components a profile's MPI section selects ("pml: ucx", "btl: tcp"): its
+    pml and mtl, and the btl list when it names what to use (not "^..." exclusions)."""
+    needs = [f"{fw}: {mpi.mca[fw]}" for fw in ("pml", "mtl") if mpi.mca.get(fw)]
+    btl = mpi.mca.get("btl", "")
+    if btl and not btl.startswith("^"):
+        needs += [f"btl: {b}" for b in btl.split(",") if b.strip() and b.strip() != "self"]
+    return needs
 
 
 def check_libraries(profile: Profile, wire: str, primitive: str,
                     run: Runner = run_tool) -> list[Check]:
+    """Open MPI (for primitives over MPI), then UCX and libfabric when the profile's MPI section
+    goes through them (pml ucx, mtl ofi) whatever the primitive: they are the fabric's stack."""
     checks = []
-    if primitive in ("mpi", "horovod"):
+    mpi = profile.settings("mpi", wire)
+    if registry.get(primitive).backend() == "mpi":
         out = run(["ompi_info"])
         if out is None:
             checks.append(Check("Open MPI", FAIL, "ompi_info is not on PATH", "install Open "
@@ -282,8 +298,7 @@ def check_libraries(profile: Profile, wire: str, primitive: str,
         else:
             code, text = out
             version = re.search(r"Open MPI: v?([\d.]+)", text)
-            needs = list(_OMPI_NEEDS.get((profile.hardware, wire), []))
-            needs += {"shm": ["btl: vader"], "ethernet": ["btl: tcp"]}.get(profile.name, [])
+            needs = ompi_components(mpi)
             missing = [n for n in needs if not re.search(
                 rf"MCA {n.split(':')[0]}: ({n.split(': ')[1]}) ", text)]
             if code != 0 or missing:
@@ -293,22 +308,24 @@ def check_libraries(profile: Profile, wire: str, primitive: str,
             else:
                 checks.append(Check("Open MPI", PASS, f"{version.group(1) if version else '?'}"
                                     + (f" with {', '.join(needs)}" if needs else "")))
-    if profile.hardware == "infiniband":
-        checks.append(_check_ucx(wire, run))
-    if profile.hardware == "omnipath":
-        checks.append(_check_ofi(wire, run))
+    if mpi.mca.get("pml") == "ucx":
+        tls = mpi.env.get("UCX_TLS", "rc")
+        checks.append(_check_ucx(tls.split(",")[0].split("_")[0], run))
+    if mpi.mca.get("mtl") == "ofi":
+        provider = mpi.mca.get("mtl_ofi_provider_include") or mpi.env.get("FI_PROVIDER", "")
+        checks.append(_check_ofi(provider.split(";")[0].split(",")[0], run))
     if primitive == "nccl":
         checks.append(Check("NCCL", SKIP, "NCCL's network plugin is checked by the smoke test "
                             "(it reports NET/IB or NET/Socket)"))
     return checks
 
 
-def _check_ucx(wire: str, run: Runner) -> Check:
+def _check_ucx(want: str, run: Runner) -> Check:
+    """UCX has the transport the profile's UCX_TLS asks for first (rc, tcp, ...)."""
     out = run(["ucx_info", "-d"])
     if out is None:
         return Check("UCX", FAIL, "ucx_info is not on PATH", "install UCX (ucx-utils)")
     transports = sorted(set(re.findall(r"Transport:\s*(\S+)", out[1])))
-    want = "tcp" if wire == "tcp" else "rc"
     if any(t == want or t.startswith(f"{want}_") for t in transports):
         return Check("UCX", PASS, f"transports: {', '.join(transports)}")
     return Check("UCX", FAIL, f"no {want} transport (UCX has: {', '.join(transports) or 'none'})",
@@ -316,8 +333,8 @@ def _check_ucx(wire: str, run: Runner) -> Check:
                  "lists what it sees" if want == "rc" else "build UCX with TCP support")
 
 
-def _check_ofi(wire: str, run: Runner) -> Check:
-    provider = "tcp" if wire == "tcp" else "psm2"
+def _check_ofi(provider: str, run: Runner) -> Check:
+    """libfabric has the provider the profile's MPI section selects (psm2, tcp, ...)."""
     out = run(["fi_info", "-p", provider])
     if out is None:
         return Check("libfabric", FAIL, "fi_info is not on PATH", "install libfabric-bin")
@@ -335,8 +352,6 @@ def _check_ofi(wire: str, run: Runner) -> Check:
 
 def check_launcher(primitive: str, env: Mapping[str, str] | None = None,
                    run: Runner = run_tool) -> Check:
-    from fabbench.launch.discover import discover
-
     env = os.environ if env is None else env
     try:
         me = discover(env)
@@ -354,7 +369,7 @@ def check_launcher(primitive: str, env: Mapping[str, str] | None = None,
                          "start at least 2 ranks to measure communication")
         return Check("launcher", PASS, f"rank {me.rank} of {me.size} (started by "
                      f"{me.launcher}, local rank {me.local_rank})")
-    if primitive in ("mpi", "horovod"):
+    if registry.get(primitive).launcher() == "mpirun":
         out = run(["mpirun", "--version"])
         if out is None or out[0] != 0:
             return Check("launcher", FAIL, "mpirun is missing or broken",
@@ -400,10 +415,6 @@ def _quiet(log: Path) -> Iterator[None]:
 
 def smoke_test(o: DoctorOptions, primitive: str) -> Check:
     """2 local ranks, one allreduce at 8 B and 64 KiB, through `fabbench run` as a library."""
-    from fabbench import runner
-    from fabbench.launch.discover import discover
-    from fabbench.results.reader import read_results
-
     if discover() is not None:
         return Check("smoke test", SKIP, "inside a launched job: run `fabbench run` itself")
     with tempfile.TemporaryDirectory(prefix="fabbench-doctor-") as tmp:
@@ -449,21 +460,20 @@ def _tail(log: Path, lines: int = 3) -> str | None:
 
 def doctor(o: DoctorOptions, *, run: Runner = run_tool, env: Mapping[str, str] | None = None,
            addresses: Mapping[str, list[str]] | None = None) -> Report:
-    from fabbench.plan import gpus_visible
-
     fabric = detect_fabric(o.root) if o.fabric == "auto" else o.fabric
     profile = load_profile(fabric)
-    gpus = gpus_visible() if o.root == "/" else False
-    primitive = o.primitive or ("nccl" if gpus else "mpi")
+    gpus = gpus_visible(o.root)
+    primitive = o.primitive or registry.default_primitive(gpus)[0]
+    spec = registry.get(primitive)
     report = Report(profile.name, o.wire, primitive)
     if o.wire != "native" and o.wire not in profile.wires:
         raise UsageError(f"fabric {profile.name!r} has no --wire {o.wire}")
-    rdma = _native(profile, o.wire)
     report.checks += check_devices(profile, o.wire, o.root, o.rdma_device)
     report.checks.append(check_gpudirect(o.root, gpus))
-    report.checks.append(check_memlock(rdma))
-    report.checks.append(check_shm(profile.name))
-    if profile.name != "shm" or primitive in ("gloo", "nccl"):
+    report.checks.append(check_memlock(profile.native(o.wire)))
+    report.checks.append(check_shm(profile.single_host))
+    # an interface carries TCP traffic or a rendezvous: always, but for MPI on one host
+    if not profile.single_host or spec.launcher() != "mpirun":
         report.checks.append(check_iface(pick_iface(profile, o.wire, o.root, o.iface), o.root,
                                          addresses))
     report.checks += check_libraries(profile, o.wire, primitive, run)

@@ -1,0 +1,86 @@
+"""The data files of the Helm chart (charts/fabbench/files/), generated from the Python sources
+of truth: the chart cannot call Python, so it reads these, and a unit test fails when a file
+differs from what this module generates. Regenerate with ``python -m fabbench.render.chart``.
+
+  files/fabrics.yaml     the fabric profiles: per fabric, what the chart decides by
+                         (singleHost, devices) and per wire and backend the {env, mca} and
+                         its --gpudirect on/off additions, placeholders kept (filled as
+                         fabbench.render.fabric fills them);
+  files/primitives.yaml  the primitive registry as the chart needs it: the default-primitive
+                         rule (comm.registry.default_primitive) and per primitive its profile
+                         section, render family, controller and whether it needs GPUs.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from fabbench.comm import registry
+from fabbench.fabrics.profile import BUILTIN_DIR, PRIMITIVE_SECTIONS, WIRES, load_profile
+from fabbench.render.context import rendered_over
+
+_HEADER = ("# Generated from {source} by fabbench.render.chart; do not edit\n"
+           "# (tests/unit/test_render_k8s.py fails when it differs). Regenerate:\n"
+           "#   python -m fabbench.render.chart charts/fabbench\n")
+
+
+def chart_profiles(names: list[str] | None = None) -> dict:
+    """fabric -> {singleHost, devices, wires: wire -> backend -> {env, mca, gpudirect: {on:
+    {env, mca}, off: {env, mca}}}}."""
+    names = names or sorted(p.stem for p in BUILTIN_DIR.glob("*.toml"))
+    out: dict = {}
+    for name in names:
+        profile = load_profile(str(BUILTIN_DIR / f"{name}.toml"))
+        wires: dict = {}
+        for wire in WIRES:
+            if wire != "native" and wire not in profile.wires:
+                continue
+            wires[wire] = {}
+            for backend in PRIMITIVE_SECTIONS:
+                s = profile.settings(backend, wire)
+                wires[wire][backend] = {
+                    "env": dict(sorted(s.env.items())), "mca": dict(sorted(s.mca.items())),
+                    "gpudirect": {mode: {"env": dict(sorted(m.env.items())),
+                                         "mca": dict(sorted(m.mca.items()))}
+                                  for mode, m in sorted(s.gpudirect_modes.items())}}
+        out[name] = {"singleHost": profile.single_host, "devices": list(profile.devices),
+                     "wires": wires}
+    return out
+
+
+def chart_primitives() -> dict:
+    """{default: {gpu, cpu}, primitives: name -> {backend, launch, over, gpuOnly}}."""
+    out: dict = {"default": {"gpu": registry.default_primitive(True)[0],
+                             "cpu": registry.default_primitive(False)[0]},
+                 "primitives": {}}
+    for name in registry.PRIMITIVES:
+        spec = registry.get(name)
+        over = rendered_over(spec)
+        out["primitives"][name] = {"backend": spec.backend(over),
+                                   "launch": spec.render_family(over),
+                                   "over": over or "", "gpuOnly": spec.gpu_only}
+    return out
+
+
+FILES = {"files/fabrics.yaml": ("src/fabbench/fabrics/profiles/*.toml", chart_profiles),
+         "files/primitives.yaml": ("src/fabbench/comm/registry.py", chart_primitives)}
+
+
+def generated(path: str) -> str:
+    import yaml
+
+    source, make = FILES[path]
+    return _HEADER.format(source=source) + yaml.safe_dump(make(), sort_keys=True)
+
+
+def main(argv: list[str]) -> int:
+    chart = Path(argv[0]) if argv else Path("charts/fabbench")
+    for path in FILES:
+        (chart / path).write_text(generated(path))
+        print(f"wrote {chart / path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
