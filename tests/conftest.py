@@ -55,7 +55,7 @@ def horovod_available() -> bool:
 
 
 def pytest_collection_modifyitems(config, items):
-    from fabbench.plan import gpus_visible
+    from fabbench.sysinfo.gpus import gpus_visible
 
     misplaced = []
     for item in items:

@@ -20,19 +20,29 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 # lowest first; a module belongs to the longest prefix that names it
 LAYERS: Sequence[Sequence[str]] = (
     ("fabbench", "fabbench.errors"),
-    ("fabbench.units",),
+    ("fabbench.units", "fabbench.model.quantities"),
     ("fabbench.timing", "fabbench.results", "fabbench.sysinfo", "fabbench.console",
      "fabbench.emulate"),
     ("fabbench.fabrics", "fabbench.models", "fabbench.comm"),
     ("fabbench.plan",),
+    ("fabbench.study.spec", "fabbench.study.locate", "fabbench.study.manifest"),
     ("fabbench.workloads", "fabbench.ceiling", "fabbench.render", "fabbench.report"),
     ("fabbench.model",),
+    ("fabbench.report.study", "fabbench.report.study_build", "fabbench.report.study_compare",
+     "fabbench.report.study_whatif", "fabbench.report.study_html", "fabbench.report.study_plots",
+     "fabbench.report.study_text"),  # a study's answer uses the model
     ("fabbench.launch",),
     ("fabbench.runner",),
-    ("fabbench.doctor",),
+    ("fabbench.doctor", "fabbench.study"),
     ("fabbench.cli",),
     ("fabbench.__main__",),
 )
+# Known upward imports, each with its reason; the test fails when one is gone (delete it then).
+EXCEPTIONS: Mapping[tuple[str, str], str] = {
+    ("fabbench.study.spec", "fabbench.runner"):
+        "a study cell is validated through `fabbench run`'s own make_plan (lazily); to remove: "
+        "move RunOptions -> Plan below render/report, which load studies",
+}
 HEAVY = ("torch", "mpi4py", "horovod")
 LIGHT = ("fabbench.results", "fabbench.report", "fabbench.render", "fabbench.model")
 
@@ -114,7 +124,8 @@ def layer_of(module: str, layers: Sequence[Sequence[str]]) -> tuple[int, str] | 
 
 
 def violations(src: Path, package: str, layers: Sequence[Sequence[str]],
-               heavy: Sequence[str] = HEAVY, light: Sequence[str] = LIGHT) -> list[str]:
+               heavy: Sequence[str] = HEAVY, light: Sequence[str] = LIGHT,
+               exceptions: Mapping[tuple[str, str], str] | None = None) -> list[str]:
     """Every broken rule, one line each ("file:line: what")."""
     found = imports(src, package)
     known = modules(src, package)
@@ -126,12 +137,13 @@ def violations(src: Path, package: str, layers: Sequence[Sequence[str]],
         if imp.target.split(".")[0] != package:
             continue
         a, b = layer_of(imp.importer, layers), layer_of(imp.target, layers)
-        if a is None or b is None or a[1] == b[1]:
+        if a is None or b is None or a[1] == b[1] or (imp.importer, imp.target) in (
+                exceptions or {}):
             continue
         if b[0] > a[0]:
             out.append(f"{known[imp.importer]}:{imp.line}: {imp.importer} (layer {a[1]}) "
                        f"imports {imp.target} (layer {b[1]}), a higher layer")
-        elif b[0] == a[0] and b[1] != layers[0][0]:
+        elif b[0] == a[0] and b[1] != layers[0][0] and _top(imp.importer) != _top(imp.target):
             out.append(f"{known[imp.importer]}:{imp.line}: {imp.importer} imports "
                        f"{imp.target}, another package of its own layer")
     eager: dict[str, set[str]] = {}
@@ -150,6 +162,11 @@ def violations(src: Path, package: str, layers: Sequence[Sequence[str]],
     return list(dict.fromkeys(out))
 
 
+def _top(module: str) -> str:
+    """The package a module belongs to (fabbench.report for fabbench.report.tables)."""
+    return ".".join(module.split(".")[:2])
+
+
 def _eager_path(start: str, eager: Mapping[str, set[str]], heavy: Sequence[str]
                 ) -> list[str] | None:
     """The chain of module-level imports from start to a heavy library, if there is one."""
@@ -166,7 +183,13 @@ def _eager_path(start: str, eager: Mapping[str, set[str]], heavy: Sequence[str]
 
 
 def test_fabbench_imports_run_one_way():
-    assert violations(SRC, "fabbench", LAYERS) == []
+    assert violations(SRC, "fabbench", LAYERS, exceptions=EXCEPTIONS) == []
+
+
+def test_every_known_exception_is_still_needed():
+    found = {(i.importer, i.target) for i in imports(SRC, "fabbench")}
+    assert [pair for pair in EXCEPTIONS if pair not in found] == []
+    assert violations(SRC, "fabbench", LAYERS) != []  # without them, they are violations
 
 
 def test_the_walk_sees_lazy_and_eager_imports_of_the_real_package():

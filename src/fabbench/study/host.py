@@ -81,8 +81,8 @@ class Host:
 
     @classmethod
     def look(cls) -> Host:
-        from fabbench.plan import gpus_visible
         from fabbench.runner import RunOptions
+        from fabbench.sysinfo.gpus import gpus_visible
 
         return cls(gpus=gpus_visible(),
                    has_gpudirect_switch="gpudirect" in {f.name for f in
