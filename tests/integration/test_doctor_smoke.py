@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import cli, needs_mpirun
-from fabbench.sysinfo import doctor as d
+from fabbench import doctor as d
 
 pytestmark = [pytest.mark.integration, needs_mpirun]
 

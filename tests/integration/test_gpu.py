@@ -14,8 +14,8 @@ import pytest
 
 from conftest import fabbench
 from fabbench.comm.nccl_report import parse_nccl_log
-from fabbench.plan import gpus_visible
 from fabbench.results.reader import read_results
+from fabbench.sysinfo.gpus import gpus_visible
 
 
 def _nvidia_devices() -> int:

@@ -104,11 +104,13 @@ def _has_command(name: str) -> bool:
 
 def why_not(cell: Cell, host: Host, place: Place) -> str | None:
     """The reason this place cannot run the cell, or None when it can."""
+    from fabbench.comm import registry
     from fabbench.fabrics.detect import require_hardware
     from fabbench.fabrics.profile import load_profile
 
     if cell.device == "cuda" and not host.gpus:
-        what = "nccl moves GPU buffers" if cell.primitive == "nccl" else \
+        what = f"{cell.primitive} moves GPU buffers" if registry.get(cell.primitive).gpu_only \
+            else \
             "GPUDirect RDMA moves GPU buffers" if cell.gpudirect == "on" else "device cuda"
         return f"needs a GPU ({what}); none is visible on this host"
     if cell.gpudirect == "on" and cell.primitive == "gloo":

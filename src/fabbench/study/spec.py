@@ -130,9 +130,12 @@ class Cell:
 
     @property
     def device(self) -> str | None:
-        """cuda when the cell needs GPU buffers (nccl; GPUDirect on or off, an A/B of GPU
-        buffers), else what was asked (None: fabbench run's default)."""
-        if self.primitive == "nccl" or self.gpudirect in ("on", "off"):
+        """cuda when the cell needs GPU buffers (a GPU-only primitive such as nccl; GPUDirect on
+        or off, an A/B of GPU buffers), else what was asked (None: fabbench run's default)."""
+        from fabbench.comm import registry
+
+        gpu_only = self.primitive in registry.PRIMITIVES and registry.get(self.primitive).gpu_only
+        if gpu_only or self.gpudirect in ("on", "off"):
             return "cuda"
         return self.options.get("device")
 
