@@ -18,8 +18,10 @@ def test_parameter_counts_equal_the_references(name, count):
     assert parameter_count(name) == count == MODELS[name].reference_parameters
 
 
-@pytest.mark.parametrize("name,batch,size", [("resnet50", 2, 32), ("resnet101", 2, 32),
-                                             ("vgg16", 1, 32), ("gpt-tiny", 2, 16)])
+# one model per family and class: resnet101 is resnet50's ResNet class with more blocks (its
+# shape is checked by its parameter count above); its forward/backward costs seconds of CPU more
+@pytest.mark.parametrize("name,batch,size", [("resnet50", 2, 32), ("vgg16", 1, 32),
+                                             ("gpt-tiny", 2, 16)])
 def test_forward_backward_on_cpu(name, batch, size):
     torch.manual_seed(0)
     model = build(name)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import sys
 from typing import Annotated
@@ -160,11 +161,18 @@ def _reflow_help(group: typer.Typer) -> None:
 _reflow_help(app)
 
 
+@functools.cache
+def _command() -> typer.core.TyperGroup:
+    """The command tree Typer builds from `app`, built once per process: building it costs
+    several times more than parsing a command line (it matters to in-process callers)."""
+    return typer.main.get_command(app)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: every known failure is one line on stderr and its exit code."""
     argv = sys.argv[1:] if argv is None else argv
     try:
-        code = app(args=argv or ["--help"], standalone_mode=False)
+        code = _command()(args=argv or ["--help"], standalone_mode=False)
     except TyperException as exc:  # usage errors of the parser: bad option, bad value
         print(f"fabbench: error: {exc.format_message()}", file=sys.stderr)
         sys.exit(exc.exit_code)
