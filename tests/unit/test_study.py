@@ -291,3 +291,29 @@ def test_whatif_forecast_beside_measurement():
     line = agreement(g, rows)
     assert line.startswith("gpt-tiny: the network matters (measured, significant) at 100mbit;")
     assert line.endswith("at 100mbit: consistent")
+
+
+def test_mpijob_launcher_place_and_cells(tmp_path):
+    from fabbench.study.host import detect_place
+    from fabbench.study.run import command
+
+    hostfile = tmp_path / "hostfile"
+    hostfile.write_text("fb-worker-0.fb-worker.bench.svc slots=2\n"
+                        "fb-worker-1.fb-worker.bench.svc slots=2\n")
+    place = detect_place({"OMPI_MCA_orte_default_hostfile": str(hostfile)})
+    assert place.scheduler == "mpijob" and place.nodes == 2
+    assert place.master_addr == "fb-worker-0.fb-worker.bench.svc"
+    s = load_study("quick")
+    argv, env = command(s.cell("allreduce-ethernet-gloo-n1"), Path("/r/c.jsonl"), place, 3)
+    head = ["mpirun", "--hostfile", str(hostfile), "-np", "2", "--map-by", "ppr:2:node",
+            "--bind-to", "none"]
+    assert argv[:len(head)] == head
+    assert env["MASTER_ADDR"] == place.master_addr
+    i = argv.index("MASTER_PORT")
+    assert argv[i - 1] == "-x" and argv.index("run") > i
+    assert why_not(s.cell("allreduce-ethernet-gloo-n1"), _host(mpirun=False), place) == \
+        "Open MPI's mpirun is not installed"
+    empty = tmp_path / "empty"
+    empty.write_text("")
+    with pytest.raises(UsageError, match="names no host"):
+        detect_place({"OMPI_MCA_orte_default_hostfile": str(empty)})

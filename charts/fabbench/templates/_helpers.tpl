@@ -64,9 +64,10 @@ over mpi), launch (mpi: an MPIJob; rendezvous: an Indexed Job), over, gpuOnly. *
 {{- (include "fabbench.primitiveSpec" . | fromJson).backend }}
 {{- end }}
 
-{{/* How the ranks start: mpi (an MPIJob) or rendezvous (an Indexed Job and a Service). */}}
+{{/* How the ranks start: mpi (an MPIJob) or rendezvous (an Indexed Job and a Service). A
+study always runs as an MPIJob: its launcher starts each cell with mpirun over the workers. */}}
 {{- define "fabbench.launch" -}}
-{{- (include "fabbench.primitiveSpec" . | fromJson).launch }}
+{{- if .Values.study }}mpi{{ else }}{{ (include "fabbench.primitiveSpec" . | fromJson).launch }}{{ end }}
 {{- end }}
 
 {{/* The fabric's profile data (files/fabrics.yaml, generated from the fabric profiles). */}}

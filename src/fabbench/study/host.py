@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 from fabbench.errors import UsageError
 from fabbench.study.spec import Cell
@@ -22,11 +23,12 @@ from fabbench.study.spec import Cell
 class Place:
     """What the study runs on."""
 
-    scheduler: str        # "local" | "slurm"
+    scheduler: str        # "local" | "slurm" | "mpijob" (a Kubernetes MPIJob's launcher)
     nodes: int            # nodes the cells may use
     hostnames: tuple[str, ...] = ()
     job_id: str | None = None
     master_addr: str | None = None  # the first node's address (rendezvous of gloo/nccl)
+    hostfile: str | None = None     # mpijob: the operator's hostfile of the workers
 
     def as_dict(self) -> dict:
         return {**dataclasses.asdict(self), "hostnames": list(self.hostnames)}
@@ -65,6 +67,18 @@ def detect_place(env: dict[str, str] | None = None) -> Place:
                          if f.startswith("NodeAddr=")), None) or hosts[0]
         return Place(scheduler="slurm", nodes=count, hostnames=hosts, job_id=job,
                      master_addr=addr)
+    hostfile = env.get("OMPI_MCA_orte_default_hostfile")
+    if hostfile:  # the MPI operator's launcher pod: the workers are in this hostfile
+        try:
+            lines = Path(hostfile).read_text().splitlines()
+        except OSError as exc:
+            raise UsageError(f"cannot read the MPIJob's hostfile {hostfile}: "
+                             f"{exc.strerror}") from None
+        hosts = tuple(ln.split()[0] for ln in lines if ln.strip() and not ln.startswith("#"))
+        if not hosts:
+            raise UsageError(f"the MPIJob's hostfile {hostfile} names no host")
+        return Place(scheduler="mpijob", nodes=len(hosts), hostnames=hosts,
+                     master_addr=hosts[0], hostfile=hostfile)
     return Place(scheduler="local", nodes=1)
 
 
@@ -137,7 +151,8 @@ def why_not(cell: Cell, host: Host, place: Place) -> str | None:
         return f"fabric {profile.name} is single-host; the cell spans {cell.nodes} nodes"
     backend = (cell.options.get("horovod_over") or "mpi") if cell.primitive == "horovod" \
         else cell.primitive
-    if backend == "mpi" and place.scheduler == "local" and not host.mpirun:
+    if not host.mpirun and ((backend == "mpi" and place.scheduler == "local")
+                            or place.scheduler == "mpijob"):
         return "Open MPI's mpirun is not installed"
     if cell.primitive == "horovod" and not host.horovod:
         return "Horovod is not installed"

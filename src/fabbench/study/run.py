@@ -84,16 +84,24 @@ def command(cell: Cell, out: Path, place: Place, index: int) -> tuple[list[str],
                  f"{cell.deadline_s:g}", "--", *run], {})
     if place.scheduler == "local":
         return [*fabbench, *run, "--ranks", str(cell.ranks)], {}
-    srun = ["srun", f"--nodes={cell.nodes}", f"--ntasks-per-node={cell.ranks_per_node}",
-            "--kill-on-bad-exit=1"]
     backend = (cell.options.get("horovod_over") or "mpi") if cell.primitive == "horovod" \
         else cell.primitive
     env: dict[str, str] = {}
-    if backend == "mpi":
-        srun.append("--mpi=pmix")
-    else:  # torch primitives: a TCP rendezvous at the allocation's first node
+    if backend != "mpi":  # torch primitives: a TCP rendezvous at the first node
         env = {"MASTER_ADDR": place.master_addr or socket.gethostname(),
                "MASTER_PORT": str(PORT_BASE + (int(place.job_id or 0) % 400) * 100 + index % 100)}
+    if place.scheduler == "mpijob":  # ranks on the workers through the operator's hostfile
+        mpirun = ["mpirun", "--hostfile", str(place.hostfile), "-np", str(cell.ranks),
+                  "--map-by", f"ppr:{cell.ranks_per_node}:node", "--bind-to", "none"]
+        if os.geteuid() == 0:
+            mpirun.append("--allow-run-as-root")
+        for key in env:
+            mpirun += ["-x", key]
+        return [*mpirun, *fabbench, *run], env
+    srun = ["srun", f"--nodes={cell.nodes}", f"--ntasks-per-node={cell.ranks_per_node}",
+            "--kill-on-bad-exit=1"]
+    if backend == "mpi":
+        srun.append("--mpi=pmix")
     return [*srun, *fabbench, *run], env
 
 
