@@ -1,0 +1,171 @@
+"""The model against measurement, on emulated clusters.
+
+1. Allreduce: `fabbench model`'s α-β fit of a 2-node emulated run (Open MPI, 8 B to 2 MiB)
+   predicts the allreduce at 4 and 8 nodes (its α and bandwidth in the best algorithm's formula,
+   as its table does); the same emulated link then measures it at 1 and 2 MiB. Target (issue
+   11): within 15 %. The links are slow (10 Mbit/s) because every emulated node's traffic
+   crosses one bridge on this host's CPU: 8 nodes at R both ways need 16·R forwarded.
+   Open MPI runs its ring allreduce (coll_tuned_allreduce_algorithm 4), the algorithm whose
+   cost the model's bandwidth term is; `--algorithm tuned` leaves Open MPI's own choice, which
+   for these sizes at 4 and 8 ranks (recursive halving, Rabenseifner) measured 47-62 % slower
+   than predicted on this host at 10 and 25 Mbit/s, while its ring came within 15 %: the α-β
+   model has no term for what that pattern costs over TCP (each step opens a different
+   connection, idle since its last use; TCP restarts slow start after idle — our reading, not
+   measured separately).
+2. Training: the what-if (Zhang et al.) fitted on the 1-node run of `--scaling 1,2` predicts the
+   scaling factor at 2 nodes, the same command measures it (T_2 / (2·T_1), the record's
+   scaling_efficiency). Links 100 Mbit/s and 1 Gbit/s. Target: within 0.1. The what-if is given
+   the wire's ceiling measured in the same job (iperf3 both ways, per direction), not the
+   nominal rate: an emulated link delivers what the host can forward, which under load is less
+   than a 1 Gbit/s tc rate; the prediction at the nominal rate is printed beside it.
+
+Every figure comes from fabbench's own commands: `fabbench emulate -- run` writes the records and
+fabbench.model.predict.build (what `fabbench model` prints) makes the predictions. Needs root.
+Exits 1 when a target is missed. ``--json FILE`` writes the rows; ``--quick`` is the smaller
+version tests/integration/test_model_vs_measured.py runs (allreduce only: 4 nodes, 1 MiB).
+
+Usage: python bench/model_vs_measured.py [--link 250mbit] [--nodes 4,8] [--quick] [--json F]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from fabbench.model import costs
+from fabbench.model.predict import ModelOptions, build
+from fabbench.results.reader import read_results
+
+ALLREDUCE_TARGET = 0.15
+SCALING_TARGET = 0.10
+TRAIN = ["--primitive", "gloo", "--workload", "train", "--model", "gpt-tiny", "--batch-size",
+         "4", "--steps", "10", "--warmup-steps", "3", "--scaling", "1,2"]
+
+
+RING = {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1",
+        "OMPI_MCA_coll_tuned_allreduce_algorithm": "4"}
+
+
+def emulated(nodes: int, link: str, run_args: list[str], out: Path, max_time: int = 900,
+             ceiling: bool = False, env: dict[str, str] | None = None) -> None:
+    cmd = [sys.executable, "-m", "fabbench", "emulate", "--nodes", str(nodes), "--link", link,
+           "--max-time", str(max_time), "--", "run", *run_args,
+           "--ceiling" if ceiling else "--no-ceiling", "--timeout", "120", "--out", str(out)]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=max_time + 120, check=False,
+                       env={**os.environ, **(env or {})})
+    if p.returncode != 0:
+        raise SystemExit(f"failed ({p.returncode}): {' '.join(cmd)}\n{p.stderr[-3000:]}")
+
+
+def allreduce_rows(link: str, nodes: list[int], fit_sizes: str, sizes: str, tmp: Path,
+                   env: dict[str, str]) -> list[dict]:
+    mpi = ["--primitive", "mpi", "--ops", "allreduce", "--budget", "0.5"]
+    fit_file = tmp / "fit-2.jsonl"
+    emulated(2, link, [*mpi, "--sizes", fit_sizes], fit_file, env=env)
+    rows = []
+    for n in nodes:
+        answer = build([fit_file], ModelOptions(nodes=n))
+        params = costs.Params(alpha_s=answer["alpha_us"] * 1e-6,
+                              beta_s_per_byte=1 / answer["bandwidth_bytes_per_s"])
+        measured_file = tmp / f"measured-{n}.jsonl"
+        emulated(n, link, [*mpi, "--sizes", sizes], measured_file, env=env)
+        for rec in read_results(measured_file).of_kind("collective"):
+            algorithm, t = costs.best("allreduce", n, rec["bytes"], params)
+            rows.append({"what": "allreduce", "link": link, "nodes": n, "bytes": rec["bytes"],
+                         "predicted_us": t * 1e6, "algorithm": algorithm,
+                         "measured_us": rec["time_us"]["p50"],
+                         "error": rec["time_us"]["p50"] / (t * 1e6) - 1,
+                         "fit_bandwidth_gbyte_s": answer["bandwidth_bytes_per_s"] / 1e9,
+                         "fit_alpha_us": answer["alpha_us"]})
+    return rows
+
+
+def training_rows(links: list[str], tmp: Path) -> list[dict]:
+    rows = []
+    for link in links:
+        out = tmp / f"train-{link}.jsonl"
+        emulated(2, link, TRAIN, out, ceiling=True)
+        results = read_results(out)
+        measured = next(t for t in results.of_kind("train") if t["ranks"] == 2)
+        ceiling = min(c["per_direction_gbit_s"] for c in results.of_kind("ceiling")
+                      if c["mode"] == "bidir" and c.get("per_direction_gbit_s"))
+        predicted, nominal = (
+            next(p for p in build([out], ModelOptions(nodes=2, bandwidth=rate))["train"][0][
+                "by_nodes"] if p["nodes"] == 2)
+            for rate in (f"{ceiling}Gbit", _model_rate(link)))
+        profile = build([out], ModelOptions(nodes=2, bandwidth=_model_rate(link)))["train"][0]
+        rows.append({"what": "train", "link": link, "nodes": 2, "model": profile["model"],
+                     "ceiling_gbit_s": ceiling,
+                     "predicted_scaling": predicted["scaling"],
+                     "predicted_scaling_nominal": nominal["scaling"],
+                     "measured_scaling": measured["scaling_efficiency"],
+                     "error": measured["scaling_efficiency"] - predicted["scaling"],
+                     "iteration_ms": profile["iteration_ms"],
+                     "predicted_overhead_ms": predicted["overhead_ms"],
+                     "measured_step_ms": measured["step_ms"],
+                     "measured_compute_ms": measured["compute_ms"],
+                     "network_scaling": measured["compute_ms"] / measured["step_ms"],
+                     "grad_bytes": profile["grad_bytes"], "notes": profile["notes"]})
+    return rows
+
+
+def _model_rate(link: str) -> str:
+    """tc's rate ("100mbit", "1gbit") as `fabbench model --bandwidth` takes it."""
+    number = link.lower().removesuffix("bit")
+    return number[:-1] + number[-1].upper() + "bit"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--link", default="10mbit", help="the allreduce runs' link rate")
+    ap.add_argument("--algorithm", choices=("ring", "tuned"), default="ring",
+                    help="Open MPI's allreduce: its ring, or its own choice")
+    ap.add_argument("--nodes", default="4,8")
+    ap.add_argument("--train-links", default="100mbit,1gbit", help="'' for none")
+    ap.add_argument("--sizes", default="1M,2M", help="the allreduce sizes measured at scale")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    nodes = [int(n) for n in args.nodes.split(",")]
+    fit_sizes, sizes = "8,64K,256K,1M,2M", args.sizes
+    links = [x for x in args.train_links.split(",") if x]
+    if args.quick:
+        nodes, fit_sizes, sizes, links = [4], "8,64K,1M", "1M", []
+    env = RING if args.algorithm == "ring" else {}
+    with tempfile.TemporaryDirectory(prefix="fabbench-model-bench-") as tmp:
+        rows = allreduce_rows(args.link, nodes, fit_sizes, sizes, Path(tmp), env)
+        rows += training_rows(links, Path(tmp))
+    ok = True
+    print(f"allreduce (Open MPI, {args.algorithm} algorithm, link {args.link}): fit on 2 nodes, "
+          "predicted vs measured p50")
+    print(f"{'nodes':>5} {'size':>10} {'predicted µs':>13} {'measured µs':>12} {'error':>7}  "
+          f"algorithm")
+    for r in (r for r in rows if r["what"] == "allreduce"):
+        ok &= abs(r["error"]) <= ALLREDUCE_TARGET
+        print(f"{r['nodes']:>5} {r['bytes']:>10} {r['predicted_us']:>13.0f} "
+              f"{r['measured_us']:>12.0f} {100 * r['error']:>+6.1f}%  {r['algorithm']}")
+    print("\ntraining what-if (gpt-tiny, gloo DDP): fit on 1 node, scaling at 2 nodes")
+    print(f"{'link':>8} {'ceiling':>8} {'predicted':>10} {'measured':>9} {'diff':>6} "
+          f"{'at nominal':>10} {'step ms':>8} {'compute ms':>10} {'1-node ms':>9}")
+    for r in (r for r in rows if r["what"] == "train"):
+        ok &= abs(r["error"]) <= SCALING_TARGET
+        print(f"{r['link']:>8} {r['ceiling_gbit_s']:>8.3f} {r['predicted_scaling']:>10.3f} "
+              f"{r['measured_scaling']:>9.3f} {r['error']:>+6.3f} "
+              f"{r['predicted_scaling_nominal']:>10.3f} {r['measured_step_ms']:>8.1f} "
+              f"{r['measured_compute_ms']:>10.1f} {r['iteration_ms']:>9.1f}")
+    print("(ceiling: iperf3 both ways, Gbit/s per direction; compute ms: the 2-node run's steps "
+          "without exchange; 1-node ms: the step the what-if was fitted on)")
+    print(f"\ntargets: allreduce within {100 * ALLREDUCE_TARGET:.0f} %, scaling within "
+          f"{SCALING_TARGET}: {'met' if ok else 'MISSED'}")
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
