@@ -17,7 +17,7 @@ import pytest
 from conftest import REPO, needs_mpirun
 
 pytestmark = [
-    pytest.mark.integration, pytest.mark.slow, needs_mpirun,
+    pytest.mark.integration, needs_mpirun,
     pytest.mark.skipif(os.geteuid() != 0, reason="emulated nodes need root (network "
                        "namespaces, tc)"),
     pytest.mark.skipif(not all(shutil.which(t) for t in ("ip", "tc", "iperf3")),
