@@ -1,5 +1,5 @@
 """The pairs schedule, the slow-node rule, the late-rank rule and the delay hook, on records made
-here (the real runs are in tests/integration/test_pairs.py)."""
+here (the real runs are in tests/integration/test_slow_node.py)."""
 
 from __future__ import annotations
 
