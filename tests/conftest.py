@@ -1,7 +1,9 @@
 """Shared fixtures: the real CLI, run as a subprocess of this environment's Python; and the
 rules of the two folders: tests/unit is fast and starts nothing, every test in
 tests/integration is marked `integration`, and a test marked as needing root or a GPU is
-skipped, with that reason, where it has neither."""
+skipped, with that reason, where it has neither. tests/unit and tests/integration are
+packages (a basename may repeat across them): a test borrows a sibling's helpers as
+`from integration.test_slurm import ...`."""
 
 from __future__ import annotations
 

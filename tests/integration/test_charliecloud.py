@@ -137,7 +137,7 @@ def test_host_mpirun_starts_containerised_ranks(image, tmp_path):
 
 @pytest.fixture(scope="module")
 def one_host() -> dict[str, str]:
-    from test_slurm import _cluster  # the real one-host Slurm of .ci/slurm/start.sh
+    from integration.test_slurm import _cluster  # the real one-host Slurm of .ci/slurm/start.sh
 
     return _cluster("one")
 
@@ -152,7 +152,7 @@ def test_host_srun_pmix_starts_containerised_ranks(image, one_host, tmp_path):
 
 
 def test_rendered_charliecloud_sbatch_completes(image, one_host, tmp_path):
-    from test_slurm import submit_and_wait
+    from integration.test_slurm import submit_and_wait
 
     p = fabbench("render", "slurm", "--runtime", "charliecloud", "--image", str(image.dir),
                  "--primitive", "mpi", "--tasks-per-node", "2", "--results-dir",

@@ -8,10 +8,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from test_slurm import FABBENCH, _cluster, submit_and_wait
 
 from conftest import REPO, fabbench, horovod_available
 from fabbench.results.reader import read_results
+from integration.test_slurm import FABBENCH, _cluster, submit_and_wait
 
 pytestmark = [pytest.mark.integration, pytest.mark.needs_root]
 

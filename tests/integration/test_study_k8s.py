@@ -9,7 +9,7 @@ import pytest
 pytest.importorskip("helm_python", reason="needs helm-python-sdk (dev extra)")
 pytest.importorskip("kubernetes_validate", reason="needs kubernetes-validate (dev extra)")
 
-from test_k8s_helm import FULLNAME, render_chart, validate_manifest  # noqa: E402
+from integration.test_k8s_helm import FULLNAME, render_chart, validate_manifest  # noqa: E402
 
 pytestmark = [pytest.mark.integration]
 

@@ -10,9 +10,9 @@ import time
 from pathlib import Path
 
 import pytest
-from test_slurm import _job_fields, _log, one_host  # noqa: F401  (a fixture)
 
 from conftest import fabbench
+from integration.test_slurm import _job_fields, _log, one_host  # noqa: F401  (a fixture)
 
 pytestmark = [pytest.mark.integration, pytest.mark.needs_root]
 

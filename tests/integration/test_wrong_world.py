@@ -137,7 +137,7 @@ def test_two_runs_on_one_out(tmp_path):
 
 @pytest.fixture(scope="module")
 def one_host_slurm() -> dict[str, str]:
-    from test_slurm import _cluster  # the real one-host Slurm of .ci/slurm/start.sh
+    from integration.test_slurm import _cluster  # the real one-host Slurm of .ci/slurm/start.sh
 
     return _cluster("one")
 

@@ -1,0 +1,1 @@
+"""Integration tests: real ranks, real transports, real Slurm, real namespaces, the image."""

@@ -1,0 +1,1 @@
+"""Unit tests: fast, no ranks, no daemons (make test-fast)."""
