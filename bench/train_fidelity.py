@@ -31,7 +31,7 @@ def _rank_main(args: argparse.Namespace) -> None:
     from fabbench.comm.torchdist import TorchComm
     from fabbench.models import build
     from fabbench.plan import Plan
-    from fabbench.workloads.train import Trainer, _slowest, _timed, set_threads
+    from fabbench.workloads.train.protocol import Trainer, _slowest, _timed, set_threads
 
     rank, size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     comm = TorchComm("gloo", rank=rank, size=size, local_rank=rank, device="cpu", timeout_s=120)

@@ -49,7 +49,7 @@ class Plan:
     skip: tuple[str, ...] = ()  # points already measured ("op/dtype/bytes"), for --resume
     resumed: bool = False
     claimed: bool = False  # the launcher holds the claim on `out` (results/claim.py)
-    # train (workloads/train.py)
+    # train (workloads/train/)
     model: str = "resnet50"
     batch_size: int = 32  # per rank
     image_size: int | None = None  # image side (pixels) or sequence length (tokens); None: model's
