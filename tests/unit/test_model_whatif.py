@@ -3,6 +3,7 @@ inputs, and train records (with and without a bucket schedule) as profiles."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -128,3 +129,21 @@ def test_build_refuses_bad_options():
         ModelOptions(nodes=0)
     with pytest.raises(UsageError, match="compression"):
         ModelOptions(compression=0.5)
+
+
+def test_the_jobs_measured_ceiling_is_the_network_when_nothing_is_fitted(tmp_path):
+    """A train-only file with a ceiling record: the what-if runs at what the wire delivered,
+    not at the link's nominal rate."""
+    lines = (FIXTURES / "siteA-train-1.jsonl").read_text().splitlines()
+    ceiling = {"kind": "ceiling", "run_id": "siteA-train-1", "tool": "iperf3", "mode": "bidir",
+               "interface": "ib0", "client": {"rank": 0, "host": "nodeA"},
+               "server": {"rank": 1, "host": "nodeB"}, "seconds": 2.0,
+               "directions": [{"from": "nodeA", "to": "nodeB", "gbit_s": 40.0}],
+               "per_direction_gbit_s": 40.0, "error": None}
+    path = tmp_path / "with-ceiling.jsonl"
+    path.write_text("\n".join([lines[0], json.dumps(ceiling), *lines[1:]]) + "\n")
+    answer = build([path], ModelOptions(nodes=4))
+    assert answer["bandwidth_bytes_per_s"] == pytest.approx(40e9 / 8)
+    assert "ceiling measured in the job" in answer["assumptions"][0]
+    plain = build([FIXTURES / "siteA-train-1.jsonl"], ModelOptions(nodes=4))
+    assert plain["bandwidth_bytes_per_s"] != pytest.approx(40e9 / 8)

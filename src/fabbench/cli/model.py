@@ -21,7 +21,8 @@ def model(
     ranks_per_node: Annotated[int, typer.Option(help="Ranks (GPUs) per node.")] = 1,
     bandwidth: Annotated[str | None, typer.Option(
         help="Per-node link: 25Gbit, 100G (bits/s) or 12.5GB/s. Default: the fitted "
-        "allreduce bandwidth, else the run's link.")] = None,
+        "allreduce bandwidth, else the wire's ceiling measured in the job, else the run's "
+        "link.")] = None,
     latency: Annotated[str | None, typer.Option(
         help="Per-message latency α, e.g. 5us. Default: the fitted one.")] = None,
     intra_bandwidth: Annotated[str | None, typer.Option(

@@ -15,7 +15,7 @@ from fabbench.errors import UsageError
 from fabbench.model import costs, hierarchy, whatif
 from fabbench.model.fit import Fit, fit_records
 from fabbench.model.quantities import format_bandwidth, parse_bandwidth, parse_duration
-from fabbench.report.link import link_of
+from fabbench.report.link import ceiling_of, link_of
 from fabbench.report.load import load
 
 SIZES = (8, 64 << 10, 1 << 20, 16 << 20, 256 << 20)
@@ -87,6 +87,11 @@ def build(paths: Iterable[str | Path], options: ModelOptions) -> dict[str, Any]:
     elif fit is not None and fit.beta_s_per_byte > 0:
         bw = 1 / fit.beta_s_per_byte
         bw_source = f"fitted allreduce bandwidth over {fit.transport}"
+    elif (ceiling := next((c for s in series if (c := ceiling_of(s.ceilings))), None)):
+        # what the wire delivered in the same job, not what the link is rated at (an emulated
+        # or shared link can deliver much less than its nominal rate)
+        bw = ceiling.gbps * 1e9 / 8
+        bw_source = f"the wire's ceiling measured in the job ({ceiling.what})"
     else:
         link = next((link_of(s.run) for s in series if link_of(s.run)), None)
         if link is None:
