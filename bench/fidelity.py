@@ -16,7 +16,6 @@ Usage: python bench/fidelity.py [--rounds 2] [--sizes 8,1M,4M,16M] [--fabric eth
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import subprocess
@@ -26,6 +25,7 @@ from pathlib import Path
 
 from fabbench.launch.local import free_port
 from fabbench.launch.settings import resolve
+from fabbench.results.reader import read_results
 from fabbench.runner import RunOptions, make_plan
 from fabbench.units import parse_sizes
 
@@ -86,8 +86,8 @@ def fabbench(primitive: str, fabric: str, sizes: list[int], ranks: int) -> dict[
                primitive, "--ops", "allreduce", "--ranks", str(ranks), "--sizes",
                ",".join(map(str, sizes)), "--budget", "0.15", "--out", str(out)]
         subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, check=True)
-        recs = [json.loads(line) for line in out.read_text().splitlines()]
-    return {r["bytes"]: r["time_us"]["p50"] for r in recs if r["kind"] == "collective"}
+        recs = read_results(out).of_kind("collective")
+    return {r["bytes"]: r["time_us"]["p50"] for r in recs}
 
 
 def main() -> int:

@@ -52,8 +52,8 @@ def run_one(label: str, args: list[str], cluster_state: str, out: Path) -> dict:
     records = read_results(out).records
     ceiling = ceiling_of([r for r in records if r["kind"] == "ceiling"])
     one_way = [r for r in records if r["kind"] == "ceiling" and r["mode"] == "one-way"]
-    busbw = {r["op"]: r["busbw_gbps"] for r in records if r["kind"] == "collective"}
-    return {"busbw": busbw, "ceiling": ceiling.gbps if ceiling else None,
+    busbw = {r["op"]: r["busbw_gbyte_s"] for r in records if r["kind"] == "collective"}
+    return {"busbw": busbw, "ceiling": ceiling.speed_gbit_s if ceiling else None,
             "one_way": one_way[0]["per_direction_gbit_s"] if one_way else None}
 
 

@@ -16,7 +16,8 @@ UNITS = (f"#{'':>15} {'(B)':>10} {'(elements)':>11} {'':>9} {'':>11} {'(GB/s)':>
 def line(rec: dict[str, Any]) -> str:
     wrong = "N/A" if rec["wrong"] is None else str(rec["wrong"])
     return (f" {rec['op']:>15} {rec['bytes']:>10} {rec['count']:>11} {rec['dtype']:>9} "
-            f"{rec['time_us']['p50']:>11.2f} {rec['algbw_gbps']:>8.3f} {rec['busbw_gbps']:>8.3f} "
+            f"{rec['time_us']['p50']:>11.2f} {rec['algbw_gbyte_s']:>8.3f} "
+            f"{rec['busbw_gbyte_s']:>8.3f} "
             f"{wrong:>7}  {rec['transport']}")
 
 

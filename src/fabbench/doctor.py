@@ -124,7 +124,7 @@ def check_devices(profile: Profile, wire: str, root: str = "/",
         return [Check("devices", WARN, "no physical Ethernet interface is up (only virtual or "
                       "loopback ones)", "ranks on several hosts need a real NIC: check "
                       "`ip link`; inside a container use the host network")]
-    text = ", ".join(f"{d.name} {d.speed_mbps // 1000 if d.speed_mbps else '?'} Gb/s"
+    text = ", ".join(f"{d.name} {d.speed_mbit_s // 1000 if d.speed_mbit_s else '?'} Gb/s"
                      for d in up)
     return [Check("devices", PASS, f"Ethernet up: {text}")]
 

@@ -36,3 +36,7 @@ class CollectiveTimeout(RunError):
 
 class DataCheckFailed(RunError):
     """``--check`` found elements that differ from the expected result."""
+
+
+class InvalidRecord(RunError):
+    """A results record that does not satisfy the schema: refused before a byte is written."""

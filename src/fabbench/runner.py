@@ -20,7 +20,8 @@ from fabbench.launch.rank import run_rank
 from fabbench.launch.settings import Resolved, resolve, resolve_fabric
 from fabbench.plan import DEFAULT_SIZES, DEVICES, PAIRS_SIZES, Plan
 from fabbench.results.claim import claim
-from fabbench.results.reader import read_results
+from fabbench.results.reader import read_results, salvage
+from fabbench.results.records import Summary
 from fabbench.results.writer import ResultWriter
 from fabbench.sysinfo.gpus import gpus_visible
 from fabbench.timing.engine import TimingPolicy
@@ -233,12 +234,8 @@ def _run_scaling(plan: Plan) -> Outcome:
 def _train_rate(plan: Plan) -> float | None:
     """samples/s (p50) of the train record of this run in its results file."""
     rate = None
-    for ln in Path(plan.out).read_text().splitlines():
-        try:
-            rec = json.loads(ln)
-        except ValueError:
-            continue
-        if rec.get("kind") == "train" and rec.get("run_id") == plan.run_id:
+    for rec in read_results(plan.out).of_kind("train"):
+        if rec["run_id"] == plan.run_id:
             rate = rec["samples_per_s"]["p50"]
     return rate
 
@@ -267,10 +264,9 @@ def _close_unfinished(plan: Plan, code: int, seen: str) -> None:
         if rec.get("kind") != "run":
             counts[rec["kind"]] = counts.get(rec["kind"], 0) + 1
     writer = ResultWriter(path)
-    writer.write({"kind": "summary", "run_id": plan.run_id, "ok": False, "counts": counts,
-                  "wall_s": 0.0,
-                  "error": f"the ranks ended with exit code {code} before the run finished"
-                           + (f": {seen}" if seen else "")})
+    writer.write(Summary(run_id=plan.run_id, ok=False, counts=counts, wall_s=0.0,
+                         error=f"the ranks ended with exit code {code} before the run finished"
+                         + (f": {seen}" if seen else "")))
     writer.close()
 
 
@@ -290,15 +286,7 @@ def _drop_partial_line(path: Path) -> None:
 def _complete_records(path: Path) -> list[dict]:
     """The records of a file this run's ranks wrote, whatever state they left it in."""
     _drop_partial_line(path)
-    records = []
-    for ln in path.read_bytes().splitlines():
-        try:
-            rec = json.loads(ln)
-        except ValueError:
-            continue
-        if isinstance(rec, dict) and "kind" in rec:
-            records.append(rec)
-    return records
+    return salvage(path)
 
 
 def resume(path: str, argv: tuple[str, ...]) -> Outcome:

@@ -35,14 +35,14 @@ def test_model_from_a_real_run(results):
     (fit,) = ans["fits"]
     assert fit["op"] == "allreduce" and fit["ranks"] == 2 and fit["points"] == 20
     assert fit["beta_s_per_byte"] > 0 and fit["alpha_us"] >= 0
-    ratio = fit["bandwidth_gbps"] / fit["busbw_at_max_gbps"]
+    ratio = fit["bandwidth_gbyte_s"] / fit["busbw_at_max_gbyte_s"]
     assert 0.1 < ratio < 10, fit
     assert ans["ranks"] == 16 and ans["bandwidth_bytes_per_s"] == pytest.approx(3.125e9)
     big = ans["allreduce"][-1]
-    assert big["busbw_gbps"] == pytest.approx(3.125, rel=0.05)  # a ring at line rate
+    assert big["busbw_gbyte_s"] == pytest.approx(3.125, rel=0.05)  # a ring at line rate
     # without --bandwidth the fitted bandwidth is the network
     d = json.loads(fabbench("model", "--from", str(results), "--json").stdout)
-    assert d["bandwidth_bytes_per_s"] == pytest.approx(fit["bandwidth_gbps"] * 1e9)
+    assert d["bandwidth_bytes_per_s"] == pytest.approx(fit["bandwidth_gbyte_s"] * 1e9)
 
 
 def _one_line_error(p, text):

@@ -9,6 +9,7 @@ import pytest
 
 from fabbench.errors import UsageError
 from fabbench.results.claim import claim
+from fabbench.results.records import Summary
 from fabbench.results.writer import ResultWriter
 
 
@@ -50,8 +51,9 @@ def test_a_claiming_writer_keeps_what_it_wrote(tmp_path):
     writer.open()
     with pytest.raises(UsageError):
         ResultWriter(out, claim=True).open()
-    writer.write({"kind": "run"})
+    writer.write(Summary(run_id="r1", ok=True, counts={}, wall_s=0.5))
     writer.close()
-    assert out.read_text() == '{"kind":"run"}\n'
+    assert out.read_text() == ('{"kind":"summary","run_id":"r1","ok":true,"counts":{},'
+                               '"wall_s":0.5,"error":null}\n')
     with pytest.raises(UsageError, match="already holds results"):
         ResultWriter(out, claim=True).open()

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from fabbench.errors import UsageError
-from fabbench.model.costs import Params, busbw_gbps, time_s
+from fabbench.model.costs import Params, busbw_gbyte_s, time_s
 from fabbench.model.fit import fit_points, fit_records
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
@@ -25,7 +25,7 @@ def records(alpha, beta, op="allreduce", p=8, noise=0.0, seed=0, transport="ob1/
         t *= 1 + noise * rng.standard_normal()
         out.append({"kind": "collective", "run_id": "r", "op": op, "bytes": s, "ranks": p,
                     "transport": transport, "time_us": {"p50": t * 1e6},
-                    "busbw_gbps": busbw_gbps(op, p, s, t)})
+                    "busbw_gbyte_s": busbw_gbyte_s(op, p, s, t)})
     return out
 
 
@@ -35,7 +35,7 @@ def test_exact_data_recovers_alpha_and_beta(op):
     assert not skipped
     assert fit.alpha_s == pytest.approx(3e-6, rel=1e-6)
     assert fit.beta_s_per_byte == pytest.approx(1 / 5e9, rel=1e-6)
-    assert fit.bandwidth_gbps == pytest.approx(5.0, rel=1e-6)
+    assert fit.bandwidth_gbyte_s == pytest.approx(5.0, rel=1e-6)
     assert fit.rms_rel_err < 1e-9 and (fit.min_bytes, fit.max_bytes) == (8, SIZES[-1])
     assert fit.predict_s(1 << 20) == pytest.approx(
         time_s(op, fit.algorithm, 8, 1 << 20, fit.params))
@@ -44,10 +44,10 @@ def test_exact_data_recovers_alpha_and_beta(op):
 def test_noisy_data_recovers_within_noise_and_reports_it():
     (fit,), _ = fit_records(records(10e-6, 1 / 2e9, noise=0.05, seed=3))
     assert fit.alpha_s == pytest.approx(10e-6, rel=0.1)
-    assert fit.bandwidth_gbps == pytest.approx(2.0, rel=0.1)
+    assert fit.bandwidth_gbyte_s == pytest.approx(2.0, rel=0.1)
     assert 0.01 < fit.rms_rel_err < 0.1
     # 1/β is the asymptotic busbw: it matches the measured busbw at the largest size
-    assert fit.bandwidth_gbps == pytest.approx(fit.busbw_at_max_gbps, rel=0.15)
+    assert fit.bandwidth_gbyte_s == pytest.approx(fit.busbw_at_max_gbyte_s, rel=0.15)
 
 
 def test_fit_is_weighted_by_relative_error():
@@ -61,7 +61,7 @@ def test_fit_is_weighted_by_relative_error():
 def test_latency_only_sizes_leave_bandwidth_unresolved_and_nonnegative():
     fit = fit_points("allreduce", "ob1/tcp", 2, [8, 16, 32], [10e-6, 10e-6, 9.9e-6])
     assert fit.alpha_s > 0 and fit.beta_s_per_byte == 0
-    assert math.isinf(fit.bandwidth_gbps)
+    assert math.isinf(fit.bandwidth_gbyte_s)
     assert any("bandwidth not resolved" in w for w in fit.warnings)
 
 
@@ -96,4 +96,4 @@ def test_fixture_runs_fit_their_busbw():
         fits, _ = fit_records(s.collectives)
         for f in fits:
             assert f.rms_rel_err < 0.05
-            assert f.bandwidth_gbps == pytest.approx(f.busbw_at_max_gbps, rel=0.1)
+            assert f.bandwidth_gbyte_s == pytest.approx(f.busbw_at_max_gbyte_s, rel=0.1)

@@ -56,7 +56,7 @@ def test_nccl_table_has_the_nccl_tests_columns_and_the_link_share():
 
 def test_efficiency_sentence_names_the_link():
     (s,) = load([SITE_A])
-    assert link_of(s.run).gbps == 100
+    assert link_of(s.run).speed_gbit_s == 100
     line = tables.efficiency_lines([s])[0]
     assert "is 80% of the 100 Gb/s link (mlx5_0 port 1" in line
 
@@ -64,10 +64,10 @@ def test_efficiency_sentence_names_the_link():
 def test_link_of_ethernet_uses_the_pinned_interface_and_loopback_has_none():
     (s,) = load([SITE_A])
     run = {**s.run, "fabric": "ethernet", "profile_env": {"OMPI_MCA_btl_tcp_if_include": "eth0"}}
-    assert link_of(run).gbps == 25
+    assert link_of(run).speed_gbit_s == 25
     assert link_of({**run, "profile_env": {"OMPI_MCA_btl_tcp_if_include": "lo"}}) is None
     assert link_of({**run, "wire": "tcp", "fabric": "infiniband",
-                    "profile_env": {}}).gbps == 100  # the fastest physical NIC that is up
+                    "profile_env": {}}).speed_gbit_s == 100  # the fastest physical NIC that is up
     assert link_of({**run, "fabric": "shm"}) is None
 
 
@@ -150,7 +150,7 @@ def test_a_record_that_breaks_the_schema_is_refused(capsys, tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text(SITE_A.read_text().replace('"busbw_gbps":', '"busbw_gbps":-', 1))
     code, _, err = cli(capsys, "report", str(bad))
-    assert code == 2 and "bad.jsonl:2: busbw_gbps" in err
+    assert code == 2 and "bad.jsonl:2: busbw_gbps" in err  # a fabbench/1 file: its own names
 
 
 def test_a_truncated_last_line_is_reported_and_the_rest_read(capsys, tmp_path):
@@ -199,11 +199,11 @@ def test_busbw_as_a_share_of_the_emulated_link_and_the_measured_ceiling(tmp_path
            "emulation": {"interface": "fbnet0", "links": [
                {"node": "node0", "speed_gbit_s": 1.0}, {"node": "node1", "speed_gbit_s": 0.25}]}}
     link = link_of(run)
-    assert link.gbps == 0.25 and "node1" in link.what  # the slowest link bounds the collective
+    assert link.speed_gbit_s == 0.25 and "node1" in link.what  # the slowest link bounds it
     one = {"mode": "one-way", "tool": "iperf3", "per_direction_gbit_s": 0.95,
            "client": {"host": "node0"}, "server": {"host": "node1"}}
     both = {**one, "mode": "bidir", "per_direction_gbit_s": 0.8}
-    assert ceiling_of([one]).gbps == 0.95
-    assert ceiling_of([one, both]).gbps == 0.8  # both ways at once when measured
+    assert ceiling_of([one]).speed_gbit_s == 0.95
+    assert ceiling_of([one, both]).speed_gbit_s == 0.8  # both ways at once when measured
     assert ceiling_of([{**both, "per_direction_gbit_s": None, "error": "x"}]) is None
     assert ceiling_of([one, both]).efficiency(0.05) == pytest.approx(0.5)

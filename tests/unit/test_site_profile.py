@@ -42,7 +42,7 @@ def _results_as(tmp_path: Path, fabric: str) -> Path:
     run = json.loads(lines[0])
     run["fabric"] = fabric
     run.pop("profile_link", None)  # a record of a fabbench before profile_link: the profile decides
-    run["provenance"]["rdma"][0].update(rate="200 Gb/sec (4X HDR)", rate_gbps=200.0)
+    run["provenance"]["rdma"][0].update(rate="200 Gb/sec (4X HDR)", rate_gbps=200.0)  # fabbench/1
     out = tmp_path / f"{fabric}.jsonl"
     out.write_text("\n".join([json.dumps(run), *lines[1:]]) + "\n")
     return out
@@ -51,11 +51,11 @@ def _results_as(tmp_path: Path, fabric: str) -> Path:
 def test_report_reads_the_link_of_a_site_profile_from_its_data(site, tmp_path, monkeypatch):
     (ib,) = load([_results_as(tmp_path, "infiniband")])
     (roce,) = load([_results_as(tmp_path, "roce")])
-    assert link_of(ib.run).gbps == link_of(roce.run).gbps == 200  # the RDMA port's rate
+    assert link_of(ib.run).speed_gbit_s == link_of(roce.run).speed_gbit_s == 200  # the port rate
     assert link_of(roce.run).what.startswith("mlx5_0 port 1")
     # the profile decides: without roce.toml on the path the interface is all that is known
     monkeypatch.setenv("FABBENCH_PROFILE_PATH", "")
-    assert link_of(roce.run).gbps == 100 and link_of(roce.run).what.startswith("ib0")
+    assert link_of(roce.run).speed_gbit_s == 100 and link_of(roce.run).what.startswith("ib0")
 
 
 def test_a_run_record_carries_the_link_data_of_its_profile(site, tmp_path, monkeypatch):
@@ -64,7 +64,7 @@ def test_a_run_record_carries_the_link_data_of_its_profile(site, tmp_path, monke
     recorded = {**roce.run, "profile_link": {"hardware": profile.hardware,
                                              **profile.link.to_json()}}
     monkeypatch.setenv("FABBENCH_PROFILE_PATH", "")  # e.g. reported at another site
-    assert link_of(recorded).gbps == 200
+    assert link_of(recorded).speed_gbit_s == 200
 
 
 def test_report_cli_shows_link_efficiency_for_the_site_profile(site, tmp_path, capsys):

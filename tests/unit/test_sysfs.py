@@ -25,13 +25,13 @@ def test_mellanox_infiniband_port():
     (port,) = sysfs.rdma_ports(IB)
     assert (port.device, port.port, port.state, port.link_layer, port.driver) == (
         "mlx5_0", 1, "ACTIVE", "InfiniBand", "mlx5_core")
-    assert port.active and port.rate_gbps == 100.0 and not sysfs.is_omnipath(port)
+    assert port.active and port.rate_gbit_s == 100.0 and not sysfs.is_omnipath(port)
     assert sysfs.gpudirect_rdma(IB) and first_active_rdma_device(IB) == "mlx5_0"
 
 
 def test_roce_ports_have_an_ethernet_link_layer_and_a_down_port_is_not_active():
     active, down = sysfs.rdma_ports(ROCE)
-    assert active.link_layer == "Ethernet" and active.active and active.rate_gbps == 100
+    assert active.link_layer == "Ethernet" and active.active and active.rate_gbit_s == 100
     assert down.device == "mlx5_1" and down.state == "DOWN" and not down.active
     assert not sysfs.gpudirect_rdma(ROCE)
 
@@ -46,8 +46,8 @@ def test_omnipath_hfi1():
 def test_ethernet_only_host():
     assert sysfs.rdma_ports(ETH) == [] and sysfs.hfi_devices(ETH) == []
     nics = {d.name: d for d in sysfs.net_devices(ETH)}
-    assert nics["enp65s0f0"].speed_mbps == 25000 and nics["enp65s0f0"].pci
-    assert nics["docker0"].speed_mbps is None and not nics["docker0"].pci
+    assert nics["enp65s0f0"].speed_mbit_s == 25000 and nics["enp65s0f0"].pci
+    assert nics["docker0"].speed_mbit_s is None and not nics["docker0"].pci
     assert nics["lo"].kind == "loopback"
     assert sysfs.default_route_interface(ETH) == "enp65s0f0"
 

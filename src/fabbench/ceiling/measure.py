@@ -16,6 +16,7 @@ from typing import Any
 from fabbench.ceiling.tools import TOOLS, Tool
 from fabbench.comm.base import Communicator
 from fabbench.errors import RunError
+from fabbench.results import records
 
 SERVER_START_S = 10.0
 
@@ -92,8 +93,8 @@ def _stop(proc: subprocess.Popen | None) -> None:
 
 
 def measure(comm: Communicator, hosts: list[str], *, tool_name: str, wire: str,
-            iface: str | None, seconds: float, arm: Callable[[float, str], None]
-            ) -> list[dict[str, Any]]:
+            iface: str | None, seconds: float, arm: Callable[[float, str], None],
+            run_id: str) -> list[records.Ceiling]:
     """The ceiling records (on rank 0; other ranks get []). Ranks on one host only: []."""
     me = comm.rank
     others = [r for r, h in enumerate(hosts) if h != hosts[0]]
@@ -109,22 +110,23 @@ def measure(comm: Communicator, hosts: list[str], *, tool_name: str, wire: str,
     if me == server_rank and address and not missing:
         proc, port, error = _start_server(tool, address, env)
     info = comm.gather_objects((address, port, missing, error))
-    records: list[dict[str, Any]] = []
+    found: list[records.Ceiling] = []
     try:
         problem = _problem(info, server_rank, tool, iface)
         for mode in tool.modes:
             arm(seconds * 3 + 30, f"{tool.name} {mode} between {hosts[0]} and "
                                   f"{hosts[server_rank]}")
             if me == 0:
-                records.append(_one(tool, mode, info[0][0], info[server_rank][0],
-                                    info[server_rank][1], seconds, env, hosts, server_rank,
-                                    iface, problem))
+                found.append(records.Ceiling(
+                    run_id=run_id, **_one(tool, mode, info[0][0], info[server_rank][0],
+                                          info[server_rank][1], seconds, env, hosts,
+                                          server_rank, iface, problem)))
             comm.gather_objects(None)  # the server stays up until the client is done
             if problem:
                 break
     finally:
         _stop(proc)
-    return records
+    return found
 
 
 def _problem(info: list[tuple], server_rank: int, tool: Tool, iface: str | None) -> str | None:
@@ -142,8 +144,9 @@ def _problem(info: list[tuple], server_rank: int, tool: Tool, iface: str | None)
 def _one(tool: Tool, mode: str, client_addr: str, server_addr: str, port: int, seconds: float,
          env: dict[str, str], hosts: list[str], server_rank: int, iface: str | None,
          problem: str | None) -> dict[str, Any]:
+    """The fields of one ceiling record (results.records.Ceiling)."""
     record: dict[str, Any] = {
-        "kind": "ceiling", "tool": tool.name, "mode": mode, "interface": iface,
+        "tool": tool.name, "mode": mode, "interface": iface,
         "client": {"rank": 0, "host": hosts[0], "address": client_addr},
         "server": {"rank": server_rank, "host": hosts[server_rank], "address": server_addr},
         "seconds": seconds, "directions": [], "per_direction_gbit_s": None, "error": problem}

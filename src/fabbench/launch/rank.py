@@ -11,6 +11,7 @@ import socket
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
@@ -31,7 +32,7 @@ from fabbench.launch.discover import RankEnv, discover
 from fabbench.launch.settings import apply, resolve
 from fabbench.launch.world import check_world
 from fabbench.plan import Plan
-from fabbench.results import SCHEMA
+from fabbench.results import records
 from fabbench.results.writer import ResultWriter
 from fabbench.sysinfo.inventory import inventory
 from fabbench.timing.deadline import Watchdog
@@ -59,9 +60,9 @@ def run_rank(plan: Plan, me: RankEnv) -> int:
     writer = ResultWriter(plan.out, claim=not plan.claimed) if me.rank == 0 else None
     counts = {"collective": 0, "train": 0, "halo": 0, "ceiling": 0, "pairs": 0}
 
-    def summary(ok: bool, error: str | None) -> dict[str, Any]:
-        return {"kind": "summary", "run_id": plan.run_id, "ok": ok, "counts": dict(counts),
-                "wall_s": round(time.monotonic() - started, 3), "error": error}
+    def summary(ok: bool, error: str | None) -> records.Summary:
+        return records.Summary(run_id=plan.run_id, ok=ok, counts=dict(counts),
+                               wall_s=round(time.monotonic() - started, 3), error=error)
 
     def close_run(ok: bool, error: str | None) -> None:
         """The summary, only under a run record this process wrote."""
@@ -94,77 +95,76 @@ def run_rank(plan: Plan, me: RankEnv) -> int:
         if gathered[0][2]:
             raise UsageError(gathered[0][2] if me.rank == 0 else f"rank 0: {gathered[0][2]}")
         peers = [(t, host, gdr) for t, host, _, gdr in gathered]
-        run = {"kind": "run", "run_id": plan.run_id, "schema": SCHEMA,
-               "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-               "argv": list(plan.argv), "fabric": resolved.profile.name, "wire": plan.wire,
-               "primitive": plan.primitive, "horovod_over": plan.horovod_over,
-               "device": plan.device, "ranks": comm.size,
-               "nodes": len({peer[1] for peer in peers}),
-               "rank_hosts": [peer[1] for peer in peers], "transport": transport,
-               "interface": plan.iface,
-               "expected_transport": list(resolved.settings.transport),
-               "picked": list(plan.picked), "profile_source": resolved.profile.source,
-               "profile_env": resolved.env(),
-               "profile_link": {"hardware": resolved.profile.hardware,
-                                **resolved.profile.link.to_json()}, "timing": plan.policy.__dict__,
-               "resumed": plan.resumed, "plan": json.loads(plan.to_json()),
-               "timing_method": comm.timing_method, "library_report": comm.library_report()}
+        nodes = len({peer[1] for peer in peers})
         cluster = emulate.current()
-        if cluster is not None:
-            run["emulation"] = cluster.as_record()
-        run["gpudirect"], gdr_problem = gpudirect.outcome(
+        gdr_record, gdr_problem = gpudirect.outcome(
             plan.gpudirect, resolved.settings.gpudirect_verify,
             [(r, host, state) for r, (_, host, state) in enumerate(peers)], plan.backend)
         if writer is not None:
-            run["provenance"] = inventory()
+            provenance = inventory()
             if hasattr(comm, "library_version"):
-                run["provenance"]["versions"]["mpi_library"] = comm.library_version()
-            writer.write(run)
+                provenance["versions"]["mpi_library"] = comm.library_version()
+            run = records.Run(
+                run_id=plan.run_id,
+                started=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                argv=plan.argv, fabric=resolved.profile.name, wire=plan.wire,
+                primitive=plan.primitive, horovod_over=plan.horovod_over, device=plan.device,
+                ranks=comm.size, nodes=nodes, rank_hosts=[peer[1] for peer in peers],
+                transport=transport, interface=plan.iface,
+                expected_transport=resolved.settings.transport, picked=plan.picked,
+                profile_source=str(resolved.profile.source), profile_env=resolved.env(),
+                profile_link={"hardware": resolved.profile.hardware,
+                              **resolved.profile.link.to_json()},
+                timing=plan.policy.__dict__, resumed=plan.resumed,
+                plan=json.loads(plan.to_json()), timing_method=comm.timing_method,
+                library_report=comm.library_report(), provenance=provenance,
+                emulation=None if cluster is None else cluster.as_record(),
+                gpudirect=gdr_record)
+            written = writer.write(run)
             if plan.workload in ("collectives", "all"):
-                stream_header(run)
+                stream_header(written)
         _check_transport(peers, resolved.settings.transport, resolved.profile.name, plan.wire)
         if gdr_problem is not None:
             raise TransportMismatch(gdr_problem)
-        if resolved.profile.single_host and run["nodes"] > 1:
+        if resolved.profile.single_host and nodes > 1:
             raise TransportMismatch(f"fabric {resolved.profile.name!r} is for one host, and "
-                                    f"the ranks run on {run['nodes']} hosts")
+                                    f"the ranks run on {nodes} hosts")
         failed = False
 
-        def keep(record: dict[str, Any], shown: str) -> None:
+        def keep(record: records.Record, show: Callable[[dict[str, Any]], str]) -> None:
             """Count a finished measurement; rank 0 makes it durable, then shows it."""
             dog.disarm()
-            counts[record["kind"]] += 1
+            counts[record.kind] += 1
             if writer is not None:
-                writer.write({**record, "run_id": plan.run_id})
-                print(shown, flush=True)
+                print(show(writer.write(record)), flush=True)
 
-        if plan.ceiling or (plan.ceiling is None and run["nodes"] > 1):
+        if plan.ceiling or (plan.ceiling is None and nodes > 1):
             for record in ceiling.measure(
                     comm, [peer[1] for peer in peers], wire=plan.wire, iface=plan.iface,
                     tool_name=tool_for(resolved.profile.hardware), seconds=plan.ceiling_s,
-                    arm=dog.arm):
-                keep(record, ceiling.line(record))
+                    arm=dog.arm, run_id=plan.run_id):
+                keep(record, ceiling.line)
         if plan.workload == "pairs":
             if writer is not None:
                 print(pairs_workload.HEADER, flush=True)
-            for record in pairs_workload.run_pairs(comm, plan, transport,
-                                                   [peer[1] for peer in peers], dog.arm,
-                                                   Fault.from_env()):
-                failed |= record["correct"] is False
-                keep(record, pairs_workload.line(record))
+            for pair in pairs_workload.run_pairs(comm, plan, transport,
+                                                 [peer[1] for peer in peers], dog.arm,
+                                                 Fault.from_env()):
+                failed |= pair.correct is False
+                keep(pair, pairs_workload.line)
         if plan.workload in ("collectives", "all"):
-            for record in sweep(comm, plan, transport, dog.arm, Fault.from_env()):
-                failed |= record["correct"] is False
-                keep(record, line(record))
+            for point in sweep(comm, plan, transport, dog.arm, Fault.from_env()):
+                failed |= point.correct is False
+                keep(point, line)
         if plan.workload in ("train", "all"):
-            record = train_workload.run_train(comm, plan, transport, dog.arm)
-            failed |= not (record["grads_identical"] and record["params_identical"]
-                           and record["grads_finite_nonzero"])
-            keep(record, train_workload.HEADER + "\n" + train_workload.line(record))
+            trained = train_workload.run_train(comm, plan, transport, dog.arm)
+            failed |= not (trained.grads_identical and trained.params_identical
+                           and trained.grads_finite_nonzero)
+            keep(trained, lambda r: train_workload.HEADER + "\n" + train_workload.line(r))
         if plan.workload == "halo":
-            record = halo_workload.run_halo(comm, plan, transport, dog.arm)
-            failed |= record["correct"] is False
-            keep(record, halo_workload.HEADER + "\n" + halo_workload.line(record))
+            halo = halo_workload.run_halo(comm, plan, transport, dog.arm)
+            failed |= halo.correct is False
+            keep(halo, lambda r: halo_workload.HEADER + "\n" + halo_workload.line(r))
         dog.arm(plan.timeout_s, "finishing")
         error = "data check failed: wrong elements (see records with correct=false, or train " \
             "records whose ranks ended with different gradients)" if failed else None

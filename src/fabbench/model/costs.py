@@ -132,7 +132,7 @@ def busbw_factor(op: str, p: int) -> float:
     return 1.0
 
 
-def busbw_gbps(op: str, p: int, nbytes: float, seconds: float) -> float:
+def busbw_gbyte_s(op: str, p: int, nbytes: float, seconds: float) -> float:
     """busbw in GB/s (1e9 B) of a time, as nccl-tests computes it."""
     return nbytes / seconds / 1e9 * busbw_factor(op, p) if seconds > 0 else math.inf
 

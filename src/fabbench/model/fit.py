@@ -41,7 +41,7 @@ class Fit:
     max_bytes: int
     rms_rel_err: float    # sqrt(mean(((t_fit − t)/t)²)); nan with only as many sizes as unknowns
     max_rel_err: float
-    busbw_at_max_gbps: float  # measured busbw (GB/s) at the largest size, for comparison
+    busbw_at_max_gbyte_s: float  # measured busbw (GB/s) at the largest size, for comparison
     warnings: tuple[str, ...] = field(default=())
 
     @property
@@ -49,7 +49,7 @@ class Fit:
         return Params(alpha_s=self.alpha_s, beta_s_per_byte=self.beta_s_per_byte)
 
     @property
-    def bandwidth_gbps(self) -> float:
+    def bandwidth_gbyte_s(self) -> float:
         """1/β in GB/s (1e9 B/s): the asymptotic busbw; inf when β was not resolved."""
         return math.inf if self.beta_s_per_byte == 0 else 1e-9 / self.beta_s_per_byte
 
@@ -62,11 +62,11 @@ class Fit:
                 "ranks": self.ranks,
                 "algorithm": self.algorithm, "alpha_us": self.alpha_s * 1e6,
                 "beta_s_per_byte": self.beta_s_per_byte,
-                "bandwidth_gbps": None if math.isinf(self.bandwidth_gbps)
-                else self.bandwidth_gbps,
+                "bandwidth_gbyte_s": None if math.isinf(self.bandwidth_gbyte_s)
+                else self.bandwidth_gbyte_s,
                 "points": self.points, "min_bytes": self.min_bytes, "max_bytes": self.max_bytes,
                 "rms_rel_err": None if math.isnan(self.rms_rel_err) else self.rms_rel_err,
-                "max_rel_err": self.max_rel_err, "busbw_at_max_gbps": self.busbw_at_max_gbps,
+                "max_rel_err": self.max_rel_err, "busbw_at_max_gbyte_s": self.busbw_at_max_gbyte_s,
                 "warnings": list(self.warnings)}
 
 
@@ -92,7 +92,7 @@ def _solve(design: np.ndarray, times: np.ndarray) -> np.ndarray:
 
 
 def fit_points(op: str, transport: str, ranks: int, sizes: list[int], times_s: list[float],
-               busbw_at_max_gbps: float = math.nan, run_id: str = "") -> Fit:
+               busbw_at_max_gbyte_s: float = math.nan, run_id: str = "") -> Fit:
     """Fit α, β to (S, p50 time) points of one op, transport and rank count."""
     distinct = sorted(set(sizes))
     if len(distinct) < MIN_SIZES:
@@ -125,7 +125,7 @@ def fit_points(op: str, transport: str, ranks: int, sizes: list[int], times_s: l
                alpha_s=alpha,
                beta_s_per_byte=beta, points=len(sizes), min_bytes=int(min(sizes)),
                max_bytes=int(max(sizes)), rms_rel_err=rms,
-               max_rel_err=float(np.max(np.abs(rel))), busbw_at_max_gbps=busbw_at_max_gbps,
+               max_rel_err=float(np.max(np.abs(rel))), busbw_at_max_gbyte_s=busbw_at_max_gbyte_s,
                warnings=tuple(warnings))
 
 
@@ -144,7 +144,7 @@ def fit_records(records: Iterable[dict[str, Any]]) -> tuple[list[Fit], list[str]
         try:
             fits.append(fit_points(op, transport, ranks, [r["bytes"] for r in recs],
                                    [r["time_us"]["p50"] * 1e-6 for r in recs],
-                                   float(largest["busbw_gbps"]), run_id))
+                                   float(largest["busbw_gbyte_s"]), run_id))
         except UsageError as exc:
             skipped.append(f"not fitted: {exc}")
     if not fits:

@@ -90,14 +90,14 @@ def build(paths: Iterable[str | Path], options: ModelOptions) -> dict[str, Any]:
     elif (ceiling := next((c for s in series if (c := ceiling_of(s.ceilings))), None)):
         # what the wire delivered in the same job, not what the link is rated at (an emulated
         # or shared link can deliver much less than its nominal rate)
-        bw = ceiling.gbps * 1e9 / 8
+        bw = ceiling.speed_gbit_s * 1e9 / 8
         bw_source = f"the wire's ceiling measured in the job ({ceiling.what})"
     else:
         link = next((link_of(s.run) for s in series if link_of(s.run)), None)
         if link is None:
             raise UsageError("no bandwidth to model with: the records resolve none and name no "
                              "link; give --bandwidth (e.g. 25Gbit)")
-        bw = link.gbps * 1e9 / 8
+        bw = link.speed_gbit_s * 1e9 / 8
         bw_source = f"the run's link {link.what}"
     if options.latency is not None:
         alpha = parse_duration(options.latency)
@@ -123,7 +123,7 @@ def build(paths: Iterable[str | Path], options: ModelOptions) -> dict[str, Any]:
         alg, t = costs.best("allreduce", p, nbytes, params)
         rows.append({"bytes": nbytes, "times_us": {a: v * 1e6 for a, v in times.items()},
                      "best": alg, "best_us": t * 1e6,
-                     "busbw_gbps": costs.busbw_gbps("allreduce", p, nbytes, t),
+                     "busbw_gbyte_s": costs.busbw_gbyte_s("allreduce", p, nbytes, t),
                      "lower_bound_us": costs.allreduce_lower_bound_s(p, nbytes, bw) * 1e6})
 
     hier = _hierarchical(options, fits, series, bw, assumptions)
@@ -198,7 +198,8 @@ def _hierarchical(options: ModelOptions, fits: list[Fit], series: list, bw: floa
         t_best, _ = hierarchy.collective_time_s("allreduce", nbytes, sizes, split)
         rows.append({"bytes": nbytes, "time_us": t * 1e6, "intra_us": parts[0] * 1e6,
                      "inter_us": parts[1] * 1e6,
-                     "busbw_gbps": costs.busbw_gbps("allreduce", rpn * options.nodes, nbytes, t),
+                     "busbw_gbyte_s": costs.busbw_gbyte_s("allreduce", rpn * options.nodes,
+                                                          nbytes, t),
                      "best_split_us": t_best * 1e6,
                      "best_split_intra_share": split[0] / (intra + inter)})
     return {"intra_bytes_per_s": intra, "inter_bytes_per_s_per_rank": inter,

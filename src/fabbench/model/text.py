@@ -29,7 +29,8 @@ def fit_table(answer: dict[str, Any]) -> Table:
     for f in answer["fits"]:
         rms = "-" if f["rms_rel_err"] is None else f"{f['rms_rel_err']:.1%}"
         t.add_row(f["run_id"], f["op"], f["transport"], str(f["ranks"]),
-                  _num(f["alpha_us"]), _num(f["bandwidth_gbps"]), _num(f["busbw_at_max_gbps"]),
+                  _num(f["alpha_us"]), _num(f["bandwidth_gbyte_s"]),
+                  _num(f["busbw_at_max_gbyte_s"]),
                   f"{format_size(f['min_bytes'])}-{format_size(f['max_bytes'])}",
                   str(f["points"]), rms, f"{f['max_rel_err']:.1%}")
     return t
@@ -45,7 +46,7 @@ def allreduce_table(answer: dict[str, Any]) -> Table:
         t.add_column(name, justify="left" if name == "best" else "right")
     for r in a["allreduce"]:
         t.add_row(format_size(r["bytes"]), *(_num(r["times_us"][x], ".4g") for x in algs),
-                  r["best"], _num(r["busbw_gbps"]), _num(r["lower_bound_us"], ".4g"))
+                  r["best"], _num(r["busbw_gbyte_s"]), _num(r["lower_bound_us"], ".4g"))
     return t
 
 
@@ -61,7 +62,7 @@ def hierarchy_table(answer: dict[str, Any]) -> Table | None:
     for r in h["rows"]:
         t.add_row(format_size(r["bytes"]), _num(r["time_us"], ".4g"),
                   _num(r["intra_us"], ".4g"), _num(r["inter_us"], ".4g"),
-                  _num(r["busbw_gbps"]), _num(r["best_split_us"], ".4g"),
+                  _num(r["busbw_gbyte_s"]), _num(r["best_split_us"], ".4g"),
                   f"{r['best_split_intra_share']:.0%}")
     return t
 

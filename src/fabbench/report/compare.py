@@ -120,7 +120,7 @@ def flatten_provenance(run: dict[str, Any]) -> dict[str, str]:
     for i, gpu in enumerate(prov.get("gpus") or []):
         out[f"gpus[{i}]"] = ", ".join(str(gpu.get(k)) for k in ("name", "memory", "driver"))
     for nic in prov.get("nics") or []:
-        out[f"nics.{nic['name']}"] = (f"{nic.get('kind')}, {nic.get('speed_mbps') or '?'} Mb/s, "
+        out[f"nics.{nic['name']}"] = (f"{nic.get('kind')}, {nic.get('speed_mbit_s') or '?'} Mb/s, "
                                       f"{nic.get('operstate')}, mtu {nic.get('mtu')}")
     for port in prov.get("rdma") or []:
         out[f"rdma.{port['device']}:{port['port']}"] = (

@@ -12,7 +12,7 @@ import jinja2
 
 from fabbench import __version__
 from fabbench.report.compare import Comparison
-from fabbench.report.link import format_gbps, link_of
+from fabbench.report.link import format_gbit_s, link_of
 from fabbench.report.load import Series
 from fabbench.report.plots import Plot
 from fabbench.report.stats import ALPHA, MIN_SAMPLES, SPREAD_LIMIT, spread, stability
@@ -136,11 +136,11 @@ def _table_rows(s: Series, op: str) -> list[dict]:
         sp = spread(r)
         rows.append({"bytes": r["bytes"], "count": count_of(r), "dtype": r["dtype"],
                      "p50": r["time_us"]["p50"], "p99": r["time_us"]["p99"],
-                     "algbw": r["algbw_gbps"], "busbw": r["busbw_gbps"],
+                     "algbw": r["algbw_gbyte_s"], "busbw": r["busbw_gbyte_s"],
                      "wrong": "N/A" if r.get("wrong") is None else r["wrong"],
                      "spread": "-" if sp is None else f"{100 * sp:.0f}",
                      "samples": r.get("samples") or len(r.get("samples_us") or []),
-                     "link": "-" if link is None else f"{100 * link.efficiency(r['busbw_gbps']):.1f}",
+                     "link": "-" if link is None else f"{100 * link.efficiency(r['busbw_gbyte_s']):.1f}",
                      "transport": r["transport"], "unstable": stability(r) or ""})
     return rows
 
@@ -166,7 +166,7 @@ def render(series: Sequence[Series], plots: Sequence[Plot], *, title: str,
     links = []
     for s in series:
         link = link_of(s.run)
-        links.append("n/a" if link is None else f"{format_gbps(link.gbps)} ({link.what})")
+        links.append("n/a" if link is None else f"{format_gbit_s(link.speed_gbit_s)} ({link.what})")
     figures = [{"name": p.name, "title": p.title, "series": p.series,
                 "data": base64.b64encode(p.svg().encode()).decode()} for p in plots]
     return template.render(

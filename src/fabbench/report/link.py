@@ -23,12 +23,12 @@ from fabbench.fabrics.profile import LinkSpec, load_profile
 
 @dataclass(frozen=True)
 class Link:
-    gbps: float  # line rate, Gb/s (1e9 bits)
+    speed_gbit_s: float  # line rate, Gbit/s (1e9 bits per second)
     what: str    # e.g. "mlx5_0 port 1 (100 Gb/sec (4X EDR))"
 
-    def efficiency(self, busbw_gbps: float) -> float:
+    def efficiency(self, busbw_gbyte_s: float) -> float:
         """busbw (GB/s) over the line rate: a fraction."""
-        return busbw_gbps * 8 / self.gbps
+        return busbw_gbyte_s * 8 / self.speed_gbit_s
 
 
 def link_spec(run: dict[str, Any]) -> tuple[str, LinkSpec]:
@@ -67,7 +67,7 @@ def link_of(run: dict[str, Any]) -> Link | None:
     if spec.speed_from == "none":
         return None
     if spec.speed_from == "rdma" and run.get("wire", "native") == "native":
-        rdma = [p for p in prov.get("rdma", []) if p.get("active") and p.get("rate_gbps")
+        rdma = [p for p in prov.get("rdma", []) if p.get("active") and p.get("rate_gbit_s")
                 and _is_hfi(p) == (hardware == "omnipath")]
         named = _profile_value(run, spec.device_env) if spec.device_env else None
         return _fastest_port([p for p in rdma if p["device"] == named] or rdma)
@@ -75,25 +75,25 @@ def link_of(run: dict[str, Any]) -> Link | None:
     named = _profile_value(run, spec.iface_env)
     if named:
         nic = next((n for n in nics if n["name"] == named), None)
-        if nic is None or nic.get("kind") == "loopback" or not nic.get("speed_mbps"):
+        if nic is None or nic.get("kind") == "loopback" or not nic.get("speed_mbit_s"):
             return None
-        return Link(nic["speed_mbps"] / 1000, f"{nic['name']} ({nic['speed_mbps']} Mb/s)")
-    up = [n for n in nics if n.get("pci") and n.get("speed_mbps") and n.get("operstate") == "up"]
+        return Link(nic["speed_mbit_s"] / 1000, f"{nic['name']} ({nic['speed_mbit_s']} Mb/s)")
+    up = [n for n in nics if n.get("pci") and n.get("speed_mbit_s") and n.get("operstate") == "up"]
     if not up:
         return None
-    nic = max(up, key=lambda n: n["speed_mbps"])
-    return Link(nic["speed_mbps"] / 1000, f"{nic['name']} ({nic['speed_mbps']} Mb/s)")
+    nic = max(up, key=lambda n: n["speed_mbit_s"])
+    return Link(nic["speed_mbit_s"] / 1000, f"{nic['name']} ({nic['speed_mbit_s']} Mb/s)")
 
 
 @dataclass(frozen=True)
 class Ceiling:
     """The wire's practical ceiling measured in the run, per direction."""
 
-    gbps: float  # Gb/s (1e9 bits) per direction
-    what: str    # e.g. "iperf3 both ways node0<->node1"
+    speed_gbit_s: float  # Gbit/s (1e9 bits per second) per direction
+    what: str            # e.g. "iperf3 both ways node0<->node1"
 
-    def efficiency(self, busbw_gbps: float) -> float:
-        return busbw_gbps * 8 / self.gbps
+    def efficiency(self, busbw_gbyte_s: float) -> float:
+        return busbw_gbyte_s * 8 / self.speed_gbit_s
 
 
 def ceiling_of(ceilings: list[dict[str, Any]]) -> Ceiling | None:
@@ -111,9 +111,9 @@ def ceiling_of(ceilings: list[dict[str, Any]]) -> Ceiling | None:
 def _fastest_port(ports: list[dict[str, Any]]) -> Link | None:
     if not ports:
         return None
-    p = max(ports, key=lambda p: p["rate_gbps"])
-    return Link(float(p["rate_gbps"]), f"{p['device']} port {p['port']} ({p['rate']})")
+    p = max(ports, key=lambda p: p["rate_gbit_s"])
+    return Link(float(p["rate_gbit_s"]), f"{p['device']} port {p['port']} ({p['rate']})")
 
 
-def format_gbps(gbps: float) -> str:
-    return f"{gbps:g} Gb/s"
+def format_gbit_s(gbit_s: float) -> str:
+    return f"{gbit_s:g} Gb/s"

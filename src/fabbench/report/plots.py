@@ -120,7 +120,7 @@ def size_sweeps(series: Sequence[Series]) -> list[Plot]:
                         continue
                     x = [c["bytes"] for c in recs]
                     if metric == "busbw":
-                        (line,) = ax.plot(x, [c["busbw_gbps"] for c in recs], marker="o",
+                        (line,) = ax.plot(x, [c["busbw_gbyte_s"] for c in recs], marker="o",
                                           markersize=3, label=s.label)
                     else:
                         (line,) = ax.plot(x, [c["time_us"]["p50"] for c in recs], marker="o",

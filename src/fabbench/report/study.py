@@ -219,7 +219,7 @@ def halo_groups(cells: list[Cell]) -> list[Group]:
         t = rec["time_us"]["p50"]
         ex = (rec.get("exchange_us") or {}).get("p50")
         g.rows.append(Row(cell=c, median=t, samples=list(rec.get("samples_us") or []),
-                          throughput=rec.get("exchange_gbps"),
+                          throughput=rec.get("exchange_gbyte_s"),
                           comm_share=(ex / t) if ex is not None and t > 0 else None,
                           transport=str(rec.get("transport", "?"))))
     return list(groups.values())
@@ -247,8 +247,8 @@ def collective_groups(cells: list[Cell]) -> list[Group]:
                 link = link_of(c.run) if c.run else None
                 g.rows.append(Row(
                     cell=c, median=r["time_us"]["p50"], samples=list(r.get("samples_us") or []),
-                    throughput=r.get("busbw_gbyte_s", r.get("busbw_gbps")),
-                    link_pct=100 * link.efficiency(r.get("busbw_gbyte_s", r.get("busbw_gbps")))
+                    throughput=r["busbw_gbyte_s"],
+                    link_pct=100 * link.efficiency(r["busbw_gbyte_s"])
                     if link else None, transport=r["transport"]))
             groups.append(g)
     return groups

@@ -77,7 +77,7 @@ p &lt; {{ alpha }} and the bootstrap 95 % interval of the ratio of medians exclu
 <tr><td class="l">exposed comm. (ms)</td>{% for p in t.by_bandwidth %}<td>{{ "%.1f"|format(p.overhead_ms) }}</td>{% endfor %}</tr></table>
 {% endfor %}
 <h3>Allreduce at {{ forecast.ranks }} ranks</h3><table><tr><th>size (B)</th><th class="l">best algorithm</th><th>time (µs)</th><th>busbw (GB/s)</th><th>lower bound (µs)</th></tr>
-{% for r in forecast.allreduce %}<tr><td>{{ r.bytes }}</td><td class="l">{{ r.best }}</td><td>{{ "%.1f"|format(r.best_us) }}</td><td>{{ "%.3f"|format(r.busbw_gbyte_s if "busbw_gbyte_s" in r else r.busbw_gbps) }}</td><td>{{ "%.1f"|format(r.lower_bound_us) }}</td></tr>{% endfor %}</table>
+{% for r in forecast.allreduce %}<tr><td>{{ r.bytes }}</td><td class="l">{{ r.best }}</td><td>{{ "%.1f"|format(r.best_us) }}</td><td>{{ "%.3f"|format(r.busbw_gbyte_s) }}</td><td>{{ "%.1f"|format(r.lower_bound_us) }}</td></tr>{% endfor %}</table>
 <p>Assumptions:</p><ul>{% for a in forecast.assumptions %}<li>{{ a }}</li>{% endfor %}</ul>
 {% else %}<p>No forecast: {{ forecast_error }}</p>{% endif %}
 
@@ -119,7 +119,7 @@ def wire_lines(a: StudyAnswer) -> list[str]:
         if not points:
             continue
         largest = max(points, key=lambda r: r["bytes"])
-        busbw = largest.get("busbw_gbyte_s", largest.get("busbw_gbps", 0.0))
+        busbw = largest["busbw_gbyte_s"]
         at = f"busbw {busbw:.3g} GB/s at {largest['bytes']} B ({largest['op']})"
         if c.axes.get("link"):
             rate = parse_rate(c.axes["link"]) / 1e9

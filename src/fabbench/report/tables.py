@@ -7,7 +7,7 @@ import io
 from collections.abc import Iterable
 from typing import Any
 
-from fabbench.report.link import Ceiling, Link, ceiling_of, format_gbps, link_of
+from fabbench.report.link import Ceiling, Link, ceiling_of, format_gbit_s, link_of
 from fabbench.report.load import Series
 from fabbench.report.stats import sample_count, spread, stability
 
@@ -49,14 +49,14 @@ def nccl_table(s: Series, op: str) -> str:
         lines.append(
             f" {r['bytes']:>11} {count_of(r):>12} {NCCL_TYPE.get(r['dtype'], r['dtype']):>8} "
             f"{REDOP.get(op, 'none'):>6} {ROOT.get(op, -1):>5} {r['time_us']['p50']:>10.2f} "
-            f"{r['algbw_gbps']:>8.3f} {r['busbw_gbps']:>8.3f} {wrong:>6} "
+            f"{r['algbw_gbyte_s']:>8.3f} {r['busbw_gbyte_s']:>8.3f} {wrong:>6} "
             f"{r['time_us']['p99']:>10.2f} {'-' if sp is None else f'{100 * sp:.0f}':>6} "
             f"{sample_count(r):>4} {_pct(link, r):>6} {_pct(ceiling, r):>6}{flag}")
     return head + cols + "\n".join(lines) + "\n"
 
 
 def _pct(link: Link | Ceiling | None, rec: dict[str, Any]) -> str:
-    return "-" if link is None else f"{100 * link.efficiency(rec['busbw_gbps']):.1f}"
+    return "-" if link is None else f"{100 * link.efficiency(rec['busbw_gbyte_s']):.1f}"
 
 
 def efficiency_lines(series: Iterable[Series]) -> list[str]:
@@ -66,16 +66,16 @@ def efficiency_lines(series: Iterable[Series]) -> list[str]:
         link, ceiling = link_of(s.run), ceiling_of(s.ceilings)
         for op in ops_of([s]):
             recs = [c for c in s.collectives if c["op"] == op]
-            best = max(recs, key=lambda r: r["busbw_gbps"])
-            text = (f"{s.label} {op}: peak busbw {best['busbw_gbps']:.3f} GB/s "
+            best = max(recs, key=lambda r: r["busbw_gbyte_s"])
+            text = (f"{s.label} {op}: peak busbw {best['busbw_gbyte_s']:.3f} GB/s "
                     f"at {best['bytes']} B")
             if link is not None:
-                text += (f" is {100 * link.efficiency(best['busbw_gbps']):.0f}% of the "
-                         f"{format_gbps(link.gbps)} link ({link.what})")
+                text += (f" is {100 * link.efficiency(best['busbw_gbyte_s']):.0f}% of the "
+                         f"{format_gbit_s(link.speed_gbit_s)} link ({link.what})")
             else:
                 text += " (link speed unknown: no efficiency)"
             if ceiling is not None:
-                share = ceiling.efficiency(best['busbw_gbps'])
+                share = ceiling.efficiency(best['busbw_gbyte_s'])
                 text += (f" and {100 * share:.0f}% of the measured ceiling ({ceiling.what})")
                 if share > 1.05:
                     text += ("; above the ceiling: the raw test was held back by something "
@@ -97,7 +97,7 @@ def unstable_points(s: Series) -> list[str]:
 CSV_FIELDS = ("series", "file", "run_id", "host", "fabric", "primitive", "wire", "op", "bytes",
               "count", "dtype", "ranks", "nodes", "transport", "time_us_min", "time_us_p50",
               "time_us_mean", "time_us_p99", "time_us_max", "time_us_stdev", "samples",
-              "algbw_gbps", "busbw_gbps", "link_gbps", "link_pct", "ceiling_gbit_s",
+              "algbw_gbyte_s", "busbw_gbyte_s", "link_gbit_s", "link_pct", "ceiling_gbit_s",
               "ceiling_pct", "correct", "unstable")
 TRAIN_CSV_FIELDS = ("series", "file", "run_id", "host", "fabric", "primitive", "model",
                     "parameters", "batch_per_rank", "ranks", "samples_per_s_p50",
@@ -122,11 +122,12 @@ def collective_rows(series: Iterable[Series]) -> list[dict[str, Any]]:
                 "ranks": r["ranks"], "nodes": s.run["nodes"], "transport": r["transport"],
                 "time_us_min": t["min"], "time_us_p50": t["p50"], "time_us_mean": t["mean"],
                 "time_us_p99": t["p99"], "time_us_max": t["max"], "time_us_stdev": t.get("stdev"),
-                "samples": sample_count(r), "algbw_gbps": r["algbw_gbps"],
-                "busbw_gbps": r["busbw_gbps"], "link_gbps": link.gbps if link else None,
-                "link_pct": round(100 * link.efficiency(r["busbw_gbps"]), 3) if link else None,
-                "ceiling_gbit_s": ceiling.gbps if ceiling else None,
-                "ceiling_pct": round(100 * ceiling.efficiency(r["busbw_gbps"]), 3)
+                "samples": sample_count(r), "algbw_gbyte_s": r["algbw_gbyte_s"],
+                "busbw_gbyte_s": r["busbw_gbyte_s"],
+                "link_gbit_s": link.speed_gbit_s if link else None,
+                "link_pct": round(100 * link.efficiency(r["busbw_gbyte_s"]), 3) if link else None,
+                "ceiling_gbit_s": ceiling.speed_gbit_s if ceiling else None,
+                "ceiling_pct": round(100 * ceiling.efficiency(r["busbw_gbyte_s"]), 3)
                 if ceiling else None,
                 "correct": r["correct"], "unstable": stability(r) or ""})
     return rows

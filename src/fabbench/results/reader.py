@@ -1,42 +1,62 @@
-"""Read results files: schema-checked records, a truncated last line reported, not fatal."""
+"""The one loader of results files: every supported schema version, each record checked
+against its version's schema, old field names renamed to the current ones, NaN and Infinity
+refused, a truncated last line reported (not fatal). report, compare, model, resume and the run
+table all read through here."""
 
 from __future__ import annotations
 
-import functools
 import json
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-
 from fabbench.errors import UsageError
-from fabbench.results import SUPPORTED_SCHEMAS
-
-
-@functools.cache
-def validator() -> jsonschema.Draft202012Validator:
-    schema = json.loads(resources.files("fabbench.results").joinpath("schema.json").read_text())
-    return jsonschema.Draft202012Validator(schema)
-
-
-def validate(record: dict[str, Any]) -> None:
-    """Raise UsageError naming the first problem of a record."""
-    error = jsonschema.exceptions.best_match(validator().iter_errors(record))
-    if error is not None:
-        where = "/".join(str(p) for p in error.absolute_path) or "record"
-        raise UsageError(f"{where}: {error.message}")
+from fabbench.results import RENAMED, SUPPORTED_SCHEMAS
+from fabbench.results.records import problem
 
 
 @dataclass
 class ResultsFile:
     path: Path
-    records: list[dict[str, Any]]
+    records: list[dict[str, Any]]  # current field names, whatever version the file is
     warnings: list[str] = field(default_factory=list)
 
     def of_kind(self, kind: str) -> list[dict[str, Any]]:
         return [r for r in self.records if r["kind"] == kind]
+
+
+def _rename(record: dict[str, Any], renames: dict[str, str]) -> dict[str, Any]:
+    """Apply RENAMED entries ("a", "a.b", "a[].b") to a record loaded from an older version."""
+    for old, new in renames.items():
+        *outer, last = old.split(".")
+        holders: list[Any] = [record]
+        for part in outer:
+            nxt: list[Any] = []
+            for h in holders:
+                value = h.get(part.removesuffix("[]")) if isinstance(h, dict) else None
+                if part.endswith("[]"):
+                    nxt += value if isinstance(value, list) else []
+                elif value is not None:
+                    nxt.append(value)
+            holders = nxt
+        for h in holders:
+            if isinstance(h, dict) and last in h:
+                h[new] = h.pop(last)
+    return record
+
+
+def _parse(path: Path, number: int, line: str) -> dict[str, Any]:
+    def refuse(constant: str) -> Any:
+        raise UsageError(f"{path}:{number}: {constant} is not a number fabbench accepts "
+                         "(NaN and Infinity are refused)")
+    try:
+        record = json.loads(line, parse_constant=refuse)
+    except json.JSONDecodeError:
+        raise UsageError(f"{path}:{number}: not a fabbench results file "
+                         "(a line is not JSON)") from None
+    if not isinstance(record, dict) or "kind" not in record:
+        raise UsageError(f"{path}:{number}: not a fabbench results record (no 'kind')")
+    return record
 
 
 def read_results(path: str | Path) -> ResultsFile:
@@ -48,29 +68,42 @@ def read_results(path: str | Path) -> ResultsFile:
     lines = data.decode(errors="replace").split("\n")
     records, warnings = [], []
     truncated = not data.endswith(b"\n") and lines[-1] != ""
+    version: str | None = None  # the schema of the run record the lines below belong to
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
+            record = _parse(path, number, line)
+        except UsageError:
             if truncated and number == len(lines):
                 warnings.append(f"{path}:{number}: last line is truncated (killed run?); ignored")
                 continue
-            raise UsageError(f"{path}:{number}: not a fabbench results file "
-                             "(a line is not JSON)") from None
-        if not isinstance(record, dict) or "kind" not in record:
-            raise UsageError(f"{path}:{number}: not a fabbench results record (no 'kind')")
-        if record["kind"] == "run" and record.get("schema") not in SUPPORTED_SCHEMAS:
-            raise UsageError(f"{path}:{number}: schema {record.get('schema')!r} is not one this "
-                             f"fabbench reads ({', '.join(SUPPORTED_SCHEMAS)}); upgrade fabbench")
-        try:
-            validate(record)
-        except UsageError as exc:
-            raise UsageError(f"{path}:{number}: {exc}") from None
-        records.append(record)
+            raise
+        if record["kind"] == "run":
+            version = record.get("schema")
+            if version not in SUPPORTED_SCHEMAS:
+                raise UsageError(f"{path}:{number}: schema {version!r} is not one this fabbench "
+                                 f"reads ({', '.join(SUPPORTED_SCHEMAS)}); upgrade fabbench")
+        if version is None:
+            raise UsageError(f"{path}: the first record is not a 'run' record")
+        why = problem(record, version, unknown_fields=True)
+        if why is not None:
+            raise UsageError(f"{path}:{number}: {why}")
+        records.append(_rename(record, RENAMED.get(version, {}).get(record["kind"], {})))
     if not records:
         raise UsageError(f"{path}: no results records (empty file)")
-    if records[0]["kind"] != "run":
-        raise UsageError(f"{path}: the first record is not a 'run' record")
     return ResultsFile(path, records, warnings)
+
+
+def salvage(path: str | Path) -> list[dict[str, Any]]:
+    """The complete records of a file whose writer was killed, unchecked and as written: what
+    closing an unfinished run needs to count (never shown to a user as results)."""
+    records = []
+    for line in Path(path).read_bytes().splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and "kind" in record:
+            records.append(record)
+    return records

@@ -1,4 +1,5 @@
-"""Append records to a JSON Lines file, each flushed and fsynced before the next measurement."""
+"""Append records to a JSON Lines file, each checked against the schema, then flushed and
+fsynced before the next measurement."""
 
 from __future__ import annotations
 
@@ -8,14 +9,16 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from fabbench.errors import UsageError
+from fabbench.errors import InvalidRecord, UsageError
 from fabbench.results.claim import Claim, claim
+from fabbench.results.records import Record
 
 
 class ResultWriter:
-    """Appends records; never truncates: a file that already holds records is only added to.
-    With ``claim``, the file is claimed for this run (results/claim.py) when it is opened: a
-    file another run writes, or one that already holds records, is refused."""
+    """Appends typed records; never truncates: a file that already holds records is only added
+    to. A record that does not satisfy the schema is refused (InvalidRecord) and nothing of it is
+    written. With ``claim``, the file is claimed for this run (results/claim.py) when it is
+    opened: a file another run writes, or one that already holds records, is refused."""
 
     def __init__(self, path: str | os.PathLike, *, claim: bool = False) -> None:
         self.path = Path(path)
@@ -43,15 +46,21 @@ class ResultWriter:
         with self._lock:
             self._open()
 
-    def write(self, record: dict[str, Any]) -> None:
-        line = (json.dumps(record, separators=(",", ":"), allow_nan=False) + "\n").encode()
+    def write(self, record: Record) -> dict[str, Any]:
+        """Append one record; returns the JSON object written (checked against the schema)."""
+        if not isinstance(record, Record):
+            raise InvalidRecord(f"refused to write a {type(record).__name__}: results are "
+                                "written as typed records (fabbench.results.records)")
+        data = record.to_dict()  # checked now: a nested dict may have changed since it was made
+        line = (json.dumps(data, separators=(",", ":"), allow_nan=False) + "\n").encode()
         with self._lock:
             if self._closed:
-                return
+                return data
             fd = self._open()
             os.write(fd, line)
             os.fsync(fd)
-            self.counts[record["kind"]] = self.counts.get(record["kind"], 0) + 1
+            self.counts[record.kind] = self.counts.get(record.kind, 0) + 1
+        return data
 
     def close(self) -> None:
         with self._lock:

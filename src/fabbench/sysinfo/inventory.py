@@ -189,7 +189,7 @@ def summary_rows(inv: dict[str, Any]) -> list[tuple[str, str]]:
     rows.append(("gpus", "; ".join(f"{g.get('index')}: {g.get('name')} {g.get('memory')}, "
                                    f"driver {g.get('driver')}" for g in gpus) or "none"))
     for nic in inv.get("nics") or []:
-        speed = f"{nic['speed_mbps'] / 1000:g} Gb/s" if nic.get("speed_mbps") else "speed ?"
+        speed = f"{nic['speed_mbit_s'] / 1000:g} Gb/s" if nic.get("speed_mbit_s") else "speed ?"
         rows.append((f"nic {nic['name']}", f"{nic.get('kind')}, {speed}, {nic.get('operstate')}, "
                                            f"mtu {nic.get('mtu')}"
                                            + ("" if nic.get("pci") else ", virtual")))

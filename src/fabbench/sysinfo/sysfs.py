@@ -22,7 +22,7 @@ def _read(path: Path) -> str | None:
 class NetDevice:
     name: str
     operstate: str | None
-    speed_mbps: int | None  # None when the kernel does not know (loopback, virtual, down)
+    speed_mbit_s: int | None  # None when the kernel does not know (loopback, virtual, down)
     mtu: int | None
     kind: str  # "ether", "infiniband" (IPoIB), "loopback", "other"
     pci: bool  # backed by a physical device
@@ -45,14 +45,14 @@ class RdmaPort:
         return (self.state or "").upper().endswith("ACTIVE")
 
     @property
-    def rate_gbps(self) -> float | None:
+    def rate_gbit_s(self) -> float | None:
         try:
             return float((self.rate or "").split()[0])
         except (ValueError, IndexError):
             return None
 
     def to_json(self) -> dict:
-        return {**asdict(self), "active": self.active, "rate_gbps": self.rate_gbps}
+        return {**asdict(self), "active": self.active, "rate_gbit_s": self.rate_gbit_s}
 
 
 _ARPHRD = {"1": "ether", "32": "infiniband", "772": "loopback"}
@@ -67,7 +67,7 @@ def net_devices(root: str | os.PathLike = "/") -> list[NetDevice]:
         devices.append(NetDevice(
             name=entry.name,
             operstate=_read(entry / "operstate"),
-            speed_mbps=int(speed) if speed and speed.lstrip("-").isdigit() and int(speed) > 0
+            speed_mbit_s=int(speed) if speed and speed.lstrip("-").isdigit() and int(speed) > 0
             else None,
             mtu=int(mtu) if mtu and mtu.isdigit() else None,
             kind=_ARPHRD.get(_read(entry / "type") or "", "other"),

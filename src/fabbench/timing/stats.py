@@ -35,3 +35,20 @@ def median_ci_halfwidth(samples: Sequence[float]) -> float:
     lo, hi = s[k], s[min(n - 1, n - 1 - k)]
     med = percentile(s, 50)
     return (hi - lo) / 2 / med if med > 0 else math.inf
+
+
+# The one rule for "stable", defined here only: the timing engine aims for it, every collective
+# record carries its verdict (stable, stable_rule, median_ci95_rel), and the report applies it
+# (computing it from the samples of records written before it was recorded).
+STABLE_REL = 0.05
+STABLE_RULE = f"median 95% CI within ±{STABLE_REL:.0%}"
+
+
+def median_ci95_rel(samples: Sequence[float]) -> float | None:
+    """median_ci_halfwidth, None where it cannot be known (too few samples, a zero median)."""
+    rel = median_ci_halfwidth(samples)
+    return rel if math.isfinite(rel) else None
+
+
+def is_stable(rel: float | None) -> bool:
+    return rel is not None and rel <= STABLE_REL

@@ -9,8 +9,9 @@ import numpy as np
 
 from fabbench.comm.base import Communicator
 from fabbench.plan import Plan
+from fabbench.results import records
 from fabbench.timing.engine import measure
-from fabbench.timing.stats import summarize
+from fabbench.timing.stats import STABLE_RULE, is_stable, median_ci95_rel, summarize
 from fabbench.workloads.faults import Fault
 from fabbench.workloads.ops import OPS, expected, send_data
 
@@ -47,8 +48,8 @@ def point_key(op: str, dtype: str, nbytes: int) -> str:
 
 
 def sweep(comm: Communicator, plan: Plan, transport: str, arm: Callable[[float, str], None],
-          fault: Fault | None = None) -> Iterator[dict[str, Any]]:
-    """Yield one collective record (without run_id) per measured point, skipping the points
+          fault: Fault | None = None) -> Iterator[records.Collective]:
+    """Yield one collective record per measured point, skipping the points
     listed in plan.skip (already measured by the run being resumed)."""
     n = comm.size
     for op_name in plan.ops:
@@ -81,13 +82,13 @@ def sweep(comm: Communicator, plan: Plan, transport: str, arm: Callable[[float, 
                                                      and fault.corrupts(comm.rank))
                 times = summarize(m.samples_us)
                 algbw = size / (times["p50"] * 1e-6) / 1e9
-                yield {
-                    "kind": "collective", "op": op_name, "bytes": size, "count": max(counts),
-                    "dtype": dtype, "ranks": n, "transport": transport, "iters": m.iters,
-                    "samples": len(m.samples_us), "batch": m.batch, "warmup": m.warmup,
-                    "time_us": times, "samples_us": [round(s, 3) for s in m.samples_us],
-                    "rank_samples_us": own,
-                    "algbw_gbps": algbw, "busbw_gbps": algbw * op.busbw_factor(n),
-                    "busbw_mean_gbps": size / (times["mean"] * 1e-6) / 1e9 * op.busbw_factor(n),
-                    "correct": correct, "wrong": wrong, "wrong_ranks": bad,
-                }
+                rel = median_ci95_rel(m.samples_us)
+                yield records.Collective(
+                    run_id=plan.run_id, op=op_name, bytes=size, count=max(counts), dtype=dtype,
+                    ranks=n, transport=transport, iters=m.iters, samples=len(m.samples_us),
+                    batch=m.batch, warmup=m.warmup, time_us=times,
+                    samples_us=[round(s, 3) for s in m.samples_us], rank_samples_us=own,
+                    algbw_gbyte_s=algbw, busbw_gbyte_s=algbw * op.busbw_factor(n),
+                    busbw_mean_gbyte_s=size / (times["mean"] * 1e-6) / 1e9 * op.busbw_factor(n),
+                    correct=correct, wrong=wrong, wrong_ranks=bad,
+                    stable=is_stable(rel), stable_rule=STABLE_RULE, median_ci95_rel=rel)

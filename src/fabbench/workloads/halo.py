@@ -20,6 +20,7 @@ from typing import Any
 
 from fabbench.comm.base import Communicator
 from fabbench.plan import Plan
+from fabbench.results import records
 from fabbench.timing.stats import summarize
 
 DTYPE_BYTES = 8  # float64, as CFD codes use
@@ -161,7 +162,7 @@ class Halo:
 
 
 def run_halo(comm: Communicator, plan: Plan, transport: str,
-             arm: Callable[[float, str], None]) -> dict[str, Any]:
+             arm: Callable[[float, str], None]) -> records.Halo:
     side = side_of(plan.cells_per_rank)
     halo = Halo(comm, side)
     arm(plan.timeout_s * 2, "halo exchange check")
@@ -185,16 +186,15 @@ def run_halo(comm: Communicator, plan: Plan, transport: str,
     slow_exch = [max(col) * 1e6 for col in zip(*(e[1] for e in every), strict=True)]
     sent = bytes_per_iter(side, halo.dims)
     ex = summarize(slow_exch)
-    return {
-        "kind": "halo", "cells_per_rank": side**3, "side": side, "grid": list(halo.dims),
-        "ranks": comm.size, "iterations": plan.halo_iters, "dtype": "float64",
-        "transport": transport, "time_us": summarize(slow_iter), "exchange_us": ex,
-        "samples_us": [round(t, 3) for t in slow_iter],  # per iteration, the slowest rank's
-        "compute_us_p50": statistics.median(slow_iter) - ex["p50"],
-        "bytes_per_iter": sent, "messages_per_iter": sum(2 for d in halo.dims if d > 1),
-        "exchange_gbps": sent / (ex["p50"] * 1e-6) / 1e9 if sent and ex["p50"] > 0 else 0.0,
-        "correct": not any(wrong), "wrong": sum(wrong),
-    }
+    return records.Halo(
+        run_id=plan.run_id, cells_per_rank=side**3, side=side, grid=halo.dims,
+        ranks=comm.size, iterations=plan.halo_iters, dtype="float64",
+        transport=transport, time_us=summarize(slow_iter), exchange_us=ex,
+        samples_us=[round(t, 3) for t in slow_iter],  # per iteration, the slowest rank's
+        compute_us_p50=statistics.median(slow_iter) - ex["p50"],
+        bytes_per_iter=sent, messages_per_iter=sum(2 for d in halo.dims if d > 1),
+        exchange_gbyte_s=sent / (ex["p50"] * 1e-6) / 1e9 if sent and ex["p50"] > 0 else 0.0,
+        correct=not any(wrong), wrong=sum(wrong))
 
 
 HEADER = (f"#{'cells/rank':>12} {'grid':>9} {'ranks':>5} {'iter us':>11} {'exch us':>11} "
@@ -205,5 +205,5 @@ def line(rec: dict[str, Any]) -> str:
     grid = "x".join(str(d) for d in rec["grid"])
     return (f" {rec['cells_per_rank']:>12} {grid:>9} {rec['ranks']:>5} "
             f"{rec['time_us']['p50']:>11.2f} {rec['exchange_us']['p50']:>11.2f} "
-            f"{rec['bytes_per_iter']:>11} {rec['exchange_gbps']:>8.3f} "
+            f"{rec['bytes_per_iter']:>11} {rec['exchange_gbyte_s']:>8.3f} "
             f"{'ok' if rec['correct'] else 'WRONG':>6}  {rec['transport']}")

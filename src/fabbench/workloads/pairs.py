@@ -22,6 +22,7 @@ import numpy as np
 
 from fabbench.comm.base import Communicator
 from fabbench.plan import Plan
+from fabbench.results import records
 from fabbench.timing.engine import measure
 from fabbench.timing.stats import summarize
 from fabbench.workloads.faults import Fault
@@ -78,8 +79,8 @@ def _measure_pair(comm: Communicator, plan: Plan, peer: int, nbytes: int, dtype:
 
 def run_pairs(comm: Communicator, plan: Plan, transport: str, hosts: list[str],
               arm: Callable[[float, str], None], fault: Fault | None = None
-              ) -> Iterator[dict[str, Any]]:
-    """Yield one `pairs` record (without run_id) per pair, size and dtype, round by round.
+              ) -> Iterator[records.Pairs]:
+    """Yield one `pairs` record per pair, size and dtype, round by round.
     Every rank runs this; ranks that stand for no unit, or rest this round, only keep step."""
     ranks, unit = endpoints(hosts)
     me = ranks.index(comm.rank) if comm.rank in ranks else None
@@ -107,7 +108,7 @@ def run_pairs(comm: Communicator, plan: Plan, transport: str, hosts: list[str],
                 for found in comm.gather_objects(_portable(mine)):
                     if found is not None:
                         yield _record(found, number, len(rounds), ranks, hosts, unit, size,
-                                      dtype, transport)
+                                      dtype, transport, plan.run_id)
 
 
 def _portable(mine: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -120,19 +121,18 @@ def _portable(mine: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 def _record(found: dict[str, Any], number: int, rounds: int, ranks: list[int], hosts: list[str],
-            unit: str, size: int, dtype: str, transport: str) -> dict[str, Any]:
+            unit: str, size: int, dtype: str, transport: str, run_id: str) -> records.Pairs:
     a, b = found["pair"]
     samples = found["samples_us"]
     times = summarize(samples)
-    return {
-        "kind": "pairs", "op": OP, "round": number + 1, "rounds": rounds, "unit": unit,
-        "units": len(ranks), "a": a, "b": b, "a_rank": ranks[a], "b_rank": ranks[b],
-        "a_host": hosts[ranks[a]], "b_host": hosts[ranks[b]], "bytes": size, "dtype": dtype,
-        "transport": transport, "iters": found["batch"] * len(samples),
-        "samples": len(samples), "batch": found["batch"], "warmup": found["warmup"],
-        "time_us": times, "samples_us": [round(s, 3) for s in samples],
-        "bw_gbyte_s": size / (times["p50"] * 1e-6) / 1e9, "correct": found["correct"],
-    }
+    return records.Pairs(
+        run_id=run_id, op=OP, round=number + 1, rounds=rounds, unit=unit,
+        units=len(ranks), a=a, b=b, a_rank=ranks[a], b_rank=ranks[b],
+        a_host=hosts[ranks[a]], b_host=hosts[ranks[b]], bytes=size, dtype=dtype,
+        transport=transport, iters=found["batch"] * len(samples),
+        samples=len(samples), batch=found["batch"], warmup=found["warmup"],
+        time_us=times, samples_us=[round(s, 3) for s in samples],
+        bw_gbyte_s=size / (times["p50"] * 1e-6) / 1e9, correct=found["correct"])
 
 
 HEADER = (f"#{'round':>6} {'pair':>9} {'size':>10} {'type':>9} {'p50 us':>11} {'GB/s':>8} "

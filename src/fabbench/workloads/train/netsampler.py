@@ -52,15 +52,15 @@ class NetSampler:
         for (ta, sa, ra), (tb, sb, rb) in zip(self.samples, self.samples[1:], strict=False):
             if tb > ta:
                 peak = max(peak, max(sb - sa, rb - ra) * 8 / (tb - ta) / 1e9)
-        link_gbps = None
+        link_gbit_s = None
         if self.iface is not None:
             stats = self._psutil.net_if_stats().get(self.iface)
             if stats is not None and stats.speed > 0:  # Mb/s; 0 when unknown (lo, veth)
-                link_gbps = stats.speed / 1000
-        tx_gbps, rx_gbps = (s1 - s0) * 8 / elapsed / 1e9, (r1 - r0) * 8 / elapsed / 1e9
+                link_gbit_s = stats.speed / 1000
+        tx_gbit_s, rx_gbit_s = (s1 - s0) * 8 / elapsed / 1e9, (r1 - r0) * 8 / elapsed / 1e9
         return {"iface": self.iface or "all but lo", "interval_s": NET_INTERVAL_S,
                 "samples": len(self.samples), "seconds": round(elapsed, 4),
-                "tx_bytes": s1 - s0, "rx_bytes": r1 - r0, "tx_gbps": tx_gbps,
-                "rx_gbps": rx_gbps, "peak_gbps": peak, "link_gbps": link_gbps,
-                "utilization": (max(tx_gbps, rx_gbps) / link_gbps) if link_gbps else None,
-                "peak_utilization": (peak / link_gbps) if link_gbps else None}
+                "tx_bytes": s1 - s0, "rx_bytes": r1 - r0, "tx_gbit_s": tx_gbit_s,
+                "rx_gbit_s": rx_gbit_s, "peak_gbit_s": peak, "link_gbit_s": link_gbit_s,
+                "utilization": (max(tx_gbit_s, rx_gbit_s) / link_gbit_s) if link_gbit_s else None,
+                "peak_utilization": (peak / link_gbit_s) if link_gbit_s else None}

@@ -23,6 +23,7 @@ from fabbench.comm.base import Communicator
 from fabbench.models import get as get_model
 from fabbench.models import registry as model_registry
 from fabbench.plan import Plan
+from fabbench.results import records
 from fabbench.workloads.train.engines import engine_for
 from fabbench.workloads.train.netsampler import NetSampler
 from fabbench.workloads.train.record import train_record
@@ -178,8 +179,8 @@ def _slowest(comm: Communicator, times: list[float]) -> list[float]:
 
 
 def run_train(comm: Communicator, plan: Plan, transport: str,
-              arm: Callable[[float, str], None]) -> dict[str, Any]:
-    """Train, measure, check; returns the train record (without run_id) on every rank."""
+              arm: Callable[[float, str], None]) -> records.Train:
+    """Train, measure, check; returns the train record on every rank."""
     trainer = Trainer(plan, comm)
     first = plan.timeout_s * 4  # the first steps allocate, and DDP builds its buckets
     # 1. compute only

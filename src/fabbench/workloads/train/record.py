@@ -9,6 +9,7 @@ from typing import Any
 
 from fabbench.models import get as get_model
 from fabbench.plan import Plan
+from fabbench.results import records
 
 
 def ci95(values: list[float]) -> float:
@@ -26,8 +27,8 @@ def train_record(plan: Plan, *, ranks: int, engine: str, transport: str, paramet
                  threads: int, grad_bytes: int, full: list[float], compute: list[float],
                  alone: list[float], buckets: list[int], cap_mb: float, bucket_source: str,
                  net: dict[str, Any], grads: list[str], usable: bool, weights: list[str],
-                 without: list[str]) -> dict[str, Any]:
-    """The record (without run_id) from the measured step times (the slowest rank's, seconds),
+                 without: list[str]) -> records.Train:
+    """The record from the measured step times (the slowest rank's, seconds),
     the bucket schedule, the interface summary and every rank's digests."""
     spec = get_model(plan.model)
     n = ranks
@@ -38,35 +39,34 @@ def train_record(plan: Plan, *, ranks: int, engine: str, transport: str, paramet
     efficiency = None
     if plan.baseline_samples_per_s:
         efficiency = total["p50"] / (n * plan.baseline_samples_per_s)
-    return {
-        "kind": "train", "model": plan.model, "parameters": parameters,
-        "reference_parameters": spec.reference_parameters, "family": spec.family,
-        "input_size": plan.input_size, "batch_per_rank": plan.batch_size,
-        "global_batch": global_batch, "ranks": n, "engine": engine,
-        "primitive": plan.primitive, "horovod_over": plan.horovod_over, "transport": transport,
-        "device": plan.device, "precision": plan.precision, "threads_per_rank": threads,
-        "steps": plan.steps, "warmup_steps": plan.warmup_steps,
-        "samples_per_s": total,
-        "samples_per_s_per_rank": {k: v / n for k, v in total.items()},
-        "step_ms": step_ms, "step_ms_mean": statistics.fmean(full) * 1e3,
-        "compute_ms": compute_ms, "compute_ms_mean": statistics.fmean(compute) * 1e3,
-        "comm_ms": step_ms - compute_ms,
-        "comm_fraction": max(0.0, step_ms - compute_ms) / step_ms if step_ms > 0 else None,
-        "allreduce_ms": p50(alone) * 1e3,
-        "step_ms_samples": [round(t * 1e3, 4) for t in full],
-        "compute_ms_samples": [round(t * 1e3, 4) for t in compute],
-        "grad_bytes": grad_bytes,
-        "wire_bytes_per_rank": int(2 * (n - 1) / n * grad_bytes),  # ring all-reduce
-        "buckets": {"cap_mb": cap_mb, "count": len(buckets), "bytes": buckets,
-                    "source": bucket_source},
-        "net": net,
-        "grads_identical": len(set(grads)) == 1,
-        "grads_finite_nonzero": usable,
-        "params_identical": len(set(weights)) == 1,
-        "grads_differ_without_exchange": (len(set(without)) > 1) if n > 1 else None,
-        "baseline_samples_per_s": plan.baseline_samples_per_s,
-        "scaling_efficiency": efficiency,
-    }
+    return records.Train(
+        run_id=plan.run_id, model=plan.model, parameters=parameters,
+        reference_parameters=spec.reference_parameters, family=spec.family,
+        input_size=plan.input_size, batch_per_rank=plan.batch_size,
+        global_batch=global_batch, ranks=n, engine=engine,
+        primitive=plan.primitive, horovod_over=plan.horovod_over, transport=transport,
+        device=plan.device, precision=plan.precision, threads_per_rank=threads,
+        steps=plan.steps, warmup_steps=plan.warmup_steps,
+        samples_per_s=total,
+        samples_per_s_per_rank={k: v / n for k, v in total.items()},
+        step_ms=step_ms, step_ms_mean=statistics.fmean(full) * 1e3,
+        compute_ms=compute_ms, compute_ms_mean=statistics.fmean(compute) * 1e3,
+        comm_ms=step_ms - compute_ms,
+        comm_fraction=max(0.0, step_ms - compute_ms) / step_ms if step_ms > 0 else None,
+        allreduce_ms=p50(alone) * 1e3,
+        step_ms_samples=[round(t * 1e3, 4) for t in full],
+        compute_ms_samples=[round(t * 1e3, 4) for t in compute],
+        grad_bytes=grad_bytes,
+        wire_bytes_per_rank=int(2 * (n - 1) / n * grad_bytes),  # ring all-reduce
+        buckets={"cap_mb": cap_mb, "count": len(buckets), "bytes": buckets,
+                 "source": bucket_source},
+        net=net,
+        grads_identical=len(set(grads)) == 1,
+        grads_finite_nonzero=usable,
+        params_identical=len(set(weights)) == 1,
+        grads_differ_without_exchange=(len(set(without)) > 1) if n > 1 else None,
+        baseline_samples_per_s=plan.baseline_samples_per_s,
+        scaling_efficiency=efficiency)
 
 
 def line(rec: dict[str, Any]) -> str:
