@@ -58,7 +58,7 @@ def examples() -> dict[str, records.Record]:
             profile_link={"hardware": "ethernet", "speed_from": "nic", "device_env": [],
                           "iface_env": ["OMPI_MCA_btl_tcp_if_include"]},
             timing={"budget_s": 0.1}, resumed=False, plan={"ranks": 2},
-            timing_method="perf_counter", library_report=None, provenance=PROVENANCE,
+            timing_method="host-clock", library_report=None, provenance=PROVENANCE,
             gpudirect={"requested": "auto", "obtained": None, "verify": "report",
                        "evidence": "no network connection"}),
         "collective": _collective(1 << 20, 500.0),
