@@ -5,6 +5,7 @@ file cites notes that users do not have."""
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -20,12 +21,17 @@ PRIVATE_NOTES = ("REFERENCES" + ".md", "NOTES" + ".md")
 
 
 def product_files() -> list[Path]:
-    files = [REPO / name for name in TOP_FILES if (REPO / name).exists()]
-    for folder in SCANNED:
-        for path in sorted((REPO / folder).rglob("*")):
-            if (path.is_file() and path.suffix in TEXT_SUFFIXES
-                    and "__pycache__" not in path.parts and "fixtures" not in path.parts):
-                files.append(path)
+    """The files of the checkout (tracked, or new and not ignored): never what a build left,
+    such as an egg-info's copy of an older README."""
+    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard",
+                             "-z", "--", *TOP_FILES, *SCANNED], cwd=REPO, capture_output=True,
+                            timeout=60, check=True).stdout.decode().split("\0")
+    files = []
+    for name in sorted(filter(None, listed)):
+        path = REPO / name
+        if (path.is_file() and path.suffix in TEXT_SUFFIXES
+                and (name in TOP_FILES or "fixtures" not in path.parts)):
+            files.append(path)
     return files
 
 

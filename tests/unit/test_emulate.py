@@ -20,7 +20,7 @@ from fabbench.emulate.spec import (
     parse_loss,
     parse_rate,
 )
-from fabbench.errors import UsageError
+from fabbench.errors import RunError, UsageError
 
 
 @pytest.mark.parametrize(("text", "rate"), [("1gbit", 10**9), ("250mbit", 250 * 10**6),
@@ -127,6 +127,18 @@ def test_iperf3_results_are_read_per_direction():
     assert [(x.sender, x.gbit_s, x.retransmits) for x in d] == [("client", 0.95, 3),
                                                               ("server", 0.85, 1)]
     assert tool_for("none") == "iperf3" and tool_for("omnipath") == "fi_pingpong"
+
+
+def test_iperf3_failures_are_its_own_words_not_a_key_error():
+    # iperf3 -J reports a failed test in "error" beside a partial "end" without the sums
+    failed = {"start": {}, "end": {}, "error": "unable to connect to server: Connection refused"}
+    with pytest.raises(RunError, match="iperf3: unable to connect to server"):
+        TOOLS["iperf3"].parse(json.dumps(failed), "bidir")
+    one_way = {"sum_sent": {"bits_per_second": 9.6e8}, "sum_received": {"bits_per_second": 9e8}}
+    with pytest.raises(RunError, match="sum_received_bidir_reverse"):
+        TOOLS["iperf3"].parse(json.dumps({"end": one_way}), "bidir")
+    with pytest.raises(RunError, match="no result"):
+        TOOLS["iperf3"].parse("iperf3: error - the server is busy", "one-way")
 
 
 def test_emulate_refuses_bad_options_in_one_line():

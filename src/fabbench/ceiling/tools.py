@@ -41,17 +41,21 @@ def register(tool: Tool) -> None:
 
 def _iperf3_parse(out: str, mode: str) -> list[Direction]:
     try:
-        end = json.loads(out)["end"]
-    except (ValueError, KeyError) as exc:
+        doc = json.loads(out)
+    except ValueError as exc:
         raise RunError(f"iperf3 wrote no result ({exc}): {out[-300:]}") from None
-    found = [Direction(sender="client", gbit_s=end["sum_received"]["bits_per_second"] / 1e9,
-                       retransmits=end["sum_sent"].get("retransmits"))]
+    if isinstance(doc, dict) and doc.get("error"):  # iperf3 -J reports its failures here
+        raise RunError(f"iperf3: {doc['error']}")
+    sums = [("sum_received", "sum_sent", "client")]
     if mode == "bidir":
-        found.append(Direction(
-            sender="server",
-            gbit_s=end["sum_received_bidir_reverse"]["bits_per_second"] / 1e9,
-            retransmits=end["sum_sent_bidir_reverse"].get("retransmits")))
-    return found
+        sums.append(("sum_received_bidir_reverse", "sum_sent_bidir_reverse", "server"))
+    try:
+        end = doc["end"]
+        return [Direction(sender=sender, gbit_s=end[received]["bits_per_second"] / 1e9,
+                          retransmits=end[sent].get("retransmits"))
+                for received, sent, sender in sums]
+    except (KeyError, TypeError) as exc:
+        raise RunError(f"iperf3's result has no {exc} ({mode}): {out[-300:]}") from None
 
 
 register(Tool(

@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shlex
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from fabbench.errors import RunError, UsageError
 from fabbench.launch import rundir
@@ -25,6 +28,9 @@ from fabbench.launch.settings import Resolved
 from fabbench.plan import Plan
 
 RANK_MODULE = [sys.executable, "-m", "fabbench.launch.rank"]
+# horovodrun --gloo prefixes every line of rank N's stdout with "[N]<stdout>:"; it has no
+# option to turn that off
+HOROVODRUN_PREFIX = r"^\[\d+\]<stdout>:"
 
 
 @dataclass
@@ -33,6 +39,9 @@ class LaunchSpec:
 
     commands: list[list[str]]
     env: list[dict[str, str]] = field(default_factory=list)
+    # what a launcher puts before each line of a rank's stdout (horovodrun's "[0]<stdout>:"),
+    # taken off so that the user reads the table as a directly started rank prints it
+    stdout_prefix: str | None = None
 
     def describe(self) -> str:
         lines = []
@@ -73,7 +82,8 @@ def build(plan: Plan, resolved: Resolved) -> LaunchSpec:
                 "--start-timeout", str(int(plan.timeout_s))]
         if plan.iface:
             argv += ["--network-interfaces", plan.iface]
-        return LaunchSpec([argv + RANK_MODULE], [{**env, **base}])
+        return LaunchSpec([argv + RANK_MODULE], [{**env, **base}],
+                          stdout_prefix=HOROVODRUN_PREFIX)
     port = str(free_port())
     commands, envs = [], []
     for rank in range(plan.ranks):
@@ -99,6 +109,7 @@ def run(spec: LaunchSpec, deadline_s: float, ranks: int) -> tuple[int, str]:
     when one fails or the deadline passes. Returns the first non-zero exit code (or 0) and what
     the launcher saw of the ranks (who died first, who timed out waiting, who never arrived)."""
     procs: list[subprocess.Popen] = []
+    copiers: list[threading.Thread] = []
     with tempfile.TemporaryDirectory(prefix="fabbench-run-") as shared:
         watch = rundir.Watch(Path(shared))
         try:
@@ -106,9 +117,12 @@ def run(spec: LaunchSpec, deadline_s: float, ranks: int) -> tuple[int, str]:
                 try:
                     procs.append(subprocess.Popen(
                         argv, env={**os.environ, **extra, rundir.ENV: shared},
-                        start_new_session=True))
+                        start_new_session=True,
+                        stdout=subprocess.PIPE if spec.stdout_prefix else None))
                 except FileNotFoundError:
                     raise UsageError(f"cannot start {argv[0]!r}: not found on PATH") from None
+                if spec.stdout_prefix:
+                    copiers.append(_copy_unprefixed(procs[-1].stdout, spec.stdout_prefix))
             end = time.monotonic() + deadline_s
             while True:
                 codes = [p.poll() for p in procs]
@@ -127,6 +141,24 @@ def run(spec: LaunchSpec, deadline_s: float, ranks: int) -> tuple[int, str]:
                 time.sleep(0.2)  # the ranks may spin on every core: wake rarely
         finally:
             _stop(procs)
+            for copier in copiers:  # the pipe closes with its last writer; never wait long
+                copier.join(timeout=2.0)
+
+
+def _copy_unprefixed(stream: IO[bytes], prefix: str) -> threading.Thread:
+    """Copy a launcher's stdout to ours line by line, without the launcher's line prefix."""
+    pattern = re.compile(prefix.encode())
+
+    def copy() -> None:
+        out = sys.stdout.buffer
+        with contextlib.suppress(OSError, ValueError):
+            for line in iter(stream.readline, b""):
+                out.write(pattern.sub(b"", line, count=1))
+                out.flush()
+
+    thread = threading.Thread(target=copy, name="fabbench-stdout", daemon=True)
+    thread.start()
+    return thread
 
 
 def _stop(procs: list[subprocess.Popen]) -> None:

@@ -13,7 +13,13 @@ from __future__ import annotations
 import os
 
 from fabbench.emulate.cluster import Cluster
-from fabbench.launch.local import RANK_MODULE, LaunchSpec, beside_python, free_port
+from fabbench.launch.local import (
+    HOROVODRUN_PREFIX,
+    RANK_MODULE,
+    LaunchSpec,
+    beside_python,
+    free_port,
+)
 from fabbench.launch.settings import Resolved
 from fabbench.plan import Plan
 
@@ -43,7 +49,8 @@ def build_across(plan: Plan, resolved: Resolved, cluster: Cluster) -> LaunchSpec
                 "--network-interfaces", cluster.iface,
                 "--start-timeout", str(int(plan.timeout_s))]
         path = f"{cluster.agent.parent}:{os.environ.get('PATH', '/usr/bin:/bin')}"
-        return LaunchSpec([cluster.on(0, argv + RANK_MODULE)], [{**env, **base, "PATH": path}])
+        return LaunchSpec([cluster.on(0, argv + RANK_MODULE)], [{**env, **base, "PATH": path}],
+                          stdout_prefix=HOROVODRUN_PREFIX)
     port = str(free_port())
     commands, envs = [], []
     for rank in range(plan.ranks):
