@@ -55,15 +55,17 @@ def _job_fields(job_id: str, env: dict) -> dict[str, str]:
     return dict(re.findall(r"(\w+)=(\S*)", p.stdout))
 
 
-def submit_and_wait(script: str, workdir: Path, env: dict) -> dict[str, str]:
-    """sbatch the script, poll until it leaves the queue (with a deadline), return its fields."""
+def submit_and_wait(script: str, workdir: Path, env: dict,
+                    deadline_s: float = JOB_DEADLINE_S) -> dict[str, str]:
+    """sbatch the script, poll until it leaves the queue (with a deadline), return its fields
+    (with its log and id)."""
     path = workdir / "job.sbatch"
     path.write_text(script)
     p = subprocess.run(["sbatch", "--parsable", str(path)], capture_output=True, text=True,
                        timeout=30, env=env, cwd=workdir, check=False)
     assert p.returncode == 0, p.stderr
     job_id = p.stdout.strip().split(";")[0]
-    end = time.monotonic() + JOB_DEADLINE_S
+    end = time.monotonic() + deadline_s
     while True:
         fields = _job_fields(job_id, env)
         if fields.get("JobState") not in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING",
@@ -71,7 +73,7 @@ def submit_and_wait(script: str, workdir: Path, env: dict) -> dict[str, str]:
             break
         if time.monotonic() > end:
             subprocess.run(["scancel", job_id], timeout=30, env=env, check=False)
-            pytest.fail(f"job {job_id} still {fields.get('JobState')} after {JOB_DEADLINE_S} s; "
+            pytest.fail(f"job {job_id} still {fields.get('JobState')} after {deadline_s:.0f} s; "
                         f"cancelled. Log:\n{_log(workdir, job_id)}")
         time.sleep(1)
     fields["log"] = _log(workdir, job_id)

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from conftest import fabbench
-from integration.test_slurm import _job_fields, _log, one_host  # noqa: F401  (a fixture)
+from integration.test_slurm import one_host, submit_and_wait  # noqa: F401  (a fixture)
 
 pytestmark = [pytest.mark.integration, pytest.mark.needs_root]
 
@@ -22,30 +21,13 @@ DEADLINE_S = 1200
 
 @pytest.mark.timeout(DEADLINE_S + 120)
 def test_quick_study_in_one_allocation(one_host, tmp_path):  # noqa: F811
-    import subprocess
 
     p = fabbench("render", "slurm", "--study", "quick", "--results-dir", str(tmp_path / "res"),
                  "--fabbench-command", FABBENCH, "--name", "fb-study", timeout=60)
     assert p.returncode == 0, p.stderr
-    script = tmp_path / "study.sbatch"
-    script.write_text(p.stdout)
-    sub = subprocess.run(["sbatch", "--parsable", str(script)], capture_output=True, text=True,
-                         timeout=30, env=one_host, cwd=tmp_path, check=False)
-    assert sub.returncode == 0, sub.stderr
-    job = sub.stdout.strip().split(";")[0]
-    end = time.monotonic() + DEADLINE_S
-    while True:
-        fields = _job_fields(job, one_host)
-        if fields.get("JobState") not in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING",
-                                          None):
-            break
-        if time.monotonic() > end:
-            subprocess.run(["scancel", job], timeout=30, env=one_host, check=False)
-            pytest.fail(f"job {job} still running after {DEADLINE_S} s; cancelled. Log:\n"
-                        f"{_log(tmp_path, job)}")
-        time.sleep(2)
-    log = _log(tmp_path, job)
-    assert fields["JobState"] == "COMPLETED" and fields["ExitCode"] == "0:0", log
+    fields = submit_and_wait(p.stdout, tmp_path, one_host, deadline_s=DEADLINE_S)
+    job = fields["id"]
+    assert fields["JobState"] == "COMPLETED" and fields["ExitCode"] == "0:0", fields["log"]
     out = tmp_path / "res" / f"{job}-study-quick"
     doc = json.loads((out / "study.json").read_text())
     assert doc["place"]["scheduler"] == "slurm" and doc["place"]["job_id"] == job

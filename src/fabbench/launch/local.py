@@ -64,26 +64,36 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def mpirun_settings(resolved: Resolved) -> list[str]:
+    """mpirun's options that carry the profile: root's permission, MCA parameters, and the
+    environment variables exported to every rank (FABBENCH_PLAN among them)."""
+    argv = ["--allow-run-as-root"] if os.geteuid() == 0 else []
+    for key, value in resolved.settings.mca.items():
+        argv += ["--mca", key, value]
+    for key in sorted([*resolved.settings.env, "FABBENCH_PLAN"]):
+        argv += ["-x", key]
+    return argv
+
+
+def horovodrun(plan: Plan, hosts: str, iface: str | None) -> list[str]:
+    """horovodrun --gloo starting the rank module on HOSTS (host:slots,...)."""
+    argv = [beside_python("horovodrun"), "--gloo", "-np", str(plan.ranks), "-H", hosts,
+            "--start-timeout", str(int(plan.timeout_s))]
+    if iface:
+        argv += ["--network-interfaces", iface]
+    return argv + RANK_MODULE
+
+
 def build(plan: Plan, resolved: Resolved) -> LaunchSpec:
     env = resolved.env()
     base = {"FABBENCH_PLAN": plan.to_json()}
     if plan.launcher == "mpirun":
         argv = ["mpirun", "-np", str(plan.ranks), "--oversubscribe", "--bind-to", "none"]
-        if os.geteuid() == 0:
-            argv.append("--allow-run-as-root")
-        for key, value in resolved.settings.mca.items():
-            argv += ["--mca", key, value]
-        for key in sorted([*resolved.settings.env, "FABBENCH_PLAN"]):
-            argv += ["-x", key]
-        return LaunchSpec([argv + RANK_MODULE], [{**resolved.settings.env, **base}])
+        return LaunchSpec([argv + mpirun_settings(resolved) + RANK_MODULE],
+                          [{**resolved.settings.env, **base}])
     if plan.launcher == "horovodrun":
-        argv = [beside_python("horovodrun"), "--gloo", "-np", str(plan.ranks),
-                "-H", f"localhost:{plan.ranks}",
-                "--start-timeout", str(int(plan.timeout_s))]
-        if plan.iface:
-            argv += ["--network-interfaces", plan.iface]
-        return LaunchSpec([argv + RANK_MODULE], [{**env, **base}],
-                          stdout_prefix=HOROVODRUN_PREFIX)
+        return LaunchSpec([horovodrun(plan, f"localhost:{plan.ranks}", plan.iface)],
+                          [{**env, **base}], stdout_prefix=HOROVODRUN_PREFIX)
     port = str(free_port())
     commands, envs = [], []
     for rank in range(plan.ranks):

@@ -17,8 +17,9 @@ from fabbench.launch.local import (
     HOROVODRUN_PREFIX,
     RANK_MODULE,
     LaunchSpec,
-    beside_python,
     free_port,
+    horovodrun,
+    mpirun_settings,
 )
 from fabbench.launch.settings import Resolved
 from fabbench.plan import Plan
@@ -34,23 +35,14 @@ def build_across(plan: Plan, resolved: Resolved, cluster: Cluster) -> LaunchSpec
                 "--mca", "plm_rsh_no_tree_spawn", "1",
                 "--mca", "oob_tcp_if_include", cluster.iface,
                 "--mca", "mpi_yield_when_idle", "1"]
-        if os.geteuid() == 0:
-            argv.append("--allow-run-as-root")
-        for key, value in resolved.settings.mca.items():
-            argv += ["--mca", key, value]
-        for key in sorted([*resolved.settings.env, "FABBENCH_PLAN"]):
-            argv += ["-x", key]
-        return LaunchSpec([cluster.on(0, argv + RANK_MODULE)],
+        return LaunchSpec([cluster.on(0, argv + mpirun_settings(resolved) + RANK_MODULE)],
                           [{**resolved.settings.env, **base}])
     env = resolved.env()
     if plan.launcher == "horovodrun":
         hosts = ",".join(f"{n.address}:{rpn}" for n in cluster.nodes)
-        argv = [beside_python("horovodrun"), "--gloo", "-np", str(plan.ranks), "-H", hosts,
-                "--network-interfaces", cluster.iface,
-                "--start-timeout", str(int(plan.timeout_s))]
         path = f"{cluster.agent.parent}:{os.environ.get('PATH', '/usr/bin:/bin')}"
-        return LaunchSpec([cluster.on(0, argv + RANK_MODULE)], [{**env, **base, "PATH": path}],
-                          stdout_prefix=HOROVODRUN_PREFIX)
+        return LaunchSpec([cluster.on(0, horovodrun(plan, hosts, cluster.iface))],
+                          [{**env, **base, "PATH": path}], stdout_prefix=HOROVODRUN_PREFIX)
     port = str(free_port())
     commands, envs = [], []
     for rank in range(plan.ranks):
