@@ -177,7 +177,9 @@ class Plan:
     @classmethod
     def from_json(cls, text: str) -> Plan:
         data = json.loads(text)
-        data["policy"] = TimingPolicy(**data["policy"])
+        # a plan written by an older fabbench may name a timing knob since removed (stable_rel)
+        known = {f.name for f in dataclasses.fields(TimingPolicy)}
+        data["policy"] = TimingPolicy(**{k: v for k, v in data["policy"].items() if k in known})
         for key in ("ops", "sizes", "dtypes", "argv", "picked", "scaling", "skip"):
             if key in data:
                 data[key] = tuple(data[key])

@@ -9,6 +9,7 @@ import pytest
 
 from fabbench.errors import UsageError
 from fabbench.timing.engine import TimingPolicy, measure
+from fabbench.timing.stats import is_stable, median_ci95_rel
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +74,49 @@ def test_every_blocking_stretch_is_armed(one_rank):
 
 
 @pytest.mark.parametrize("kwargs", [{"budget_s": 0}, {"min_samples": 0},
-                                    {"min_samples": 10, "max_samples": 5}, {"max_batch": 0}])
+                                    {"min_samples": 10, "max_samples": 5}, {"max_batch": 0},
+                                    {"patience": 0.5}])
 def test_bad_policy(kwargs):
     with pytest.raises(UsageError):
         TimingPolicy(**kwargs)
+
+
+class Clock:
+    """A scripted clock: each operation takes the next of ``durations`` seconds (the group and
+    its barriers stay real)."""
+
+    def __init__(self, durations):
+        self.now, self.durations = 0.0, iter(durations)
+
+    def perf_counter(self):
+        return self.now
+
+    def op(self):
+        self.now += next(self.durations)
+
+
+def _scripted(monkeypatch, group, durations, **policy):
+    from types import SimpleNamespace
+
+    from fabbench.timing import engine
+
+    clock = Clock(durations)
+    monkeypatch.setattr(engine, "time", SimpleNamespace(perf_counter=clock.perf_counter))
+    policy = TimingPolicy(**{"budget_s": 0.02, "min_samples": 5, "max_samples": 200, **policy})
+    return measure(clock.op, group, policy, lambda s, w: None, 5.0, "op"), policy
+
+
+def test_a_quiet_point_stops_once_stable_by_the_one_rule(monkeypatch, one_rank):
+    rng = np.random.default_rng(1)
+    m, policy = _scripted(monkeypatch, one_rank, 1e-3 * (1 + 0.03 * rng.standard_normal(10_000)))
+    spent = m.batch * sum(m.samples_us) * 1e-6
+    assert is_stable(median_ci95_rel(m.samples_us))
+    assert spent <= policy.budget_s + max(m.samples_us) * m.batch * 1e-6  # no longer than asked
+
+
+def test_a_noisy_point_gets_more_time_then_is_recorded_unstable(monkeypatch, one_rank):
+    rng = np.random.default_rng(2)
+    m, policy = _scripted(monkeypatch, one_rank, 1e-3 * rng.uniform(0.3, 3.0, 10_000))
+    spent = m.batch * sum(m.samples_us) * 1e-6
+    assert m.batch == 1 and not is_stable(median_ci95_rel(m.samples_us))
+    assert policy.budget_s * policy.patience <= spent < policy.budget_s * policy.patience + 0.004

@@ -73,7 +73,7 @@ def test_link_of_ethernet_uses_the_pinned_interface_and_loopback_has_none():
 
 def test_unstable_points_are_flagged():
     _, b = load([SITE_A, SITE_B])
-    assert tables.unstable_points(b) == ["allreduce 1024 B: stdev 26% of mean"]
+    assert tables.unstable_points(b) == ["allreduce 1024 B: median 95% CI ±11% (wider than ±5%)"]
 
 
 def test_csv_export_has_a_row_per_point_and_a_train_file(tmp_path):
@@ -102,7 +102,7 @@ def test_plots_are_real_images_with_the_series(tmp_path):
         assert text in busbw
     # site B's noisy 1 KiB allreduce is circled and explained in the legend
     assert busbw.count('id="unstable-nodeB: infiniband/mpi ×16"') == 1
-    assert "unstable (stdev ≥ 10% of mean or &lt; 10 samples)" in busbw
+    assert "unstable (not median 95% CI within ±5%)" in busbw
     train = (tmp_path / "train.svg").read_text()
     assert "infiniband/mpi resnet50" in train and "samples/s" in train
     pixels = image.imread(tmp_path / "busbw.png")

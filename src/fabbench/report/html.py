@@ -15,8 +15,9 @@ from fabbench.report.compare import Comparison
 from fabbench.report.link import format_gbit_s, link_of
 from fabbench.report.load import Series
 from fabbench.report.plots import Plot
-from fabbench.report.stats import ALPHA, MIN_SAMPLES, SPREAD_LIMIT, spread, stability
+from fabbench.report.stats import ALPHA, ci_rel, stability
 from fabbench.report.tables import count_of, efficiency_lines, ops_of, unstable_points
+from fabbench.timing.stats import STABLE_REL
 
 # The head and style every fabbench page shares (a template adds its own rules, then
 # "</style></head><body>").
@@ -40,8 +41,8 @@ figcaption{color:#555;font-size:12.5px}details{margin:.4em 0}code{font-size:12px
 _TEMPLATE = PAGE_HEAD + """tr.unstable td{background:#fff6e0}
 </style></head><body>
 <h1>{{ title }}</h1>
-<p>fabbench {{ version }}, {{ generated }}. A point is flagged unstable when its stdev is
-&ge; {{ spread_pct }}% of its mean or it has fewer than {{ min_samples }} samples.
+<p>fabbench {{ version }}, {{ generated }}. A point is flagged unstable unless the 95% confidence
+interval of its median lies within &plusmn;{{ stable_pct }}% of the median.
 {% if comparison %}Differences are called real when a Mann-Whitney U test gives p &lt; {{ alpha }}
 and the bootstrap 95% interval of the median ratio excludes 1.{% endif %}</p>
 
@@ -104,11 +105,11 @@ and the bootstrap 95% interval of the median ratio excludes 1.{% endif %}</p>
 {% if tables %}<h2>Collectives</h2>
 {% for s, op, rows in tables %}<details{% if loop.index <= 2 %} open{% endif %}><summary><b>{{ s.label }}</b> — {{ op }}</summary>
 <table><tr><th>size (B)</th><th>count</th><th class="l">type</th><th>time p50 (µs)</th><th>p99 (µs)</th>
-<th>algbw (GB/s)</th><th>busbw (GB/s)</th><th>#wrong</th><th>stdev %</th><th>samples</th><th>link %</th><th class="l">transport</th></tr>
+<th>algbw (GB/s)</th><th>busbw (GB/s)</th><th>#wrong</th><th>median &plusmn;CI95 %</th><th>samples</th><th>link %</th><th class="l">transport</th></tr>
 {% for r in rows %}<tr{% if r.unstable %} class="unstable" title="{{ r.unstable }}"{% endif %}><td>{{ r.bytes }}</td><td>{{ r.count }}</td>
 <td class="l">{{ r.dtype }}</td><td>{{ "%.2f"|format(r.p50) }}</td><td>{{ "%.2f"|format(r.p99) }}</td>
 <td>{{ "%.3f"|format(r.algbw) }}</td><td>{{ "%.3f"|format(r.busbw) }}</td><td>{{ r.wrong }}</td>
-<td>{{ r.spread }}</td><td>{{ r.samples }}</td><td>{{ r.link }}</td><td class="l">{{ r.transport }}</td></tr>
+<td>{{ r.ci }}</td><td>{{ r.samples }}</td><td>{{ r.link }}</td><td class="l">{{ r.transport }}</td></tr>
 {% endfor %}</table></details>
 {% endfor %}{% endif %}
 
@@ -133,12 +134,12 @@ def _table_rows(s: Series, op: str) -> list[dict]:
     link = link_of(s.run)
     rows = []
     for r in (c for c in s.collectives if c["op"] == op):
-        sp = spread(r)
+        rel = ci_rel(r)
         rows.append({"bytes": r["bytes"], "count": count_of(r), "dtype": r["dtype"],
                      "p50": r["time_us"]["p50"], "p99": r["time_us"]["p99"],
                      "algbw": r["algbw_gbyte_s"], "busbw": r["busbw_gbyte_s"],
                      "wrong": "N/A" if r.get("wrong") is None else r["wrong"],
-                     "spread": "-" if sp is None else f"{100 * sp:.0f}",
+                     "ci": "-" if rel is None else f"{100 * rel:.1f}",
                      "samples": r.get("samples") or len(r.get("samples_us") or []),
                      "link": "-" if link is None else f"{100 * link.efficiency(r['busbw_gbyte_s']):.1f}",
                      "transport": r["transport"], "unstable": stability(r) or ""})
@@ -172,7 +173,7 @@ def render(series: Sequence[Series], plots: Sequence[Plot], *, title: str,
     return template.render(
         title=title, version=__version__,
         generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        spread_pct=round(100 * SPREAD_LIMIT), min_samples=MIN_SAMPLES, alpha=ALPHA,
+        stable_pct=round(100 * STABLE_REL), alpha=ALPHA,
         series=list(series), links=links, warnings=warnings_of(series),
         efficiency=efficiency_lines(series), comparison=comparison, figures=figures,
         train=[(s, t) for s in series for t in s.train],

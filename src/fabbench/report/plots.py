@@ -19,8 +19,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
 from fabbench.report.load import Series  # noqa: E402
-from fabbench.report.stats import MIN_SAMPLES, SPREAD_LIMIT, stability  # noqa: E402
+from fabbench.report.stats import stability  # noqa: E402
 from fabbench.report.tables import ops_of  # noqa: E402
+from fabbench.timing.stats import STABLE_RULE  # noqa: E402
 from fabbench.units import format_size  # noqa: E402
 
 if TYPE_CHECKING:
@@ -76,8 +77,7 @@ def _grid(n: int, title: str) -> tuple[Figure, list[Any]]:
     return fig, flat[:n]
 
 
-UNSTABLE = (f"unstable (stdev ≥ {100 * SPREAD_LIMIT:.0f}% of mean or < {MIN_SAMPLES} "
-            "samples)")
+UNSTABLE = f"unstable (not {STABLE_RULE})"
 _SIZE_FMT = FuncFormatter(lambda x, _pos: format_size(int(x)) if x >= 1 else "")
 
 

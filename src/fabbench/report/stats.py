@@ -1,6 +1,8 @@
 """Is a number stable, and is a difference real? numpy only (no scipy).
 
-- spread: a point is unstable when stdev >= 10 % of the mean, or it has too few samples.
+- stable: the one rule of timing.stats (STABLE_RULE: the distribution-free 95 % interval of
+  the median within ±STABLE_REL of it), as recorded with each point; computed from the samples
+  for records written before it was recorded (fabbench/1).
 - Mann-Whitney U (two-sided, normal approximation with tie and continuity corrections).
 - bootstrap 95 % confidence interval of the ratio of medians (B / A), seeded: reproducible.
 A difference is called real only when both agree: p < ALPHA and the interval excludes 1.
@@ -15,22 +17,19 @@ from typing import Any
 
 import numpy as np
 
-SPREAD_LIMIT = 0.10   # stdev / mean at or above which a point is "unstable"
-MIN_SAMPLES = 10      # fewer samples than this: too few to trust a spread or a test
+from fabbench.timing.stats import MIN_CI_SAMPLES, STABLE_REL, is_stable, median_ci95_rel
+
 ALPHA = 0.05
 BOOTSTRAP = 2000
 _SEED = 20200922  # HPEC 2020
 
 
-def spread(record: dict[str, Any]) -> float | None:
-    """stdev / mean of a point's samples (None when unknown)."""
-    t = record["time_us"]
-    if t.get("stdev") is not None and t["mean"] > 0:
-        return t["stdev"] / t["mean"]
-    samples = record.get("samples_us") or []
-    if len(samples) >= 2 and np.mean(samples) > 0:
-        return float(np.std(samples, ddof=1) / np.mean(samples))
-    return None
+def ci_rel(record: dict[str, Any]) -> float | None:
+    """Half-width of the median's 95 % interval over the median: as recorded, else from the
+    samples (None when unknown)."""
+    if "median_ci95_rel" in record:
+        return record["median_ci95_rel"]
+    return median_ci95_rel(record.get("samples_us") or [])
 
 
 def sample_count(record: dict[str, Any]) -> int:
@@ -38,14 +37,14 @@ def sample_count(record: dict[str, Any]) -> int:
 
 
 def stability(record: dict[str, Any]) -> str | None:
-    """Why a point should not be trusted, or None when it looks stable."""
-    n = sample_count(record)
-    if n < MIN_SAMPLES:
-        return f"only {n} samples"
-    s = spread(record)
-    if s is not None and s >= SPREAD_LIMIT:
-        return f"stdev {100 * s:.0f}% of mean"
-    return None
+    """Why a point is not stable by the one rule (STABLE_RULE), or None when it is."""
+    rel = ci_rel(record)
+    if record.get("stable", is_stable(rel)):
+        return None
+    if rel is None:
+        n = sample_count(record)
+        return f"only {n} samples" if n < MIN_CI_SAMPLES else "median 95% CI unknown"
+    return f"median 95% CI ±{100 * rel:.0f}% (wider than ±{STABLE_REL:.0%})"
 
 
 def mann_whitney(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:

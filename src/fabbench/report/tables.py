@@ -9,7 +9,7 @@ from typing import Any
 
 from fabbench.report.link import Ceiling, Link, ceiling_of, format_gbit_s, link_of
 from fabbench.report.load import Series
-from fabbench.report.stats import sample_count, spread, stability
+from fabbench.report.stats import ci_rel, sample_count, stability
 
 # nccl-tests names and columns
 NCCL_TYPE = {"float32": "float", "float64": "double", "float16": "half", "bfloat16": "bfloat16"}
@@ -36,7 +36,7 @@ def nccl_table(s: Series, op: str) -> str:
             f"{f'{link.what}' if link else 'n/a'}"
             + (f", ceiling {ceiling.what}" if ceiling else "") + "\n")
     cols = (f"#{'size':>11} {'count':>12} {'type':>8} {'redop':>6} {'root':>5} {'time':>10} "
-            f"{'algbw':>8} {'busbw':>8} {'#wrong':>6} {'p99':>10} {'stdev%':>6} {'n':>4} "
+            f"{'algbw':>8} {'busbw':>8} {'#wrong':>6} {'p99':>10} {'±ci%':>6} {'n':>4} "
             f"{'link%':>6} {'ceil%':>6}\n"
             f"#{'(B)':>11} {'(elements)':>12} {'':>8} {'':>6} {'':>5} {'(us)':>10} "
             f"{'(GB/s)':>8} {'(GB/s)':>8} {'':>6} {'(us)':>10} {'':>6} {'':>4} {'':>6} "
@@ -44,13 +44,13 @@ def nccl_table(s: Series, op: str) -> str:
     lines = []
     for r in recs:
         wrong = "N/A" if r.get("wrong") is None else str(r["wrong"])
-        sp = spread(r)
+        rel = ci_rel(r)
         flag = " !" if stability(r) else ""
         lines.append(
             f" {r['bytes']:>11} {count_of(r):>12} {NCCL_TYPE.get(r['dtype'], r['dtype']):>8} "
             f"{REDOP.get(op, 'none'):>6} {ROOT.get(op, -1):>5} {r['time_us']['p50']:>10.2f} "
             f"{r['algbw_gbyte_s']:>8.3f} {r['busbw_gbyte_s']:>8.3f} {wrong:>6} "
-            f"{r['time_us']['p99']:>10.2f} {'-' if sp is None else f'{100 * sp:.0f}':>6} "
+            f"{r['time_us']['p99']:>10.2f} {'-' if rel is None else f'{100 * rel:.1f}':>6} "
             f"{sample_count(r):>4} {_pct(link, r):>6} {_pct(ceiling, r):>6}{flag}")
     return head + cols + "\n".join(lines) + "\n"
 
@@ -85,7 +85,7 @@ def efficiency_lines(series: Iterable[Series]) -> list[str]:
 
 
 def unstable_points(s: Series) -> list[str]:
-    """Points whose spread is large or whose samples are few, each with why."""
+    """Points that are not stable by the one rule (timing.stats.STABLE_RULE), each with why."""
     out = []
     for r in s.collectives:
         why = stability(r)
@@ -98,7 +98,7 @@ CSV_FIELDS = ("series", "file", "run_id", "host", "fabric", "primitive", "wire",
               "count", "dtype", "ranks", "nodes", "transport", "time_us_min", "time_us_p50",
               "time_us_mean", "time_us_p99", "time_us_max", "time_us_stdev", "samples",
               "algbw_gbyte_s", "busbw_gbyte_s", "link_gbit_s", "link_pct", "ceiling_gbit_s",
-              "ceiling_pct", "correct", "unstable")
+              "ceiling_pct", "correct", "median_ci95_rel", "unstable")
 TRAIN_CSV_FIELDS = ("series", "file", "run_id", "host", "fabric", "primitive", "model",
                     "parameters", "batch_per_rank", "ranks", "samples_per_s_p50",
                     "samples_per_s_mean", "samples_per_s_ci95", "step_ms", "comm_ms",
@@ -129,7 +129,8 @@ def collective_rows(series: Iterable[Series]) -> list[dict[str, Any]]:
                 "ceiling_gbit_s": ceiling.speed_gbit_s if ceiling else None,
                 "ceiling_pct": round(100 * ceiling.efficiency(r["busbw_gbyte_s"]), 3)
                 if ceiling else None,
-                "correct": r["correct"], "unstable": stability(r) or ""})
+                "correct": r["correct"], "median_ci95_rel": ci_rel(r),
+                "unstable": stability(r) or ""})
     return rows
 
 

@@ -2,8 +2,12 @@
 slowest rank's time. Every decision (batch size, when to stop) is taken from values all ranks
 share after a max-reduction, so every rank runs exactly the same number of operations.
 
-The stopping rule follows IMB's spirit: at least ``min_samples``; stop once the median is stable
-(95% CI half-width under ``stable_rel``) or the time budget of this point is spent, and never take
+When to stop aims at the one rule for "stable" (timing.stats.STABLE_RULE: the 95% interval of
+the median within ±STABLE_REL of it), which the record carries and the report applies: take at
+least ``min_samples``; stop early once the interval is five times tighter than the rule asks;
+otherwise stop when the time budget of this point is spent and the point is stable by the rule,
+or, for a point that is not, when ``patience`` budgets are spent and it has the samples the rule
+needs to judge it (twice that time at most); the record then says it is not stable. Never take
 more than ``max_samples``.
 """
 
@@ -14,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from fabbench.errors import UsageError
-from fabbench.timing.stats import median_ci_halfwidth
+from fabbench.timing.stats import MIN_CI_SAMPLES, STABLE_REL, is_stable, median_ci95_rel
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -25,7 +29,7 @@ class TimingPolicy:
     samples_target: int = 20  # the batch is sized so that the budget holds about this many
     max_batch: int = 1000
     warmup_s: float = 0.02
-    stable_rel: float = 0.01
+    patience: float = 3.0  # budgets an unstable point may take to become stable
 
     def __post_init__(self) -> None:
         if not self.budget_s > 0:
@@ -34,6 +38,8 @@ class TimingPolicy:
             raise UsageError("min samples must be between 1 and max samples")
         if self.max_batch < 1 or self.samples_target < 1:
             raise UsageError("max batch and samples target must be >= 1")
+        if not self.patience >= 1:
+            raise UsageError("patience must be >= 1 (budgets)")
 
 
 @dataclass(frozen=True)
@@ -125,9 +131,19 @@ def measure(op: Callable[[], None], group: Group, policy: TimingPolicy,
         n = len(samples)
         if n >= policy.max_samples:
             break
-        if n >= policy.min_samples and (
-                spent >= policy.budget_s
-                or (n >= 10 and median_ci_halfwidth(samples) <= policy.stable_rel)):
+        if n >= policy.min_samples and _done(samples, spent, policy):
             break
     return Measurement(tuple(s * 1e6 for s in samples), batch, warmup + 1,
                        tuple(s * 1e6 for s in own))
+
+
+def _done(samples: list[float], spent: float, policy: TimingPolicy) -> bool:
+    """Past min_samples: stop? (The rule needs MIN_CI_SAMPLES to judge a point at all: a slow
+    point gets up to twice its patience to reach them.)"""
+    waited = spent / (policy.budget_s * policy.patience)
+    if waited >= 2 or (waited >= 1 and len(samples) >= MIN_CI_SAMPLES):
+        return True
+    rel = median_ci95_rel(samples)
+    if len(samples) >= 10 and rel is not None and rel <= STABLE_REL / 5:
+        return True
+    return spent >= policy.budget_s and is_stable(rel)

@@ -24,11 +24,14 @@ def summarize(samples_us: Sequence[float]) -> dict[str, float]:
             "stdev": statistics.stdev(s) if len(s) > 1 else 0.0}
 
 
+MIN_CI_SAMPLES = 6  # below this the order-statistics interval of the median is not defined
+
+
 def median_ci_halfwidth(samples: Sequence[float]) -> float:
     """Half-width of a distribution-free 95% confidence interval of the median (order statistics,
     normal approximation of the binomial), as a fraction of the median. inf below 6 samples."""
     n = len(samples)
-    if n < 6:
+    if n < MIN_CI_SAMPLES:
         return math.inf
     s = sorted(samples)
     k = max(0, math.floor(n / 2 - 1.96 * math.sqrt(n) / 2))
