@@ -39,7 +39,12 @@ def test_model_from_a_real_run(results):
     assert 0.1 < ratio < 10, fit
     assert ans["ranks"] == 16 and ans["bandwidth_bytes_per_s"] == pytest.approx(3.125e9)
     big = ans["allreduce"][-1]
-    assert big["busbw_gbyte_s"] == pytest.approx(3.125, rel=0.05)  # a ring at line rate
+    assert 0 < big["busbw_gbyte_s"] <= 3.125 * 1.0001  # α only adds time
+    # with no per-message latency, a ring at the largest size runs at line rate (3.125 GB/s);
+    # the fitted α is left out because on a busy host a small message's time is scheduling
+    z = json.loads(fabbench("model", "--from", str(results), "--nodes", "16", "--bandwidth",
+                            "25Gbit", "--latency", "0us", "--json").stdout)
+    assert z["allreduce"][-1]["busbw_gbyte_s"] == pytest.approx(3.125, rel=1e-3)
     # without --bandwidth the fitted bandwidth is the network
     d = json.loads(fabbench("model", "--from", str(results), "--json").stdout)
     assert d["bandwidth_bytes_per_s"] == pytest.approx(fit["bandwidth_gbyte_s"] * 1e9)
