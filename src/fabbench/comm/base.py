@@ -8,11 +8,13 @@ import subprocess
 import sys
 import tempfile
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from fabbench.comm import guard as guard_script
+from fabbench.comm.guard import shown
 from fabbench.errors import UsageError
 
 if TYPE_CHECKING:
@@ -123,32 +125,17 @@ class Pair:
 INIT_DIED = ("fabbench: error: the communication library ended this process while it started "
              "(its own message is above)")
 
-# The guard of a capture: a small process that holds the capture file and waits for "ok" on its
-# stdin; if its parent dies inside the block instead (MPI_Init calls exit() or abort() when it
-# cannot start: srun without PMI, a broken fabric), it writes what was captured to the stderr
-# both inherited, then the note.
-_GUARD = """import os, sys
-if sys.stdin.buffer.read() != b"ok":
-    fd = int(sys.argv[1])
-    data, at = b"", 0
-    while True:
-        chunk = os.pread(fd, 1 << 20, at)
-        if not chunk:
-            break
-        data, at = data + chunk, at + len(chunk)
-    os.write(2, data + (b"" if data.endswith(b"\\n") or not data else b"\\n")
-             + sys.argv[2].encode() + b"\\n")
-"""
-
-
 @contextlib.contextmanager
-def captured_stderr(died: str | None = None) -> Iterator[list[str]]:
+def captured_stderr(died: str | None = None, quiet: str = "",
+                    logs: Sequence[str] = ()) -> Iterator[list[str]]:
     """Capture what the process (C libraries included) writes to fd 2 inside the block.
 
     Yields a list that holds the captured text after the block. If the block raises, the text is
-    written back to stderr so that the library's own error message is not lost. With ``died``
-    (one line), the library's message is not lost either when the process dies inside the block
-    (a C library's exit() or abort()): a guard process writes the capture, then that line.
+    written back to stderr (less the lines matching ``quiet``: verbosity fabbench asked for,
+    plus the error lines of ``logs``, files the library writes instead of stderr) so that the
+    library's own error message is not lost. With ``died`` (one line), it is not lost either
+    when the process dies inside the block (a C library's exit() or abort()): a guard process
+    (comm/guard.py) writes the same, then that line.
     """
     holder: list[str] = []
     sys.stderr.flush()
@@ -156,15 +143,17 @@ def captured_stderr(died: str | None = None) -> Iterator[list[str]]:
     with tempfile.TemporaryFile() as tmp:
         guard = None
         if died is not None:
-            guard = subprocess.Popen([sys.executable, "-I", "-S", "-c", _GUARD,
-                                      str(tmp.fileno()), died], stdin=subprocess.PIPE,
-                                     pass_fds=(tmp.fileno(),), start_new_session=False)
+            # the guard must be up before the library can end us: a bare interpreter, by path
+            guard = subprocess.Popen([sys.executable, "-I", "-S", guard_script.__file__,
+                                      str(tmp.fileno()), died, quiet, *logs],
+                                     stdin=subprocess.PIPE, pass_fds=(tmp.fileno(),),
+                                     start_new_session=True)
         os.dup2(tmp.fileno(), 2)
         try:
             yield holder
         except BaseException:
             _restore(saved, tmp, holder, guard)
-            sys.stderr.write(holder[0])
+            sys.stderr.write(shown(holder[0], quiet, logs))
             raise
         _restore(saved, tmp, holder, guard)
 

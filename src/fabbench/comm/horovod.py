@@ -26,27 +26,31 @@ class HorovodComm(Communicator):
 
     def __init__(self, *, over: str, device: str) -> None:
         report = LibraryReport() if over == "mpi" else None
-        import torch
-
         try:
-            import horovod.torch as hvd
-        except ImportError as exc:
-            raise RunError(f"horovod is not installed in this environment ({exc}); "
-                           "build it with containers/horovod.sh") from None
-        self._torch, self._hvd, self.over = torch, hvd, over
-        with captured_stderr(died=INIT_DIED) as captured:
-            hvd.init()
-            ok = (hvd.mpi_enabled() if over == "mpi" else hvd.gloo_enabled())
-            if ok:
-                hvd.allreduce(torch.ones(1), name="fabbench.connect")
-        if not ok:
-            raise RunError(f"horovod did not start its {over} controller "
-                           f"(mpi built: {hvd.mpi_built()}, gloo built: {hvd.gloo_built()})")
-        self._report = ""
-        if report is not None:
-            report.add(captured[0])
-            self._report = report.collect()
-            report.close()
+            import torch
+
+            try:
+                import horovod.torch as hvd
+            except ImportError as exc:
+                raise RunError(f"horovod is not installed in this environment ({exc}); "
+                               "build it with containers/horovod.sh") from None
+            self._torch, self._hvd, self.over = torch, hvd, over
+            capture = report.capture if report is not None else {}
+            with captured_stderr(died=INIT_DIED, **capture) as captured:
+                hvd.init()
+                ok = (hvd.mpi_enabled() if over == "mpi" else hvd.gloo_enabled())
+                if ok:
+                    hvd.allreduce(torch.ones(1), name="fabbench.connect")
+            if not ok:
+                raise RunError(f"horovod did not start its {over} controller "
+                               f"(mpi built: {hvd.mpi_built()}, gloo built: {hvd.gloo_built()})")
+            self._report = ""
+            if report is not None:
+                report.add(captured[0])
+                self._report = report.collect()
+        finally:
+            if report is not None:  # also when the start failed
+                report.close()
         self.rank, self.size = hvd.rank(), hvd.size()
         self.device = "cpu"
         if device == "cuda":

@@ -35,6 +35,12 @@ REPORT_ENV = {
 }
 
 
+# The lines of that verbosity ("[host:pid] mca: base: ...", "select: init of ...", "btl:tcp: ..."),
+# left out when a failed start's output is shown: they are fabbench's question, not the answer.
+VERBOSE_LINES = (r"^\[[^\]]+\] (mca: base: |mca:base:select|select: |btl: ?tcp: |pml:ucx |"
+                 r"mtl:ofi:|mtl: ofi: )")
+
+
 class LibraryReport:
     """Turns on the libraries' selection reports for this process and collects them: Open MPI's
     verbose output on stderr (captured around initialisation) and UCX's log, which UCX writes to
@@ -43,6 +49,8 @@ class LibraryReport:
     def __init__(self) -> None:
         self._dir = tempfile.mkdtemp(prefix="fabbench-report-")
         self._ucx_log = Path(self._dir, "ucx.log")
+        # what captured_stderr needs to show a failed start in the library's own words
+        self.capture = {"quiet": VERBOSE_LINES, "logs": [str(self._ucx_log)]}
         os.environ.update(REPORT_ENV)
         os.environ["UCX_LOG_FILE"] = str(self._ucx_log)
         self.text = ""
@@ -113,18 +121,20 @@ class MpiComm(Communicator):
         from mpi4py import MPI
 
         self._MPI = MPI
-        with captured_stderr(died=INIT_DIED) as captured:
-            if not MPI.Is_initialized():
-                MPI.Init()
-            comm = MPI.COMM_WORLD
-            comm.Set_errhandler(MPI.ERRORS_RETURN)
-            # touch every peer so that lazily connected transports (UCX) report theirs
-            ones = np.ones(comm.Get_size(), np.int32)
-            comm.Alltoall(ones, np.empty_like(ones))
-            comm.Barrier()
-        report.add(captured[0])
-        self._report = report.collect()
-        report.close()
+        try:
+            with captured_stderr(died=INIT_DIED, **report.capture) as captured:
+                if not MPI.Is_initialized():
+                    MPI.Init()
+                comm = MPI.COMM_WORLD
+                comm.Set_errhandler(MPI.ERRORS_RETURN)
+                # touch every peer so that lazily connected transports (UCX) report theirs
+                ones = np.ones(comm.Get_size(), np.int32)
+                comm.Alltoall(ones, np.empty_like(ones))
+                comm.Barrier()
+            report.add(captured[0])
+            self._report = report.collect()
+        finally:
+            report.close()
         self._comm = comm
         self.rank, self.size = comm.Get_rank(), comm.Get_size()
         self.device = "cpu"
