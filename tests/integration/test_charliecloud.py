@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -136,10 +137,10 @@ def test_host_mpirun_starts_containerised_ranks(image, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def one_host() -> dict[str, str]:
-    from integration.test_slurm import _cluster  # the real one-host Slurm of .ci/slurm/start.sh
+def one_host() -> Iterator[dict[str, str]]:
+    from integration.test_slurm import slurm_cluster  # the one-host Slurm of .ci/slurm/start.sh
 
-    return _cluster("one")
+    yield from slurm_cluster("one")
 
 
 def test_host_srun_pmix_starts_containerised_ranks(image, one_host, tmp_path):

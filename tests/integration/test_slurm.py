@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -39,14 +40,25 @@ def _cluster(mode: str) -> dict[str, str]:
     return {**os.environ, "SLURM_CONF": p.stdout.strip().splitlines()[-1]}
 
 
+def slurm_cluster(mode: str, **env: str) -> Iterator[dict[str, str]]:
+    """A fixture's body: the cluster's environment, then the cluster stopped again, so that no
+    test leaves a daemon behind (the next module's start is idempotent and takes seconds)."""
+    started = _cluster(mode)
+    try:
+        yield started
+    finally:
+        subprocess.run([str(REPO / ".ci/slurm/stop.sh"), mode], timeout=120, check=False,
+                       env={**started, **env}, capture_output=True)
+
+
 @pytest.fixture(scope="module")
 def one_host():
-    return _cluster("one")
+    yield from slurm_cluster("one")
 
 
 @pytest.fixture(scope="module")
 def two_nodes():
-    return _cluster("two")
+    yield from slurm_cluster("two")
 
 
 def _job_fields(job_id: str, env: dict) -> dict[str, str]:

@@ -4,14 +4,13 @@ emulated node, each in its own network namespace with its own address and hostna
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from conftest import REPO, fabbench, horovod_available
+from conftest import fabbench, horovod_available
 from fabbench.results.reader import read_results
-from integration.test_slurm import FABBENCH, _cluster, submit_and_wait
+from integration.test_slurm import FABBENCH, slurm_cluster, submit_and_wait
 
 pytestmark = [pytest.mark.integration, pytest.mark.needs_root]
 
@@ -21,10 +20,7 @@ TINY = ["--sizes", "8,64K", "--ops", "allreduce", "--budget", "0.05", "--timeout
 
 @pytest.fixture(scope="module")
 def four_nodes():
-    env = _cluster("four")
-    yield env
-    subprocess.run([str(REPO / ".ci/slurm/stop.sh"), "four"], timeout=120, check=False,
-                   env={**env, "FABBENCH": FABBENCH})
+    yield from slurm_cluster("four", FABBENCH=FABBENCH)
 
 
 @pytest.mark.parametrize("primitive,transport", [

@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -136,10 +137,10 @@ def test_two_runs_on_one_out(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def one_host_slurm() -> dict[str, str]:
-    from integration.test_slurm import _cluster  # the real one-host Slurm of .ci/slurm/start.sh
+def one_host_slurm() -> Iterator[dict[str, str]]:
+    from integration.test_slurm import slurm_cluster  # the one-host Slurm of .ci/slurm/start.sh
 
-    return _cluster("one")
+    yield from slurm_cluster("one")
 
 
 @pytest.mark.needs_root
