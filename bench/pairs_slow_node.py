@@ -10,6 +10,10 @@ answer came: node 3 named with the slow link, none named with equal links.
 Target (issue 11): node 3 named in 10 of 10 runs over mpi and over gloo; none named when the
 links are equal. Needs root (network namespaces). Exits 1 when a target is missed.
 
+The pairs run one at a time (`--pair-schedule auto` is `serial` on an emulated cluster, the
+waiting ranks in a quiet barrier): the emulated nodes share this host's CPUs, and two pairs at
+once are bound by them, not by their links (docs/methods.md, "Which node is slow").
+
 The emulated links are only as fast as this host's CPU lets the bridge forward: on a loaded
 2-core host a 1 Gbit/s link may carry less than 250 Mbit/s (`fabbench emulate -- run --ceiling`
 tells), and then the set-up cannot be told apart; `--link 100mbit --slow 25mbit` keeps the

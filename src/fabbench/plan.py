@@ -20,6 +20,7 @@ WORKLOADS = ("collectives", "train", "halo", "pairs", "all")  # all: collectives
 PRECISIONS = ("fp32", "bf16", "fp16")
 DEVICES = ("cpu", "cuda")
 DEFAULT_SIZES = {"cpu": "8:64M", "cuda": "8:1G"}
+PAIR_SCHEDULES = ("rounds", "serial")  # pairs: a round's pairs at once, or one pair at a time
 PAIRS_SIZES = "8,1M"  # pairs: the latency at the smallest size, the bandwidth at the largest
 MAX_LOCAL_RANKS = 512
 
@@ -64,6 +65,8 @@ class Plan:
     # more than one host
     ceiling: bool | None = None
     ceiling_s: float = 2.0
+    # pairs (workloads/pairs.py): "rounds" (a round's disjoint pairs at once) or "serial"
+    pair_schedule: str = "rounds"
     # halo (workloads/halo.py)
     cells_per_rank: int = 64**3
     halo_iters: int = 50
@@ -113,6 +116,9 @@ class Plan:
             self._check_train()
         if self.workload == "halo":
             self._check_halo()
+        if self.pair_schedule not in PAIR_SCHEDULES:
+            raise UsageError(f"--pair-schedule takes auto, {', '.join(PAIR_SCHEDULES)}, not "
+                             f"{self.pair_schedule!r}")
         if self.workload == "pairs" and self.primitive == "horovod":
             raise UsageError("--workload pairs needs point-to-point messages, which Horovod "
                              "does not have: use --primitive mpi, gloo or nccl")

@@ -67,6 +67,7 @@ class RunOptions:
     halo_iters: int = 50
     ceiling: bool | None = None
     ceiling_s: float = 2.0
+    pair_schedule: str = "auto"
 
 
 def _csv(text: str) -> tuple[str, ...]:
@@ -96,6 +97,7 @@ def make_plan(o: RunOptions, *, local_launch: bool) -> Plan:
         raise UsageError(f"no network interface {o.iface!r} on this host (it has: {have})")
     ops = _csv(o.ops) if o.ops else spec.ops
     run_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
+    pair_schedule = _pair_schedule(o, cluster, picked)
     out = o.out or str(Path("results") / f"{run_id}-{Path(fabric).stem}-{primitive}.jsonl")
     return Plan(
         fabric=fabric, primitive=primitive, horovod_over=o.horovod_over, wire=o.wire,
@@ -111,7 +113,21 @@ def make_plan(o: RunOptions, *, local_launch: bool) -> Plan:
         steps=o.steps, warmup_steps=o.warmup_steps, scaling=_rank_counts(o.scaling),
         bucket_mb=o.bucket_mb, fusion_mb=o.fusion_mb, precision=o.precision,
         cells_per_rank=o.cells_per_rank, halo_iters=o.halo_iters, ceiling=o.ceiling,
-        ceiling_s=o.ceiling_s)
+        ceiling_s=o.ceiling_s, pair_schedule=pair_schedule)
+
+
+def _pair_schedule(o: RunOptions, cluster: emulate.Cluster | None, picked: list[str]) -> str:
+    """`auto`: one pair at a time on an emulated cluster, whose nodes share this host's CPUs (two
+    pairs at once would contend for them, not for their links); disjoint pairs at once, in
+    rounds, on real nodes."""
+    if o.pair_schedule != "auto":
+        return o.pair_schedule
+    schedule = "serial" if cluster is not None else "rounds"
+    if o.workload == "pairs":
+        picked.append(f"pair_schedule={schedule} ("
+                      + ("the emulated nodes share this host's CPUs" if cluster is not None
+                         else "disjoint pairs at once") + ")")
+    return schedule
 
 
 def _on_cluster(o: RunOptions, cluster: emulate.Cluster) -> tuple[int, str]:

@@ -4,6 +4,7 @@ behind after success, failure, SIGTERM, Ctrl-C or a SIGKILL followed by another 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -76,6 +77,34 @@ def test_bytes_cross_a_1gbit_wire(primitive, tmp_path):
     assert "ceil%" in rep.stdout and "link%" in rep.stdout
     assert "% of the 1 Gb/s link" in rep.stdout and "% of the measured ceiling (iperf3 both " \
         "ways" in rep.stdout
+
+
+@pytest.mark.parametrize("primitive,slow", [("mpi", True), ("gloo", True), ("mpi", False)],
+                         ids=["mpi-node3-slow", "gloo-node3-slow", "mpi-links-equal"])
+def test_pairs_name_the_node_with_the_slow_link(primitive, slow, tmp_path):
+    # the issue's set-up: 4 nodes at 1 Gbit/s, node 3's link at 250 Mbit/s (bench/
+    # pairs_slow_node.py repeats it ten times per primitive)
+    out = tmp_path / "pairs.jsonl"
+    p = _emulate("--nodes", "4", "--link", "1gbit",
+                 *(["--slow-node", "3:250mbit"] if slow else []), "--", "run",
+                 "--primitive", primitive, "--workload", "pairs", "--check", "--no-ceiling",
+                 "--timeout", "60", "--out", str(out))
+    assert p.returncode == 0, p.stderr[-3000:]
+    run = _records(out)[0]
+    assert any(x.startswith("pair_schedule=serial") for x in run["picked"])  # auto, emulated
+    pairs = read_results(out).of_kind("pairs")
+    assert {r["schedule"] for r in pairs} == {"serial"}
+    assert all(r["unit"] == "node" and r["correct"] for r in pairs)
+    assert {(r["a_host"], r["b_host"]) for r in pairs} == {
+        (f"node{a}", f"node{b}") for a in range(4) for b in range(a + 1, 4)}
+    rep = fabbench("report", str(out), "--json", timeout=120)
+    assert rep.returncode == 0, rep.stderr
+    (found,) = json.loads(rep.stdout)["findings"]
+    assert found["pairs"]["slow"] == ([3] if slow else []), found["pairs"]["text"]
+    if slow:  # node 3's pairs cannot beat its link; the others' are well above it
+        three = next(n for n in found["pairs"]["nodes"] if n["unit"] == 3)
+        assert max(three["bw_gbyte_s"]) <= 1.05 * 0.25 / 8
+        assert three["others_min_gbyte_s"] > 1.05 * 0.25 / 8
 
 
 @pytest.mark.skipif(not horovod_available(), reason="Horovod is not installed")

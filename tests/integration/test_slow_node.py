@@ -26,14 +26,18 @@ def findings(path) -> dict:
     return found
 
 
-@pytest.mark.parametrize("primitive", ["mpi", "gloo"])
-def test_pairs_names_the_held_back_rank(tmp_path, primitive):
+@pytest.mark.parametrize("primitive,schedule", [("mpi", "auto"), ("gloo", "auto"),
+                                                ("mpi", "serial")])
+def test_pairs_names_the_held_back_rank(tmp_path, primitive, schedule):
     out = tmp_path / "pairs.jsonl"
     p = fabbench("run", "--fabric", "ethernet", "--primitive", primitive, "--ranks", "4",
                  "--workload", "pairs", "--sizes", "8,256K", "--check", *QUICK, "--out",
-                 str(out), env={"FABBENCH_FAULT": "delay:3:::20"}, timeout=150)
+                 str(out), "--pair-schedule", schedule, env={"FABBENCH_FAULT": "delay:3:::20"},
+                 timeout=150)
     assert p.returncode == 0, p.stderr[-2000:]
     recs = read_results(out).of_kind("pairs")
+    # auto: rounds, on one host that is not an emulated cluster
+    assert {r["schedule"] for r in recs} == {"rounds" if schedule == "auto" else schedule}
     assert len(recs) == 12  # 3 rounds x 2 pairs x 2 sizes, every node meeting every other
     assert sorted({(r["a"], r["b"]) for r in recs}) == [(0, 1), (0, 2), (0, 3), (1, 2), (1, 3),
                                                         (2, 3)]
@@ -76,6 +80,14 @@ def test_without_a_hook_no_rank_is_late(tmp_path):
     assert p.returncode == 0, p.stderr[-2000:]
     found = findings(out)
     assert found["late_ranks"] == [] and found["late_points_judged"] == 3
+
+
+def test_a_bad_pair_schedule_is_one_line(tmp_path):
+    p = fabbench("run", "--fabric", "ethernet", "--primitive", "gloo", "--workload", "pairs",
+                 "--pair-schedule", "sometimes", "--out", str(tmp_path / "p.jsonl"))
+    assert p.returncode == 2 and not (tmp_path / "p.jsonl").exists()
+    assert p.stderr.strip().splitlines() == [
+        "fabbench: error: --pair-schedule takes auto, rounds, serial, not 'sometimes'"]
 
 
 def test_pairs_over_horovod_is_refused_in_one_line(tmp_path):

@@ -168,3 +168,29 @@ def test_horovod_has_no_pairs():
     with pytest.raises(UsageError, match="point-to-point"):
         Plan(fabric="ethernet", primitive="horovod", workload="pairs", ops=("allreduce",),
              sizes=(8,), out="x.jsonl", run_id="r")
+
+
+def _plan(monkeypatch, cluster, **options):
+    from fabbench import runner
+
+    monkeypatch.setattr(runner.emulate, "current", lambda: cluster)
+    return runner.make_plan(runner.RunOptions(fabric="ethernet", primitive="gloo",
+                                              workload="pairs", **options), local_launch=True)
+
+
+def test_pair_schedule_auto_is_serial_on_an_emulated_cluster_and_says_why(monkeypatch):
+    from types import SimpleNamespace
+
+    cluster = SimpleNamespace(iface="fbnet0", ranks=4, nodes=(0, 1, 2, 3), ranks_per_node=1)
+    plan = _plan(monkeypatch, cluster)
+    assert plan.pair_schedule == "serial" and plan.iface == "fbnet0"
+    assert "pair_schedule=serial (the emulated nodes share this host's CPUs)" in plan.picked
+    assert _plan(monkeypatch, cluster, pair_schedule="rounds").pair_schedule == "rounds"
+
+
+def test_pair_schedule_auto_is_rounds_elsewhere_and_a_bad_one_is_refused(monkeypatch):
+    plan = _plan(monkeypatch, None, ranks=4)
+    assert plan.pair_schedule == "rounds"
+    assert _plan(monkeypatch, None, pair_schedule="serial").pair_schedule == "serial"
+    with pytest.raises(UsageError, match="--pair-schedule takes auto, rounds, serial"):
+        _plan(monkeypatch, None, pair_schedule="both")

@@ -121,7 +121,9 @@ def measure(comm: Communicator, hosts: list[str], *, tool_name: str, wire: str,
                     run_id=run_id, **_one(tool, mode, info[0][0], info[server_rank][0],
                                           info[server_rank][1], seconds, env, hosts,
                                           server_rank, iface, problem)))
-            comm.gather_objects(None)  # the server stays up until the client is done
+            # the server stays up until the client is done; the ranks that wait keep no core
+            # busy (an MPI rank's Barrier polls, and would take CPU from the tool)
+            comm.quiet_barrier()
             if problem:
                 break
     finally:

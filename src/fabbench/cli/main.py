@@ -85,6 +85,10 @@ def run(
         "--ceiling/--no-ceiling", help="Measure the wire's raw ceiling (iperf3 for ethernet) "
         "between two nodes first. Default: when the ranks span several hosts.",
         show_default=False)] = None,
+    pair_schedule: Annotated[str, typer.Option(
+        help="pairs: rounds (each round's disjoint pairs at once, as on a real fleet), serial "
+        "(one pair at a time, the others wait) or auto (serial on an emulated cluster, whose "
+        "nodes share this host's CPUs; rounds otherwise).")] = "auto",
     ceiling_seconds: Annotated[float, typer.Option(
         help="Seconds of each ceiling measurement.")] = 2.0,
 ) -> None:
@@ -105,7 +109,8 @@ def run(
         model=model, batch_size=batch_size, image_size=image_size, steps=steps,
         warmup_steps=warmup_steps, scaling=scaling, bucket_mb=bucket_mb, fusion_mb=fusion_mb,
         precision=precision, cells_per_rank=cells_per_rank, halo_iters=halo_iters,
-        ceiling=ceiling, ceiling_s=ceiling_seconds)
+        ceiling=ceiling, ceiling_s=ceiling_seconds,
+        pair_schedule=pair_schedule)
     if dry_run:
         print(runner.dry_run(options))
         return

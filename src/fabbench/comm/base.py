@@ -56,6 +56,13 @@ class Communicator(ABC):
     @abstractmethod
     def barrier(self) -> None: ...
 
+    def quiet_barrier(self) -> None:
+        """A barrier for ranks that may wait long for others (pairs, one at a time): one that
+        keeps no core busy while it waits, so that the ranks being measured have the host's
+        CPUs to themselves. The libraries' own barriers that block in the kernel are quiet
+        already."""
+        self.barrier()
+
     @abstractmethod
     def max_scalar(self, value: float) -> float: ...
 

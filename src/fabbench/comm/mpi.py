@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
     from fabbench.comm.registry import Primitive
 
 # Set before MPI_Init: make Open MPI say what it selected (read back by parse_ompi_transport).
+QUIET_POLL_S = 0.001  # quiet_barrier: how often a waiting rank looks
+
 REPORT_ENV = {
     "OMPI_MCA_pml_base_verbose": "10",
     "OMPI_MCA_mtl_base_verbose": "10",
@@ -197,6 +200,13 @@ class MpiComm(Communicator):
 
     def barrier(self) -> None:
         self._comm.Barrier()
+
+    def quiet_barrier(self) -> None:
+        """Open MPI's Barrier polls (yielding, but polling) until the last rank arrives; a
+        non-blocking barrier tested every millisecond leaves the CPUs to the others."""
+        request = self._comm.Ibarrier()
+        while not request.Test():
+            time.sleep(QUIET_POLL_S)
 
     def max_scalar(self, value: float) -> float:
         self._scalar_in[0] = value

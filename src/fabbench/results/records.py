@@ -288,6 +288,7 @@ class Pairs(Record):
     """One pair of a round-robin tournament of nodes (or ranks): bidirectional sendrecv."""
 
     op: str
+    schedule: str = "rounds"  # "rounds": a round's pairs at once; "serial": one pair at a time
     round: int
     rounds: int
     unit: str          # "node" or "rank"

@@ -4,9 +4,13 @@ A synchronising collective runs at the pace of its slowest link, so every rank s
 time and a bad link hides inside it. Fleet checkers find it with pairs: the nodes meet in
 disjoint pairs, round after round, in a round-robin tournament (the circle method) so that every
 node meets every other exactly once: n − 1 rounds for n nodes (n rounds when n is odd, one node
-resting each round). In each round every pair exchanges messages at the same time (a
-bidirectional sendrecv: each side sends S bytes and receives S bytes), timed by the same engine
-as the collectives, with the pair as its group; the other pairs are busy with their own partner.
+resting each round). Each pair exchanges messages (a bidirectional sendrecv: each side sends S
+bytes and receives S bytes), timed by the same engine as the collectives, with the pair as its
+group. The schedule (plan.pair_schedule) says what the other pairs do meanwhile: `rounds` — a
+round's pairs all exchange at the same time, busy with their own partner, as a fleet checker runs
+them on real nodes; `serial` — one pair at a time while every other rank waits at a barrier, for
+nodes that share something other than the network (emulated nodes share this host's CPUs, and two
+pairs at once would measure that contention, not their links).
 
 One rank stands for each node (its first rank); on one host, where every rank has the same host
 name, each rank stands for itself (a local rank plays a node). report/pairs.py names the node
@@ -94,21 +98,23 @@ def run_pairs(comm: Communicator, plan: Plan, transport: str, hosts: list[str],
                 size = count * DTYPE_SIZES[dtype]
                 mine: dict[str, Any] | None = None
                 for a, b in pairs:
-                    if me not in (a, b):
-                        continue
-                    peer = ranks[b if me == a else a]
                     what = (f"pairs round {number + 1} of {len(rounds)}: {OP} {unit} {a} <-> "
                             f"{unit} {b} of {size} bytes ({dtype})")
-                    pause = fault.pause_s(comm.rank, "pairs", size) if fault else 0.0
-                    got = _measure_pair(comm, plan, peer, size, dtype, arm, what, pause)
-                    if me == a:  # one side reports the pair
-                        mine = {"pair": (a, b), **got}
+                    if me in (a, b):
+                        peer = ranks[b if me == a else a]
+                        pause = fault.pause_s(comm.rank, "pairs", size) if fault else 0.0
+                        got = _measure_pair(comm, plan, peer, size, dtype, arm, what, pause)
+                        if me == a:  # one side reports the pair
+                            mine = {"pair": (a, b), **got}
+                    if plan.pair_schedule == "serial":  # the next pair starts when this one ends
+                        arm(plan.op_timeout(size) + plan.timeout_s, f"{what}: waiting for it")
+                        comm.quiet_barrier()
                 arm(plan.op_timeout(size) + plan.timeout_s,
                     f"pairs round {number + 1}: waiting for every pair ({size} bytes)")
                 for found in comm.gather_objects(_portable(mine)):
                     if found is not None:
                         yield _record(found, number, len(rounds), ranks, hosts, unit, size,
-                                      dtype, transport, plan.run_id)
+                                      dtype, transport, plan)
 
 
 def _portable(mine: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -121,12 +127,13 @@ def _portable(mine: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 def _record(found: dict[str, Any], number: int, rounds: int, ranks: list[int], hosts: list[str],
-            unit: str, size: int, dtype: str, transport: str, run_id: str) -> records.Pairs:
+            unit: str, size: int, dtype: str, transport: str, plan: Plan) -> records.Pairs:
     a, b = found["pair"]
     samples = found["samples_us"]
     times = summarize(samples)
     return records.Pairs(
-        run_id=run_id, op=OP, round=number + 1, rounds=rounds, unit=unit,
+        run_id=plan.run_id, op=OP, schedule=plan.pair_schedule, round=number + 1, rounds=rounds,
+        unit=unit,
         units=len(ranks), a=a, b=b, a_rank=ranks[a], b_rank=ranks[b],
         a_host=hosts[ranks[a]], b_host=hosts[ranks[b]], bytes=size, dtype=dtype,
         transport=transport, iters=found["batch"] * len(samples),
