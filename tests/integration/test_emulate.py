@@ -215,6 +215,56 @@ def test_standing_cluster_up_down_and_sigkilled_holder():
             os.kill(holder, signal.SIGTERM)
 
 
+UDP_COUNT = """
+import socket, sys, time
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+if sys.argv[1] == "recv":
+    s.bind(("0.0.0.0", 47999))
+    s.settimeout(1.5)
+    print("ready", flush=True)
+    got = 0
+    try:
+        while True:
+            s.recv(64)
+            got += 1
+    except socket.timeout:
+        print(got, flush=True)
+else:
+    for i in range({n}):
+        s.sendto(b"x" * 32, (sys.argv[2], 47999))
+        time.sleep(0.0002)
+"""
+
+
+def test_a_lossy_link_loses_its_share_both_ways(tmp_path):
+    n = 3000
+    script = tmp_path / "udp.py"
+    script.write_text(UDP_COUNT.replace("{n}", str(n)))
+    p = _emulate("up", "--nodes", "2", "--lossy-node", "1:20%", timeout=120)
+    assert p.returncode == 0, p.stderr
+    state = Path(p.stdout.strip().splitlines()[-1].removeprefix("FABBENCH_EMULATION="))
+    holder = int(state.parent.name)
+    agent = state.parent / "bin" / "ssh"
+    try:
+        for src, dst in (("node0", "node1"), ("node1", "node0")):
+            receiver = subprocess.Popen([str(agent), dst, sys.executable, str(script), "recv"],
+                                        stdout=subprocess.PIPE, text=True)
+            try:
+                assert receiver.stdout.readline().strip() == "ready"
+                send = subprocess.run([str(agent), src, sys.executable, str(script), "send",
+                                       dst], capture_output=True, text=True, timeout=60,
+                                      check=False)
+                assert send.returncode == 0, send.stderr
+                got = int(receiver.communicate(timeout=30)[0].strip())
+            finally:
+                receiver.kill()
+            # node 1's link loses 20 % in each direction (binomial sd 0.7 %); node 0's none
+            assert 0.12 < 1 - got / n < 0.28, (src, dst, got)
+    finally:
+        assert _emulate("down", "--pid", str(holder), timeout=120).returncode == 0
+    assert net.leftovers(holder) == {}
+
+
 def test_without_root_it_is_one_line_and_exit_2():
     setpriv = shutil.which("setpriv")
     if setpriv is None:

@@ -19,7 +19,7 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 
 # lowest first; a module belongs to the longest prefix that names it
 LAYERS: Sequence[Sequence[str]] = (
-    ("fabbench", "fabbench.errors"),
+    ("fabbench", "fabbench.errors", "fabbench.procs"),
     ("fabbench.units", "fabbench.model.quantities"),
     ("fabbench.timing", "fabbench.results", "fabbench.sysinfo", "fabbench.console",
      "fabbench.emulate"),

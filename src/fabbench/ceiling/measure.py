@@ -4,7 +4,6 @@ Rank 0 gets the ``ceiling`` records (one per mode: one way, both ways at once)."
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import socket
@@ -16,6 +15,7 @@ from typing import Any
 from fabbench.ceiling.tools import TOOLS, Tool
 from fabbench.comm.base import Communicator
 from fabbench.errors import RunError
+from fabbench.procs import stop_groups
 from fabbench.results import records
 
 SERVER_START_S = 10.0
@@ -79,19 +79,6 @@ def _first_error(text: str) -> str:
     return said[0][:300] if said else ""
 
 
-def _stop(proc: subprocess.Popen | None) -> None:
-    if proc is None or proc.poll() is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, 15)
-    try:
-        proc.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, 9)
-        proc.wait(timeout=5)
-
-
 def measure(comm: Communicator, hosts: list[str], *, tool_name: str, wire: str,
             iface: str | None, seconds: float, arm: Callable[[float, str], None],
             run_id: str) -> list[records.Ceiling]:
@@ -127,7 +114,7 @@ def measure(comm: Communicator, hosts: list[str], *, tool_name: str, wire: str,
             if problem:
                 break
     finally:
-        _stop(proc)
+        stop_groups([proc])
     return found
 
 

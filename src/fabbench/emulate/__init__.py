@@ -1,6 +1,6 @@
 """Emulated multi-node clusters on one Linux host: a network namespace per node (its own
 interface, address in 198.18.0.0/15 and hostname), veth links to a bridge, tc shaping each link's
-rate, delay and loss in both directions."""
+rate and delay in both directions, and each node's firewall losing its links' share of packets."""
 
 from fabbench.emulate.cluster import ENV, Cluster, Node, current
 from fabbench.emulate.spec import Emulation, Link, make_emulation

@@ -1,5 +1,6 @@
 """The Linux objects of an emulated cluster: one network namespace per node, a veth from each
-node to a bridge, tc shaping on both ends of each veth; and their removal.
+node to a bridge, tc shaping on both ends of each veth, loss in each node's firewall; and their
+removal.
 
 Every object's name carries fabbench's prefix and the id of the process that owns the cluster
 (``fabbench-<pid>-node<i>`` namespaces, ``fbbr<pid>`` bridge, ``fbv<pid>n<i>`` veths, state in
@@ -200,25 +201,39 @@ def _free_subnet() -> ipaddress.IPv4Network:
 
 
 def _shape(dev: str, link: Link, ns: str | None) -> None:
-    """tbf at the link's rate; netem first when the link has delay or loss."""
+    """tbf at the link's rate; netem first when the link has a delay (loss is _drop's)."""
     tc = ["tc"] + (["-n", ns] if ns else [])
     burst = max(32 * 1024, link.rate_bit_s // 8 // 4000)
     tbf = ["tbf", "rate", f"{link.rate_bit_s}bit", "burst", str(burst), "latency", "50ms"]
-    if link.delay_us or link.loss_pct:
-        netem = ["netem", "limit", "100000"]
-        if link.delay_us:
-            netem += ["delay", f"{link.delay_us:g}us"]
-        if link.loss_pct:
-            netem += ["loss", f"{link.loss_pct:g}%"]
+    if link.delay_us:
+        netem = ["netem", "limit", "100000", "delay", f"{link.delay_us:g}us"]
         p = _sh([*tc, "qdisc", "add", "dev", dev, "root", "handle", "1:", *netem], check=False)
         if p.returncode != 0 and "kind is unknown" in p.stderr:
             raise UsageError("this kernel has no netem qdisc (CONFIG_NET_SCH_NETEM): --delay "
-                             "and --loss cannot be emulated here (--link rates can)")
+                             "cannot be emulated here (--link rates and --loss can)")
         if p.returncode != 0:
             raise RunError(f"tc qdisc add dev {dev} netem failed: {p.stderr.strip()}")
         _sh([*tc, "qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:", *tbf])
     else:
         _sh([*tc, "qdisc", "add", "dev", dev, "root", "handle", "1:", *tbf])
+
+
+def _drop(node: Node, nodes: list[Node]) -> None:
+    """Loss, where a wire loses packets: after the sender. Each node's own firewall (in its
+    namespace, gone with it) drops at random, as they arrive, the packets that crossed a lossy
+    link: its own link's share of everything that comes in, and each other lossy node's share
+    of what that node sent. A packet from A to B is so lost with A's link's probability, then
+    B's, as netem on both links' egress would lose it; dropping on the way out instead would
+    tell the sender (a local drop is an error to TCP, not a loss it must discover)."""
+    rules = [([], node.link.loss_pct)] if node.link.loss_pct else []
+    rules += [(["--source", other.address], other.link.loss_pct) for other in nodes
+              if other is not node and other.link.loss_pct]
+    if rules and shutil.which("iptables") is None:
+        raise RunError("--loss needs iptables (Debian: iptables; .ci/apt-packages.txt)")
+    for match, loss_pct in rules:
+        _sh(["ip", "netns", "exec", node.netns, "iptables", "-w", "10", "-A", "INPUT",
+             "--in-interface", NODE_IFACE, *match, "-m", "statistic", "--mode", "random",
+             "--probability", f"{loss_pct / 100:.6f}", "-j", "DROP"])
 
 
 def build(emulation: Emulation, pid: int | None = None, *, standing: bool = False) -> Cluster:
@@ -259,6 +274,8 @@ def _build(emulation: Emulation, pid: int, standing: bool) -> Cluster:
         _shape(NODE_IFACE, link, ns)    # node -> switch
         nodes.append(Node(index=i, hostname=f"node{i}", netns=ns, address=address, veth=veth,
                           link=link))
+    for node in nodes:
+        _drop(node, nodes)
     cluster = Cluster(owner_pid=pid, subnet=str(net), bridge=bridge,
                       bridge_address=str(hosts[-1]), nodes=tuple(nodes),
                       ranks_per_node=emulation.ranks_per_node, state_dir=str(state),

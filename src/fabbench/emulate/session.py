@@ -20,10 +20,12 @@ from fabbench.emulate import net
 from fabbench.emulate.cluster import ENV, STATE_FILE, Cluster
 from fabbench.emulate.spec import Emulation, Link
 from fabbench.errors import RunError, UsageError
+from fabbench.procs import stop_groups
 
 HOLDER = "fabbench.emulate.hold"
 UP_DEADLINE_S = 120
 DOWN_DEADLINE_S = 60
+STOP_GRACE_S = 10.0  # after the first signal, the command stops its ranks; then SIGKILL
 
 
 class Terminated(BaseException):
@@ -94,23 +96,13 @@ def run_under(emulation: Emulation, argv: list[str], max_time_s: float) -> int:
                   f"--max-time {max_time_s:.0f} s; stopped it", file=sys.stderr)
             return 124
         except KeyboardInterrupt:
-            _stop(child, signal.SIGINT)
+            stop_groups([child], signal.SIGINT, STOP_GRACE_S)
             raise
         except Terminated as exc:
-            _stop(child, exc.signum)
+            stop_groups([child], exc.signum, STOP_GRACE_S)
             raise
         finally:
-            _stop(child, signal.SIGTERM)
-
-
-def _stop(child: subprocess.Popen, sig: int) -> None:
-    for s, grace in ((sig, 10.0), (signal.SIGKILL, 5.0)):
-        if child.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(child.pid, s)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            child.wait(timeout=grace)
+            stop_groups([child], signal.SIGTERM, STOP_GRACE_S)
 
 
 def _describe(cluster: Cluster) -> None:
@@ -153,7 +145,7 @@ def up(emulation: Emulation) -> Cluster:
                 raise error(f"emulate up: the cluster could not be made: "
                             f"{said[-1].removeprefix('fabbench: error: ')}")
             if time.monotonic() > end:
-                _stop(holder, signal.SIGTERM)
+                stop_groups([holder], signal.SIGTERM, STOP_GRACE_S)
                 raise RunError(f"emulate up: the cluster was not ready within "
                                f"{UP_DEADLINE_S} s")
             time.sleep(0.1)

@@ -26,6 +26,7 @@ from fabbench.errors import RunError, UsageError
 from fabbench.launch import rundir
 from fabbench.launch.settings import Resolved
 from fabbench.plan import Plan
+from fabbench.procs import stop_groups
 
 RANK_MODULE = [sys.executable, "-m", "fabbench.launch.rank"]
 # horovodrun --gloo prefixes every line of rank N's stdout with "[N]<stdout>:"; it has no
@@ -150,7 +151,7 @@ def run(spec: LaunchSpec, deadline_s: float, ranks: int) -> tuple[int, str]:
                                    "(see --timeout); stopped all ranks")
                 time.sleep(0.2)  # the ranks may spin on every core: wake rarely
         finally:
-            _stop(procs)
+            stop_groups(procs, signal.SIGTERM, 3.0, 3.0)
             for copier in copiers:  # the pipe closes with its last writer; never wait long
                 copier.join(timeout=2.0)
 
@@ -171,15 +172,3 @@ def _copy_unprefixed(stream: IO[bytes], prefix: str) -> threading.Thread:
     return thread
 
 
-def _stop(procs: list[subprocess.Popen]) -> None:
-    for sig, grace in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 3.0)):
-        alive = [p for p in procs if p.poll() is None]
-        if not alive:
-            return
-        for p in alive:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(p.pid, sig)
-        end = time.monotonic() + grace
-        for p in alive:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                p.wait(timeout=max(0.0, end - time.monotonic()))

@@ -13,7 +13,6 @@ kept beside, renamed ``<cell>.jsonl.attempt-N``. Inside a Slurm allocation each 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shlex
@@ -30,6 +29,7 @@ from typing import Any
 
 from fabbench import __version__
 from fabbench.errors import RunError, UsageError
+from fabbench.procs import stop_groups
 from fabbench.study import manifest
 from fabbench.study.host import Host, Place, detect_place, why_not
 from fabbench.study.spec import Cell, Study
@@ -153,23 +153,12 @@ def _launch(argv: list[str], env: dict[str, str], log: Path, deadline_s: float
                 return proc.wait(timeout=min(1.0, max(0.0, end - time.monotonic()))), None
             except subprocess.TimeoutExpired:
                 if time.monotonic() >= end:
-                    _stop(proc)
+                    stop_groups([proc], signal.SIGINT, STOP_GRACE_S)
                     return (proc.returncode if proc.returncode is not None else 124,
                             f"passed the cell's deadline of {deadline_s:g} s; stopped")
     except BaseException:
-        _stop(proc)
+        stop_groups([proc], signal.SIGINT, STOP_GRACE_S)
         raise
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    """SIGINT first (fabbench's launcher then stops its ranks), SIGKILL the group after."""
-    for sig, grace in ((signal.SIGINT, STOP_GRACE_S), (signal.SIGKILL, 5.0)):
-        if proc.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, sig)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=grace)
 
 
 def _start_manifest(study: Study, place: Place, cells: list[dict[str, Any]]) -> dict[str, Any]:
