@@ -130,6 +130,26 @@ def test_bad_input_and_a_failed_command_leave_nothing(tmp_path):
     assert p.returncode == 2 and "fbnet0" in p.stderr
 
 
+def test_a_delay_is_netems_and_a_kernel_without_it_says_so_in_one_line():
+    p = _emulate("up", "--nodes", "2", "--delay", "50us", timeout=120)
+    if p.returncode == 0:  # a kernel with netem: the delay is on both ends of each link
+        holder = int(Path(p.stdout.strip().splitlines()[-1].split("=", 1)[1]).parent.name)
+        try:
+            shown = subprocess.run(["tc", "qdisc", "show", "dev", net.veth_name(holder, 1)],
+                                   capture_output=True, text=True, timeout=30, check=True)
+            assert "netem" in shown.stdout and "delay 50us" in shown.stdout
+        finally:
+            assert _emulate("down", "--pid", str(holder), timeout=120).returncode == 0
+    else:
+        why = ("this kernel has no netem qdisc (CONFIG_NET_SCH_NETEM): --delay cannot be "
+               "emulated here (--link rates and --loss can)")
+        assert p.returncode == 2 and p.stderr.strip().splitlines() == [
+            f"fabbench: error: emulate up: the cluster could not be made: {why}"]
+        p = _emulate("--nodes", "2", "--delay", "50us", "--", "version", timeout=120)
+        assert p.returncode == 2 and p.stderr.strip().splitlines() == [
+            f"fabbench: error: {why}"]
+
+
 def _wait_for(path: Path, proc: subprocess.Popen, deadline_s: float) -> None:
     end = time.monotonic() + deadline_s
     while not (path.exists() and path.stat().st_size > 0):
