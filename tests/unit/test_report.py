@@ -207,3 +207,24 @@ def test_busbw_as_a_share_of_the_emulated_link_and_the_measured_ceiling(tmp_path
     assert ceiling_of([one, both]).speed_gbit_s == 0.8  # both ways at once when measured
     assert ceiling_of([{**both, "per_direction_gbit_s": None, "error": "x"}]) is None
     assert ceiling_of([one, both]).efficiency(0.05) == pytest.approx(0.5)
+
+
+def test_train_halo_and_ceiling_records_are_reported_as_the_run_showed_them(tmp_path):
+    # a file of every kind (test_records' examples), and one without its collective: the
+    # train and halo lines are the run's own; the ceiling is in the collective table's head when
+    # there is one, on its own line when there is none
+    from fabbench.results.writer import ResultWriter
+    from unit.test_records import examples
+
+    for keep_collective in (True, False):
+        path = tmp_path / f"all-{keep_collective}.jsonl"
+        writer = ResultWriter(path)
+        for kind, record in examples().items():
+            if kind != "collective" or keep_collective:
+                writer.write(record)
+        writer.close()
+        text = make_report([path]).text
+        assert "train, 2 ranks on 1 node(s)\n#       model ranks" in text
+        assert "halo, 2 ranks on 1 node(s)\n#  cells/rank" in text
+        assert ("# ceiling iperf3" in text) is not keep_collective
+        assert (", ceiling " in text) is keep_collective

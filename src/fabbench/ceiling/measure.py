@@ -164,13 +164,3 @@ def _one(tool: Tool, mode: str, client_addr: str, server_addr: str, port: int, s
     record["per_direction_gbit_s"] = round(sum(d.gbit_s for d in directions)
                                            / len(directions), 6)
     return record
-
-
-def line(record: dict[str, Any]) -> str:
-    """One line for the console."""
-    where = f"{record['client']['host']} <-> {record['server']['host']}"
-    if record["error"]:
-        return f"# ceiling {record['tool']} {record['mode']} {where}: not measured: " \
-               f"{record['error']}"
-    rates = " + ".join(f"{d['gbit_s']:.3f}" for d in record["directions"])
-    return f"# ceiling {record['tool']} {record['mode']} {where}: {rates} Gbit/s"

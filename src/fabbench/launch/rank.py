@@ -32,7 +32,7 @@ from fabbench.launch.discover import RankEnv, discover
 from fabbench.launch.settings import apply, resolve
 from fabbench.launch.world import check_world
 from fabbench.plan import Plan
-from fabbench.results import records
+from fabbench.results import lines, records
 from fabbench.results.writer import ResultWriter
 from fabbench.sysinfo.inventory import inventory
 from fabbench.timing.deadline import Watchdog
@@ -143,7 +143,7 @@ def run_rank(plan: Plan, me: RankEnv) -> int:
                     comm, [peer[1] for peer in peers], wire=plan.wire, iface=plan.iface,
                     tool_name=tool_for(resolved.profile.hardware), seconds=plan.ceiling_s,
                     arm=dog.arm, run_id=plan.run_id):
-                keep(record, ceiling.line)
+                keep(record, lines.ceiling)
         if plan.workload == "pairs":
             if writer is not None:
                 print(pairs_workload.HEADER, flush=True)
@@ -160,11 +160,11 @@ def run_rank(plan: Plan, me: RankEnv) -> int:
             trained = train_workload.run_train(comm, plan, transport, dog.arm)
             failed |= not (trained.grads_identical and trained.params_identical
                            and trained.grads_finite_nonzero)
-            keep(trained, lambda r: train_workload.HEADER + "\n" + train_workload.line(r))
+            keep(trained, lambda r: lines.TRAIN_HEADER + "\n" + lines.train(r))
         if plan.workload == "halo":
             halo = halo_workload.run_halo(comm, plan, transport, dog.arm)
             failed |= halo.correct is False
-            keep(halo, lambda r: halo_workload.HEADER + "\n" + halo_workload.line(r))
+            keep(halo, lambda r: lines.HALO_HEADER + "\n" + lines.halo(r))
         dog.arm(plan.timeout_s, "finishing")
         error = "data check failed: wrong elements (see records with correct=false, or train " \
             "records whose ranks ended with different gradients)" if failed else None

@@ -12,6 +12,7 @@ from fabbench.report import pairs, tables
 from fabbench.report.compare import Comparison, compare
 from fabbench.report.late import late_ranks
 from fabbench.report.load import Series, load
+from fabbench.results import lines
 
 
 @dataclass
@@ -60,6 +61,7 @@ def make_report(paths: Sequence[str | Path], *, html: Path | None = None,
 
     series = load(paths)
     text = "\n".join(tables.nccl_table(s, op) for s in series for op in tables.ops_of([s]))
+    text += "".join(workload_tables(s) for s in series)
     eff = tables.efficiency_lines(series)
     if eff:
         text += "\n" + "\n".join(f"# {line}" for line in eff) + "\n"
@@ -67,6 +69,21 @@ def make_report(paths: Sequence[str | Path], *, html: Path | None = None,
     out = Outputs(series, text, warnings_of(series))
     _finish(out, html=html, plots_dir=plots_dir, csv=csv,
             title=title or f"fabbench report: {', '.join(s.label for s in series)}")
+    return out
+
+
+def workload_tables(s: Series) -> str:
+    """The train and halo records of one run as the run streamed them, and its ceiling records
+    when no collective table carries the ceiling."""
+    out = ""
+    if s.ceilings and not s.collectives:
+        out += "".join(f"{lines.ceiling(c)}\n" for c in s.ceilings)
+    where = f"{s.run['ranks']} ranks on {s.run['nodes']} node(s)"
+    for what, recs, header, line in (("train", s.train, lines.TRAIN_HEADER, lines.train),
+                                     ("halo", s.halo, lines.HALO_HEADER, lines.halo)):
+        if recs:
+            out += (f"# {s.label}: {what}, {where}\n{header}\n"
+                    + "".join(f"{line(r)}\n" for r in recs))
     return out
 
 

@@ -195,15 +195,3 @@ def run_halo(comm: Communicator, plan: Plan, transport: str,
         bytes_per_iter=sent, messages_per_iter=sum(2 for d in halo.dims if d > 1),
         exchange_gbyte_s=sent / (ex["p50"] * 1e-6) / 1e9 if sent and ex["p50"] > 0 else 0.0,
         correct=not any(wrong), wrong=sum(wrong))
-
-
-HEADER = (f"#{'cells/rank':>12} {'grid':>9} {'ranks':>5} {'iter us':>11} {'exch us':>11} "
-          f"{'bytes/iter':>11} {'GB/s':>8} {'check':>6}  transport")
-
-
-def line(rec: dict[str, Any]) -> str:
-    grid = "x".join(str(d) for d in rec["grid"])
-    return (f" {rec['cells_per_rank']:>12} {grid:>9} {rec['ranks']:>5} "
-            f"{rec['time_us']['p50']:>11.2f} {rec['exchange_us']['p50']:>11.2f} "
-            f"{rec['bytes_per_iter']:>11} {rec['exchange_gbyte_s']:>8.3f} "
-            f"{'ok' if rec['correct'] else 'WRONG':>6}  {rec['transport']}")

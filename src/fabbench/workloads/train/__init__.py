@@ -6,12 +6,11 @@
   buckets.py     the one bucket planner (the mpi engine's buckets, DDP's and Horovod's fusion
                  estimated);
   netsampler.py  interface utilisation sampled during the timed steps;
-  record.py      the train record and its line in the streamed table.
+  record.py      the train record (its console line: fabbench.results.lines).
 """
 
 from fabbench.workloads.train.buckets import bucket_plan
 from fabbench.workloads.train.engines import prepare_env
 from fabbench.workloads.train.protocol import Trainer, run_train
-from fabbench.workloads.train.record import HEADER, line
 
-__all__ = ["HEADER", "Trainer", "bucket_plan", "line", "prepare_env", "run_train"]
+__all__ = ["Trainer", "bucket_plan", "prepare_env", "run_train"]

@@ -67,17 +67,3 @@ def train_record(plan: Plan, *, ranks: int, engine: str, transport: str, paramet
         grads_differ_without_exchange=(len(set(without)) > 1) if n > 1 else None,
         baseline_samples_per_s=plan.baseline_samples_per_s,
         scaling_efficiency=efficiency)
-
-
-def line(rec: dict[str, Any]) -> str:
-    eff = rec["scaling_efficiency"]
-    return (f" {rec['model']:>12} {rec['ranks']:>5} {rec['batch_per_rank']:>6} "
-            f"{rec['samples_per_s']['p50']:>12.2f} {rec['samples_per_s']['ci95']:>8.2f} "
-            f"{rec['step_ms']:>10.2f} {rec['compute_ms']:>10.2f} {rec['comm_ms']:>9.2f} "
-            f"{'-' if eff is None else f'{eff:.3f}':>6} "
-            f"{'ok' if rec['grads_identical'] else 'DIFFER':>7}  "
-            f"{rec['engine']}/{rec['transport']}")
-
-
-HEADER = (f"#{'model':>12} {'ranks':>5} {'batch':>6} {'samples/s':>12} {'±ci95':>8} "
-          f"{'step ms':>10} {'compute ms':>10} {'comm ms':>9} {'eff':>6} {'grads':>7}  engine")
