@@ -7,11 +7,17 @@
    crosses one bridge on this host's CPU: 8 nodes at R both ways need 16·R forwarded.
    Open MPI runs its ring allreduce (coll_tuned_allreduce_algorithm 4), the algorithm whose
    cost the model's bandwidth term is; `--algorithm tuned` leaves Open MPI's own choice, which
-   for these sizes at 4 and 8 ranks (recursive halving, Rabenseifner) measured 47-62 % slower
-   than predicted on this host at 10 and 25 Mbit/s, while its ring came within 15 %: the α-β
-   model has no term for what that pattern costs over TCP (each step opens a different
-   connection, idle since its last use; TCP restarts slow start after idle — our reading, not
-   measured separately).
+   for these sizes at 4 and 8 ranks (recursive halving, Rabenseifner) measured 75-93 % slower
+   than predicted on this host at 10 Mbit/s (quiet host, one run), while its ring came within
+   7 % at 4 nodes and at 8 nodes with 2 MiB: the α-β model has no term for what that pattern
+   costs over TCP (each step opens a different connection, idle since its last use; TCP
+   restarts slow start after idle — our reading, not measured separately).
+   Measured (quiet host, three runs): at 8 nodes and 1 MiB the ring is 19-21 % slower than
+   predicted. Each of its 14 steps waits ~48 ms beyond the bandwidth term, at 1 MiB and at
+   2 MiB alike: a step's control messages queue behind the data in the link's 50 ms tbf queue.
+   The 2-node fit (2 steps) folds that into its bandwidth, which is right where the chunks are
+   large and short where they are small. With a 10 ms queue (an experiment, not an option) the
+   errors were -12 to -18 % instead: the α-β model does not see a loaded link's queueing.
 2. Training: the what-if (Zhang et al.) fitted on the 1-node run of `--scaling 1,2` predicts the
    scaling factor at 2 nodes, the same command measures it (T_2 / (2·T_1), the record's
    scaling_efficiency). Links 100 Mbit/s and 1 Gbit/s. Target: within 0.1. The what-if is given
