@@ -228,3 +228,27 @@ def test_train_halo_and_ceiling_records_are_reported_as_the_run_showed_them(tmp_
         assert "halo, 2 ranks on 1 node(s)\n#  cells/rank" in text
         assert ("# ceiling iperf3" in text) is not keep_collective
         assert (", ceiling " in text) is keep_collective
+
+
+def test_busbw_above_the_measured_ceiling_is_called_out_with_the_tools_retransmits(tmp_path):
+    import dataclasses
+
+    from fabbench.results.writer import ResultWriter
+    from unit.test_records import examples
+
+    made = examples()  # its 1 MiB allreduce moves 2.1 GB/s; its iperf3 ceiling is 0.85 Gbit/s
+    ceiling = made["ceiling"]
+    for resent, said in ((None, None), (7, "it resent 12 TCP segments")):
+        directions = [{**d, "retransmits": resent if i == 0 else 5 if resent else None}
+                      for i, d in enumerate(ceiling.directions)]
+        path = tmp_path / f"above-{resent}.jsonl"
+        writer = ResultWriter(path)
+        for record in (made["run"], made["collective"],
+                       dataclasses.replace(ceiling, directions=directions)):
+            writer.write(record)
+        writer.close()
+        text = make_report([path]).text
+        assert "of the measured ceiling (iperf3 both ways n0<->n1" in text
+        assert "above the ceiling: the raw test was held back by something other than the " \
+               "wire" in text
+        assert (said in text) if said else ("resent" not in text)

@@ -91,6 +91,7 @@ class Ceiling:
 
     speed_gbit_s: float  # Gbit/s (1e9 bits per second) per direction
     what: str            # e.g. "iperf3 both ways node0<->node1"
+    retransmits: int | None = None  # TCP segments the tool resent (None: it does not say)
 
     def efficiency(self, busbw_gbyte_s: float) -> float:
         return busbw_gbyte_s * 8 / self.speed_gbit_s
@@ -104,8 +105,11 @@ def ceiling_of(ceilings: list[dict[str, Any]]) -> Ceiling | None:
     if c is None:
         return None
     ways = "both ways" if c["mode"] == "bidir" else "one way"
+    resent = [d["retransmits"] for d in c.get("directions", ())
+              if d.get("retransmits") is not None]
     return Ceiling(c["per_direction_gbit_s"], f"{c['tool']} {ways} {c['client']['host']}<->"
-                   f"{c['server']['host']}, {c['per_direction_gbit_s']:.3g} Gb/s per direction")
+                   f"{c['server']['host']}, {c['per_direction_gbit_s']:.3g} Gb/s per direction",
+                   sum(resent) if resent else None)
 
 
 def _fastest_port(ports: list[dict[str, Any]]) -> Link | None:

@@ -79,7 +79,10 @@ def efficiency_lines(series: Iterable[Series]) -> list[str]:
                 text += (f" and {100 * share:.0f}% of the measured ceiling ({ceiling.what})")
                 if share > 1.05:
                     text += ("; above the ceiling: the raw test was held back by something "
-                             "other than the wire (a busy CPU?), rerun on an idle host")
+                             "other than the wire (a busy CPU?)")
+                    if ceiling.retransmits:
+                        text += f" — it resent {ceiling.retransmits} TCP segments"
+                    text += "; rerun on an idle host, or read link% instead"
             out.append(text)
     return out
 
