@@ -80,9 +80,9 @@ def main() -> int:
             "gloo": ["--fabric", "ethernet", "--primitive", "gloo"],
         }
         for rnd in range(a.rounds):
-            for label, args in variants.items():
+            for number, (label, args) in enumerate(variants.items()):
                 got = run_one(label, [*args, *common], str(cluster.state_file),
-                              Path(tmp) / f"{rnd}-{len(best)}-{label.split()[0]}.jsonl")
+                              Path(tmp) / f"{rnd}-{number}-{label.split()[0]}.jsonl")
                 print(f"# round {rnd + 1} {label}: "
                       + ", ".join(f"{op} {v:.4f} GB/s" for op, v in got["busbw"].items())
                       + f"; ceiling {got['ceiling']:.3f} Gbit/s per direction both ways, "
