@@ -22,15 +22,16 @@ pytestmark = [pytest.mark.integration, needs_mpirun]
 LATE_S = 1.0
 
 SCRIPT = f"""
-import json, sys, time
+import json, pathlib, sys, time
 from fabbench.comm.mpi import MpiComm
 comm = MpiComm(device="cpu")
 if comm.rank == 0:
     time.sleep({LATE_S})
 cpu, wall = time.process_time(), time.monotonic()
 getattr(comm, sys.argv[1])()
-print(json.dumps({{"rank": comm.rank, "cpu_s": time.process_time() - cpu,
-                  "wall_s": time.monotonic() - wall}}), flush=True)
+done = {{"cpu_s": time.process_time() - cpu, "wall_s": time.monotonic() - wall}}
+# a file per rank: mpirun interleaves the ranks' stdout
+pathlib.Path(sys.argv[2], f"rank{{comm.rank}}.json").write_text(json.dumps(done))
 comm.close()
 """
 
@@ -41,10 +42,10 @@ def waiting_rank(kind: str, tmp_path) -> dict:
     root = ["--allow-run-as-root"] if os.geteuid() == 0 else []
     p = subprocess.run(["mpirun", "-np", "2", "--oversubscribe", "--bind-to", "none", *root,
                         "--mca", "btl", "self,tcp", "--mca", "pml", "ob1",
-                        "--mca", "btl_tcp_if_include", "lo", sys.executable, str(script), kind],
-                       capture_output=True, text=True, timeout=120, check=False)
+                        "--mca", "btl_tcp_if_include", "lo", sys.executable, str(script), kind,
+                        str(tmp_path)], capture_output=True, text=True, timeout=120, check=False)
     assert p.returncode == 0, p.stderr[-2000:]
-    (waiter,) = [r for r in map(json.loads, p.stdout.splitlines()) if r["rank"] == 1]
+    waiter = json.loads((tmp_path / "rank1.json").read_text())
     assert waiter["wall_s"] > 0.8 * LATE_S  # it did wait for rank 0
     return waiter
 
