@@ -61,7 +61,7 @@ def run_main(argv: list[str]) -> tuple[int, str]:
     return exit_info.value.code, err.getvalue()
 
 
-@settings(max_examples=1500, deadline=None,
+@settings(max_examples=600, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(st.dictionaries(st.sampled_from(sorted(OPTION_VALUES)), st.just(None), max_size=6)
        .flatmap(lambda keys: st.fixed_dictionaries({k: OPTION_VALUES[k] for k in keys})))
@@ -86,7 +86,7 @@ PROFILE = st.recursive(
     max_leaves=12)
 
 
-@settings(max_examples=2000, deadline=None)
+@settings(max_examples=700, deadline=None)
 @given(st.dictionaries(st.sampled_from(["name", "primitive", "wire", "hardware", "env",
                                         "single_host", "description"]), PROFILE, max_size=5))
 def test_profile_data_loads_or_refuses(data):
