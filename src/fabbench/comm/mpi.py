@@ -26,9 +26,9 @@ from fabbench.errors import RunError, UsageError
 if TYPE_CHECKING:
     from fabbench.comm.registry import Primitive
 
-# Set before MPI_Init: make Open MPI say what it selected (read back by parse_ompi_transport).
 QUIET_POLL_S = 0.001  # quiet_barrier: how often a waiting rank looks
 
+# Set before MPI_Init: make Open MPI say what it selected (read back by parse_ompi_transport).
 REPORT_ENV = {
     "OMPI_MCA_pml_base_verbose": "10",
     "OMPI_MCA_mtl_base_verbose": "10",
