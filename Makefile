@@ -23,7 +23,7 @@ test: setup
 	timeout $(TEST_TIMEOUT) $(VENV)/bin/python -m pytest
 
 test-fast: setup
-	$(VENV)/bin/python -m pytest tests/unit
+	$(VENV)/bin/python -m pytest -n auto tests/unit
 
 lint: setup
 	$(VENV)/bin/ruff check src tests bench
