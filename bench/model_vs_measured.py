@@ -41,9 +41,15 @@
    within 0.04 of the prediction), which no real pair of nodes does. Measured on one host in one
    session: at 100 Mbit/s (5 runs) -0.121 to +0.060, the median of three -0.011; at 1 Gbit/s
    (11 runs) -0.158 to +0.103, the median of three -0.115 (missed), -0.065 to -0.146 with 40
-   steps a run instead of 10. Our reading: at 1 Gbit/s the emulated link's forwarding takes the
-   2 cores the ranks compute on, so the exchange hides less behind the backward pass than it
-   would behind a NIC.
+   steps a run instead of 10. A later session, 1 Gbit/s, four runs (three of them with each
+   emulated node's processes pinned to a core of its own): -0.123 to -0.155. The network part
+   holds there: gpt-tiny's gradients go in one bucket after backward (nothing hides), the
+   predicted exchange was 42-47 ms against 38-45 ms for the gradients all-reduced alone, and the
+   network's share (compute/step) was 0.63-0.74 against 0.65-0.70 predicted. What misses is
+   compute: the 2-node compute step (each step the slower of the two ranks) took 97-112 ms
+   against the 1-node step's 76-85 ms. One process alone measured 82 to 109 ms a step in six
+   runs back to back, so this VM's speed drifts, and a step that waits for the slower of two
+   ranks pays for the jitter; the what-if has no straggler term.
 
 Every figure comes from fabbench's own commands: `fabbench emulate -- run` writes the records and
 fabbench.model.predict.build (what `fabbench model` prints) makes the predictions. Needs root.
