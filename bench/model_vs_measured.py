@@ -63,6 +63,7 @@ Usage: python bench/model_vs_measured.py [--link 250mbit] [--nodes 4,8] [--sampl
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import statistics
@@ -127,18 +128,18 @@ def allreduce_rows(link: str, nodes: list[int], fit_sizes: str, sizes: str, tmp:
 
 def training_rows(links: list[str], tmp: Path, repeats: int) -> list[dict]:
     rows = []
-    for link, repeat in ((link, r) for link in links for r in range(repeats)):
+    for link, repeat in itertools.product(links, range(repeats)):
         out = tmp / f"train-{link}-{repeat}.jsonl"
         emulated(2, link, TRAIN, out, ceiling=True)
         results = read_results(out)
         measured = next(t for t in results.of_kind("train") if t["ranks"] == 2)
         ceiling = min(c["per_direction_gbit_s"] for c in results.of_kind("ceiling")
                       if c["mode"] == "bidir" and c.get("per_direction_gbit_s"))
-        predicted, nominal = (
-            next(p for p in build([out], ModelOptions(nodes=2, bandwidth=rate))["train"][0][
-                "by_nodes"] if p["nodes"] == 2)
+        at_ceiling, profile = (
+            build([out], ModelOptions(nodes=2, bandwidth=rate))["train"][0]
             for rate in (f"{ceiling}Gbit", _model_rate(link)))
-        profile = build([out], ModelOptions(nodes=2, bandwidth=_model_rate(link)))["train"][0]
+        predicted, nominal = (next(p for p in answer["by_nodes"] if p["nodes"] == 2)
+                              for answer in (at_ceiling, profile))
         rows.append({"what": "train", "link": link, "repeat": repeat, "nodes": 2,
                      "model": profile["model"],
                      "ceiling_gbit_s": ceiling,
