@@ -18,6 +18,7 @@ from fabbench.launch import local, nodes
 from fabbench.launch.discover import discover
 from fabbench.launch.rank import run_rank
 from fabbench.launch.settings import Resolved, resolve, resolve_fabric
+from fabbench.launch.world import announced_nodes
 from fabbench.plan import DEFAULT_SIZES, DEVICES, PAIRS_SIZES, Plan
 from fabbench.results.claim import claim
 from fabbench.results.reader import read_results, salvage
@@ -188,6 +189,7 @@ def dry_run(o: RunOptions) -> str:
 
 def run(o: RunOptions) -> Outcome:
     me = discover()
+    announced_nodes(me)  # a bad FABBENCH_EXPECT_NODES stops here, before any rank starts
     plan = make_plan(o, local_launch=me is None)
     _refuse_cuda_unaware_mpi(plan)
     if me is not None:

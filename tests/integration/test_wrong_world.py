@@ -25,7 +25,8 @@ TINY = ["--fabric", "ethernet", "--sizes", "8", "--ops", "allreduce", "--budget"
         "--timeout", "20", "--iface", "lo"]
 # variables of outer launchers the test itself may run under (never under pytest-xdist here)
 LAUNCHER_VARS = ("OMPI_", "PMIX_", "PMI_", "SLURM_", "MV2_", "HOROVOD_", "RANK", "WORLD_SIZE",
-                 "LOCAL_RANK", "MASTER_", "JOB_COMPLETION_INDEX", "FABBENCH_WORLD_SIZE")
+                 "LOCAL_RANK", "MASTER_", "JOB_COMPLETION_INDEX", "FABBENCH_WORLD_SIZE",
+                 "FABBENCH_EXPECT_NODES")
 
 
 def clean_env(**extra: str) -> dict[str, str]:
@@ -157,4 +158,53 @@ def test_srun_without_pmi_shows_the_mpi_message(one_host_slurm, tmp_path):
     assert "An error occurred in MPI_Init" in p.stderr
     ours = [ln for ln in p.stderr.splitlines() if ln.startswith("fabbench: error:")]
     assert len(ours) == 2 and all("ended this process while it started" in ln for ln in ours)
+    assert not (tmp_path / "r.jsonl").exists()
+
+
+# ---- the job's nodes against the hosts its ranks came up on ------------------------------------
+
+def test_a_hostfile_of_two_nodes_run_on_one_host(tmp_path):
+    """mpirun maps one rank on each of two hostfile nodes, but its agent starts both on this host
+    (the MPI Operator's failure, mpi-operator #731: all ranks on the launcher, "success"). Every
+    rank stops with one line naming both counts, and nothing is written."""
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("127.0.0.2 slots=1\n127.0.0.3 slots=1\n")
+    agent = tmp_path / "agent"  # `AGENT HOST CMD...`: runs CMD here, whatever HOST it is given
+    agent.write_text("#!/bin/sh\nshift\nexec sh -c \"$*\"\n")
+    agent.chmod(0o755)
+    p = subprocess.run(
+        ["mpirun", "-np", "2", "--hostfile", str(hostfile), "--mca", "plm_rsh_agent", str(agent),
+         "--allow-run-as-root", "--oversubscribe", "--bind-to", "none",
+         "--mca", "pml", "ob1", "--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_include", "lo",
+         "--mca", "oob_tcp_if_include", "lo", "--tag-output",
+         sys.executable, "-m", "fabbench", "run", *TINY, "--primitive", "mpi",
+         "--out", "r.jsonl"], env=clean_env(), cwd=tmp_path, capture_output=True, text=True,
+        timeout=180, check=False)
+    assert p.returncode != 0
+    ours = [ln for ln in (p.stdout + p.stderr).splitlines() if "fabbench: error:" in ln]
+    assert len(ours) == 2, p.stdout + p.stderr  # one line from each rank
+    assert {ln.split(":")[0] for ln in ours} == {"[1,0]<stderr>", "[1,1]<stderr>"}, ours
+    for ln in ours:
+        assert ("the job announced 2 nodes (OMPI_MCA_orte_num_nodes=2, mpirun's map) but its "
+                "2 ranks came up on 1 host") in ln
+    assert not (tmp_path / "r.jsonl").exists()
+
+
+def test_expected_nodes_said_explicitly(tmp_path):
+    """A job that says FABBENCH_EXPECT_NODES=2 (a rendered job may) and launches both ranks here."""
+    port = str(29700 + os.getpid() % 90)
+    envs = [{"PMI_RANK": str(r), "PMI_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
+             "MASTER_PORT": port, "FABBENCH_EXPECT_NODES": "2"} for r in (0, 1)]
+    for p in ranks_by_hand(envs, [*TINY, "--primitive", "gloo", "--out", "r.jsonl"], tmp_path):
+        one_line_failure(p, "the job announced 2 nodes (FABBENCH_EXPECT_NODES=2, said "
+                            "explicitly) but its 2 ranks came up on 1 host")
+    assert not (tmp_path / "r.jsonl").exists()
+
+
+def test_a_bad_expected_node_count_launches_nothing(tmp_path):
+    p = subprocess.run([sys.executable, "-m", "fabbench", "run", *TINY, "--primitive", "gloo",
+                        "--out", "r.jsonl"], env=clean_env(FABBENCH_EXPECT_NODES="two"),
+                       cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False)
+    assert p.returncode == 2
+    one_line_failure(p, "FABBENCH_EXPECT_NODES='two' is not a node count")
     assert not (tmp_path / "r.jsonl").exists()

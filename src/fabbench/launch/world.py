@@ -1,16 +1,31 @@
 """The world a rank got, checked against the world its launcher announced, before anything is
 written: a launcher that says N ranks and a communicator of another size (every process a
 singleton, "rank 0 of 1", when the MPI library does not speak the launcher's PMI), or two
-processes that claim one rank, fail every rank at start-up with one line naming both numbers."""
+processes that claim one rank, fail every rank at start-up with one line naming both numbers.
+
+Nodes too: a job that announces N nodes and whose ranks all came up on fewer hosts is a wrong world
+(Open MPI under the MPI Operator does this and reports success: mpi-operator #731, #842). What a
+job announces, the first that is set:
+
+  FABBENCH_EXPECT_NODES   said explicitly (a rendered job, a user)
+  OMPI_MCA_orte_num_nodes Open MPI's mpirun: the nodes it mapped the ranks onto, from its hostfile,
+                          --host list or the allocation (hosts without ranks are not counted)
+  SLURM_STEP_NUM_NODES, SLURM_NNODES   srun: the nodes of this job step
+
+A rank's node is its hostname; under srun, Slurm's name for the node (SLURMD_NODENAME), which is
+what Slurm placed the step on (a site may run several slurmd on one host on purpose). Every rank
+gathers every rank's announcement, so all take the same decision (an ssh-started rank may not see
+the variables its launcher's host had)."""
 
 from __future__ import annotations
 
 import os
 import socket
 from collections import Counter
+from collections.abc import Mapping
 
 from fabbench.comm.base import Communicator
-from fabbench.errors import RunError
+from fabbench.errors import RunError, UsageError
 from fabbench.launch.discover import RankEnv
 
 MPI_BASED = ("mpi", "horovod")
@@ -20,15 +35,62 @@ class WorldMismatch(RunError):
     """The communicator's world is not the one the launcher announced."""
 
 
-def check_world(me: RankEnv, primitive: str, comm: Communicator) -> None:
+# (variable, what it is), in order: the first one set is this rank's announcement
+NODE_VARS = (("FABBENCH_EXPECT_NODES", "said explicitly"),
+             ("OMPI_MCA_orte_num_nodes", "mpirun's map"),
+             ("SLURM_STEP_NUM_NODES", "the srun step"),
+             ("SLURM_NNODES", "the srun step"))
+
+
+def announced_nodes(me: RankEnv | None, env: Mapping[str, str] | None = None
+                    ) -> tuple[int, str] | None:
+    """(N, "VAR=N, what") for the nodes this rank's job announces, or None when it says nothing.
+
+    Raises UsageError when FABBENCH_EXPECT_NODES is not a whole number of at least 1."""
+    env = os.environ if env is None else env
+    for var, what in NODE_VARS:
+        value = env.get(var)
+        if value is None or value == "":
+            continue
+        if var.startswith("SLURM_") and (me is None or me.launcher != "srun"):
+            continue  # an allocation's size says nothing about an mpirun inside it
+        if var == "OMPI_MCA_orte_num_nodes" and (me is None or me.launcher != "mpirun"):
+            continue
+        try:
+            count = int(value)
+        except ValueError:
+            count = 0
+        if count < 1:
+            if var == "FABBENCH_EXPECT_NODES":
+                raise UsageError(f"FABBENCH_EXPECT_NODES={value!r} is not a node count (a whole "
+                                 "number, at least 1)")
+            continue  # a launcher's own variable we cannot read: it announces nothing
+        return count, f"{var}={count}, {what}"
+    return None
+
+
+def node_name(me: RankEnv, env: Mapping[str, str] | None = None) -> str:
+    """The node this rank runs on: Slurm's name for it under srun, else the hostname."""
+    env = os.environ if env is None else env
+    if me.launcher == "srun" and env.get("SLURMD_NODENAME"):
+        return env["SLURMD_NODENAME"]
+    return socket.gethostname()
+
+
+def check_world(me: RankEnv, primitive: str, comm: Communicator,
+                env: Mapping[str, str] | None = None) -> None:
     """Raises WorldMismatch on every rank of a wrong world (a collective: all ranks call it)."""
+    env = os.environ if env is None else env
+    announced = announced_nodes(me, env)  # bad input stops before the collective below
     if comm.size != me.size:
         raise WorldMismatch(f"the launcher announced {me.size} ranks ({me.announced}) but "
                             f"{primitive} came up with a world of {comm.size}: "
                             + _size_cause(me, primitive, comm.size))
     if comm.size == 1:
         return
-    claims = comm.gather_objects((me.rank, socket.gethostname(), os.getpid()))
+    gathered = comm.gather_objects((me.rank, socket.gethostname(), os.getpid(),
+                                    node_name(me, env), announced))
+    claims = [(rank, host, pid) for rank, host, pid, _, _ in gathered]
     said = [rank for rank, _, _ in claims]
     count = Counter(said)
     twice = sorted(r for r, n in count.items() if n > 1)
@@ -47,6 +109,23 @@ def check_world(me: RankEnv, primitive: str, comm: Communicator) -> None:
         raise WorldMismatch(f"{primitive} made rank {i} of the process that {me.launcher} calls "
                             f"rank {r} ({me.rank_var}={r}): the launcher's variables are not "
                             "this communicator's (nested launchers?)")
+    _check_nodes(gathered, comm.size)
+
+
+def _check_nodes(gathered: list, size: int) -> None:
+    """The job's nodes against the nodes its ranks came up on (the same list on every rank)."""
+    said = [a for *_, a in gathered if a is not None]
+    if not said:
+        return
+    expected, source = max(said)
+    nodes = sorted({node for _, _, _, node, _ in gathered})
+    if len(nodes) >= min(expected, size):  # fewer ranks than nodes cannot fill every node
+        return
+    where = ", ".join(nodes[:4]) + (", ..." if len(nodes) > 4 else "")
+    raise WorldMismatch(
+        f"the job announced {expected} nodes ({source}) but its {size} ranks came up on "
+        f"{len(nodes)} host{'s' if len(nodes) != 1 else ''} ({where}): the launcher did not "
+        "start the ranks on the job's nodes (a hostfile or agent that runs everything locally?)")
 
 
 def _size_cause(me: RankEnv, primitive: str, got: int) -> str:
