@@ -8,8 +8,9 @@ import contextlib
 import os
 import signal
 import subprocess
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 
 def stop_groups(procs: Sequence[subprocess.Popen | None], first: int = signal.SIGTERM,
@@ -27,3 +28,30 @@ def stop_groups(procs: Sequence[subprocess.Popen | None], first: int = signal.SI
         for p in alive:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 p.wait(timeout=max(0.0, end - time.monotonic()))
+
+
+class Terminated(BaseException):
+    """SIGTERM (or SIGHUP) arrived: unwind and tear down."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def signals_unwind() -> Iterator[None]:
+    """SIGTERM/SIGHUP raise Terminated (SIGINT already raises KeyboardInterrupt), so every
+    `finally` runs. Only the main thread can take signals: elsewhere this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, _frame: object) -> None:
+        raise Terminated(signum)
+
+    saved = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, h in saved.items():
+            signal.signal(s, h)

@@ -20,6 +20,7 @@ from fabbench.launch.rank import run_rank
 from fabbench.launch.settings import Resolved, resolve, resolve_fabric
 from fabbench.launch.world import announced_nodes
 from fabbench.plan import DEFAULT_SIZES, DEVICES, PAIRS_SIZES, Plan
+from fabbench.procs import Terminated
 from fabbench.results.claim import claim
 from fabbench.results.reader import read_results, salvage
 from fabbench.results.records import Summary
@@ -180,7 +181,7 @@ def dry_run(o: RunOptions) -> str:
         cluster = emulate.current()
         where = (f"on {len(cluster.nodes)} emulated nodes" if cluster else "local")
         lines.append(f"# launch ({plan.ranks} {where} ranks):")
-        lines.append(_spec(plan, resolved).describe())
+        lines.append(launch_spec(plan, resolved).describe())
     else:
         lines.append(f"# this process is rank {me.rank} of {me.size} (started by {me.launcher})")
     lines.append(f"# results: {plan.out}")
@@ -209,7 +210,11 @@ def run(o: RunOptions) -> Outcome:
 def _launch(plan: Plan, resolved: Resolved) -> tuple[int, str | None]:
     """Start the local ranks, wait, and close the results file of a run that did not finish.
     Returns the exit code and, on failure, one line on what failed."""
-    code, seen = local.run(_spec(plan, resolved), local.wall_limit(plan), plan.ranks)
+    try:
+        code, seen = local.run(launch_spec(plan, resolved), local.wall_limit(plan), plan.ranks)
+    except Terminated as exc:  # the ranks are stopped; the file says why it ends here
+        _close_unfinished(plan, 128 + exc.signum, f"fabbench was stopped by signal {exc.signum}")
+        raise
     if code == 0:
         return 0, None
     wrote = os.path.exists(plan.out) and os.path.getsize(plan.out) > 0
@@ -222,12 +227,15 @@ def _launch(plan: Plan, resolved: Resolved) -> tuple[int, str | None]:
     return code, error
 
 
-def _spec(plan: Plan, resolved: Resolved) -> local.LaunchSpec:
-    """Local ranks, or ranks across the emulated cluster this runs under."""
+def launch_spec(plan: Plan, resolved: Resolved,
+                program: list[str] = local.RANK_MODULE) -> local.LaunchSpec:
+    """Local ranks, or ranks across the emulated cluster this runs under, each running
+    ``program`` (fabbench's rank module unless the fidelity check starts a reference loop)."""
     cluster = emulate.current()
     if cluster is None:
-        return local.build(plan, resolved)
-    return nodes.build_across(plan, resolved, cluster)
+        return local.build(plan, resolved, program)
+    return nodes.build_across(plan, resolved, cluster, program)
+
 
 
 def _run_scaling(plan: Plan) -> Outcome:

@@ -33,6 +33,7 @@ LAYERS: Sequence[Sequence[str]] = (
      "fabbench.report.study_text"),  # a study's answer uses the model
     ("fabbench.launch",),
     ("fabbench.runner",),
+    ("fabbench.fidelity",),  # times `fabbench run` against bare loops started by its launcher
     ("fabbench.doctor", "fabbench.study"),
     ("fabbench.cli",),
     ("fabbench.__main__",),

@@ -14,6 +14,7 @@ from fabbench import __version__
 from fabbench.cli import emulate, model, render, results, study, sysinfo, train
 from fabbench.cli.options import Fabric, GpuDirect, Json, Primitive, Ranks, Wire
 from fabbench.errors import FabbenchError
+from fabbench.procs import Terminated
 
 app = typer.Typer(
     name="fabbench", no_args_is_help=True, add_completion=False,
@@ -186,6 +187,9 @@ def main(argv: list[str] | None = None) -> None:
     except (Abort, KeyboardInterrupt):
         print("fabbench: interrupted", file=sys.stderr)
         sys.exit(130)
+    except Terminated as exc:  # what this process started is stopped already (finally blocks)
+        print(f"fabbench: stopped by signal {exc.signum}", file=sys.stderr)
+        sys.exit(128 + exc.signum)
     except FabbenchError as exc:
         print(f"fabbench: error: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)

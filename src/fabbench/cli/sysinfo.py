@@ -46,19 +46,24 @@ def doctor(
                                                    "fabrics, else the default route's.")] = None,
     rdma_device: Annotated[str | None, typer.Option(help="RDMA device (e.g. mlx5_0).")] = None,
     smoke: Annotated[bool, typer.Option(help="Run the 2-rank smoke test.")] = True,
+    fidelity: Annotated[bool, typer.Option(
+        "--fidelity", help="Also time fabbench against the bare loop of its library here "
+        "(alternating, about a minute): can its figures be trusted on this host?")] = False,
     root: Annotated[str, typer.Option(hidden=True, help="Read sysfs/dev under this root (a "
                                                         "recorded tree).")] = "/",
     json_out: Json = False,
 ) -> None:
     """Preflight: a verdict per check and the fix to apply; exit code 1 when a check fails.
 
-    Example: [bold]fabbench doctor --fabric infiniband[/]
+    Example: [bold]fabbench doctor --fabric infiniband[/]   ([bold]--fidelity[/]: is fabbench
+    as fast as the bare library loop here?)
     """
     from fabbench.doctor import DoctorOptions
     from fabbench.doctor import doctor as run_doctor
 
     report = run_doctor(DoctorOptions(fabric=fabric, wire=wire, primitive=primitive, iface=iface,
-                                      rdma_device=rdma_device, smoke=smoke, root=root))
+                                      rdma_device=rdma_device, smoke=smoke, fidelity=fidelity,
+                                      root=root))
     if json_out:
         print(json.dumps(report.to_json(), indent=2))
     else:

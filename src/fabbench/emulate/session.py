@@ -20,35 +20,12 @@ from fabbench.emulate import net
 from fabbench.emulate.cluster import ENV, STATE_FILE, Cluster
 from fabbench.emulate.spec import Emulation, Link
 from fabbench.errors import RunError, UsageError
-from fabbench.procs import stop_groups
+from fabbench.procs import Terminated, signals_unwind, stop_groups
 
 HOLDER = "fabbench.emulate.hold"
 UP_DEADLINE_S = 120
 DOWN_DEADLINE_S = 60
 STOP_GRACE_S = 10.0  # after the first signal, the command stops its ranks; then SIGKILL
-
-
-class Terminated(BaseException):
-    """SIGTERM (or SIGHUP) arrived: unwind and tear down."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-
-@contextlib.contextmanager
-def signals_unwind() -> Iterator[None]:
-    """SIGTERM/SIGHUP raise Terminated (SIGINT already raises KeyboardInterrupt), so every
-    `finally` runs."""
-    def handler(signum: int, _frame: object) -> None:
-        raise Terminated(signum)
-
-    saved = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for s, h in saved.items():
-            signal.signal(s, h)
 
 
 @contextlib.contextmanager

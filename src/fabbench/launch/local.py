@@ -26,7 +26,7 @@ from fabbench.errors import RunError, UsageError
 from fabbench.launch import rundir
 from fabbench.launch.settings import Resolved
 from fabbench.plan import Plan
-from fabbench.procs import stop_groups
+from fabbench.procs import signals_unwind, stop_groups
 
 RANK_MODULE = [sys.executable, "-m", "fabbench.launch.rank"]
 # horovodrun --gloo prefixes every line of rank N's stdout with "[N]<stdout>:"; it has no
@@ -76,29 +76,32 @@ def mpirun_settings(resolved: Resolved) -> list[str]:
     return argv
 
 
-def horovodrun(plan: Plan, hosts: str, iface: str | None) -> list[str]:
-    """horovodrun --gloo starting the rank module on HOSTS (host:slots,...)."""
+def horovodrun(plan: Plan, hosts: str, iface: str | None,
+               program: list[str] = RANK_MODULE) -> list[str]:
+    """horovodrun --gloo starting ``program`` (the rank module) on HOSTS (host:slots,...)."""
     argv = [beside_python("horovodrun"), "--gloo", "-np", str(plan.ranks), "-H", hosts,
             "--start-timeout", str(int(plan.timeout_s))]
     if iface:
         argv += ["--network-interfaces", iface]
-    return argv + RANK_MODULE
+    return argv + program
 
 
-def build(plan: Plan, resolved: Resolved) -> LaunchSpec:
+def build(plan: Plan, resolved: Resolved, program: list[str] = RANK_MODULE) -> LaunchSpec:
+    """The local ranks of ``plan``, each running ``program``: fabbench's rank module, or (the
+    fidelity check) a reference loop started exactly as fabbench's ranks are."""
     env = resolved.env()
     base = {"FABBENCH_PLAN": plan.to_json()}
     if plan.launcher == "mpirun":
         argv = ["mpirun", "-np", str(plan.ranks), "--oversubscribe", "--bind-to", "none"]
-        return LaunchSpec([argv + mpirun_settings(resolved) + RANK_MODULE],
+        return LaunchSpec([argv + mpirun_settings(resolved) + program],
                           [{**resolved.settings.env, **base}])
     if plan.launcher == "horovodrun":
-        return LaunchSpec([horovodrun(plan, f"localhost:{plan.ranks}", plan.iface)],
+        return LaunchSpec([horovodrun(plan, f"localhost:{plan.ranks}", plan.iface, program)],
                           [{**env, **base}], stdout_prefix=HOROVODRUN_PREFIX)
     port = str(free_port())
     commands, envs = [], []
     for rank in range(plan.ranks):
-        commands.append(list(RANK_MODULE))
+        commands.append(list(program))
         envs.append({**env, **base, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port,
                      "RANK": str(rank), "WORLD_SIZE": str(plan.ranks), "LOCAL_RANK": str(rank),
                      "LOCAL_WORLD_SIZE": str(plan.ranks)})
@@ -121,7 +124,8 @@ def run(spec: LaunchSpec, deadline_s: float, ranks: int) -> tuple[int, str]:
     the launcher saw of the ranks (who died first, who timed out waiting, who never arrived)."""
     procs: list[subprocess.Popen] = []
     copiers: list[threading.Thread] = []
-    with tempfile.TemporaryDirectory(prefix="fabbench-run-") as shared:
+    # a launcher stopped by SIGTERM or SIGHUP stops its ranks first (the finally below)
+    with signals_unwind(), tempfile.TemporaryDirectory(prefix="fabbench-run-") as shared:
         watch = rundir.Watch(Path(shared))
         try:
             for argv, extra in zip(spec.commands, spec.env, strict=True):

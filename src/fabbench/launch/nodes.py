@@ -25,7 +25,10 @@ from fabbench.launch.settings import Resolved
 from fabbench.plan import Plan
 
 
-def build_across(plan: Plan, resolved: Resolved, cluster: Cluster) -> LaunchSpec:
+def build_across(plan: Plan, resolved: Resolved, cluster: Cluster,
+                 program: list[str] = RANK_MODULE) -> LaunchSpec:
+    """The ranks of ``plan`` across ``cluster``'s nodes, each running ``program`` (see
+    local.build)."""
     base = {"FABBENCH_PLAN": plan.to_json()}
     rpn = cluster.ranks_per_node
     if plan.launcher == "mpirun":
@@ -35,19 +38,19 @@ def build_across(plan: Plan, resolved: Resolved, cluster: Cluster) -> LaunchSpec
                 "--mca", "plm_rsh_no_tree_spawn", "1",
                 "--mca", "oob_tcp_if_include", cluster.iface,
                 "--mca", "mpi_yield_when_idle", "1"]
-        return LaunchSpec([cluster.on(0, argv + mpirun_settings(resolved) + RANK_MODULE)],
+        return LaunchSpec([cluster.on(0, argv + mpirun_settings(resolved) + program)],
                           [{**resolved.settings.env, **base}])
     env = resolved.env()
     if plan.launcher == "horovodrun":
         hosts = ",".join(f"{n.address}:{rpn}" for n in cluster.nodes)
         path = f"{cluster.agent.parent}:{os.environ.get('PATH', '/usr/bin:/bin')}"
-        return LaunchSpec([cluster.on(0, horovodrun(plan, hosts, cluster.iface))],
+        return LaunchSpec([cluster.on(0, horovodrun(plan, hosts, cluster.iface, program))],
                           [{**env, **base, "PATH": path}], stdout_prefix=HOROVODRUN_PREFIX)
     port = str(free_port())
     commands, envs = [], []
     for rank in range(plan.ranks):
         node = cluster.node_of_rank(rank)
-        commands.append(cluster.on(node.index, list(RANK_MODULE)))
+        commands.append(cluster.on(node.index, list(program)))
         envs.append({**env, **base, "MASTER_ADDR": cluster.nodes[0].address,
                      "MASTER_PORT": port, "RANK": str(rank), "WORLD_SIZE": str(plan.ranks),
                      "LOCAL_RANK": str(rank % rpn), "LOCAL_WORLD_SIZE": str(rpn)})

@@ -1,0 +1,279 @@
+"""Time one operation with fabbench and with the bare reference loops, alternating, and judge.
+
+A reference loop is started by fabbench's own launcher (runner.launch_spec with the loop in place
+of the rank module): the same mpirun line and MCA parameters, the same rendezvous, the same
+emulated nodes when this runs under `fabbench emulate`. fabbench is run as a user runs it, a
+`fabbench run` subprocess writing a results file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from fabbench.errors import RunError, UsageError
+from fabbench.procs import stop_groups
+
+LOOPS = Path(__file__).resolve().parent / "loops"
+PY_LOOP = LOOPS / "py_loop.py"
+C_LOOP = LOOPS / "mpi_loop.c"
+
+# The band (docs/methods.md, "Fidelity"): at and above BAND_FROM_BYTES the busbw ratio
+# fabbench / reference must lie within 1 +- BAND_REL; at the smallest sizes (<= 64 B) fabbench
+# may add at most LATENCY_ADDED_US (MPI, whose latency is a few microseconds) or LATENCY_REL of
+# the reference's time (Gloo and Horovod, whose latency is tens to hundreds of microseconds).
+BAND_REL = 0.03
+BAND_FROM_BYTES = 256 << 10
+LATENCY_MAX_BYTES = 64
+LATENCY_ADDED_US = 2.0
+LATENCY_REL = 0.05
+
+OPS = ("allreduce", "sendrecv")
+
+
+@dataclass(frozen=True, kw_only=True)
+class FidelityPath:
+    """One way the bytes move: a fabric profile (and wire) and a primitive."""
+
+    label: str
+    fabric: str
+    primitive: str
+    horovod_over: str | None = None
+    wire: str = "native"
+    device: str = "cpu"
+    references: tuple[str, ...]  # the first one decides the verdict
+
+    def run_args(self) -> list[str]:
+        args = ["--fabric", self.fabric, "--primitive", self.primitive, "--wire", self.wire,
+                "--device", self.device]
+        return args + (["--horovod-over", self.horovod_over] if self.horovod_over else [])
+
+
+def path_for(fabric: str, primitive: str, *, wire: str = "native", device: str = "cpu",
+             horovod_over: str | None = None, c_loop: bool = True) -> FidelityPath:
+    """The path a site runs (doctor --fidelity): its references by primitive."""
+    if device == "cuda" and primitive in ("mpi", "horovod"):
+        raise UsageError(f"the fidelity check has no reference loop for {primitive} on GPU "
+                         "buffers yet (its loops are host-memory MPI): check with --device cpu")
+    refs = {"mpi": ("c", "mpi4py") if c_loop else ("mpi4py",), "gloo": ("torch",),
+            "nccl": ("torch",), "horovod": ("horovod",)}[primitive]
+    label = f"{primitive}{'-' + horovod_over if horovod_over else ''}-{fabric}" + (
+        f"-{wire}" if wire != "native" else "")
+    return FidelityPath(label=label, fabric=fabric, primitive=primitive, wire=wire,
+                        device=device, horovod_over=horovod_over, references=refs)
+
+
+# Every path this host can run without special hardware (the infiniband and omnipath profiles
+# over their `tcp` wire drive UCX and libfabric through their TCP transports).
+PATHS: dict[str, FidelityPath] = {p.label: p for p in (
+    FidelityPath(label="mpi-tcp", fabric="ethernet", primitive="mpi", references=("c", "mpi4py")),
+    FidelityPath(label="mpi-shm", fabric="shm", primitive="mpi", references=("c", "mpi4py")),
+    FidelityPath(label="mpi-ucx", fabric="infiniband", wire="tcp", primitive="mpi",
+                 references=("c", "mpi4py")),
+    FidelityPath(label="mpi-ofi", fabric="omnipath", wire="tcp", primitive="mpi",
+                 references=("c", "mpi4py")),
+    FidelityPath(label="gloo-tcp", fabric="ethernet", primitive="gloo", references=("torch",)),
+    FidelityPath(label="horovod-mpi", fabric="ethernet", primitive="horovod",
+                 horovod_over="mpi", references=("horovod",)),
+    FidelityPath(label="horovod-gloo", fabric="ethernet", primitive="horovod",
+                 horovod_over="gloo", references=("horovod",)),
+)}
+REFERENCES = {"c": "C MPI loop", "mpi4py": "mpi4py loop", "torch": "torch.distributed loop",
+              "horovod": "Horovod allreduce_ loop"}
+
+
+def paths(names: str) -> list[FidelityPath]:
+    """'all' or a comma list of path labels."""
+    wanted = list(PATHS) if names == "all" else [n.strip() for n in names.split(",") if n.strip()]
+    unknown = [n for n in wanted if n not in PATHS]
+    if unknown or not wanted:
+        raise UsageError(f"unknown fidelity path {(unknown or [names])[0]!r} "
+                         f"(known: {', '.join(PATHS)}, all)")
+    return [PATHS[n] for n in wanted]
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("FABBENCH_CACHE", Path.home() / ".cache" / "fabbench"),
+                "fidelity")
+
+
+def build_c_loop() -> Path:
+    """mpi_loop.c compiled with this host's mpicc, cached by the source and mpicc's identity."""
+    mpicc = shutil.which("mpicc")
+    if mpicc is None:
+        raise UsageError("the C reference loop needs mpicc (Debian: libopenmpi-dev); "
+                         "leave the reference 'c' out to compare with the mpi4py loop only")
+    version = subprocess.run([mpicc, "--showme:version"], capture_output=True, text=True,
+                             timeout=30, check=False).stdout + subprocess.run(
+        [mpicc, "--showme"], capture_output=True, text=True, timeout=30, check=False).stdout
+    key = hashlib.sha256(C_LOOP.read_bytes() + version.encode()).hexdigest()[:16]
+    exe = cache_dir() / f"mpi_loop-{key}"
+    if not exe.exists():
+        exe.parent.mkdir(parents=True, exist_ok=True)
+        tmp = exe.with_suffix(f".{os.getpid()}")
+        built = subprocess.run([mpicc, "-O2", "-o", str(tmp), str(C_LOOP)], capture_output=True,
+                               text=True, timeout=300, check=False)
+        if built.returncode != 0:
+            raise RunError(f"mpicc could not build the C reference loop: "
+                           f"{(built.stderr.strip().splitlines() or ['?'])[-1]}")
+        tmp.replace(exe)
+    return exe
+
+
+def reference_program(reference: str, op: str) -> list[str]:
+    if reference == "c":
+        return [str(build_c_loop()), op]
+    return [sys.executable, str(PY_LOOP), reference, op]
+
+
+def _plan(path: FidelityPath, ranks: int | None, sizes: Iterable[int], op: str):
+    from fabbench.runner import RunOptions, make_plan
+
+    return make_plan(RunOptions(fabric=path.fabric, primitive=path.primitive,
+                                horovod_over=path.horovod_over, wire=path.wire, ranks=ranks,
+                                device=path.device, ops=op, sizes=",".join(map(str, sizes))),
+                     local_launch=True)
+
+
+def parse_loop_output(text: str) -> dict[int, float]:
+    """"bytes p50_us samples batch" lines (anything else a launcher prints is skipped)."""
+    out = {}
+    for line in text.splitlines():
+        m = re.match(r"^(?:\[\d+\]<stdout>:)?(\d+) (\d+(?:\.\d+)?) \d+ \d+$", line.strip())
+        if m:
+            out[int(m.group(1))] = float(m.group(2))
+    return out
+
+
+def _run(argv: list[str], env: dict[str, str], timeout_s: float, what: str) -> str:
+    """Run a command in its own session; its group is stopped on timeout or interruption."""
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        stop_groups([proc], signal.SIGTERM, 3.0, 3.0)
+        raise RunError(f"{what} passed its limit of {timeout_s:.0f} s; stopped") from None
+    finally:
+        stop_groups([proc], signal.SIGTERM, 3.0, 3.0)
+    if proc.returncode != 0:
+        tail = "\n".join((err or out).strip().splitlines()[-8:])
+        raise RunError(f"{what} failed (exit {proc.returncode}):\n{tail}")
+    return out
+
+
+def run_reference(path: FidelityPath, reference: str, op: str, sizes: list[int],
+                  ranks: int | None, timeout_s: float) -> dict[int, float]:
+    from fabbench.launch.settings import resolve
+    from fabbench.runner import launch_spec
+
+    plan = _plan(path, ranks, sizes, op)
+    spec = launch_spec(plan, resolve(plan), reference_program(reference, op) + list(
+        map(str, sizes)))
+    loop_env = {**os.environ, "FABBENCH_LOOP_DEVICE": path.device}
+    if len(spec.commands) == 1:
+        out = _run(spec.commands[0], {**loop_env, **spec.env[0]}, timeout_s,
+                   f"the {REFERENCES[reference]} on {path.label}")
+        return parse_loop_output(out)
+    # one process per rank (gloo's spawn): start all, rank 0 prints
+    procs = [subprocess.Popen(argv, env={**loop_env, **env}, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, start_new_session=True)
+             for argv, env in zip(spec.commands, spec.env, strict=True)]
+    try:
+        outs = []
+        for p in procs:
+            try:
+                outs.append(p.communicate(timeout=timeout_s))
+            except subprocess.TimeoutExpired:
+                raise RunError(f"the {REFERENCES[reference]} on {path.label} passed its limit "
+                               f"of {timeout_s:.0f} s; stopped") from None
+    finally:
+        stop_groups(procs, signal.SIGTERM, 3.0, 3.0)
+    failed = [(p.returncode, err) for p, (_, err) in zip(procs, outs, strict=True)
+              if p.returncode]
+    if failed:
+        tail = "\n".join(failed[0][1].strip().splitlines()[-8:])
+        raise RunError(f"the {REFERENCES[reference]} on {path.label} failed "
+                       f"(exit {failed[0][0]}):\n{tail}")
+    return parse_loop_output(outs[0][0])
+
+
+def run_fabbench(path: FidelityPath, op: str, sizes: list[int], ranks: int | None,
+                 budget_s: float, timeout_s: float) -> dict[int, float]:
+    """`fabbench run` as a user runs it; the p50 of each point from its results file."""
+    from fabbench.results.reader import read_results
+
+    with tempfile.TemporaryDirectory(prefix="fabbench-fidelity-") as tmp:
+        out = Path(tmp, "r.jsonl")
+        argv = [sys.executable, "-m", "fabbench", "run", *path.run_args(), "--ops", op,
+                "--sizes", ",".join(map(str, sizes)), "--budget", str(budget_s),
+                "--no-ceiling", "--out", str(out)]
+        if ranks is not None:
+            argv += ["--ranks", str(ranks)]
+        _run(argv, dict(os.environ), timeout_s, f"fabbench on {path.label}")
+        return {r["bytes"]: r["time_us"]["p50"] for r in read_results(out).of_kind("collective")}
+
+
+@dataclass(frozen=True)
+class Point:
+    path: str
+    op: str
+    bytes: int
+    reference: str
+    ref_us: float
+    fabbench_us: float
+
+    @property
+    def ratio(self) -> float:
+        """busbw fabbench / reference (= time reference / fabbench): > 1 fabbench is faster."""
+        return self.ref_us / self.fabbench_us
+
+    @property
+    def added_us(self) -> float:
+        return self.fabbench_us - self.ref_us
+
+    def verdict(self, primitive: str) -> tuple[bool | None, str]:
+        """(within the band, the goal as text); None where no goal applies (mid sizes)."""
+        if self.bytes >= BAND_FROM_BYTES:
+            return abs(self.ratio - 1) <= BAND_REL, f"ratio 1+-{BAND_REL:g}"
+        if self.bytes <= LATENCY_MAX_BYTES:
+            if primitive == "mpi":
+                return abs(self.added_us) <= LATENCY_ADDED_US, f"+-{LATENCY_ADDED_US:g} us"
+            return abs(self.ratio - 1) <= LATENCY_REL, f"ratio 1+-{LATENCY_REL:g}"
+        return None, "-"
+
+
+def compare(path: FidelityPath, op: str, sizes: list[int], *, rounds: int = 3,
+            ranks: int | None = None, budget_s: float = 0.15, timeout_s: float = 600.0,
+            references: tuple[str, ...] | None = None,
+            progress: Callable[[str], None] | None = None) -> list[Point]:
+    """Alternate the references and fabbench ``rounds`` times; the best time of each side."""
+    if rounds < 1:
+        raise UsageError("--rounds must be at least 1")
+    refs = references or path.references
+    best: dict[str, dict[int, float]] = {r: {} for r in (*refs, "fabbench")}
+    for i in range(rounds):
+        for side in (*refs, "fabbench"):
+            if progress is not None:
+                progress(f"{path.label} {op}: round {i + 1}/{rounds}, {side}")
+            fresh = run_fabbench(path, op, sizes, ranks, budget_s, timeout_s) \
+                if side == "fabbench" else run_reference(path, side, op, sizes, ranks,
+                                                         timeout_s)
+            for size, t in fresh.items():
+                best[side][size] = min(best[side].get(size, t), t)
+    points = []
+    for ref in refs:
+        for size in sorted(best["fabbench"]):
+            if size in best[ref]:
+                points.append(Point(path.label, op, size, ref, best[ref][size],
+                                    best["fabbench"][size]))
+    return points

@@ -1,0 +1,75 @@
+/* fabbench's fidelity reference: a plain MPI loop, nothing else (no Python, no threads).
+ * Usage: mpi_loop OP BYTES...   OP is allreduce or sendrecv (a ring: send to rank+1, receive
+ * from rank-1, as fabbench's sendrecv). Rank 0 prints "bytes p50_us samples batch" per size.
+ * The protocol every reference loop shares (fabbench.fidelity.loops): 10 calibration
+ * operations; a batch of back-to-back operations that takes about 5 ms (1..1000); 25 samples,
+ * each after a barrier; a sample's time is the slowest rank's time per operation; the median
+ * sample is printed. The same protocol as OSU's and nccl-tests' loops, in its essentials. */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { SAMPLES = 25, CALIBRATE = 10, MAX_BATCH = 1000 };
+static const double BATCH_S = 0.005;
+
+static int cmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void op_once(int sendrecv, float *send, float *recv, long count, int next, int prev) {
+    if (sendrecv)
+        MPI_Sendrecv(send, (int)count, MPI_FLOAT, next, 0, recv, (int)count, MPI_FLOAT, prev, 0,
+                     MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    else
+        MPI_Allreduce(send, recv, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+}
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    int rank, size;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (argc < 2 || (strcmp(argv[1], "allreduce") && strcmp(argv[1], "sendrecv"))) {
+        if (rank == 0) fprintf(stderr, "usage: mpi_loop allreduce|sendrecv BYTES...\n");
+        MPI_Finalize();
+        return 2;
+    }
+    int sendrecv = strcmp(argv[1], "sendrecv") == 0;
+    int next = (rank + 1) % size, prev = (rank + size - 1) % size;
+    for (int a = 2; a < argc; a++) {
+        long bytes = atol(argv[a]);
+        long count = bytes / (long)sizeof(float);
+        if (count < 1) count = 1;
+        float *send = malloc(count * sizeof(float)), *recv = malloc(count * sizeof(float));
+        for (long i = 0; i < count; i++) send[i] = (float)((i + 7 * rank) % 5);
+        memset(recv, 0, count * sizeof(float));
+        MPI_Barrier(MPI_COMM_WORLD);
+        double t0 = MPI_Wtime();
+        for (int i = 0; i < CALIBRATE; i++) op_once(sendrecv, send, recv, count, next, prev);
+        double one = (MPI_Wtime() - t0) / CALIBRATE, slowest;
+        MPI_Allreduce(&one, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        int batch = (int)(BATCH_S / slowest);
+        if (batch < 1) batch = 1;
+        if (batch > MAX_BATCH) batch = MAX_BATCH;
+        double samples[SAMPLES];
+        for (int s = 0; s < SAMPLES; s++) {
+            MPI_Barrier(MPI_COMM_WORLD);
+            t0 = MPI_Wtime();
+            for (int i = 0; i < batch; i++) op_once(sendrecv, send, recv, count, next, prev);
+            double t = (MPI_Wtime() - t0) / batch;
+            MPI_Allreduce(&t, &samples[s], 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        }
+        qsort(samples, SAMPLES, sizeof(double), cmp);
+        if (rank == 0) {
+            printf("%ld %.3f %d %d\n", count * (long)sizeof(float), samples[SAMPLES / 2] * 1e6,
+                   SAMPLES, batch);
+            fflush(stdout);
+        }
+        free(send);
+        free(recv);
+    }
+    MPI_Finalize();
+    return 0;
+}

@@ -1,0 +1,146 @@
+"""fabbench's fidelity reference in Python: one library's own loop, nothing else.
+
+Usage (one process per rank, started by the same launcher as fabbench's ranks):
+    python py_loop.py LIBRARY OP BYTES...
+LIBRARY: mpi4py (started by mpirun), torch (torch.distributed; RANK, WORLD_SIZE, MASTER_ADDR and
+MASTER_PORT set; backend gloo, or nccl with FABBENCH_LOOP_DEVICE=cuda) or horovod (Horovod's
+allreduce_, over whatever Horovod was started with). OP: allreduce or sendrecv (a ring, as
+fabbench's). Rank 0 prints "bytes p50_us samples batch" per size.
+
+This file imports the standard library and the chosen library only: it is the bare loop that
+fabbench's figures are held to. Its protocol is mpi_loop.c's: 10 calibration operations; a
+batch of back-to-back operations that takes about 5 ms (1..1000); 25 samples, each after a
+barrier; a sample's time is the slowest rank's time per operation; the median sample is printed.
+The torch loop is PARAM comms' in its essentials (warm-up, a timed batch between two barriers,
+busbw from the p50).
+"""
+
+import os
+import statistics
+import sys
+import time
+
+SAMPLES, CALIBRATE, MAX_BATCH, BATCH_S = 25, 10, 1000, 0.005
+
+
+def mpi4py_ops(op, nbytes):
+    import mpi4py
+
+    mpi4py.rc.threads = False  # THREAD_SINGLE, like a plain C MPI_Init (and fabbench's ranks)
+    import numpy as np
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    rank, size = comm.Get_rank(), comm.Get_size()
+    count = max(1, nbytes // 4)
+    send = ((np.arange(count) + 7 * rank) % 5).astype(np.float32)
+    recv = np.zeros(count, np.float32)
+    if op == "allreduce":
+        def once():
+            comm.Allreduce(send, recv, MPI.SUM)
+    else:
+        nxt, prv = (rank + 1) % size, (rank - 1) % size
+
+        def once():
+            comm.Sendrecv(send, nxt, 0, recv, prv, 0)
+    return rank, once, comm.Barrier, lambda x: comm.allreduce(x, MPI.MAX)
+
+
+def torch_ops(op, nbytes):
+    import datetime
+
+    import torch
+    import torch.distributed as dist
+
+    device = os.environ.get("FABBENCH_LOOP_DEVICE", "cpu")
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if device == "cuda" else "gloo",
+                                timeout=datetime.timedelta(seconds=120))
+    rank, size = dist.get_rank(), dist.get_world_size()
+    if device == "cuda":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    count = max(1, nbytes // 4)
+    send = ((torch.arange(count) + 7 * rank) % 5).to(device=device, dtype=torch.float32)
+    recv = torch.zeros(count, dtype=torch.float32, device=device)
+    scalar = torch.zeros(1, dtype=torch.float64, device=device)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    if op == "allreduce":
+        def once():
+            dist.all_reduce(recv)
+    else:
+        p2p = [dist.P2POp(dist.isend, send, (rank + 1) % size),
+               dist.P2POp(dist.irecv, recv, (rank - 1) % size)]
+
+        def once():
+            for work in dist.batch_isend_irecv(p2p):
+                work.wait()
+
+    def barrier():
+        dist.barrier()
+        sync()
+
+    def slowest(x):
+        sync()
+        scalar.fill_(x)
+        dist.all_reduce(scalar, op=dist.ReduceOp.MAX)
+        return scalar.item()
+    return rank, once, barrier, slowest
+
+
+def horovod_ops(op, nbytes):
+    if op != "allreduce":
+        raise SystemExit("py_loop: horovod has allreduce only here")
+    import horovod.torch as hvd
+    import torch
+
+    if not hvd.is_initialized():
+        hvd.init()
+    count = max(1, nbytes // 4)
+    recv = ((torch.arange(count) + 7 * hvd.rank()) % 5).to(torch.float32)
+    name = f"loop.{nbytes}"
+
+    def once():
+        hvd.allreduce_(recv, op=hvd.Sum, name=name)
+
+    def slowest(x):
+        return hvd.allreduce(torch.tensor([x], dtype=torch.float64), op=hvd.Max,
+                             name="loop.max").item()
+    return hvd.rank(), once, hvd.barrier, slowest
+
+
+LIBRARIES = {"mpi4py": mpi4py_ops, "torch": torch_ops, "horovod": horovod_ops}
+
+
+def measure(once, barrier, slowest):
+    barrier()
+    t0 = time.perf_counter()
+    for _ in range(CALIBRATE):
+        once()
+    batch = max(1, min(MAX_BATCH, int(BATCH_S / slowest((time.perf_counter() - t0)
+                                                        / CALIBRATE))))
+    samples = []
+    for _ in range(SAMPLES):
+        barrier()
+        t0 = time.perf_counter()
+        for _ in range(batch):
+            once()
+        samples.append(slowest((time.perf_counter() - t0) / batch))
+    return statistics.median(samples), batch
+
+
+def main(argv):
+    if len(argv) < 3 or argv[0] not in LIBRARIES or argv[1] not in ("allreduce", "sendrecv"):
+        print("usage: py_loop.py mpi4py|torch|horovod allreduce|sendrecv BYTES...",
+              file=sys.stderr)
+        return 2
+    for arg in argv[2:]:
+        nbytes = int(arg)
+        rank, once, barrier, slowest = LIBRARIES[argv[0]](argv[1], nbytes)
+        p50, batch = measure(once, barrier, slowest)
+        if rank == 0:
+            print(f"{max(1, nbytes // 4) * 4} {p50 * 1e6:.3f} {SAMPLES} {batch}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
