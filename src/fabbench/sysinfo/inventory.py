@@ -118,6 +118,7 @@ def fabric_env(env: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def inventory() -> dict[str, Any]:
+    runtime = _container()
     return {
         "host": socket.gethostname(),
         "os": f"{platform.system()} {platform.release()}",
@@ -129,7 +130,8 @@ def inventory() -> dict[str, Any]:
         "gpudirect_rdma": gpudirect_rdma(),
         "versions": library_versions(),
         "build": build_manifest(),
-        "container": _container(),
+        "container": runtime,
+        **container_version(runtime),
         "scheduler": scheduler(),
         "env": fabric_env(),
     }
@@ -165,6 +167,37 @@ def container_runtime(env: Mapping[str, str] | None = None, root: str | os.PathL
         if word in cgroup:
             return {"kubepods": "kubernetes", "libpod": "podman"}.get(word, word)
     return None
+
+
+APPTAINER_LABELS = "/.singularity.d/labels.json"
+
+
+def container_version(runtime: str | None, root: str | os.PathLike = "/") -> dict[str, str]:
+    """{"container_version": ..., "container_version_source": ...} where the container tells it,
+    else {}. Apptainer gives a container no variable with its own version: the image's labels
+    name the Apptainer that built it (the same program at a site that builds where it runs).
+    podman writes its version into /run/.containerenv."""
+    if runtime == "apptainer":
+        try:
+            labels = json.loads(Path(root, APPTAINER_LABELS.lstrip("/")).read_text())
+        except (OSError, ValueError):
+            return {}
+        for key in ("org.label-schema.usage.apptainer.version",
+                    "org.label-schema.usage.singularity.version"):
+            if isinstance(labels.get(key), str):
+                return {"container_version": labels[key],
+                        "container_version_source": f"{APPTAINER_LABELS} {key} (the "
+                        f"{key.split('.')[-2]} that built the image)"}
+    if runtime == "podman":
+        try:
+            text = Path(root, "run/.containerenv").read_text()
+        except OSError:
+            return {}
+        found = re.search(r'^engine="podman-([^"]+)"', text, re.MULTILINE)
+        if found:
+            return {"container_version": found.group(1),
+                    "container_version_source": "/run/.containerenv engine"}
+    return {}
 
 
 def scheduler(env: Mapping[str, str] | None = None) -> str | None:
@@ -206,7 +239,8 @@ def summary_rows(inv: dict[str, Any]) -> list[tuple[str, str]]:
     for name, version in (inv.get("versions") or {}).items():
         if name != "mpi_library":
             rows.append((f"version {name}", str(version) if version else "-"))
-    rows.append(("container", inv.get("container") or "none (bare host)"))
+    rows.append(("container", (inv.get("container") or "none (bare host)")
+                  + (f" {inv['container_version']}" if inv.get("container_version") else "")))
     rows.append(("scheduler", inv.get("scheduler") or "none"))
     rows.append(("image build", json.dumps(inv["build"], sort_keys=True) if inv.get("build")
                  else "not in the fabbench image"))
