@@ -1,0 +1,75 @@
+"""The guard rail of fidelity: fabbench and the bare loop of its library, in the same test,
+alternating, on real ranks. The band here is loose (0.75-1.33, stable on a loaded machine) so
+that it never fails on noise and always fails on an artefact of 2x; the tight band (+-3 %) is
+bench/fidelity.py's, on a quiet machine. Also: a launcher stopped by SIGTERM stops its ranks."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from conftest import fabbench, needs_mpirun
+from fabbench.fidelity import check
+from fabbench.procs import stop_groups
+from fabbench.results.reader import read_results
+
+pytestmark = [pytest.mark.integration, needs_mpirun, pytest.mark.timeout(600)]
+
+LOOSE = (0.75, 1.33)
+SIZES = [1 << 20, 4 << 20]
+
+
+@pytest.mark.parametrize("label", ["mpi-tcp", "mpi-shm", "gloo-tcp"])
+def test_fabbench_is_within_a_loose_band_of_the_bare_loop(label):
+    path = check.PATHS[label]
+    points = check.compare(path, "allreduce", SIZES, rounds=2, references=path.references[:1])
+    assert sorted(p.bytes for p in points) == SIZES
+    for p in points:
+        assert LOOSE[0] <= p.ratio <= LOOSE[1], (
+            f"{label} at {p.bytes} B: fabbench {p.fabbench_us:.1f} us, {p.reference} loop "
+            f"{p.ref_us:.1f} us (ratio {p.ratio:.3f}): a host-side artefact")
+
+
+def test_doctor_fidelity_compares_on_this_host_and_says_so():
+    p = fabbench("doctor", "--fabric", "shm", "--primitive", "mpi", "--no-smoke", "--fidelity",
+                 "--json", timeout=400)
+    report = json.loads(p.stdout)
+    (fid,) = [c for c in report["checks"] if c["name"] == "fidelity"]
+    assert fid["verdict"] in ("pass", "fail"), fid
+    assert "C MPI loop" in fid["detail"]
+    ratios = [float(part.split()[-1]) for part in
+              fid["detail"].split(": ", 1)[1].split(";")[:3]]
+    assert len(ratios) == 3 and all(LOOSE[0] <= r <= LOOSE[1] for r in ratios[1:]), fid
+    assert p.returncode == (0 if fid["verdict"] == "pass" else 1)
+
+
+def test_a_launcher_stopped_by_sigterm_stops_its_ranks_and_closes_the_file(tmp_path):
+    out = tmp_path / "r.jsonl"
+    launcher = subprocess.Popen(
+        [sys.executable, "-m", "fabbench", "run", "--fabric", "ethernet", "--primitive", "mpi",
+         "--ops", "allreduce", "--sizes", "1M", "--budget", "60", "--out", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        end = time.monotonic() + 60
+        while time.monotonic() < end and not (out.exists() and out.stat().st_size):
+            time.sleep(0.2)  # the run record is written: the ranks measure now
+        ranks = [c for c in psutil.Process(launcher.pid).children(recursive=True)
+                 if c.cmdline()[1:3] == ["-m", "fabbench.launch.rank"]]
+        assert len(ranks) == 2
+        launcher.send_signal(signal.SIGTERM)
+        _, err = launcher.communicate(timeout=30)
+    finally:
+        stop_groups([launcher], signal.SIGTERM, 10.0, 5.0)  # the launcher stops its ranks
+    assert launcher.returncode == 128 + signal.SIGTERM
+    assert "stopped by signal 15" in err and "Traceback" not in err
+    gone, alive = psutil.wait_procs(ranks, timeout=10)
+    assert not alive
+    summary = read_results(out).records[-1]
+    assert summary["kind"] == "summary" and summary["ok"] is False
+    assert "stopped by signal 15" in summary["error"]

@@ -1,0 +1,78 @@
+"""The fidelity check's pure parts: the loops' output, the band, the paths."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from fabbench.errors import UsageError
+from fabbench.fidelity import check
+from fabbench.fidelity.check import Point
+
+
+def test_loop_output_is_read_with_and_without_a_launcher_prefix():
+    text = ("some banner\n8 1.250 25 1000\n[0]<stdout>:1048576 812.500 25 6\n"
+            "262144 12 25 40\nnot 1 2 3\n")
+    assert check.parse_loop_output(text) == {8: 1.25, 1048576: 812.5, 262144: 12.0}
+
+
+@pytest.mark.parametrize(("size", "ref", "fb", "met"), [
+    (1 << 20, 100.0, 103.0, True),   # 0.971: inside
+    (1 << 20, 100.0, 97.1, True),    # 1.030: inside
+    (1 << 20, 100.0, 104.0, False),  # slower
+    (1 << 20, 100.0, 96.0, False),   # faster is as wrong as slower
+    (256 << 10, 100.0, 110.0, False),
+])
+def test_the_band_is_two_sided_at_large_sizes(size, ref, fb, met):
+    assert Point("p", "allreduce", size, "c", ref, fb).verdict("mpi")[0] is met
+
+
+def test_small_sizes_are_judged_by_added_time_for_mpi_and_by_ratio_for_the_others():
+    assert Point("p", "allreduce", 8, "c", 5.0, 6.9).verdict("mpi")[0] is True
+    assert Point("p", "allreduce", 8, "c", 5.0, 7.5).verdict("mpi")[0] is False
+    assert Point("p", "allreduce", 8, "c", 5.0, 2.5).verdict("mpi")[0] is False
+    assert Point("p", "allreduce", 8, "torch", 100.0, 104.0).verdict("gloo")[0] is True
+    assert Point("p", "allreduce", 8, "torch", 100.0, 106.0).verdict("gloo")[0] is False
+    assert Point("p", "allreduce", 64 << 10, "c", 100.0, 200.0).verdict("mpi")[0] is None
+
+
+def test_ratio_is_busbw_fabbench_over_reference():
+    p = Point("p", "allreduce", 1 << 20, "c", 100.0, 200.0)
+    assert p.ratio == 0.5 and p.added_us == 100.0
+
+
+def test_paths_by_name():
+    assert [p.label for p in check.paths("mpi-tcp,gloo-tcp")] == ["mpi-tcp", "gloo-tcp"]
+    assert len(check.paths("all")) == len(check.PATHS)
+    with pytest.raises(UsageError, match="unknown fidelity path 'ib'"):
+        check.paths("ib")
+
+
+def test_every_path_names_known_references_and_a_fabric_profile():
+    from fabbench.fabrics import load_profile
+
+    for path in check.PATHS.values():
+        assert path.references and set(path.references) <= set(check.REFERENCES)
+        profile = load_profile(path.fabric)
+        assert path.wire == "native" or path.wire in profile.wires
+
+
+def test_a_site_path_takes_its_references_from_the_primitive():
+    assert check.path_for("ethernet", "mpi").references == ("c", "mpi4py")
+    assert check.path_for("ethernet", "mpi", c_loop=False).references == ("mpi4py",)
+    assert check.path_for("infiniband", "nccl", device="cuda").references == ("torch",)
+    with pytest.raises(UsageError, match="no reference loop for mpi on GPU"):
+        check.path_for("infiniband", "mpi", device="cuda")
+
+
+def test_the_python_loop_refuses_bad_arguments_in_one_line():
+    p = subprocess.run([sys.executable, str(check.PY_LOOP), "nccl", "allreduce", "8"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "usage" in p.stderr
+
+
+def test_the_python_loop_imports_nothing_of_fabbench():
+    text = check.PY_LOOP.read_text()
+    assert "fabbench." not in text.replace("fabbench's", "")
