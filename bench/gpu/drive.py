@@ -1,0 +1,520 @@
+"""The GPU kit's driver: every GPU fact issue 25 asks for, in one go, within a deadline, written
+under one flat folder in at most 8 files. bench/gpu/run.sh installs the kit and calls this.
+
+    python bench/gpu/drive.py --out DIR [--device cuda|cpu] [--scale full|tiny]
+        [--deadline-s 540] [--site SITE] [--kit KIT]
+
+Steps, in this order (each one a subprocess with its own time limit, cut to what is left of the
+deadline; a step that fails is recorded and the next one runs):
+  install         fabbench is imported from SITE (the kit's wheels), not from a checkout, on the
+                  Python the kit was made for (KIT/MANIFEST.json)
+  env, doctor     `fabbench env --json`, `fabbench doctor --json`; nvidia-smi and torch's view
+  nccl            1 rank, every op, 8 B to 1 GiB, --device cuda --check; NCCL's own log kept
+                  (the ranks' NCCL_DEBUG files: TMPDIR is a folder of the step's own)
+  gpudirect-on    `--fabric infiniband --gpudirect on` refused in one line, exit 2 (no RDMA NIC);
+                  on --device cpu the refusal that applies there (--gpudirect needs cuda)
+  nccl-2-ranks    not tried, and why: NCCL refuses two ranks on one device
+  fidelity-*      bench/train_fidelity.py: fabbench's samples/s against a bare torch loop on the
+                  same device (ResNet-50 at 224 px and GPT-small, AMP fp16 on cuda), goal 0.98
+  train-*         the same models through `fabbench run --workload train` (the records)
+  gloo-2-ranks    Gloo at 2 ranks on the device's tensors, one run per op (one op Gloo cannot do
+                  on CUDA tensors does not hide the others)
+On --device cpu there is no NCCL: its steps are skipped with that reason and the training runs
+over Gloo in fp32 (the CPU rehearsal, tests/integration/test_gpu_kit.py).
+
+Written under --out, rewritten after every step (a run cut short keeps what it finished):
+summary.md (the table), summary.json (every step: commands, exit codes, seconds, figures),
+results.jsonl (every fabbench results file, one after another), nccl.log (NCCL's own lines),
+env.json (env, doctor, GPU and driver), console.log (every command's output).
+Exit: 0 when every step that ran held what it must, 1 otherwise, 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+FIDELITY = HERE.parent / "train_fidelity.py"
+ALL_OPS = ("allreduce", "allgather", "reduce_scatter", "broadcast", "alltoall", "sendrecv")
+OUT_FILES = ("summary.md", "summary.json", "results.jsonl", "nccl.log", "env.json",
+             "console.log")
+MAX_FILE_CHARS = 15 * 2**20  # the device tool brings back at most 8 files of 16 MiB each
+GOAL = 0.98
+
+
+@dataclass(frozen=True, kw_only=True)
+class Scale:
+    nccl_sizes: str
+    gloo_sizes: str
+    gloo_ops: tuple[str, ...]
+    image: tuple[str, int, int]  # model, image side, batch per rank
+    tokens: tuple[str, int, int]  # model, sequence length, batch per rank
+    steps: int
+    warmup: int
+    rounds: int
+
+
+SCALES = {
+    "full": Scale(nccl_sizes="8:1G", gloo_sizes="8:64M", gloo_ops=ALL_OPS,
+                  image=("resnet50", 224, 64), tokens=("gpt-small", 1024, 8),
+                  steps=30, warmup=5, rounds=5),
+    # the CPU rehearsal: every step, small enough for 2 cores in a minute or two
+    "tiny": Scale(nccl_sizes="8:64K", gloo_sizes="8:64K:8", gloo_ops=("allreduce", "broadcast"),
+                  image=("resnet50", 32, 2), tokens=("gpt-tiny", 32, 2),
+                  steps=2, warmup=1, rounds=2),
+}
+
+
+@dataclass
+class Step:
+    name: str
+    status: str = "not run"  # ok, failed, skipped, not run
+    reason: str = ""
+    seconds: float = 0.0
+    commands: list[dict] = field(default_factory=list)
+    figures: dict = field(default_factory=dict)
+
+
+class Kit:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args, self.scale = args, SCALES[args.scale]
+        self.out = Path(args.out)
+        self.work = Path(tempfile.mkdtemp(prefix="gpukit-work-"))
+        self.started = time.monotonic()
+        self.steps: list[Step] = []
+        self.results: list[Path] = []
+        self.nccl_lines: list[str] = []
+        self.console: list[str] = []
+        self.env: dict = {}
+        self.fab = [sys.executable, "-m", "fabbench"]
+
+    # ---- running things
+    def left(self) -> float:
+        return self.args.deadline_s - (time.monotonic() - self.started)
+
+    def sh(self, step: Step, argv: list[str], cap_s: float, env: dict | None = None
+           ) -> subprocess.CompletedProcess:
+        """Run argv in its own process group, at most cap_s (and what the deadline leaves);
+        on the limit the whole group is killed and the exit code is 124."""
+        limit = max(1.0, min(cap_s, self.left() - 5))
+        t0 = time.monotonic()
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env={**os.environ, **(env or {})},
+                                start_new_session=True)
+        try:
+            out, err = proc.communicate(timeout=limit)
+            rc = proc.returncode
+        except subprocess.TimeoutExpired:
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                try:
+                    os.killpg(proc.pid, sig)
+                except ProcessLookupError:
+                    break
+                try:
+                    proc.wait(timeout=5)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+            out, err = proc.communicate()
+            rc, err = 124, err + f"\n[gpukit: killed after {limit:.0f} s]"
+        seconds = round(time.monotonic() - t0, 2)
+        shown = " ".join(argv).replace(sys.executable, "python")
+        step.commands.append({"argv": shown, "rc": rc, "seconds": seconds})
+        self.console += [f"$ {shown}", f"[{step.name}: exit {rc}, {seconds} s]",
+                         out.rstrip(), err.rstrip(), ""]
+        return subprocess.CompletedProcess(argv, rc, out, err)
+
+    def run_fabbench(self, step: Step, args: list[str], cap_s: float, name: str,
+                     ) -> tuple[subprocess.CompletedProcess, list[dict]]:
+        """`fabbench run ... --out <work>/<name>.jsonl`; NCCL's log files land in a TMPDIR of the
+        step's own and are kept; returns the process and the records it wrote."""
+        out, tmp = self.work / f"{name}.jsonl", self.work / f"tmp-{name}"
+        tmp.mkdir()
+        p = self.sh(step, [*self.fab, "run", *args, "--out", str(out)], cap_s,
+                    env={"TMPDIR": str(tmp)})
+        for log in sorted(tmp.glob("fabbench-*/nccl.*")):
+            self.nccl_lines += [f"# gpukit step {name}: {log.name}",
+                                *log.read_text(errors="replace").splitlines()]
+        records = []
+        if out.exists() and out.stat().st_size:
+            self.results.append(out)
+            for line in out.read_text().splitlines():
+                try:
+                    records.append(json.loads(line))
+                except json.JSONDecodeError:  # the last line of a killed run
+                    continue
+        return p, records
+
+    def do(self, name: str, fn, *a) -> None:
+        step = Step(name)
+        self.steps.append(step)
+        if self.left() < 15:
+            step.reason = f"the {self.args.deadline_s:.0f} s deadline was reached"
+        else:
+            t0 = time.monotonic()
+            try:
+                fn(step, *a)
+            except Exception as exc:  # the kit goes on to the next step; the error is kept
+                step.status, step.reason = "failed", f"{type(exc).__name__}: {exc}"
+            step.seconds = round(time.monotonic() - t0, 2)
+        self.write()
+
+    # ---- the steps
+    def install(self, step: Step) -> None:
+        import fabbench
+
+        where = Path(fabbench.__file__).resolve()
+        step.figures = {"fabbench": fabbench.__version__, "imported_from": str(where.parent),
+                        "python": platform.python_version(), "executable": sys.executable}
+        problems = []
+        if self.args.site and not where.is_relative_to(Path(self.args.site).resolve()):
+            problems.append(f"fabbench was imported from {where.parent}, not from the kit's "
+                            f"install in {self.args.site}")
+        if self.args.kit:
+            manifest = json.loads(Path(self.args.kit, "MANIFEST.json").read_text())
+            step.figures["kit"] = {k: manifest[k] for k in ("python_version", "bytes",
+                                                            "fabbench_commit")}
+            step.figures["kit"]["wheels"] = sorted(manifest["wheels"])
+            have = "{}.{}".format(*sys.version_info[:2])
+            if manifest["python_version"] != have:
+                problems.append(f"the kit was made for Python {manifest['python_version']}, "
+                                f"this is {have}")
+        log = Path(self.args.site or "/nonexistent", ".gpukit-install.log")
+        if log.exists():
+            self.console += ["$ (bench/gpu/run.sh) install from the kit", log.read_text(), ""]
+        step.status, step.reason = ("failed", "; ".join(problems)) if problems else (
+            "ok", f"fabbench {fabbench.__version__} from {where.parent.parent} on Python "
+            f"{platform.python_version()}")
+
+    def environment(self, step: Step) -> None:
+        p = self.sh(step, [*self.fab, "env", "--json"], 120)
+        if p.returncode:
+            step.status, step.reason = "failed", f"fabbench env exited {p.returncode}"
+            return
+        self.env["fabbench_env"] = json.loads(p.stdout)
+        probe = ("import json, torch; c = torch.cuda.is_available(); print(json.dumps({"
+                 "'torch': torch.__version__, 'cuda': torch.version.cuda, 'cuda_available': c,"
+                 " 'devices': torch.cuda.device_count() if c else 0,"
+                 " 'device_name': torch.cuda.get_device_name(0) if c else None,"
+                 " 'capability': list(torch.cuda.get_device_capability(0)) if c else None,"
+                 " 'nccl': '.'.join(map(str, torch.cuda.nccl.version())) if c else None}))")
+        p = self.sh(step, [sys.executable, "-c", probe], 120)
+        self.env["torch"] = json.loads(p.stdout) if p.returncode == 0 else {"error": p.stderr}
+        if shutil.which("nvidia-smi"):
+            p = self.sh(step, ["nvidia-smi", "--query-gpu=name,driver_version,memory.total,"
+                               "compute_cap", "--format=csv,noheader"], 60)
+            self.env["nvidia_smi"] = p.stdout.strip().splitlines()
+        torch_view = self.env["torch"]
+        step.figures = {"gpu": torch_view.get("device_name"), "torch": torch_view.get("torch"),
+                        "cuda": torch_view.get("cuda"), "nccl": torch_view.get("nccl"),
+                        "nvidia_smi": self.env.get("nvidia_smi")}
+        if self.args.device == "cuda" and not torch_view.get("cuda_available"):
+            step.status, step.reason = "failed", "--device cuda but torch sees no GPU"
+        else:
+            step.status = "ok"
+            step.reason = (f"{torch_view.get('devices')} GPU(s): {torch_view.get('device_name')}; "
+                           f"nvidia-smi: {'; '.join(self.env.get('nvidia_smi') or ['none'])}; "
+                           f"torch {torch_view.get('torch')}, CUDA {torch_view.get('cuda')}, "
+                           f"NCCL {torch_view.get('nccl')}")
+
+    def doctor(self, step: Step) -> None:
+        p = self.sh(step, [*self.fab, "doctor", "--json"], 120)
+        if p.returncode not in (0, 1):
+            step.status, step.reason = "failed", f"fabbench doctor exited {p.returncode}"
+            return
+        report = json.loads(p.stdout)
+        self.env["fabbench_doctor"] = report
+        step.figures = {c["name"]: c["verdict"] for c in report["checks"]}
+        step.status = "ok"  # it ran; its verdict (exit 1 when a check fails) is a finding
+        step.reason = "doctor: ready" if p.returncode == 0 else \
+            "doctor: " + "; ".join(f"{c['name']} {c['verdict']}: {c['detail']}"
+                                   for c in report["checks"] if c["verdict"] == "fail")
+
+    def nccl(self, step: Step) -> None:
+        if self.args.device != "cuda":
+            step.status, step.reason = "skipped", ("no NCCL on --device cpu: NCCL moves GPU "
+                                                   "buffers only")
+            return
+        p, recs = self.run_fabbench(step, [
+            "--primitive", "nccl", "--ranks", "1", "--fabric", "ethernet", "--device", "cuda",
+            "--sizes", self.scale.nccl_sizes, "--check", "--timeout", "60"], 300, "nccl")
+        run = next((r for r in recs if r["kind"] == "run"), {})
+        colls = [r for r in recs if r["kind"] == "collective"]
+        report = run.get("library_report") or {}
+        step.figures = {
+            "transport": run.get("transport"), "timing_method": run.get("timing_method"),
+            "nccl": (run.get("provenance") or {}).get("versions", {}).get("nccl"),
+            "channels": report.get("channels"), "nccl_log_lines": len(self.nccl_lines),
+            "ops": _per_op(colls)}
+        problems = _run_problems(p, recs)
+        if run.get("timing_method") != "device-synchronize":
+            problems.append(f"timing_method {run.get('timing_method')!r}, not "
+                            "device-synchronize")
+        missing = sorted(set(ALL_OPS) - {r["op"] for r in colls})
+        if missing:
+            problems.append(f"no records for {', '.join(missing)}")
+        if not any(not line.startswith("# gpukit") for line in self.nccl_lines):
+            problems.append("NCCL wrote no log lines")
+        step.status, step.reason = ("failed", "; ".join(problems)) if problems else (
+            "ok", f"{step.figures['transport']}, NCCL {step.figures['nccl']}, "
+            f"{step.figures['channels']} channel(s), {len(colls)} points, every result correct, "
+            f"{len(self.nccl_lines)} NCCL log lines")
+
+    def gpudirect_on(self, step: Step) -> None:
+        if self.args.device == "cuda":
+            args = ["--primitive", "nccl", "--fabric", "infiniband", "--device", "cuda"]
+            why, says = ("no active InfiniBand/RoCE port: GPUDirect RDMA has no NIC to use",
+                         "needs an active InfiniBand/RoCE port")
+        else:
+            args = ["--primitive", "gloo", "--fabric", "ethernet", "--device", "cpu"]
+            why = "--gpudirect is about GPU buffers: it needs --device cuda"
+            says = "it needs --device cuda"
+        p, recs = self.run_fabbench(step, [*args, "--ranks", "1", "--gpudirect", "on",
+                                           "--sizes", "8", "--ops", "allreduce"], 120, "gdr-on")
+        lines = [line for line in p.stderr.splitlines() if line.strip()]
+        step.figures = {"expected": why, "exit": p.returncode, "stderr": lines}
+        if p.returncode == 2 and len(lines) == 1 and says in lines[0] and not recs:
+            step.status, step.reason = "ok", lines[0]
+        else:
+            step.status = "failed"
+            step.reason = (f"expected a one-line refusal with exit 2 ({why}); got exit "
+                           f"{p.returncode}, {len(lines)} stderr line(s), {len(recs)} records")
+
+    def nccl_two_ranks(self, step: Step) -> None:
+        step.status = "skipped"
+        step.reason = ("no NCCL on --device cpu" if self.args.device != "cuda" else
+                       "not tried: NCCL refuses two ranks on one GPU (ncclInvalidUsage, "
+                       "'Duplicate GPU detected'); two-rank NCCL needs two GPUs")
+
+    def fidelity(self, step: Step, family: str) -> None:
+        model, size, batch = getattr(self.scale, family)
+        cuda = self.args.device == "cuda"
+        p = self.sh(step, [sys.executable, str(FIDELITY), "--json", "--ranks", "1",
+                           "--device", self.args.device,
+                           "--primitive", "nccl" if cuda else "gloo",
+                           "--precision", "fp16" if cuda else "fp32", "--model", model,
+                           "--image-size", str(size), "--batch", str(batch),
+                           "--steps", str(self.scale.steps), "--rounds",
+                           str(self.scale.rounds), "--timeout", str(max(30, self.left() - 10))],
+                    240)
+        if p.returncode:
+            step.status, step.reason = "failed", f"train_fidelity exited {p.returncode}"
+            return
+        result = json.loads(p.stdout.strip().splitlines()[-1])
+        step.figures = result
+        rates = [r[k] for r in result["rounds"] for k in ("bare", "fab_p50", "fab_mean")]
+        if not rates or min(rates) <= 0:
+            step.status, step.reason = "failed", "a rate was not positive"
+            return
+        step.status = "ok"
+        step.reason = (f"fabbench mean / bare = {result['ratio_mean']:.3f}: {result['verdict']} "
+                       f"the goal >= {GOAL}")
+        if self.args.scale != "full":
+            step.reason += f" (--scale {self.args.scale}: a rehearsal, not a measurement)"
+
+    def train(self, step: Step, family: str) -> None:
+        model, size, batch = getattr(self.scale, family)
+        cuda = self.args.device == "cuda"
+        p, recs = self.run_fabbench(step, [
+            "--primitive", "nccl" if cuda else "gloo", "--ranks", "1", "--fabric", "ethernet",
+            "--device", self.args.device, "--workload", "train", "--model", model,
+            "--image-size", str(size), "--batch-size", str(batch),
+            "--precision", "fp16" if cuda else "fp32", "--steps", str(self.scale.steps),
+            "--warmup-steps", str(self.scale.warmup), "--timeout", "120"], 240, f"train-{model}")
+        trains = [r for r in recs if r["kind"] == "train"]
+        problems = _run_problems(p, recs)
+        if not trains:
+            problems.append("no train record")
+        else:
+            t = trains[0]
+            step.figures = {k: t.get(k) for k in ("model", "precision", "batch_per_rank",
+                                                  "samples_per_s", "step_ms", "comm_ms",
+                                                  "grads_identical")}
+            if not t["samples_per_s"]["p50"] > 0 or t.get("grads_identical") is not True:
+                problems.append("samples/s not positive or gradients not identical")
+        step.status, step.reason = ("failed", "; ".join(problems)) if problems else (
+            "ok", f"{step.figures['samples_per_s']['p50']:.4g} samples/s (p50), step "
+            f"{step.figures['step_ms']:.4g} ms, {step.figures['precision']}")
+
+    def gloo(self, step: Step) -> None:
+        failed = {}
+        step.figures = {"device": self.args.device, "ops": {}}
+        for op in self.scale.gloo_ops:
+            if self.left() < 20:
+                failed[op] = "not run: deadline"
+                continue
+            p, recs = self.run_fabbench(step, [
+                "--primitive", "gloo", "--ranks", "2", "--fabric", "ethernet",
+                "--device", self.args.device, "--ops", op, "--sizes", self.scale.gloo_sizes,
+                "--check", "--timeout", "60"], 120, f"gloo-{op}")
+            run = next((r for r in recs if r["kind"] == "run"), {})
+            problems = _run_problems(p, recs)
+            if run and run.get("device") != self.args.device:
+                problems.append(f"ran on {run.get('device')}")
+            per_op = _per_op([r for r in recs if r["kind"] == "collective"])
+            step.figures["ops"][op] = per_op.get(op) or {}
+            if problems:
+                failed[op] = "; ".join(problems)
+        step.figures["failed"] = failed
+        step.status = "failed" if failed else "ok"
+        step.reason = "; ".join(f"{op}: {why}" for op, why in failed.items()) if failed else \
+            f"{', '.join(self.scale.gloo_ops)} on {self.args.device} tensors, every result correct"
+
+    # ---- output
+    def write(self) -> None:
+        summary = {"device": self.args.device, "scale": self.args.scale,
+                   "host": platform.node(), "wall_s": round(time.monotonic() - self.started, 1),
+                   "deadline_s": self.args.deadline_s,
+                   "ok": all(s.status in ("ok", "skipped") for s in self.steps),
+                   "steps": [asdict(s) for s in self.steps]}
+        texts = {
+            "summary.json": json.dumps(summary, indent=2) + "\n",
+            "summary.md": _markdown(summary, self.env),
+            "results.jsonl": "".join(p.read_text() for p in self.results),
+            "env.json": json.dumps(self.env, indent=2) + "\n",
+            "console.log": "\n".join(self.console) + "\n",
+        }
+        if self.nccl_lines:
+            texts["nccl.log"] = "\n".join(self.nccl_lines) + "\n"
+        for name, text in texts.items():
+            if name in ("console.log", "nccl.log") and len(text) > MAX_FILE_CHARS:
+                cut = len(text) - MAX_FILE_CHARS
+                text = f"[gpukit: the first {cut} characters were cut]\n" + text[cut:]
+            tmp = self.out / f".{name}.tmp"
+            tmp.write_text(text)
+            tmp.replace(self.out / name)
+
+
+def _run_problems(p: subprocess.CompletedProcess, recs: list[dict]) -> list[str]:
+    problems = []
+    if p.returncode:
+        tail = [line for line in p.stderr.splitlines() if line.strip()][-1:]
+        problems.append(f"exit {p.returncode}" + (f": {tail[0]}" if tail else ""))
+    summaries = [r for r in recs if r["kind"] == "summary"]
+    if not summaries or summaries[-1].get("ok") is not True:
+        problems.append("no ok summary record")
+    if any(r.get("correct") is False for r in recs if r["kind"] == "collective"):
+        problems.append("a result was wrong (--check)")
+    return problems
+
+
+def _per_op(colls: list[dict]) -> dict:
+    """Per op: the smallest size's p50 time and the largest size's bandwidths."""
+    out = {}
+    for op in dict.fromkeys(r["op"] for r in colls):
+        mine = sorted((r for r in colls if r["op"] == op), key=lambda r: r["bytes"])
+        small, big = mine[0], mine[-1]
+        out[op] = {"points": len(mine), "smallest_bytes": small["bytes"],
+                   "smallest_p50_us": small["time_us"]["p50"], "largest_bytes": big["bytes"],
+                   "largest_p50_us": big["time_us"]["p50"],
+                   "largest_busbw_gbyte_s": big.get("busbw_gbyte_s"),
+                   "correct": all(r.get("correct") is True for r in mine)}
+    return out
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g}"
+
+
+def _markdown(summary: dict, env: dict) -> str:
+    torch_view = env.get("torch", {})
+    lines = [f"# fabbench GPU kit on {summary['host']} (--device {summary['device']}, "
+             f"--scale {summary['scale']})", ""]
+    lines += [f"GPU: {torch_view.get('device_name')}; nvidia-smi: "
+              f"{'; '.join(env.get('nvidia_smi') or ['none'])}; torch {torch_view.get('torch')}"
+              f", CUDA {torch_view.get('cuda')}, NCCL {torch_view.get('nccl')}. "
+              f"Wall {summary['wall_s']} s of {summary['deadline_s']:.0f}; "
+              f"{'every step held' if summary['ok'] else 'NOT every step held'}.", ""]
+    lines += ["| step | status | s | what it found |", "|---|---|---:|---|"]
+    for s in summary["steps"]:
+        found = s["reason"].replace("|", "/").replace("\n", " ")
+        lines.append(f"| {s['name']} | {s['status']} | {s['seconds']} | {found} |")
+    fid = [s for s in summary["steps"] if s["name"].startswith("fidelity-") and s["figures"]]
+    if fid:
+        lines += ["", "| model | input | batch | precision | bare samples/s | fabbench p50 | "
+                  "fabbench mean | mean / bare | goal |", "|---|---:|---:|---|---:|---:|---:|"
+                  "---:|---|"]
+        for s in fid:
+            f, m = s["figures"], s["figures"]["median"]
+            lines.append(f"| {f['model']} | {f['input']} | {f['batch']} | {f['precision']} | "
+                         f"{m['bare']:.1f} | {m['fab_p50']:.1f} | {m['fab_mean']:.1f} | "
+                         f"{f['ratio_mean']:.3f} | {f['verdict']} >= {f['goal']} |")
+    for s in summary["steps"]:
+        ops = s["figures"].get("ops") if isinstance(s["figures"], dict) else None
+        if ops:
+            lines += ["", f"{s['name']}:", "", "| op | points | p50 us at smallest | "
+                      "largest bytes | busbw GB/s at largest | correct |",
+                      "|---|---:|---:|---:|---:|---|"]
+            for op, f in ops.items():
+                if f:
+                    lines.append(f"| {op} | {f['points']} | {f['smallest_p50_us']:.2f} | "
+                                 f"{f['largest_bytes']} | {_num(f['largest_busbw_gbyte_s'])} | "
+                                 f"{f['correct']} |")
+    return "\n".join(lines) + "\n"
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """Bad input: one line on stderr, exit 2 (argparse's own adds the usage)."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = OneLineParser(prog="gpukit", description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True, help="a flat folder for at most 8 files")
+    ap.add_argument("--device", default="cuda", help="cuda (the GPU machine) or cpu (rehearsal)")
+    ap.add_argument("--scale", default="full", help="full, or tiny (the CPU rehearsal)")
+    ap.add_argument("--deadline-s", type=float, default=540.0,
+                    help="seconds for every step together (default 540: 9 minutes)")
+    ap.add_argument("--site", help="where run.sh installed the kit (fabbench must come from it)")
+    ap.add_argument("--kit", help="the kit's folder (its MANIFEST.json names the Python)")
+    args = ap.parse_args(argv)
+    bad = (f"--device takes cuda or cpu, not {args.device!r}"
+           if args.device not in ("cuda", "cpu") else
+           f"--scale takes {' or '.join(SCALES)}, not {args.scale!r}"
+           if args.scale not in SCALES else
+           f"--deadline-s must be between 60 and 3600, not {args.deadline_s}"
+           if not 60 <= args.deadline_s <= 3600 else
+           f"--out {args.out} holds files the kit did not write"
+           if Path(args.out).is_dir() and set(os.listdir(args.out)) - set(OUT_FILES) else None)
+    if bad:
+        print(f"gpukit: error: {bad}", file=sys.stderr)
+        return 2
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    for stale in OUT_FILES:
+        Path(args.out, stale).unlink(missing_ok=True)
+    kit = Kit(args)
+    try:
+        kit.do("install", kit.install)
+        kit.do("env", kit.environment)
+        kit.do("doctor", kit.doctor)
+        kit.do("nccl", kit.nccl)
+        kit.do("gpudirect-on", kit.gpudirect_on)
+        kit.do("nccl-2-ranks", kit.nccl_two_ranks)
+        kit.do("fidelity-image", kit.fidelity, "image")
+        kit.do("fidelity-tokens", kit.fidelity, "tokens")
+        kit.do("train-image", kit.train, "image")
+        kit.do("train-tokens", kit.train, "tokens")
+        kit.do("gloo-2-ranks", kit.gloo)
+    finally:
+        shutil.rmtree(kit.work, ignore_errors=True)
+    for s in kit.steps:
+        print(f"{s.name:<16} {s.status:<8} {s.seconds:>7.1f} s  {s.reason}")
+    print(f"gpukit: {len(os.listdir(args.out))} files in {args.out}")
+    return 0 if all(s.status in ("ok", "skipped") for s in kit.steps) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

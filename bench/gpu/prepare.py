@@ -1,0 +1,201 @@
+"""Make the GPU kit's folder: fabbench as a wheel and wheels of the runtime dependencies a lent
+GPU machine lacks, for its Python (3.12) on manylinux x86-64, one version of each, under 64 MiB.
+
+    .venv/bin/python bench/gpu/prepare.py [--out .gpukit] [--python-version 3.12]
+
+The device command (bench/gpu/run.sh) installs from this folder only: the GPU machine has no
+network. What it has is written down in GPU_MACHINE_HAS; every other distribution fabbench's
+wheel requires, and whatever those require in turn (their markers evaluated for the target
+Python), is fetched with `pip download --only-binary=:all:` for the target's Python and
+platforms. Each is pinned to the version installed in this environment when that one satisfies
+the requirement (the version fabbench's tests ran with), else pip picks the newest that does.
+
+The folder is rebuilt from scratch each time (it is ignored by git) and holds a MANIFEST.json:
+the target Python, the wheels and their sizes, the git commit fabbench was built from and
+whether src/ had uncommitted changes. Bad input: one line on stderr, exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from importlib import metadata
+from pathlib import Path
+
+try:
+    from packaging.markers import Marker
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+except ImportError:  # pip vendors it
+    from pip._vendor.packaging.markers import Marker  # type: ignore[no-redef]
+    from pip._vendor.packaging.requirements import Requirement  # type: ignore[no-redef]
+    from pip._vendor.packaging.utils import canonicalize_name  # type: ignore[no-redef]
+
+REPO = Path(__file__).resolve().parents[2]
+LIMIT_BYTES = 64 * 1024 * 1024  # what the device tool carries along, all paths together
+PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64")
+
+# What the lent GPU machine has installed (the brief of issue 25): Python 3.12 with PyTorch
+# (CUDA) and NCCL, typer, rich, jinja2, psutil, matplotlib, scipy, torchvision; and what those
+# need (numpy for scipy and matplotlib, typing-extensions for torch, markupsafe for jinja2,
+# click for typer). It has no jsonschema, no Open MPI, no Horovod (mpi4py would be useless).
+GPU_MACHINE_HAS = frozenset(canonicalize_name(n) for n in (
+    "torch", "numpy", "typer", "rich", "jinja2", "psutil", "matplotlib", "scipy", "torchvision",
+    "typing-extensions", "markupsafe", "click"))
+
+
+class BadInput(Exception):
+    """A wrong option: one line, exit 2."""
+
+
+def marker_env(python_version: str) -> dict[str, str]:
+    """The environment markers of CPython `python_version` on Linux x86-64."""
+    return {"python_version": python_version, "python_full_version": f"{python_version}.0",
+            "implementation_name": "cpython", "platform_python_implementation": "CPython",
+            "implementation_version": f"{python_version}.0", "os_name": "posix",
+            "sys_platform": "linux", "platform_system": "Linux", "platform_machine": "x86_64",
+            "platform_release": "", "platform_version": "", "extra": ""}
+
+
+def requires(wheel: Path, python_version: str) -> list[Requirement]:
+    """A wheel's Requires-Dist that apply on the target without extras."""
+    with zipfile.ZipFile(wheel) as z:
+        name = next(n for n in z.namelist() if re.fullmatch(r"[^/]+\.dist-info/METADATA", n))
+        text = z.read(name).decode()
+    env = marker_env(python_version)
+    out = []
+    for line in text.splitlines():
+        if line.startswith("Requires-Dist:"):
+            req = Requirement(line.split(":", 1)[1].strip())
+            if req.marker is None or Marker(str(req.marker)).evaluate(env):
+                out.append(req)
+    return out
+
+
+def pin(req: Requirement) -> str:
+    """name==<the version installed here> when it satisfies req, else req as written."""
+    try:
+        have = metadata.version(req.name)
+    except metadata.PackageNotFoundError:
+        return str(Requirement(f"{req.name}{req.specifier}"))
+    if req.specifier.contains(have, prereleases=True):
+        return f"{req.name}=={have}"
+    return str(Requirement(f"{req.name}{req.specifier}"))
+
+
+def pip(*args: str, timeout: float = 600) -> None:
+    p = subprocess.run([sys.executable, "-m", "pip", "--disable-pip-version-check", *args],
+                       capture_output=True, text=True, timeout=timeout, check=False)
+    if p.returncode:
+        raise SystemExit(f"prepare: pip {args[0]} failed:\n{(p.stdout + p.stderr)[-3000:]}")
+
+
+def build_fabbench(into: Path) -> Path:
+    """fabbench's wheel, built from a copy of pyproject.toml, README.md and src/ (the shared
+    working tree gets no build/ or egg-info)."""
+    with tempfile.TemporaryDirectory(prefix="gpukit-src-") as tmp:
+        for name in ("pyproject.toml", "README.md"):
+            shutil.copy2(REPO / name, tmp)
+        shutil.copytree(REPO / "src", Path(tmp, "src"),
+                        ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "*.pyc"))
+        pip("wheel", "--no-deps", "--quiet", "-w", str(into), tmp)
+    return next(into.glob("fabbench-*.whl"))
+
+
+def download(spec: str, into: Path, python_version: str) -> Path:
+    before = set(into.glob("*.whl"))
+    pip("download", "--no-deps", "--only-binary=:all:", "--quiet", "--python-version",
+        python_version, "--implementation", "cp", *(a for p in PLATFORMS for a in
+                                                     ("--platform", p)),
+        "-d", str(into), spec)
+    new = set(into.glob("*.whl")) - before
+    if len(new) != 1:
+        raise SystemExit(f"prepare: pip download {spec} gave {len(new)} new wheels, not 1")
+    return new.pop()
+
+
+def wheel_name(wheel: Path) -> str:
+    return canonicalize_name(wheel.name.split("-")[0])
+
+
+def prepare(out: Path, python_version: str) -> dict:
+    if not re.fullmatch(r"3\.\d{1,2}", python_version):
+        raise BadInput(f"--python-version takes MAJOR.MINOR such as 3.12, not {python_version!r}")
+    if out.exists() and any(out.iterdir()) and not (out / "MANIFEST.json").exists():
+        raise BadInput(f"--out {out} is a folder with other things in it (no MANIFEST.json): "
+                       "name a new folder or an old kit's")
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    fab = build_fabbench(out)
+    wanted, fetched = list(requires(fab, python_version)), {"fabbench": fab}
+    skipped = {}
+    while wanted:
+        req = wanted.pop(0)
+        name = canonicalize_name(req.name)
+        if name in GPU_MACHINE_HAS:
+            skipped[name] = str(req)
+            continue
+        if name in fetched:
+            continue
+        wheel = download(pin(req), out, python_version)
+        fetched[name] = wheel
+        wanted += requires(wheel, python_version)
+    names = [wheel_name(w) for w in out.glob("*.whl")]
+    if len(names) != len(set(names)):
+        raise SystemExit(f"prepare: more than one version of a distribution in {out}: {names}")
+    wheels = sorted(out.glob("*.whl"))
+    total = sum(w.stat().st_size for w in wheels)
+    dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--", "src",
+                            "pyproject.toml"], capture_output=True, text=True,
+                           check=False).stdout.strip()
+    commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True,
+                            text=True, check=False).stdout.strip()
+    manifest = {"python_version": python_version, "platforms": list(PLATFORMS),
+                "wheels": {w.name: w.stat().st_size for w in wheels}, "bytes": total,
+                "expected_on_machine": dict(sorted(skipped.items())),
+                "fabbench_commit": commit, "fabbench_src_uncommitted_changes": bool(dirty)}
+    (out / "MANIFEST.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    total += (out / "MANIFEST.json").stat().st_size
+    if total >= LIMIT_BYTES:
+        raise SystemExit(f"prepare: {out} holds {total / 2**20:.1f} MiB, over the 64 MiB the "
+                         "device tool carries")
+    return manifest
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """Bad input: one line on stderr, exit 2 (argparse's own adds the usage)."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = OneLineParser(prog="prepare", description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=str(REPO / ".gpukit"),
+                    help="the kit's folder (rebuilt; default: .gpukit, ignored by git)")
+    ap.add_argument("--python-version", default="3.12",
+                    help="the target's CPython MAJOR.MINOR (default 3.12, the GPU machine's; "
+                    "the CPU rehearsal passes this interpreter's)")
+    args = ap.parse_args(argv)
+    try:
+        manifest = prepare(Path(args.out), args.python_version)
+    except BadInput as exc:
+        print(f"prepare: error: {exc}", file=sys.stderr)
+        return 2
+    for name, size in manifest["wheels"].items():
+        print(f"{size / 2**20:8.2f} MiB  {name}")
+    print(f"{manifest['bytes'] / 2**20:8.2f} MiB  in {args.out} for CPython "
+          f"{manifest['python_version']} (expected on the machine: "
+          f"{', '.join(manifest['expected_on_machine']) or 'nothing'})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

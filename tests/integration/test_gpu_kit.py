@@ -1,0 +1,209 @@
+"""The GPU kit (bench/gpu/, issue 25) rehearsed on CPU: `prepare` makes the folder, a fresh
+virtual environment that has only what the GPU machine has installs from that folder alone, and
+the device command runs every step with --device cpu (no NCCL: those steps say why).
+
+The fresh environment: `python -m venv` (no system site-packages), plus one .pth line naming a
+folder of symlinks to the distributions the GPU machine is known to have
+(prepare.GPU_MACHINE_HAS: torch, numpy, typer, rich, jinja2, psutil, ...) and to everything they
+require, as installed in this project's venv. Torch is not installed again (a 200 MB CPU wheel:
+a minute of the 2 cores for nothing the kit provides); fabbench, jsonschema and the rest of what
+fabbench needs are in no such folder, so they can only come from the kit, and the test checks
+that they are missing before the install. The machine's Python is 3.12 and this one is 3.11: the
+rehearsal's kit is made for this interpreter (`prepare --python-version 3.11`), the GPU's for
+3.12 (test_prepare_for_the_gpu_machine)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+from fabbench.results.reader import read_results
+
+pytestmark = [pytest.mark.integration]
+
+KIT = REPO / "bench" / "gpu"
+HERE_PY = "{}.{}".format(*sys.version_info[:2])
+
+
+def _prepare_module():
+    spec = importlib.util.spec_from_file_location("gpukit_prepare", KIT / "prepare.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _run(argv: list[str], timeout: float, env: dict | None = None
+         ) -> subprocess.CompletedProcess:
+    clean = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False,
+                          cwd=REPO, env={**clean, **(env or {})})
+
+
+def _closure(names) -> dict[str, metadata.Distribution]:
+    """The distributions installed here among `names`, and what they require, transitively."""
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    found, todo = {}, list(names)
+    while todo:
+        name = canonicalize_name(todo.pop())
+        if name in found:
+            continue
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            continue  # scipy, torchvision: not here (no CPU torchvision); fabbench needs neither
+        found[name] = dist
+        for line in dist.requires or []:
+            req = Requirement(line)
+            if req.marker is None or req.marker.evaluate({"extra": ""}):
+                todo.append(req.name)
+    return found
+
+
+def _gpu_machine_stand_in(base: Path, has) -> set[str]:
+    """A folder of symlinks to the top-level entries of what the GPU machine has."""
+    base.mkdir()
+    dists = _closure(has)
+    for dist in dists.values():
+        for top in {Path(str(f)).parts[0] for f in dist.files or []} - {".."}:
+            link = base / top
+            if not link.exists():
+                link.symlink_to(Path(str(dist.locate_file(top))))
+    return set(dists)
+
+
+def _fresh_venv(where: Path, base: Path) -> Path:
+    python = getattr(sys, "_base_executable", None) or shutil.which("python3")
+    p = _run([python, "-m", "venv", str(where)], 180)
+    assert p.returncode == 0, p.stderr
+    site = next(where.glob("lib/python3*/site-packages"))
+    (site / "gpu-machine.pth").write_text(f"{base}\n")
+    return where / "bin" / "python"
+
+
+@pytest.mark.timeout(900)
+def test_cpu_rehearsal_installs_from_the_kit_and_runs_every_step(tmp_path):
+    prepare = _prepare_module()
+    kit, out, site = tmp_path / "kit", tmp_path / "out", tmp_path / "site"
+    p = _run([sys.executable, str(KIT / "prepare.py"), "--out", str(kit),
+              "--python-version", HERE_PY], 300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    manifest = json.loads((kit / "MANIFEST.json").read_text())
+    assert manifest["python_version"] == HERE_PY and manifest["bytes"] < 64 * 2**20
+    names = [re.split(r"-\d", w, maxsplit=1)[0].lower() for w in manifest["wheels"]]
+    assert "fabbench" in names and "jsonschema" in names and len(names) == len(set(names))
+
+    base = tmp_path / "gpu-machine"
+    has = _gpu_machine_stand_in(base, prepare.GPU_MACHINE_HAS)
+    assert {"torch", "numpy", "typer", "jinja2"} <= has and "jsonschema" not in has
+    python = _fresh_venv(tmp_path / "venv", base)
+    before = _run([str(python), "-c", "import torch, numpy, typer, rich, jinja2, psutil\n"
+                   "for name in ('fabbench', 'jsonschema'):\n"
+                   "    try:\n        __import__(name)\n        print(name, 'importable')\n"
+                   "    except ImportError:\n        pass"], 120)
+    assert before.returncode == 0 and before.stdout == "", before.stdout + before.stderr
+
+    p = _run(["bash", str(KIT / "run.sh"), "--device", "cpu", "--scale", "tiny",
+              "--deadline-s", "400"], 480,
+             env={"PYTHON": str(python), "GPUKIT": str(kit), "OUT": str(out),
+                  "GPUKIT_SITE": str(site)})
+    print(p.stdout)
+    summary = json.loads((out / "summary.json").read_text())
+    steps = {s["name"]: s for s in summary["steps"]}
+    assert p.returncode == 0, (p.stdout + p.stderr)[-4000:]
+    # at most 8 files, flat, each one the kit names
+    files = sorted(out.iterdir())
+    assert len(files) <= 8 and all(f.is_file() for f in files), files
+    assert {f.name for f in files} <= {"summary.md", "summary.json", "results.jsonl",
+                                       "nccl.log", "env.json", "console.log"}
+    assert list(steps) == ["install", "env", "doctor", "nccl", "gpudirect-on", "nccl-2-ranks",
+                           "fidelity-image", "fidelity-tokens", "train-image", "train-tokens",
+                           "gloo-2-ranks"]
+    # fabbench came from the kit's install, on the venv's Python
+    assert steps["install"]["status"] == "ok"
+    assert Path(steps["install"]["figures"]["imported_from"]).is_relative_to(site)
+    assert steps["install"]["figures"]["executable"] == str(python)
+    # no NCCL on CPU: skipped with the reason; the refusal asserted; everything else ran
+    for name in ("nccl", "nccl-2-ranks"):
+        assert steps[name]["status"] == "skipped" and "NCCL" in steps[name]["reason"]
+    assert steps["gpudirect-on"]["status"] == "ok"
+    assert "--device cuda" in steps["gpudirect-on"]["reason"]
+    for name in ("env", "doctor", "fidelity-image", "fidelity-tokens", "train-image",
+                 "train-tokens", "gloo-2-ranks"):
+        assert steps[name]["status"] == "ok", steps[name]
+    for name, model in (("fidelity-image", "resnet50"), ("fidelity-tokens", "gpt-tiny")):
+        fid = steps[name]["figures"]
+        assert fid["model"] == model and fid["device"] == "cpu" and fid["ratio_mean"] > 0
+        assert f"{fid['ratio_mean']:.3f}" in steps[name]["reason"]
+    gloo = steps["gloo-2-ranks"]["figures"]["ops"]
+    assert set(gloo) == {"allreduce", "broadcast"} and all(o["correct"] for o in gloo.values())
+    # every results file kept, one after another, valid against the schema
+    results = read_results(out / "results.jsonl")
+    runs = results.of_kind("run")
+    assert [r["primitive"] for r in runs] == ["gloo"] * 4
+    assert [r["ranks"] for r in runs] == [1, 1, 2, 2]
+    assert all(s["ok"] for s in results.of_kind("summary"))
+    assert len(results.of_kind("train")) == 2
+    table = (out / "summary.md").read_text()
+    assert all(f"| {name} | {steps[name]['status']} |" in table for name in steps)
+    assert "not every step held" not in table.lower()
+    console = (out / "console.log").read_text()
+    assert "Successfully installed" in console and "fabbench-0.1.0" in console  # pip's log
+
+
+@pytest.mark.timeout(600)
+def test_prepare_for_the_gpu_machine(tmp_path):
+    """The real kit: CPython 3.12 on manylinux x86-64 (its binary wheels come from PyPI)."""
+    try:
+        socket.create_connection(("pypi.org", 443), timeout=5).close()
+    except OSError:
+        pytest.skip("needs PyPI (pypi.org) for the cp312 wheels")
+    kit = tmp_path / "kit"
+    p = _run([sys.executable, str(KIT / "prepare.py"), "--out", str(kit)], 300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    manifest = json.loads((kit / "MANIFEST.json").read_text())
+    wheels = sorted(w.name for w in kit.glob("*.whl"))
+    assert wheels == sorted(manifest["wheels"]) and manifest["python_version"] == "3.12"
+    assert sum(f.stat().st_size for f in kit.iterdir()) < 64 * 2**20
+    binary = [w for w in wheels if not w.endswith("-none-any.whl")]
+    assert binary and all("-cp312-" in w and "manylinux" in w and "x86_64" in w
+                          for w in binary), binary
+    names = [re.split(r"-\d", w, maxsplit=1)[0].lower() for w in wheels]
+    assert len(names) == len(set(names)) and {"fabbench", "jsonschema", "rpds_py"} <= set(names)
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["prepare.py", "--python-version", "3"], "MAJOR.MINOR"),
+    (["prepare.py", "--bogus"], "unrecognized arguments"),
+    (["drive.py", "--out", "OUT", "--device", "tpu"], "--device takes cuda or cpu"),
+    (["drive.py", "--out", "OUT", "--deadline-s", "5"], "--deadline-s must be"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, argv, says):
+    argv = [a.replace("OUT", str(tmp_path / "out")) for a in argv]
+    p = _run([sys.executable, str(KIT / argv[0]), *argv[1:]], 60)
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert says in p.stderr and p.stdout == ""
+
+
+def test_device_command_without_a_kit_is_one_line_and_exit_2(tmp_path):
+    p = _run(["bash", str(KIT / "run.sh")], 60, env={"GPUKIT": str(tmp_path / "none"),
+                                                     "OUT": str(tmp_path / "out")})
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "prepare.py" in p.stderr
+
+
+def test_documented_device_command_is_under_2000_characters():
+    doc = (REPO / "docs" / "gpu-kit.md").read_text()
+    commands = re.findall(r"^(bash bench/gpu/run\.sh.*)$", doc, flags=re.M)
+    assert commands and all(len(c) < 2000 for c in commands)
