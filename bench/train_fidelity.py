@@ -3,7 +3,7 @@ the same model, the same ranks, the same threads and the same synthetic batch.
 
     .venv/bin/python bench/train_fidelity.py [--model resnet50] [--image-size 64] [--batch 4]
         [--steps 10] [--rounds 3] [--ranks 2] [--device cpu|cuda] [--primitive gloo|nccl]
-        [--precision fp32|bf16|fp16] [--json]
+        [--precision fp32|bf16|fp16] [--warmup 2] [--json]
 
 Each rank builds both: the bare loop (a DDP model, SGD, zero_grad/forward/loss/backward/step,
 the whole loop timed once, slowest rank) and fabbench's (workloads.train.Trainer and its timed
@@ -45,7 +45,7 @@ def _rank_main(args: argparse.Namespace) -> None:
                 ops=("allreduce",), sizes=(8,), out="/dev/null", run_id="fidelity",
                 device=args.device, precision=args.precision,
                 model=args.model, batch_size=args.batch, image_size=args.image_size,
-                steps=args.steps, warmup_steps=2)
+                steps=args.steps, warmup_steps=args.warmup)
     fab = Trainer(plan, comm)  # sets the threads per rank as fabbench does
     fab.go_distributed()
     if args.device == "cpu":
@@ -85,8 +85,8 @@ def _rank_main(args: argparse.Namespace) -> None:
 
     global_batch = args.batch * size
     no_watchdog = lambda seconds, what: None  # noqa: E731
-    bare_steps(2)
-    _timed(fab.step, 2, no_watchdog, 60, "warm-up")
+    bare_steps(args.warmup)  # on a GPU with fp16 also the GradScaler's first, skipped, steps
+    _timed(fab.step, args.warmup, no_watchdog, 60, "warm-up")
     rows = []
     for r in range(args.rounds):
         comm.barrier()  # all-reduce and device synchronise (dist.barrier guesses NCCL's device)
@@ -111,6 +111,7 @@ def main() -> int:
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--warmup", type=int, default=2, help="untimed steps of each loop first")
     ap.add_argument("--ranks", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")

@@ -305,7 +305,8 @@ class Kit:
                            "--primitive", "nccl" if cuda else "gloo",
                            "--precision", "fp16" if cuda else "fp32", "--model", model,
                            "--image-size", str(size), "--batch", str(batch),
-                           "--steps", str(self.scale.steps), "--rounds",
+                           "--steps", str(self.scale.steps), "--warmup",
+                           str(self.scale.warmup), "--rounds",
                            str(self.scale.rounds), "--timeout", str(max(30, self.left() - 10))],
                     240)
         if p.returncode:
