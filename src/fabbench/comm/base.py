@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import mmap
 import os
 import subprocess
 import sys
@@ -177,6 +178,24 @@ def _restore(saved: int, tmp: Any, holder: list[str], guard: subprocess.Popen | 
     os.close(saved)
     tmp.seek(0)
     holder.append(tmp.read().decode(errors="replace"))
+
+
+def page_aligned(nbytes: int) -> mmap.mmap:
+    """Host memory for a buffer a library moves: an anonymous mapping of its own, page-aligned
+    and never shared with the interpreter's heap, as OSU's buffers (posix_memalign to a page)
+    and the C reference loop's are. Where numpy or torch place a buffer depends on what the
+    process allocated and freed before; in the interpreter's heap the same Open MPI allreduce
+    measured 2.5-3x slower at 256 KiB-4 MiB than in a mapping of its own (docs/methods.md,
+    "Fidelity"). The mapping lives as long as the array or tensor made on it."""
+    return mmap.mmap(-1, max(nbytes, 1))
+
+
+def host_array(host: np.ndarray, dtype: str) -> np.ndarray:
+    """``host``'s values as ``dtype`` in page-aligned memory of their own (page_aligned)."""
+    dt = np_dtype(dtype)
+    out = np.frombuffer(page_aligned(host.size * dt.itemsize), dt, host.size)
+    out[:] = host
+    return out
 
 
 def np_dtype(dtype: str) -> np.dtype:

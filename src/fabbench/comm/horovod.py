@@ -9,6 +9,7 @@ import numpy as np
 
 from fabbench.comm.base import INIT_DIED, Communicator, captured_stderr
 from fabbench.comm.mpi import LibraryReport, parse_ompi_transport
+from fabbench.comm.torchdist import torch_array
 from fabbench.errors import RunError
 
 if TYPE_CHECKING:
@@ -60,8 +61,7 @@ class HorovodComm(Communicator):
             self.device = f"cuda:{torch.cuda.current_device()}"
 
     def array(self, host: np.ndarray, dtype: str) -> Any:
-        return self._torch.from_numpy(np.ascontiguousarray(host, np.float64)).to(
-            device=self.device, dtype=getattr(self._torch, dtype))
+        return torch_array(self._torch, host, dtype, self.device)
 
     def host(self, buf: Any) -> np.ndarray:
         return buf.detach().to("cpu", self._torch.float64).numpy()

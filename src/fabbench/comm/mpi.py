@@ -19,7 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fabbench.comm.base import INIT_DIED, Communicator, captured_stderr, np_dtype
+from fabbench.comm.base import (
+    INIT_DIED,
+    Communicator,
+    captured_stderr,
+    host_array,
+    np_dtype,
+)
 from fabbench.comm.cuda_aware import CudaAwareness, ask_library, mpi4py_library
 from fabbench.errors import RunError, UsageError
 
@@ -164,7 +170,7 @@ class MpiComm(Communicator):
 
     def array(self, host: np.ndarray, dtype: str) -> Any:
         if self.device == "cpu":
-            return np.ascontiguousarray(host, dtype=np_dtype(dtype))
+            return host_array(host, dtype)
         torch = self._torch
         return torch.from_numpy(host.astype(np_dtype(dtype))).to(self.device)
 

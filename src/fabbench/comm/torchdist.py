@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fabbench.comm.base import Communicator
+from fabbench.comm.base import Communicator, page_aligned
 from fabbench.comm.nccl_report import NcclReport, parse_nccl_log
 from fabbench.errors import RunError, TransportMismatch
 
@@ -56,9 +56,7 @@ class TorchComm(Communicator):
         self._nccl: NcclReport | None = None
 
     def array(self, host: np.ndarray, dtype: str) -> Any:
-        torch = self._torch
-        return torch.from_numpy(np.ascontiguousarray(host, dtype=np.float64)).to(
-            device=self.device, dtype=getattr(torch, dtype))
+        return torch_array(self._torch, host, dtype, self.device)
 
     def host(self, buf: Any) -> np.ndarray:
         return buf.detach().to("cpu", self._torch.float64).numpy()
@@ -141,6 +139,18 @@ class TorchComm(Communicator):
     def close(self) -> None:
         if self._dist.is_initialized():
             self._dist.destroy_process_group()
+
+
+def torch_array(torch: Any, host: np.ndarray, dtype: str, device: str) -> Any:
+    """``host`` as a tensor of ``dtype`` on ``device``; on the CPU in page-aligned memory of its
+    own (comm.base.page_aligned: where torch's allocator places it depends on the process's
+    history, and the time of a collective depends on where it is)."""
+    values = torch.from_numpy(np.ascontiguousarray(host, dtype=np.float64))
+    kind = getattr(torch, dtype)
+    if device != "cpu":
+        return values.to(device=device, dtype=kind)
+    nbytes = host.size * torch.empty((), dtype=kind).element_size()
+    return torch.frombuffer(page_aligned(nbytes), dtype=kind, count=host.size).copy_(values)
 
 
 def _first(exc: BaseException) -> str:

@@ -42,7 +42,11 @@ int main(int argc, char **argv) {
         long bytes = atol(argv[a]);
         long count = bytes / (long)sizeof(float);
         if (count < 1) count = 1;
-        float *send = malloc(count * sizeof(float)), *recv = malloc(count * sizeof(float));
+        /* page-aligned, as OSU allocates its buffers (and fabbench: comm.base.page_aligned) */
+        float *send, *recv;
+        if (posix_memalign((void **)&send, 4096, count * sizeof(float)) ||
+            posix_memalign((void **)&recv, 4096, count * sizeof(float)))
+            MPI_Abort(MPI_COMM_WORLD, 1);
         for (long i = 0; i < count; i++) send[i] = (float)((i + 7 * rank) % 5);
         memset(recv, 0, count * sizeof(float));
         MPI_Barrier(MPI_COMM_WORLD);

@@ -12,9 +12,11 @@ fabbench's figures are held to. Its protocol is mpi_loop.c's: 10 calibration ope
 batch of back-to-back operations that takes about 5 ms (1..1000); 25 samples, each after a
 barrier; a sample's time is the slowest rank's time per operation; the median sample is printed.
 The torch loop is PARAM comms' in its essentials (warm-up, a timed batch between two barriers,
-busbw from the p50).
+busbw from the p50). Host buffers are page-aligned mappings of their own, as OSU allocates them
+(posix_memalign to a page) and as fabbench does (fabbench.comm.base.page_aligned).
 """
 
+import mmap
 import os
 import statistics
 import sys
@@ -33,8 +35,9 @@ def mpi4py_ops(op, nbytes):
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
     count = max(1, nbytes // 4)
-    send = ((np.arange(count) + 7 * rank) % 5).astype(np.float32)
-    recv = np.zeros(count, np.float32)
+    send = np.frombuffer(mmap.mmap(-1, count * 4), np.float32)
+    send[:] = (np.arange(count) + 7 * rank) % 5
+    recv = np.frombuffer(mmap.mmap(-1, count * 4), np.float32)
     if op == "allreduce":
         def once():
             comm.Allreduce(send, recv, MPI.SUM)
@@ -44,6 +47,11 @@ def mpi4py_ops(op, nbytes):
         def once():
             comm.Sendrecv(send, nxt, 0, recv, prv, 0)
     return rank, once, comm.Barrier, lambda x: comm.allreduce(x, MPI.MAX)
+
+
+def host_tensor(torch, count):
+    """float32 zeros in a page-aligned mapping of their own."""
+    return torch.frombuffer(mmap.mmap(-1, count * 4), dtype=torch.float32, count=count)
 
 
 def torch_ops(op, nbytes):
@@ -60,8 +68,8 @@ def torch_ops(op, nbytes):
     if device == "cuda":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     count = max(1, nbytes // 4)
-    send = ((torch.arange(count) + 7 * rank) % 5).to(device=device, dtype=torch.float32)
-    recv = torch.zeros(count, dtype=torch.float32, device=device)
+    send, recv = (host_tensor(torch, count).to(device) for _ in range(2))
+    send.copy_((torch.arange(count) + 7 * rank) % 5)
     scalar = torch.zeros(1, dtype=torch.float64, device=device)
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     if op == "allreduce":
@@ -96,7 +104,8 @@ def horovod_ops(op, nbytes):
     if not hvd.is_initialized():
         hvd.init()
     count = max(1, nbytes // 4)
-    recv = ((torch.arange(count) + 7 * hvd.rank()) % 5).to(torch.float32)
+    recv = host_tensor(torch, count)
+    recv.copy_((torch.arange(count) + 7 * hvd.rank()) % 5)
     name = f"loop.{nbytes}"
 
     def once():
