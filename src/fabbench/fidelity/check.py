@@ -22,6 +22,7 @@ from pathlib import Path
 
 from fabbench.errors import RunError, UsageError
 from fabbench.procs import stop_groups
+from fabbench.timing.engine import TimingPolicy
 
 LOOPS = Path(__file__).resolve().parent / "loops"
 PY_LOOP = LOOPS / "py_loop.py"
@@ -172,16 +173,24 @@ def _run(argv: list[str], env: dict[str, str], timeout_s: float, what: str) -> s
 
 
 def run_reference(path: FidelityPath, reference: str, op: str, sizes: list[int],
-                  ranks: int | None, timeout_s: float) -> dict[int, float]:
+                  ranks: int | None, timeout_s: float, batch_s: float = 0.005
+                  ) -> dict[int, float]:
+    """The reference loop's p50 per size; a batch of operations takes ``batch_s`` (fabbench's
+    engine: its budget over its samples target)."""
     from fabbench.launch.settings import resolve
     from fabbench.runner import launch_spec
 
     plan = _plan(path, ranks, sizes, op)
     spec = launch_spec(plan, resolve(plan), reference_program(reference, op) + list(
         map(str, sizes)))
-    loop_env = {**os.environ, "FABBENCH_LOOP_DEVICE": path.device}
+    loop_env = {**os.environ, "FABBENCH_LOOP_DEVICE": path.device,
+                "FABBENCH_LOOP_BATCH_S": repr(batch_s)}
     if len(spec.commands) == 1:
-        out = _run(spec.commands[0], {**loop_env, **spec.env[0]}, timeout_s,
+        argv = list(spec.commands[0])
+        if "mpirun" in argv:  # exported to ranks on other (emulated) nodes too
+            at = argv.index("mpirun") + 1
+            argv[at:at] = ["-x", "FABBENCH_LOOP_DEVICE", "-x", "FABBENCH_LOOP_BATCH_S"]
+        out = _run(argv, {**loop_env, **spec.env[0]}, timeout_s,
                    f"the {REFERENCES[reference]} on {path.label}")
         return parse_loop_output(out)
     # one process per rank (gloo's spawn): start all, rank 0 prints
@@ -266,8 +275,9 @@ def compare(path: FidelityPath, op: str, sizes: list[int], *, rounds: int = 3,
             if progress is not None:
                 progress(f"{path.label} {op}: round {i + 1}/{rounds}, {side}")
             fresh = run_fabbench(path, op, sizes, ranks, budget_s, timeout_s) \
-                if side == "fabbench" else run_reference(path, side, op, sizes, ranks,
-                                                         timeout_s)
+                if side == "fabbench" else run_reference(
+                    path, side, op, sizes, ranks, timeout_s,
+                    budget_s / TimingPolicy().samples_target)
             for size, t in fresh.items():
                 best[side][size] = min(best[side].get(size, t), t)
     points = []

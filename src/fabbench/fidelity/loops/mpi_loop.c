@@ -1,17 +1,18 @@
 /* fabbench's fidelity reference: a plain MPI loop, nothing else (no Python, no threads).
  * Usage: mpi_loop OP BYTES...   OP is allreduce or sendrecv (a ring: send to rank+1, receive
  * from rank-1, as fabbench's sendrecv). Rank 0 prints "bytes p50_us samples batch" per size.
- * The protocol every reference loop shares (fabbench.fidelity.loops): 10 calibration
- * operations; a batch of back-to-back operations that takes about 5 ms (1..1000); 25 samples,
- * each after a barrier; a sample's time is the slowest rank's time per operation; the median
- * sample is printed. The same protocol as OSU's and nccl-tests' loops, in its essentials. */
+ * The protocol every reference loop shares (fabbench.fidelity.loops), fabbench's own timing
+ * engine's in its essentials (and OSU's and nccl-tests'): 10 calibration operations; 20 ms of
+ * warm-up; a batch of back-to-back operations that takes FABBENCH_LOOP_BATCH_S seconds
+ * (default 0.005; 1..1000 operations); 25 samples, each after a barrier; a sample's time is
+ * the slowest rank's time per operation; the median sample is printed. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 enum { SAMPLES = 25, CALIBRATE = 10, MAX_BATCH = 1000 };
-static const double BATCH_S = 0.005;
+static const double WARMUP_S = 0.02;
 
 static int cmp(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -54,7 +55,11 @@ int main(int argc, char **argv) {
         for (int i = 0; i < CALIBRATE; i++) op_once(sendrecv, send, recv, count, next, prev);
         double one = (MPI_Wtime() - t0) / CALIBRATE, slowest;
         MPI_Allreduce(&one, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-        int batch = (int)(BATCH_S / slowest);
+        const char *batch_env = getenv("FABBENCH_LOOP_BATCH_S");
+        double batch_s = batch_env ? atof(batch_env) : 0.005;
+        int warmup = (int)(WARMUP_S / slowest);
+        for (int i = 0; i < warmup; i++) op_once(sendrecv, send, recv, count, next, prev);
+        int batch = (int)(batch_s / slowest);
         if (batch < 1) batch = 1;
         if (batch > MAX_BATCH) batch = MAX_BATCH;
         double samples[SAMPLES];

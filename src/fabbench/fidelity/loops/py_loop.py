@@ -5,12 +5,14 @@ Usage (one process per rank, started by the same launcher as fabbench's ranks):
 LIBRARY: mpi4py (started by mpirun), torch (torch.distributed; RANK, WORLD_SIZE, MASTER_ADDR and
 MASTER_PORT set; backend gloo, or nccl with FABBENCH_LOOP_DEVICE=cuda) or horovod (Horovod's
 allreduce_, over whatever Horovod was started with). OP: allreduce or sendrecv (a ring, as
-fabbench's). Rank 0 prints "bytes p50_us samples batch" per size.
+fabbench's). Rank 0 prints "bytes p50_us samples batch" per size. FABBENCH_LOOP_BATCH_S: seconds a
+batch of back-to-back operations takes (default 0.005).
 
 This file imports the standard library and the chosen library only: it is the bare loop that
-fabbench's figures are held to. Its protocol is mpi_loop.c's: 10 calibration operations; a
-batch of back-to-back operations that takes about 5 ms (1..1000); 25 samples, each after a
-barrier; a sample's time is the slowest rank's time per operation; the median sample is printed.
+fabbench's figures are held to. Its protocol is mpi_loop.c's: 10 calibration operations;
+20 ms of warm-up; a batch of back-to-back operations that takes FABBENCH_LOOP_BATCH_S
+(1..1000 operations); 25 samples, each after a barrier; a sample's time is the slowest rank's
+time per operation; the median sample is printed.
 The torch loop is PARAM comms' in its essentials (warm-up, a timed batch between two barriers,
 busbw from the p50). Host buffers are page-aligned mappings of their own, as OSU allocates them
 (posix_memalign to a page) and as fabbench does (fabbench.comm.base.page_aligned).
@@ -22,7 +24,8 @@ import statistics
 import sys
 import time
 
-SAMPLES, CALIBRATE, MAX_BATCH, BATCH_S = 25, 10, 1000, 0.005
+SAMPLES, CALIBRATE, MAX_BATCH, WARMUP_S = 25, 10, 1000, 0.02
+BATCH_S = float(os.environ.get("FABBENCH_LOOP_BATCH_S", "0.005"))
 
 
 def mpi4py_ops(op, nbytes):
@@ -125,8 +128,10 @@ def measure(once, barrier, slowest):
     t0 = time.perf_counter()
     for _ in range(CALIBRATE):
         once()
-    batch = max(1, min(MAX_BATCH, int(BATCH_S / slowest((time.perf_counter() - t0)
-                                                        / CALIBRATE))))
+    one = slowest((time.perf_counter() - t0) / CALIBRATE)
+    for _ in range(int(WARMUP_S / one)):
+        once()
+    batch = max(1, min(MAX_BATCH, int(BATCH_S / one)))
     samples = []
     for _ in range(SAMPLES):
         barrier()
@@ -148,6 +153,14 @@ def main(argv):
         p50, batch = measure(once, barrier, slowest)
         if rank == 0:
             print(f"{max(1, nbytes // 4) * 4} {p50 * 1e6:.3f} {SAMPLES} {batch}", flush=True)
+    if argv[0] == "torch":  # Gloo's threads abort the process if they outlive the group
+        import torch.distributed as dist
+
+        dist.destroy_process_group()
+    elif argv[0] == "horovod":
+        import horovod.torch as hvd
+
+        hvd.shutdown()
     return 0
 
 
