@@ -87,7 +87,10 @@ def torch_ops(op, nbytes):
                 work.wait()
 
     def barrier():
-        dist.barrier()
+        # an all-reduce of one element, as fabbench's barrier: after dist.barrier() Gloo's next
+        # 1 MiB allreduces measured 2-3x slower on a 2-core host (docs/methods.md, Fidelity)
+        scalar.zero_()
+        dist.all_reduce(scalar)
         sync()
 
     def slowest(x):
