@@ -41,11 +41,11 @@ def osu_allreduce(path: check.FidelityPath, osu_dir: Path, sizes: list[int],
     exe = osu_dir / "osu_allreduce"
     if not os.access(exe, os.X_OK):
         raise SystemExit(f"bench/fidelity.py: no executable osu_allreduce in {osu_dir}")
-    plan = check._plan(path, None, sizes, "allreduce")
+    plan = check.plan_for(path, None, sizes, "allreduce")
     lo, hi = min(sizes), max(sizes)
     spec = launch_spec(plan, resolve(plan), [str(exe), "-m", f"{lo}:{hi}", "-f"])
-    out = check._run(spec.commands[0], {**os.environ, **spec.env[0]}, timeout_s,
-                     "osu_allreduce")
+    (out,) = check.run_commands([(spec.commands[0], {**os.environ, **spec.env[0]})], timeout_s,
+                                "osu_allreduce")
     times = {}
     for line in out.splitlines():
         m = re.match(r"^\s*(\d+)\s+([\d.]+)", line)

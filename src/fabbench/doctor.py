@@ -43,6 +43,7 @@ from fabbench.sysinfo.sysfs import (
     net_devices,
     rdma_ports,
 )
+from fabbench.units import format_size
 
 PASS, WARN, FAIL, SKIP = "pass", "warn", "fail", "skip"
 SHM_MIN_BYTES = 512 << 20
@@ -451,7 +452,7 @@ def smoke_test(o: DoctorOptions, primitive: str) -> Check:
 FIDELITY_SIZES = (8, 1 << 20, 4 << 20)
 
 
-def check_fidelity(o: DoctorOptions, primitive: str, gpus: bool) -> Check:
+def check_fidelity(o: DoctorOptions, fabric: str, primitive: str, gpus: bool) -> Check:
     """fabbench against the bare loop of its library on this host and fabric, alternating: can
     fabbench's numbers be trusted here? (docs/methods.md, "Fidelity")"""
     from fabbench.fidelity import check as fidelity
@@ -459,7 +460,6 @@ def check_fidelity(o: DoctorOptions, primitive: str, gpus: bool) -> Check:
     if discover() is not None:
         return Check("fidelity", SKIP, "inside a launched job: run `fabbench doctor --fidelity` "
                      "on a node outside one")
-    fabric = detect_fabric(o.root) if o.fabric == "auto" else o.fabric
     path = fidelity.path_for(fabric, primitive, wire=o.wire,
                              device="cuda" if primitive == "nccl" or gpus else "cpu",
                              c_loop=shutil.which("mpicc") is not None)
@@ -469,21 +469,17 @@ def check_fidelity(o: DoctorOptions, primitive: str, gpus: bool) -> Check:
     except FabbenchError as exc:
         return Check("fidelity", FAIL, f"could not compare: {exc}")
     judged = [(p, *p.verdict(primitive)) for p in points if p.reference == path.references[0]]
-    shown = "; ".join(f"{_size(p.bytes)} {p.ratio:.3f}" for p, _, _ in judged)
+    shown = "; ".join(f"{format_size(p.bytes)} {p.ratio:.3f}" for p, _, _ in judged)
     misses = [p for p, met, _ in judged if met is False]
     what = (f"fabbench / {fidelity.REFERENCES[path.references[0]]} (busbw ratio, best of "
             f"{o.fidelity_rounds} alternating rounds): {shown}")
     if not misses:
         return Check("fidelity", PASS, what + f"; within 1+-{fidelity.BAND_REL:g}")
     worst = max(misses, key=lambda p: abs(p.ratio - 1))
-    return Check("fidelity", FAIL, what + f"; {_size(worst.bytes)} is outside the band: "
+    return Check("fidelity", FAIL, what + f"; {format_size(worst.bytes)} is outside the band: "
                  "fabbench's figures on this host carry a host-side artefact",
                  "run on a quiet node (nothing else on its cores) and check again; "
                  "python bench/fidelity.py compares every path (docs/methods.md, Fidelity)")
-
-
-def _size(n: int) -> str:
-    return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB" if n >= 1 << 10 else f"{n} B"
 
 
 def _tail(log: Path, lines: int = 3) -> str | None:
@@ -525,6 +521,6 @@ def doctor(o: DoctorOptions, *, run: Runner = run_tool, env: Mapping[str, str] |
     else:
         report.checks.append(smoke_test(o, primitive))
     if o.fidelity:
-        report.checks.append(check_fidelity(o, primitive, gpus) if report.ok else Check(
+        report.checks.append(check_fidelity(o, fabric, primitive, gpus) if report.ok else Check(
             "fidelity", SKIP, "skipped: fix the failures above first"))
     return report

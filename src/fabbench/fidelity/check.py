@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -136,7 +137,7 @@ def reference_program(reference: str, op: str) -> list[str]:
     return [sys.executable, str(PY_LOOP), reference, op]
 
 
-def _plan(path: FidelityPath, ranks: int | None, sizes: Iterable[int], op: str):
+def plan_for(path: FidelityPath, ranks: int | None, sizes: Iterable[int], op: str):
     from fabbench.runner import RunOptions, make_plan
 
     return make_plan(RunOptions(fabric=path.fabric, primitive=path.primitive,
@@ -155,21 +156,25 @@ def parse_loop_output(text: str) -> dict[int, float]:
     return out
 
 
-def _run(argv: list[str], env: dict[str, str], timeout_s: float, what: str) -> str:
-    """Run a command in its own session; its group is stopped on timeout or interruption."""
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
+def run_commands(commands: list[tuple[list[str], dict[str, str]]], timeout_s: float,
+                 what: str) -> list[str]:
+    """Run every (argv, environment) at once, each in its own session, under one deadline;
+    their stdouts. Every group is stopped when the deadline passes or this is interrupted; the
+    first that failed is named with the end of its output."""
+    procs = [subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, start_new_session=True) for argv, env in commands]
+    end = time.monotonic() + timeout_s
     try:
-        out, err = proc.communicate(timeout=timeout_s)
+        outs = [p.communicate(timeout=max(0.0, end - time.monotonic())) for p in procs]
     except subprocess.TimeoutExpired:
-        stop_groups([proc], signal.SIGTERM, 3.0, 3.0)
         raise RunError(f"{what} passed its limit of {timeout_s:.0f} s; stopped") from None
     finally:
-        stop_groups([proc], signal.SIGTERM, 3.0, 3.0)
-    if proc.returncode != 0:
-        tail = "\n".join((err or out).strip().splitlines()[-8:])
-        raise RunError(f"{what} failed (exit {proc.returncode}):\n{tail}")
-    return out
+        stop_groups(procs, signal.SIGTERM, 3.0, 3.0)
+    for p, (out, err) in zip(procs, outs, strict=True):
+        if p.returncode != 0:
+            tail = "\n".join((err or out).strip().splitlines()[-8:])
+            raise RunError(f"{what} failed (exit {p.returncode}):\n{tail}")
+    return [out for out, _ in outs]
 
 
 def run_reference(path: FidelityPath, reference: str, op: str, sizes: list[int],
@@ -180,40 +185,21 @@ def run_reference(path: FidelityPath, reference: str, op: str, sizes: list[int],
     from fabbench.launch.settings import resolve
     from fabbench.runner import launch_spec
 
-    plan = _plan(path, ranks, sizes, op)
+    plan = plan_for(path, ranks, sizes, op)
     spec = launch_spec(plan, resolve(plan), reference_program(reference, op) + list(
         map(str, sizes)))
     loop_env = {**os.environ, "FABBENCH_LOOP_DEVICE": path.device,
                 "FABBENCH_LOOP_BATCH_S": repr(batch_s)}
-    if len(spec.commands) == 1:
-        argv = list(spec.commands[0])
+    commands = []
+    for argv, env in zip(spec.commands, spec.env, strict=True):
         if "mpirun" in argv:  # exported to ranks on other (emulated) nodes too
             at = argv.index("mpirun") + 1
-            argv[at:at] = ["-x", "FABBENCH_LOOP_DEVICE", "-x", "FABBENCH_LOOP_BATCH_S"]
-        out = _run(argv, {**loop_env, **spec.env[0]}, timeout_s,
-                   f"the {REFERENCES[reference]} on {path.label}")
-        return parse_loop_output(out)
-    # one process per rank (gloo's spawn): start all, rank 0 prints
-    procs = [subprocess.Popen(argv, env={**loop_env, **env}, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, start_new_session=True)
-             for argv, env in zip(spec.commands, spec.env, strict=True)]
-    try:
-        outs = []
-        for p in procs:
-            try:
-                outs.append(p.communicate(timeout=timeout_s))
-            except subprocess.TimeoutExpired:
-                raise RunError(f"the {REFERENCES[reference]} on {path.label} passed its limit "
-                               f"of {timeout_s:.0f} s; stopped") from None
-    finally:
-        stop_groups(procs, signal.SIGTERM, 3.0, 3.0)
-    failed = [(p.returncode, err) for p, (_, err) in zip(procs, outs, strict=True)
-              if p.returncode]
-    if failed:
-        tail = "\n".join(failed[0][1].strip().splitlines()[-8:])
-        raise RunError(f"the {REFERENCES[reference]} on {path.label} failed "
-                       f"(exit {failed[0][0]}):\n{tail}")
-    return parse_loop_output(outs[0][0])
+            argv = [*argv[:at], "-x", "FABBENCH_LOOP_DEVICE", "-x", "FABBENCH_LOOP_BATCH_S",
+                    *argv[at:]]
+        commands.append((argv, {**loop_env, **env}))
+    # one command (mpirun, horovodrun) or one per rank (a spawn): rank 0 prints
+    outs = run_commands(commands, timeout_s, f"the {REFERENCES[reference]} on {path.label}")
+    return parse_loop_output(outs[0])
 
 
 def run_fabbench(path: FidelityPath, op: str, sizes: list[int], ranks: int | None,
@@ -228,7 +214,7 @@ def run_fabbench(path: FidelityPath, op: str, sizes: list[int], ranks: int | Non
                 "--no-ceiling", "--out", str(out)]
         if ranks is not None:
             argv += ["--ranks", str(ranks)]
-        _run(argv, dict(os.environ), timeout_s, f"fabbench on {path.label}")
+        run_commands([(argv, dict(os.environ))], timeout_s, f"fabbench on {path.label}")
         return {r["bytes"]: r["time_us"]["p50"] for r in read_results(out).of_kind("collective")}
 
 
