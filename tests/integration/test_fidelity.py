@@ -22,14 +22,19 @@ from fabbench.results.reader import read_results
 pytestmark = [pytest.mark.integration, needs_mpirun, pytest.mark.timeout(600)]
 
 LOOSE = (0.75, 1.33)
-SIZES = [1 << 20, 4 << 20]
+SIZES = {"mpi-tcp": [1 << 20, 4 << 20], "mpi-shm": [1 << 20, 4 << 20],
+         # Gloo's time at 1-4 MiB moves by up to 2x from one run to the next on a 2-core VM,
+         # the bare loop's and fabbench's alike (0.52-3.07 in bench/fidelity.py runs); at
+         # 16 MiB both held within 4 % in every run
+         "gloo-tcp": [16 << 20]}
 
 
 @pytest.mark.parametrize("label", ["mpi-tcp", "mpi-shm", "gloo-tcp"])
 def test_fabbench_is_within_a_loose_band_of_the_bare_loop(label):
     path = check.PATHS[label]
-    points = check.compare(path, "allreduce", SIZES, rounds=2, references=path.references[:1])
-    assert sorted(p.bytes for p in points) == SIZES
+    points = check.compare(path, "allreduce", SIZES[label], rounds=2,
+                           references=path.references[:1])
+    assert sorted(p.bytes for p in points) == SIZES[label]
     for p in points:
         assert LOOSE[0] <= p.ratio <= LOOSE[1], (
             f"{label} at {p.bytes} B: fabbench {p.fabbench_us:.1f} us, {p.reference} loop "
