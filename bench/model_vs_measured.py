@@ -44,7 +44,7 @@
    On real nodes the whole factor is the figure to judge; docs/methods.md gives every run.
 
 Every figure comes from fabbench's own commands: `fabbench emulate -- run` writes the records and
-fabbench.model.predict.build (what `fabbench model` prints) makes the predictions. Needs root.
+fabbench.scaling.predict.build (what `fabbench model` prints) makes the predictions. Needs root.
 Exits 1 when a target is missed. ``--json FILE`` writes the rows; ``--quick`` is the smaller
 version tests/integration/test_model_vs_measured.py runs (allreduce only: 4 nodes, 1 MiB).
 
@@ -64,9 +64,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from fabbench.model import costs
-from fabbench.model.predict import ModelOptions, build
 from fabbench.results.reader import read_results
+from fabbench.scaling import costs
+from fabbench.scaling.predict import ModelOptions, build
 
 ALLREDUCE_TARGET = 0.15
 SCALING_TARGET = 0.10

@@ -34,7 +34,7 @@ def _rank_main(args: argparse.Namespace) -> None:
     import torch
 
     from fabbench.comm.torchdist import TorchComm
-    from fabbench.models import build
+    from fabbench.networks import build
     from fabbench.plan import Plan
     from fabbench.workloads.train.protocol import Trainer, _slowest, _timed, set_threads
 

@@ -13,7 +13,7 @@ from fabbench.comm import registry
 from fabbench.comm.registry import DTYPES, HOROVOD_OVER, OPS, PRIMITIVES
 from fabbench.errors import UsageError
 from fabbench.fabrics.profile import GPUDIRECT, WIRES
-from fabbench.models.registry import MODELS
+from fabbench.networks.registry import MODELS
 from fabbench.timing.engine import TimingPolicy
 
 WORKLOADS = ("collectives", "train", "halo", "pairs", "all")  # all: collectives, then train

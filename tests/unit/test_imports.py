@@ -20,14 +20,14 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 # lowest first; a module belongs to the longest prefix that names it
 LAYERS: Sequence[Sequence[str]] = (
     ("fabbench", "fabbench.errors", "fabbench.procs"),
-    ("fabbench.units", "fabbench.model.quantities"),
+    ("fabbench.units", "fabbench.scaling.quantities"),
     ("fabbench.timing", "fabbench.results", "fabbench.sysinfo", "fabbench.console",
      "fabbench.emulate"),
-    ("fabbench.fabrics", "fabbench.models", "fabbench.comm"),
+    ("fabbench.fabrics", "fabbench.networks", "fabbench.comm"),
     ("fabbench.plan",),
     ("fabbench.study.spec", "fabbench.study.locate", "fabbench.study.manifest"),
     ("fabbench.workloads", "fabbench.ceiling", "fabbench.render", "fabbench.report"),
-    ("fabbench.model",),
+    ("fabbench.scaling",),
     ("fabbench.report.study", "fabbench.report.study_build", "fabbench.report.study_compare",
      "fabbench.report.study_whatif", "fabbench.report.study_html", "fabbench.report.study_plots",
      "fabbench.report.study_text"),  # a study's answer uses the model
@@ -45,7 +45,7 @@ EXCEPTIONS: Mapping[tuple[str, str], str] = {
         "move RunOptions -> Plan below render/report, which load studies",
 }
 HEAVY = ("torch", "mpi4py", "horovod")
-LIGHT = ("fabbench.results", "fabbench.report", "fabbench.render", "fabbench.model")
+LIGHT = ("fabbench.results", "fabbench.report", "fabbench.render", "fabbench.scaling")
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from fabbench.errors import UsageError
-from fabbench.model import costs, hierarchy
-from fabbench.model.quantities import format_bandwidth, parse_bandwidth, parse_duration
+from fabbench.scaling import costs, hierarchy
+from fabbench.scaling.quantities import format_bandwidth, parse_bandwidth, parse_duration
 
 P = costs.Params(alpha_s=1e-6, beta_s_per_byte=1e-9, gamma_s_per_byte=1e-10)
 S = 1_000_000

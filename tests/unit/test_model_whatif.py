@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from fabbench.errors import UsageError
-from fabbench.model import whatif
-from fabbench.model.predict import ModelOptions, build
+from fabbench.scaling import whatif
+from fabbench.scaling.predict import ModelOptions, build
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
 G = 1e9 / 8  # 1 Gb/s in bytes/s

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from fabbench.errors import UsageError
-from fabbench.models import MODELS, build, get, parameter_count
-from fabbench.models.registry import ModelSpec
+from fabbench.networks import MODELS, build, get, parameter_count
+from fabbench.networks.registry import ModelSpec
 from fabbench.plan import Plan
 
 

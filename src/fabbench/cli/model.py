@@ -40,8 +40,8 @@ def model(
     Example: [bold]fabbench model --from results.jsonl --nodes 64 --bandwidth 25Gbit[/]
     """
     from fabbench.console import console
-    from fabbench.model import text
-    from fabbench.model.predict import ModelOptions, build, jsonable
+    from fabbench.scaling import text
+    from fabbench.scaling.predict import ModelOptions, build, jsonable
 
     answer = build(sources, ModelOptions(
         nodes=nodes, ranks_per_node=ranks_per_node, bandwidth=bandwidth, latency=latency,

@@ -18,7 +18,7 @@ def register(app: typer.Typer) -> None:
         Example: [bold]fabbench models[/]
         """
         from fabbench.console import console
-        from fabbench.models import MODELS, parameter_count
+        from fabbench.networks import MODELS, parameter_count
 
         rows = [{"name": s.name, "family": s.family, "parameters": parameter_count(s.name),
                  "reference_parameters": s.reference_parameters,

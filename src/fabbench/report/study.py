@@ -306,7 +306,7 @@ def headline(g: Group) -> str:
 def _forecast(directory: Path, cells: list[Cell]) -> tuple[dict | None, str | None]:
     """`fabbench model` over the study's results: what they predict for more nodes and other
     links (train cells: Zhang et al.'s what-if; collectives: α-β fits)."""
-    from fabbench.model.predict import ModelOptions, build
+    from fabbench.scaling.predict import ModelOptions, build
 
     files = [directory / c.entry["file"] for c in cells if c.series]
     if not files:
@@ -343,7 +343,7 @@ def answer(directory: str | Path, *, forecast: bool = True) -> StudyAnswer:
 
 def as_json(a: StudyAnswer) -> dict[str, Any]:
     """The answer for machines (strict JSON: no inf/nan)."""
-    from fabbench.model.predict import jsonable
+    from fabbench.scaling.predict import jsonable
 
     groups = []
     for g in a.groups:

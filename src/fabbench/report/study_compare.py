@@ -122,7 +122,7 @@ def compare_studies(dir_a: str | Path, dir_b: str | Path) -> StudyComparison:
 
 
 def as_json(c: StudyComparison) -> dict[str, Any]:
-    from fabbench.model.predict import jsonable
+    from fabbench.scaling.predict import jsonable
 
     return jsonable({
         "a": str(c.a), "b": str(c.b),

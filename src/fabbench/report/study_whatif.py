@@ -44,7 +44,7 @@ def _rate_gbit_s(link: str) -> float:
 
 def whatif_rows(g: Group) -> tuple[list[WhatIfRow], list[str]]:
     """Rows for a train group whose cells ran on emulated links (empty otherwise)."""
-    from fabbench.model import whatif
+    from fabbench.scaling import whatif
 
     linked = [r for r in g.rows if r.cell.axes.get("link")]
     if g.kind != "train" or len(linked) < 2:

@@ -385,7 +385,7 @@ def parse_study(data: Mapping[str, Any], src: _Source, sha256: str = "") -> Stud
 
 
 def _check_model(src: _Source, options: Mapping[str, Any], where: tuple[str | int, ...]) -> None:
-    from fabbench.models.registry import MODELS
+    from fabbench.networks.registry import MODELS
 
     model = options.get("model")
     if model is not None and model not in MODELS:

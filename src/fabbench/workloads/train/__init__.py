@@ -1,4 +1,4 @@
-"""The training workload: a model from fabbench.models, trained data-parallel on synthetic data.
+"""The training workload: a model from fabbench.networks, trained data-parallel on synthetic data.
 
   engines.py     the three data-parallel engines (ddp, horovod, mpi), chosen by the primitive's
                  registry entry, and the settings a library reads at start (prepare_env);

@@ -7,7 +7,7 @@ import math
 import statistics
 from typing import Any
 
-from fabbench.models import get as get_model
+from fabbench.networks import get as get_model
 from fabbench.plan import Plan
 from fabbench.results import records
 

@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from fabbench.errors import UsageError
-from fabbench.model import costs, hierarchy, whatif
-from fabbench.model.fit import Fit, fit_records
-from fabbench.model.quantities import format_bandwidth, parse_bandwidth, parse_duration
 from fabbench.report.link import ceiling_of, link_of
 from fabbench.report.load import load
+from fabbench.scaling import costs, hierarchy, whatif
+from fabbench.scaling.fit import Fit, fit_records
+from fabbench.scaling.quantities import format_bandwidth, parse_bandwidth, parse_duration
 
 SIZES = (8, 64 << 10, 1 << 20, 16 << 20, 256 << 20)
 NODES = (1, 2, 4, 8, 16, 32, 64)

@@ -6,7 +6,7 @@ from typing import Any
 
 from rich.table import Table
 
-from fabbench.model.quantities import format_bandwidth
+from fabbench.scaling.quantities import format_bandwidth
 from fabbench.units import format_size
 
 HEADER = ("[bold]fabbench model[/]: predictions from α-β fits of the records and Zhang et al.'s "

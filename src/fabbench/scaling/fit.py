@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from fabbench.errors import UsageError
-from fabbench.model.costs import BUSBW_ALGORITHM, Params, coefficients
+from fabbench.scaling.costs import BUSBW_ALGORITHM, Params, coefficients
 
 MIN_SIZES = 2  # distinct sizes a fit needs (two unknowns)
 
