@@ -35,6 +35,7 @@ from fabbench.plan import Plan
 from fabbench.results import lines, records
 from fabbench.results.writer import ResultWriter
 from fabbench.sysinfo.inventory import inventory
+from fabbench.timing import heap
 from fabbench.timing.deadline import Watchdog
 from fabbench.workloads import halo as halo_workload
 from fabbench.workloads import pairs as pairs_workload
@@ -200,6 +201,11 @@ def _check_transport(peers: list[tuple[str, str, str | None]], patterns: tuple[s
 
 def main() -> int:
     """Entry point of a launched rank."""
+    try:
+        heap.settle()  # before any buffer exists: the allocator state fabbench measures in
+    except OSError as exc:
+        print(f"fabbench: error: rank: {exc}", file=sys.stderr, flush=True)
+        return 1
     text = os.environ.get("FABBENCH_PLAN")
     me = discover()
     if text is None or me is None:
