@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 
 from fabbench.report.build import findings_json
-from fabbench.report.load import load
+from fabbench.results.runs import load
 
 
 def one_run(primitive: str, link: str, extra: list[str], sizes: str, out: Path) -> dict:

@@ -23,7 +23,7 @@ from pathlib import Path
 from fabbench.emulate import ENV, make_emulation
 from fabbench.emulate.session import emulated
 from fabbench.fabrics.profile import BUILTIN_DIR
-from fabbench.report.link import ceiling_of
+from fabbench.results.link import ceiling_of
 from fabbench.results.reader import read_results
 
 OPS = ("allreduce", "sendrecv")

@@ -13,8 +13,8 @@ import pytest
 
 from conftest import fabbench, needs_mpirun
 from fabbench.report.build import findings_json, make_report
-from fabbench.report.load import load
 from fabbench.results.reader import read_results
+from fabbench.results.runs import load
 
 pytestmark = [pytest.mark.integration, needs_mpirun]
 

@@ -12,7 +12,7 @@ from fabbench.cli.main import main
 from fabbench.report import stats
 from fabbench.report.build import make_compare
 from fabbench.report.compare import compare, provenance_diff
-from fabbench.report.load import load
+from fabbench.results.runs import load
 
 RESULTS = Path(__file__).parents[1] / "fixtures" / "runs"
 SITE_A = RESULTS / "siteA-ib.jsonl"
@@ -58,16 +58,22 @@ def _point(samples):
             "samples": len(s)}
 
 
+def _verdict(a, b):
+    return stats.compare_samples(a, b, ratio=float(np.median(b) / np.median(a)))
+
+
 def test_verdicts():
     rng = np.random.default_rng(5)
-    base = _point(rng.normal(100, 2, 30))
-    assert stats.compare_samples(base, _point(rng.normal(80, 2, 30))).verdict == "faster"
-    assert stats.compare_samples(base, _point(rng.normal(120, 2, 30))).verdict == "slower"
-    same = stats.compare_samples(base, _point(rng.normal(100, 2, 30)))
+    base = rng.normal(100, 2, 30)
+    assert _verdict(base, rng.normal(80, 2, 30)).verdict == "faster"
+    assert _verdict(base, rng.normal(120, 2, 30)).verdict == "slower"
+    same = _verdict(base, rng.normal(100, 2, 30))
     assert same.verdict == "same" and same.ci_low < 1 < same.ci_high
-    assert stats.compare_samples(base, _point([90, 91, 92])).verdict == "too few samples"
-    bare = {"time_us": {"p50": 50.0}}
-    assert stats.compare_samples(base, bare).verdict == "no samples"
+    few = stats.compare_samples(base, [90, 91, 92], ratio=0.9)
+    assert (few.verdict, few.ratio, few.p_value) == ("too few samples", 0.9, None)
+    bare = stats.compare_samples(base, [], ratio=0.5)
+    assert (bare.verdict, bare.ratio, bare.ci_low) == ("no samples", 0.5, None)
+    assert stats.median_ratio(0.0, 1.0) == math.inf and stats.median_ratio(2.0, 1.0) == 0.5
 
 
 def test_stability_flags_a_wide_median_interval_and_few_samples():

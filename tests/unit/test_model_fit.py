@@ -90,7 +90,7 @@ def test_groups_by_run_op_and_transport_and_skips_thin_groups():
 
 
 def test_fixture_runs_fit_their_busbw():
-    from fabbench.report.load import load
+    from fabbench.results.runs import load
 
     for s in load([FIXTURES / "siteA-ib.jsonl", FIXTURES / "siteB-ib.jsonl"]):
         fits, _ = fit_records(s.collectives)

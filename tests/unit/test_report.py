@@ -13,8 +13,8 @@ from fabbench.cli.main import main
 from fabbench.errors import UsageError
 from fabbench.report import tables
 from fabbench.report.build import make_report
-from fabbench.report.link import link_of
-from fabbench.report.load import load
+from fabbench.results.link import link_of
+from fabbench.results.runs import load
 
 RESULTS = Path(__file__).parents[1] / "fixtures" / "runs"
 SITE_A = RESULTS / "siteA-ib.jsonl"
@@ -193,7 +193,7 @@ def test_help_imports_no_heavy_library():
 
 
 def test_busbw_as_a_share_of_the_emulated_link_and_the_measured_ceiling(tmp_path):
-    from fabbench.report.link import ceiling_of, link_of
+    from fabbench.results.link import ceiling_of, link_of
 
     run = {"fabric": "ethernet", "provenance": {"nics": []},
            "emulation": {"interface": "fbnet0", "links": [

@@ -12,8 +12,8 @@ import pytest
 from fabbench.cli.main import main
 from fabbench.errors import UsageError
 from fabbench.report.stats import Verdict
-from fabbench.report.study import Cell as ReportCell
-from fabbench.report.study import Group, Row, headline
+from fabbench.report.study_cells import StudyCell
+from fabbench.report.study_groups import CellGroup, CellResult, headline
 from fabbench.study.host import Host, Place, why_not
 from fabbench.study.locate import line_of
 from fabbench.study.spec import available_studies, load_study
@@ -196,21 +196,21 @@ def test_why_not_nodes_and_gpudirect(tmp_path):
                                               Place(scheduler="local", nodes=1))
 
 
-def _row(label: str, median: float, verdict: Verdict | None) -> Row:
-    cell = ReportCell({"id": label.replace("/", "-"), "axes": {}, "options": {}}, [], label)
-    return Row(cell=cell, median=median, samples=[median] * 10, verdict=verdict,
+def _row(label: str, median: float, verdict: Verdict | None) -> CellResult:
+    cell = StudyCell({"id": label.replace("/", "-"), "axes": {}, "options": {}}, [], label)
+    return CellResult(cell=cell, median=median, samples=[median] * 10, verdict=verdict,
                best=verdict is None)
 
 
 def test_headline_words():
-    g = Group("train", "resnet50", 1, [
+    g = CellGroup("train", "resnet50", 1, [
         _row("shm/gloo", 100.0, None),
         _row("ethernet/gloo", 102.1, Verdict(1.021, 1.014, 1.029, 0.001, "slower")),
         _row("ethernet/mpi", 100.5, Verdict(1.005, 0.99, 1.02, 0.4, "same"))])
     assert headline(g) == ("resnet50: ethernet/gloo is 2.1 % slower than shm/gloo "
                            "(95 % CI 1.4–2.9 %), significant; ethernet/mpi: no significant "
                            "difference")
-    same = Group("halo", "halo", 2, [_row("a/mpi", 1.0, None),
+    same = CellGroup("halo", "halo", 2, [_row("a/mpi", 1.0, None),
                                      _row("b/mpi", 1.01, Verdict(1.01, 0.98, 1.03, 0.5, "same"))])
     assert headline(same) == "halo on 2 nodes: no significant difference between a/mpi, b/mpi"
 
@@ -260,7 +260,7 @@ def test_whatif_study_and_its_emulated_cells():
 
 
 def _train_series(step_ms: float, compute_ms: float):
-    from fabbench.report.load import Series
+    from fabbench.results.runs import Series
 
     rec = {"kind": "train", "model": "gpt-tiny", "ranks": 2, "step_ms": step_ms,
            "compute_ms": compute_ms, "comm_ms": step_ms - compute_ms, "parameters": 953856,
@@ -273,12 +273,12 @@ def test_whatif_forecast_beside_measurement():
     from fabbench.report.study_whatif import agreement, whatif_rows
 
     def row(link, step, verdict):
-        cell = ReportCell({"id": f"gpt-{link}", "axes": {"link": link}, "options": {}},
+        cell = StudyCell({"id": f"gpt-{link}", "axes": {"link": link}, "options": {}},
                           [_train_series(step, 200.0)], f"ethernet/gloo @{link}")
-        return Row(cell=cell, median=step, samples=[step] * 10, verdict=verdict,
+        return CellResult(cell=cell, median=step, samples=[step] * 10, verdict=verdict,
                    best=verdict is None)
 
-    g = Group("train", "gpt-tiny", 2, [
+    g = CellGroup("train", "gpt-tiny", 2, [
         row("100gbit", 201.0, None), row("10gbit", 202.0, Verdict(1.005, 0.97, 1.08, 0.4, "same")),
         row("100mbit", 510.0, Verdict(2.54, 2.4, 2.7, 1e-4, "slower"))])
     rows, notes = whatif_rows(g)

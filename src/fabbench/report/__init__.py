@@ -1,10 +1,17 @@
-"""Reports and comparisons built from results files only (never a comm library).
+"""Reports and comparisons built from results files only (never a comm library); runs are
+loaded by results.runs, a run's link by results.link.
 
-load     files and directories -> Series (one per run), schema-checked by results.reader
-stats    the one stability rule, Mann-Whitney U and a bootstrap CI of the median ratio (numpy only)
-link     the link speed a run's fabric had (from its provenance) and busbw efficiency
-tables   the nccl-tests layout for the console, and CSV export
-plots    busbw/latency vs size per op, samples/s vs ranks (matplotlib, Agg; PNG and SVG)
-compare  A vs B per op and size: ratio, CI, verdict; differing provenance
-html     one self-contained HTML file (inline SVG)
+stats          the one stability rule, Mann-Whitney U and a bootstrap CI of the median ratio
+               (numpy only), over samples
+tables         the nccl-tests layout for the console, and CSV export
+plots          busbw/latency vs size per op, samples/s vs ranks (matplotlib, Agg; PNG and SVG)
+compare        A vs B per op and size: ratio, CI, verdict; differing provenance
+html           one self-contained HTML file (inline SVG)
+pairs, late    the pairs tournament's verdict; ranks that arrive late
+build          the library calls behind `fabbench report` and `fabbench compare`
+study_cells    a study directory's cells with their runs
+study_groups   cells grouped by question, ranked against the best, headlines
+study_whatif   over emulated links: measured beside the scaling model's forecast
+study          a study's whole answer (groups, forecast, what-if); study_text/html/plots show it
+study_compare  study against study, cell by cell
 """

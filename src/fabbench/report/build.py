@@ -11,8 +11,8 @@ from fabbench.errors import UsageError
 from fabbench.report import pairs, tables
 from fabbench.report.compare import Comparison, compare
 from fabbench.report.late import late_ranks
-from fabbench.report.load import Series, load
 from fabbench.results import lines
+from fabbench.results.runs import Series, load
 
 
 @dataclass

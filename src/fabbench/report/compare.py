@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fabbench.errors import UsageError
-from fabbench.report.load import Series
-from fabbench.report.stats import Verdict, compare_samples, stability
+from fabbench.report.stats import Verdict, compare_samples, median_ratio, stability
 from fabbench.report.tables import OP_ORDER
+from fabbench.results.runs import Series
 
 # launcher bookkeeping that differs on every run and says nothing about the set-up
 _VOLATILE_ENV = re.compile(
@@ -71,6 +71,11 @@ def _key(rec: dict[str, Any]) -> tuple[str, str, int, int]:
     return rec["op"], rec["dtype"], rec["bytes"], rec["ranks"]
 
 
+def _verdict(a: dict[str, Any], b: dict[str, Any]) -> Verdict:
+    return compare_samples(a.get("samples_us") or [], b.get("samples_us") or [],
+                           ratio=median_ratio(a["time_us"]["p50"], b["time_us"]["p50"]))
+
+
 def compare(series: list[Series]) -> Comparison:
     if len(series) < 2:
         raise UsageError("compare needs at least two runs (A B [...]); got "
@@ -83,7 +88,7 @@ def compare(series: list[Series]) -> Comparison:
         for key in sorted(a_points.keys() & b_points.keys(),
                           key=lambda k: (_op_index(k[0]), k[1], k[3], k[2])):
             a, b = a_points[key], b_points[key]
-            result.rows.append(Row(*key, a=a, b=b, other=other, verdict=compare_samples(a, b)))
+            result.rows.append(Row(*key, a=a, b=b, other=other, verdict=_verdict(a, b)))
         only = len(a_points.keys() ^ b_points.keys())
         if only:
             result.unmatched.append(f"{only} points are in only one of {base.label} and "

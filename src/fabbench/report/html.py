@@ -12,11 +12,11 @@ import jinja2
 
 from fabbench import __version__
 from fabbench.report.compare import Comparison
-from fabbench.report.link import format_gbit_s, link_of
-from fabbench.report.load import Series
 from fabbench.report.plots import Plot
 from fabbench.report.stats import ALPHA, ci_rel, stability
 from fabbench.report.tables import count_of, efficiency_lines, ops_of, unstable_points
+from fabbench.results.link import format_gbit_s, link_of
+from fabbench.results.runs import Series
 from fabbench.timing.stats import STABLE_REL
 
 # The head and style every fabbench page shares (a template adds its own rules, then

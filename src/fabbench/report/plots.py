@@ -18,9 +18,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
-from fabbench.report.load import Series  # noqa: E402
 from fabbench.report.stats import stability  # noqa: E402
 from fabbench.report.tables import ops_of  # noqa: E402
+from fabbench.results.runs import Series  # noqa: E402
 from fabbench.timing.stats import STABLE_RULE  # noqa: E402
 from fabbench.units import format_size  # noqa: E402
 

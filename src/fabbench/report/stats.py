@@ -21,6 +21,7 @@ from fabbench.timing.stats import MIN_CI_SAMPLES, STABLE_REL, is_stable, median_
 
 ALPHA = 0.05
 BOOTSTRAP = 2000
+MIN_TEST_SAMPLES = 5  # samples a side needs before two points are tested
 _SEED = 20200922  # HPEC 2020
 
 
@@ -109,16 +110,21 @@ class Verdict:
         return self.verdict in ("faster", "slower")
 
 
-def compare_samples(a: dict[str, Any], b: dict[str, Any]) -> Verdict:
-    """Compare two points (records with time_us and samples_us) of the same op and size."""
-    ratio = b["time_us"]["p50"] / a["time_us"]["p50"] if a["time_us"]["p50"] > 0 else math.inf
-    sa, sb = a.get("samples_us") or [], b.get("samples_us") or []
-    if not sa or not sb:
+def median_ratio(a: float, b: float) -> float:
+    """B's median over A's (infinite when A's is not positive)."""
+    return b / a if a > 0 else math.inf
+
+
+def compare_samples(a: Sequence[float], b: Sequence[float], *, ratio: float) -> Verdict:
+    """B against A at one point, from their samples. ``ratio`` is B's median over A's as
+    recorded: the verdict's ratio when a side has fewer than MIN_TEST_SAMPLES (no test then);
+    with enough samples the ratio is that of the samples' medians."""
+    if len(a) == 0 or len(b) == 0:
         return Verdict(ratio, None, None, None, "no samples")
-    if min(len(sa), len(sb)) < 5:
+    if min(len(a), len(b)) < MIN_TEST_SAMPLES:
         return Verdict(ratio, None, None, None, "too few samples")
-    ratio, low, high = bootstrap_median_ratio(sa, sb)
-    _, p = mann_whitney(sa, sb)
+    ratio, low, high = bootstrap_median_ratio(a, b)
+    _, p = mann_whitney(a, b)
     real = p < ALPHA and not low <= 1.0 <= high
     word = ("faster" if ratio < 1 else "slower") if real else "same"
     return Verdict(ratio, low, high, p, word)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from fabbench.errors import UsageError
 from fabbench.report.build import _write
 from fabbench.report.study import StudyAnswer, answer, as_json
 
@@ -20,7 +21,6 @@ def make_study_report(directory: Path, *, html: Path | None = None,
     if html is None and plots_dir is None:
         return a, written
     from fabbench.report import study_plots  # matplotlib: only when figures are asked for
-    from fabbench.report.build import UsageError
 
     made = study_plots.cells(a) + study_plots.forecast(a)
     try:

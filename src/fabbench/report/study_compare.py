@@ -15,22 +15,23 @@ from typing import Any
 from fabbench.errors import UsageError
 from fabbench.report.compare import provenance_diff
 from fabbench.report.stats import Verdict
-from fabbench.report.study import (
-    Cell,
+from fabbench.report.study_cells import StudyCell, load_cells
+from fabbench.report.study_groups import (
+    CellResult,
     collective_groups,
     halo_groups,
-    load_cells,
     train_groups,
     verdict_of,
 )
+from fabbench.scaling.predict import jsonable
 
 
 @dataclass
-class Pair:
+class MatchedCells:
     key: tuple
     what: str       # "gpt-tiny", "halo", "allreduce 1M"
-    a: Cell
-    b: Cell
+    a: StudyCell
+    b: StudyCell
     a_median: float
     b_median: float
     verdict: Verdict
@@ -44,23 +45,23 @@ class Pair:
 class StudyComparison:
     a: Path
     b: Path
-    pairs: list[Pair] = field(default_factory=list)
+    pairs: list[MatchedCells] = field(default_factory=list)
     only_a: list[str] = field(default_factory=list)
     only_b: list[str] = field(default_factory=list)
     provenance: list[tuple[str, list[str]]] = field(default_factory=list)
 
     @property
-    def different(self) -> list[Pair]:
+    def different(self) -> list[MatchedCells]:
         return [p for p in self.pairs if p.verdict.significant]
 
 
-def _key(c: Cell, with_link: bool) -> tuple:
+def _key(c: StudyCell, with_link: bool) -> tuple:
     a = c.axes
     key = (a["workload"], a["fabric"], a["primitive"], a["gpudirect"], a["nodes"])
     return (*key, a["link"]) if with_link else key
 
 
-def _rows(cells: list[Cell]) -> dict[tuple[str, str], Any]:
+def _rows(cells: list[StudyCell]) -> dict[tuple[str, str], CellResult]:
     """(cell id, what) -> Row, from the report's own grouping."""
     out = {}
     for g in train_groups(cells) + halo_groups(cells) + collective_groups(cells):
@@ -98,9 +99,9 @@ def compare_studies(dir_a: str | Path, dir_b: str | Path) -> StudyComparison:
             if cid != ca.id or (cb.id, what) not in rows_b:
                 continue
             rb = rows_b[(cb.id, what)]
-            v = verdict_of(ra.samples, rb.samples) if ra.samples and rb.samples else \
-                Verdict(rb.median / ra.median, None, None, None, "no samples")
-            out.pairs.append(Pair(_key(ca, with_link), what, ca, cb, ra.median, rb.median, v))
+            v = verdict_of(ra, rb)
+            out.pairs.append(MatchedCells(_key(ca, with_link), what, ca, cb, ra.median,
+                                          rb.median, v))
     out.only_b = [c.id for c in ran_b if c.id not in matched_b]
     if not out.pairs:
         raise UsageError(f"nothing to compare: {dir_a} and {dir_b} have no cell in common that "
@@ -122,8 +123,6 @@ def compare_studies(dir_a: str | Path, dir_b: str | Path) -> StudyComparison:
 
 
 def as_json(c: StudyComparison) -> dict[str, Any]:
-    from fabbench.scaling.predict import jsonable
-
     return jsonable({
         "a": str(c.a), "b": str(c.b),
         "rows": [{"what": p.what, "a_cell": p.a.id, "b_cell": p.b.id, "label": p.label,

@@ -15,7 +15,8 @@ from fabbench import __version__
 from fabbench.report.html import PAGE_HEAD
 from fabbench.report.plots import Plot
 from fabbench.report.stats import ALPHA
-from fabbench.report.study import METRIC, StudyAnswer
+from fabbench.report.study import StudyAnswer
+from fabbench.report.study_groups import METRIC
 from fabbench.report.tables import efficiency_lines
 
 _TEMPLATE = PAGE_HEAD + """.best{background:#eaf7ee}.failed{color:#b3261e;font-weight:600}
@@ -53,7 +54,7 @@ p &lt; {{ alpha }} and the bootstrap 95 % interval of the ratio of medians exclu
 <figcaption>{{ f.title }}</figcaption></figure>
 {% endfor %}{% endif %}
 
-{% for w in whatif %}<h2>{{ w.group.title }}: measured against the forecast</h2>
+{% for w in whatif %}<h2>{{ w.title }}: measured against the forecast</h2>
 <p>{{ w.agreement }}</p>
 <table><tr><th class="l">link</th><th>measured step (ms)</th><th>vs best</th><th>95 % CI</th><th class="l">verdict</th>
 <th>forecast step (ms)</th><th>forecast exposed comm. (ms)</th><th>forecast vs fastest link</th></tr>

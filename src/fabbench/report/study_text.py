@@ -5,7 +5,9 @@ from __future__ import annotations
 from rich.markup import escape
 from rich.table import Table
 
-from fabbench.report.study import METRIC, StudyAnswer
+from fabbench.report.study import StudyAnswer
+from fabbench.report.study_groups import METRIC
+from fabbench.report.study_whatif import LinkWhatIf
 
 _STYLE = {"faster": "green", "slower": "red", "same": "dim"}
 _UNIT = {"train": "ms", "halo": "µs", "collectives": "µs"}
@@ -45,15 +47,14 @@ def group_table(g) -> Table:
     return table
 
 
-def whatif_table(w: dict) -> Table:
-    g = w["group"]
-    table = Table(title=f"{g.title}: measured against forecast (fabbench model)",
-                  title_justify="left", caption="; ".join(w["notes"]), caption_justify="left")
+def whatif_table(w: LinkWhatIf) -> Table:
+    table = Table(title=f"{w.title}: measured against forecast (fabbench model)",
+                  title_justify="left", caption="; ".join(w.notes), caption_justify="left")
     for c in ("link", "measured ms", "vs best", "95% CI", "verdict", "forecast ms",
               "forecast exposed ms", "forecast vs fastest link"):
         table.add_column(c, justify="left" if c in ("link", "verdict") else "right",
                          no_wrap=c == "95% CI")
-    for r in w["rows"]:
+    for r in w.rows:
         table.add_row(r.link, f"{r.measured_ms:.1f}", f"{r.diff_pct:+.1f}%",
                       "-" if r.ci_low_pct is None else f"{r.ci_low_pct:+.1f}…{r.ci_high_pct:+.1f}%",
                       f"[{_STYLE.get(r.verdict, 'green')}]{r.verdict}[/]", f"{r.forecast_ms:.1f}",

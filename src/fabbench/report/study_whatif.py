@@ -6,16 +6,20 @@ on where the network matters."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from fabbench.report.study import Group, StudyAnswer, train_record
+from fabbench.emulate.spec import parse_rate
+from fabbench.report.study_groups import CellGroup, on_nodes, train_record
+from fabbench.scaling import whatif as scaling_whatif
 
 MATTERS = 0.05  # a forecast slowdown of 5 % or more: the network is forecast to matter
 
 
-@dataclass
+@dataclass(frozen=True)
 class WhatIfRow:
+    """One emulated link of a training group: its measured step against the forecast one."""
+
     link: str
     link_gbit_s: float
     measured_ms: float
@@ -36,29 +40,42 @@ class WhatIfRow:
         return self.forecast_slowdown_pct >= 100 * MATTERS
 
 
-def _rate_gbit_s(link: str) -> float:
-    from fabbench.emulate.spec import parse_rate
+@dataclass(frozen=True)
+class LinkWhatIf:
+    """A training group over emulated links: per link, measured beside forecast, the notes the
+    forecast rests on, and one line saying whether the two agree on where the network matters."""
 
+    what: str   # the model
+    nodes: int
+    rows: tuple[WhatIfRow, ...]  # slowest link first
+    notes: tuple[str, ...]
+    agreement: str
+
+    @property
+    def title(self) -> str:
+        return on_nodes(self.what, self.nodes)
+
+
+def _rate_gbit_s(link: str) -> float:
     return parse_rate(link) / 1e9
 
 
-def whatif_rows(g: Group) -> tuple[list[WhatIfRow], list[str]]:
+def whatif_rows(g: CellGroup) -> tuple[list[WhatIfRow], list[str]]:
     """Rows for a train group whose cells ran on emulated links (empty otherwise)."""
-    from fabbench.scaling import whatif
-
     linked = [r for r in g.rows if r.cell.axes.get("link")]
     if g.kind != "train" or len(linked) < 2:
         return [], []
     fastest = max(linked, key=lambda r: _rate_gbit_s(r.cell.axes["link"]))
     rec = train_record(fastest.cell)
-    profile = whatif.profile_from_record(rec)
+    profile = scaling_whatif.profile_from_record(rec)
     nodes = g.nodes
-    base = whatif.predict(profile, nodes, _rate_gbit_s(fastest.cell.axes["link"]) * 1e9 / 8)
+    fastest_bytes_s = _rate_gbit_s(fastest.cell.axes["link"]) * 1e9 / 8
+    base = scaling_whatif.predict(profile, nodes, fastest_bytes_s)
     base_ms = (profile.iteration_s + base.overhead_s) * 1e3
     rows = []
     for r in sorted(linked, key=lambda r: _rate_gbit_s(r.cell.axes["link"])):
         gbit = _rate_gbit_s(r.cell.axes["link"])
-        p = whatif.predict(profile, nodes, gbit * 1e9 / 8)
+        p = scaling_whatif.predict(profile, nodes, gbit * 1e9 / 8)
         step_ms = (profile.iteration_s + p.overhead_s) * 1e3
         d, lo, hi = r.diff()
         rows.append(WhatIfRow(
@@ -72,7 +89,7 @@ def whatif_rows(g: Group) -> tuple[list[WhatIfRow], list[str]]:
     return rows, notes
 
 
-def agreement(g: Group, rows: list[WhatIfRow]) -> str:
+def agreement(g: CellGroup, rows: list[WhatIfRow]) -> str:
     """One line: where the measurement and the forecast say the network matters."""
     def links(matters: list[bool]) -> str:
         chosen = [r.link for r, m in zip(rows, matters, strict=True) if m]
@@ -86,12 +103,12 @@ def agreement(g: Group, rows: list[WhatIfRow]) -> str:
             f"{links(forecast)}: {'consistent' if same else 'NOT consistent'}")
 
 
-def whatif(a: StudyAnswer) -> list[dict[str, Any]]:
-    """Every train group over links: its rows, notes and the agreement line."""
+def whatif(groups: Sequence[CellGroup]) -> list[LinkWhatIf]:
+    """Every train group whose cells ran over emulated links, measured beside forecast."""
     out = []
-    for g in a.groups:
+    for g in groups:
         rows, notes = whatif_rows(g)
         if rows:
-            out.append({"group": g, "rows": rows, "notes": notes,
-                        "agreement": agreement(g, rows)})
+            out.append(LinkWhatIf(what=g.what, nodes=g.nodes, rows=tuple(rows),
+                                  notes=tuple(notes), agreement=agreement(g, rows)))
     return out

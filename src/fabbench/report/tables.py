@@ -7,9 +7,9 @@ import io
 from collections.abc import Iterable
 from typing import Any
 
-from fabbench.report.link import Ceiling, Link, ceiling_of, format_gbit_s, link_of
-from fabbench.report.load import Series
 from fabbench.report.stats import ci_rel, sample_count, stability
+from fabbench.results.link import Ceiling, Link, ceiling_of, format_gbit_s, link_of
+from fabbench.results.runs import Series
 
 # nccl-tests names and columns
 NCCL_TYPE = {"float32": "float", "float64": "double", "float16": "half", "bfloat16": "bfloat16"}

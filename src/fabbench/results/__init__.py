@@ -2,7 +2,9 @@
 
 Records are built as typed records (results.records), checked against the schema of SCHEMA
 before a byte is written (results.writer), and read back by one loader (results.reader) that
-also reads every older version listed below, renaming old fields on load.
+also reads every older version listed below, renaming old fields on load. What every reader of
+results shares (the report, the scaling model, studies) sits here too: files and directories as
+runs (results.runs) and the link a run's bytes crossed (results.link).
 
 Schema history (the loader reads every version listed):
   fabbench/1  first version: run, collective, train, halo, summary records; later ceiling

@@ -1,6 +1,6 @@
 """The whole `fabbench model` answer: fits, allreduce at scale, training what-ifs, assumptions.
 
-Reads results files only (report.load); never a comm library.
+Reads results files only (results.runs); never a comm library.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from fabbench.errors import UsageError
-from fabbench.report.link import ceiling_of, link_of
-from fabbench.report.load import load
+from fabbench.results.link import ceiling_of, link_of
+from fabbench.results.runs import load
 from fabbench.scaling import costs, hierarchy, whatif
 from fabbench.scaling.fit import Fit, fit_records
 from fabbench.scaling.quantities import format_bandwidth, parse_bandwidth, parse_duration

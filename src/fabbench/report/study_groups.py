@@ -1,0 +1,226 @@
+"""A study's cells grouped by the question they answer (one workload, or one collective at one
+size, on one node count), ranked by median, each against the group's best with a 95 % interval
+and a significance test; a headline per group in plain words.
+
+Statistics are report.stats' (bootstrap interval of the ratio of medians, Mann-Whitney U) over the
+samples each record keeps: per-step times of `train`, per-iteration times of `halo`, per-sample
+times of `collective` (at the largest size every cell of the group measured).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from fabbench.report.stats import Verdict, compare_samples, median_ratio
+from fabbench.report.study_cells import StudyCell
+from fabbench.results.link import link_of
+from fabbench.units import format_size
+
+METRIC = {"train": "step time", "halo": "iteration time", "collectives": "time"}
+
+
+def on_nodes(what: str, nodes: int) -> str:
+    """A group's title: "gpt-tiny on 2 nodes"."""
+    return f"{what} on {nodes} node{'s' if nodes > 1 else ''}"
+
+
+@dataclass
+class CellResult:
+    """One cell in one group: its numbers and its verdict against the group's best."""
+
+    cell: StudyCell
+    median: float                  # step ms (train), µs per iteration (halo) or per op
+    samples: list[float]
+    throughput: float | None = None  # samples/s (train), GB/s busbw (collectives)
+    comm_share: float | None = None  # exposed communication / step (train, halo)
+    scaling: float | None = None     # T_n / (n T_1)
+    link_pct: float | None = None    # busbw as a share of the link (collectives)
+    transport: str = "?"
+    verdict: Verdict | None = None   # against the best (None for the best itself)
+    best: bool = False
+
+    def diff(self) -> tuple[float, float | None, float | None]:
+        """Difference to the best in %: value, interval low, high (positive: slower)."""
+        v = self.verdict
+        if v is None:
+            return 0.0, None, None
+        lo = None if v.ci_low is None else (v.ci_low - 1) * 100
+        hi = None if v.ci_high is None else (v.ci_high - 1) * 100
+        return (v.ratio - 1) * 100, lo, hi
+
+
+@dataclass
+class CellGroup:
+    """Cells that answer the same question: one workload (and op, size), one node count."""
+
+    kind: str
+    what: str        # "gpt-tiny", "halo", "allreduce 1 MiB"
+    nodes: int
+    rows: list[CellResult] = field(default_factory=list)
+
+    @property
+    def title(self) -> str:
+        return on_nodes(self.what, self.nodes)
+
+
+def verdict_of(best: CellResult, other: CellResult) -> Verdict:
+    """other against best, from their samples (time ratio other / best)."""
+    return compare_samples(best.samples, other.samples,
+                           ratio=median_ratio(best.median, other.median))
+
+
+def rank(group: CellGroup) -> None:
+    if not group.rows:
+        return
+    best = min(group.rows, key=lambda r: r.median)
+    best.best = True
+    for r in group.rows:
+        if r is not best:
+            r.verdict = verdict_of(best, r)
+    group.rows.sort(key=lambda r: r.median)
+
+
+def train_record(c: StudyCell) -> dict[str, Any] | None:
+    """The cell's train record at its full rank count (a --scaling file holds several)."""
+    recs = [t for s in c.series for t in s.train]
+    if not recs:
+        return None
+    return max(recs, key=lambda t: t["ranks"])
+
+
+def train_groups(cells: list[StudyCell]) -> list[CellGroup]:
+    groups: dict[tuple, CellGroup] = {}
+    for c in cells:
+        rec = train_record(c)
+        if rec is None:
+            continue
+        key = (c.axes["workload"], rec["model"], c.axes["nodes"])
+        g = groups.setdefault(key, CellGroup("train", rec["model"], c.axes["nodes"]))
+        step = rec["step_ms"]
+        share = rec.get("comm_fraction")
+        if share is None and step > 0 and rec.get("compute_ms") is not None:
+            share = max(0.0, step - rec["compute_ms"]) / step
+        g.rows.append(CellResult(
+            cell=c, median=step, samples=list(rec.get("step_ms_samples") or []),
+            throughput=rec["samples_per_s"]["p50"], comm_share=share,
+            scaling=rec.get("scaling_efficiency"),
+            transport=str(rec.get("transport", "?"))))
+    _cross_node_scaling(list(groups.values()))
+    return list(groups.values())
+
+
+def _cross_node_scaling(groups: list[CellGroup]) -> None:
+    """Scaling efficiency per node count from the study's own 1-node cells: throughput at N
+    nodes over N times the same cell's throughput on one node (when the record has none)."""
+    one = {}
+    for g in groups:
+        if g.nodes == 1:
+            for r in g.rows:
+                a = r.cell.axes
+                one[(a["workload"], a["fabric"], a["primitive"], a["gpudirect"], a["link"])] = r
+    for g in groups:
+        if g.nodes == 1:
+            continue
+        for r in g.rows:
+            a = r.cell.axes
+            base = one.get((a["workload"], a["fabric"], a["primitive"], a["gpudirect"],
+                            a["link"]))
+            if r.scaling is None and base is not None and base.throughput and r.throughput:
+                r.scaling = r.throughput / (g.nodes * base.throughput)
+
+
+def halo_groups(cells: list[StudyCell]) -> list[CellGroup]:
+    groups: dict[tuple, CellGroup] = {}
+    for c in cells:
+        recs = [h for s in c.series for h in s.halo]
+        if not recs:
+            continue
+        rec = recs[-1]
+        key = (c.axes["workload"], c.axes["nodes"])
+        g = groups.setdefault(key, CellGroup("halo", c.axes["workload"], c.axes["nodes"]))
+        t = rec["time_us"]["p50"]
+        ex = (rec.get("exchange_us") or {}).get("p50")
+        g.rows.append(CellResult(cell=c, median=t, samples=list(rec.get("samples_us") or []),
+                          throughput=rec.get("exchange_gbyte_s"),
+                          comm_share=(ex / t) if ex is not None and t > 0 else None,
+                          transport=str(rec.get("transport", "?"))))
+    return list(groups.values())
+
+
+def collective_groups(cells: list[StudyCell]) -> list[CellGroup]:
+    """Per op: the largest size every cell of the workload and node count measured."""
+    by_key: dict[tuple, list[StudyCell]] = {}
+    for c in cells:
+        if any(s.collectives for s in c.series):
+            by_key.setdefault((c.axes["workload"], c.axes["nodes"]), []).append(c)
+    groups = []
+    for (_, nodes), members in by_key.items():
+        ops = sorted({r["op"] for c in members for s in c.series for r in s.collectives})
+        for op in ops:
+            points = {c.id: {(r["bytes"], r["dtype"]): r for s in c.series for r in s.collectives
+                             if r["op"] == op} for c in members}
+            common = set.intersection(*(set(p) for p in points.values()))
+            if not common:
+                continue
+            size, dtype = max(common)
+            g = CellGroup("collectives", f"{op} {format_size(size)}", nodes)
+            for c in members:
+                r = points[c.id][(size, dtype)]
+                link = link_of(c.run) if c.run else None
+                g.rows.append(CellResult(
+                    cell=c, median=r["time_us"]["p50"], samples=list(r.get("samples_us") or []),
+                    throughput=r["busbw_gbyte_s"],
+                    link_pct=100 * link.efficiency(r["busbw_gbyte_s"])
+                    if link else None, transport=r["transport"]))
+            groups.append(g)
+    return groups
+
+
+def _pct(x: float) -> str:
+    return f"{abs(x):.1f} %"
+
+
+def headline(g: CellGroup) -> str:
+    """The group's finding in the paper's words."""
+    what = g.what if g.nodes == 1 else g.title
+    if len(g.rows) < 2:
+        only = g.rows[0].cell.label if g.rows else "none"
+        return f"{what}: one cell ({only}), nothing to compare"
+    best = g.rows[0]
+    others = g.rows[1:]
+    sig = [r for r in others if r.verdict is not None and r.verdict.significant]
+    untested = [r for r in others if r.verdict is None or r.verdict.p_value is None]
+    if not sig:
+        if len(untested) == len(others):
+            return (f"{what}: fastest {best.cell.label}; no samples recorded to test the "
+                    f"differences to {', '.join(r.cell.label for r in others)}")
+        tested = [best, *(r for r in others if r not in untested)]
+        text = (f"{what}: no significant difference between "
+                f"{', '.join(r.cell.label for r in tested)}")
+        if untested:
+            text += (f" ({', '.join(r.cell.label for r in untested)}: not enough samples to "
+                     "test)")
+        return text
+    worst = max(sig, key=lambda r: r.verdict.ratio)
+    d, lo, hi = worst.diff()
+    word = "slower" if d > 0 else "faster"
+    text = (f"{what}: {worst.cell.label} is {_pct(d)} {word} than {best.cell.label} "
+            f"(95 % CI {abs(lo):.1f}–{abs(hi):.1f} %), significant")
+    rest = [r for r in others if r is not worst]
+    same = [r for r in rest if r.verdict is not None and r.verdict.verdict == "same"]
+    more = [r for r in rest if r in sig]
+    if len(rest) <= 3:
+        for r in rest:
+            if r in sig:
+                dr, lr, hr = r.diff()
+                text += (f"; {r.cell.label} {_pct(dr)} {'slower' if dr > 0 else 'faster'} "
+                         f"(95 % CI {abs(lr):.1f}–{abs(hr):.1f} %), significant")
+            elif r in same:
+                text += f"; {r.cell.label}: no significant difference"
+            else:
+                text += f"; {r.cell.label}: not enough samples to test"
+    else:
+        text += (f"; of the {len(rest)} other cells {len(more)} differ significantly from "
+                 f"{best.cell.label}, {len(same)} do not")
+    return text
