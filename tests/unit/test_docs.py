@@ -50,8 +50,39 @@ def anchors(path: Path) -> set[str]:
 
 
 def test_docs_exist():
-    for name in ("methods.md", "results.md", "fabrics.md", "testing.md"):
+    for name in ("guide.md", "methods.md", "results.md", "fabrics.md", "testing.md"):
         assert (REPO / "docs" / name).stat().st_size > 1000, name
+
+
+def prose(text: str) -> str:
+    """Markdown without its code: fenced blocks and inline code removed."""
+    return re.sub(r"`[^`\n]*`", "", re.sub(r"```.*?```", "", text, flags=re.S))
+
+
+def test_readme_is_a_front_door():
+    """Under 200 lines; the two set-up commands first; the core ideas before the tasks; the
+    rest of the documentation named."""
+    text = (REPO / "README.md").read_text()
+    assert len(text.splitlines()) < 200
+    headings = re.findall(r"^## (.*)$", text, flags=re.M)
+    assert headings[0] == "Two commands"
+    first_block = re.search(r"```\n(.*?)```", text, flags=re.S).group(1)
+    assert first_block.startswith("make demo") and "\nmake test" in first_block
+    tasks = next(i for i, h in enumerate(headings) if h.startswith("Five things"))
+    for idea in ("What the numbers mean", "Transport truth", "Fidelity"):
+        assert headings.index(idea) < tasks, idea
+    assert len(re.findall(r"^### \d\. ", text, flags=re.M)) == 5
+    for doc in sorted((REPO / "docs").glob("*.md")):
+        assert f"docs/{doc.name}" in text, f"README does not say where {doc.name} is"
+
+
+def test_readme_holds_no_measurement_and_no_formula():
+    """Figures measured on one machine belong in docs/methods.md and bench output, formulas in
+    methods.md: the README's prose has neither."""
+    text = prose((REPO / "README.md").read_text())
+    figures = re.findall(r"\d[\d.,–-]*\s*(?:GB/s|Gb/s|Gbit/s|Mbit/s|MB/s|µs|us|ms)\b", text)
+    assert not figures
+    assert not re.findall(r"[αβγ]|\(n\s*[−-]\s*1\)", text)
 
 
 def test_nothing_cites_notes_users_do_not_have():
