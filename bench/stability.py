@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from fabbench.report.stats import sample_count, stability
+from fabbench.report.tables import unstable as why_unstable
 from fabbench.results.reader import read_results
 from fabbench.timing.stats import STABLE_RULE
 
@@ -44,8 +44,8 @@ def one_run(fabbench: list[str], args: list[str]) -> dict:
             sys.exit(f"stability: {shlex.join(cmd)} exited {done.returncode}: "
                      f"{(done.stderr.strip().splitlines() or [''])[-1]}")
         points = read_results(out).of_kind("collective")
-    unstable = [f"{p['op']} {p['bytes']} B: {why}" for p in points if (why := stability(p))]
-    spread_ok = sum(1 for p in points if sample_count(p) >= 10
+    unstable = [f"{p['op']} {p['bytes']} B: {why}" for p in points if (why := why_unstable(p))]
+    spread_ok = sum(1 for p in points if p["samples"] >= 10
                     and p["time_us"].get("stdev", 0) < 0.1 * p["time_us"]["mean"])
     return {"wall_s": wall, "points": len(points), "stable": len(points) - len(unstable),
             "spread_ok": spread_ok, "unstable": unstable}

@@ -76,22 +76,22 @@ def test_verdicts():
     assert stats.median_ratio(0.0, 1.0) == math.inf and stats.median_ratio(2.0, 1.0) == 0.5
 
 
-def test_stability_flags_a_wide_median_interval_and_few_samples():
-    rng = np.random.default_rng(6)
-    assert stats.stability(_point(rng.normal(100, 2, 30))) is None
-    assert stats.stability(_point(rng.normal(100, 30, 30))).startswith("median 95% CI ±")
-    assert stats.stability(_point([1, 1.01, 0.99])) == "only 3 samples"
-    # a few slow outliers make the stdev large but leave the median well known: stable
+def test_why_unstable_names_a_wide_interval_few_samples_or_an_unknown_interval():
+    assert stats.why_unstable(True, 0.2, 30) is None  # the recorded verdict is the one applied
+    assert stats.why_unstable(False, 0.2, 30) == "median 95% CI ±20% (wider than ±5%)"
+    assert stats.why_unstable(False, None, 3) == "only 3 samples"
+    assert stats.why_unstable(False, None, 40) == "median 95% CI unknown"
+
+
+def test_a_few_slow_outliers_leave_the_median_known_and_the_point_stable():
+    from fabbench.timing.stats import is_stable, median_ci95_rel
+
     tail = [100.0 + i % 3 for i in range(40)] + [400.0] * 4
-    assert np.std(tail) / np.mean(tail) > 0.1 and stats.stability(_point(tail)) is None
-
-
-def test_the_recorded_verdict_is_the_one_applied():
-    noisy = _point(np.random.default_rng(7).normal(100, 30, 30))
-    assert stats.stability(noisy) is not None  # computed from the samples (a fabbench/1 point)
-    recorded = {**noisy, "stable": False, "median_ci95_rel": 0.2}
-    assert stats.stability(recorded) == "median 95% CI ±20% (wider than ±5%)"
-    assert stats.stability({**noisy, "stable": True, "median_ci95_rel": 0.01}) is None
+    rel = median_ci95_rel(tail)
+    assert np.std(tail) / np.mean(tail) > 0.1 and is_stable(rel)
+    assert stats.why_unstable(is_stable(rel), rel, len(tail)) is None
+    noisy = np.random.default_rng(6).normal(100, 30, 30)
+    assert stats.why_unstable(False, median_ci95_rel(noisy), 30).startswith("median 95% CI ±")
 
 
 def test_site_b_is_faster_for_large_messages_and_same_where_noisy():

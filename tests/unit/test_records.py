@@ -200,6 +200,20 @@ def test_a_fabbench_1_file_is_read_with_the_current_names():
     assert run["provenance"]["nics"][0]["speed_mbit_s"] == 25000
 
 
+def test_a_fabbench_1_point_is_judged_by_the_one_rule_on_load():
+    from fabbench.timing.stats import STABLE_RULE, is_stable, median_ci95_rel
+
+    points = read_results(V1 / "siteA-ib.jsonl").of_kind("collective")
+    assert points and all(p["stable_rule"] == STABLE_RULE for p in points)
+    for p in points:
+        assert p["samples"] == len(p["samples_us"])
+        assert p["median_ci95_rel"] == median_ci95_rel(p["samples_us"])
+        assert p["stable"] is is_stable(p["median_ci95_rel"])
+    raw = [line for line in (V1 / "siteA-ib.jsonl").read_text().splitlines()
+           if '"collective"' in line]
+    assert raw and not any('"stable' in line or "median_ci95_rel" in line for line in raw)
+
+
 @pytest.mark.parametrize("written", ["fabbench/1", "fabbench/2"])
 def test_report_compare_and_model_read_both_versions(capsys, tmp_path, written):
     if written == "fabbench/1":

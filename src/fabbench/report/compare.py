@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fabbench.errors import UsageError
-from fabbench.report.stats import Verdict, compare_samples, median_ratio, stability
-from fabbench.report.tables import OP_ORDER
+from fabbench.report.stats import Verdict, compare_samples, median_ratio
+from fabbench.report.tables import OP_ORDER, unstable
 from fabbench.results.runs import Series
 
 # launcher bookkeeping that differs on every run and says nothing about the set-up
@@ -20,7 +20,10 @@ _VOLATILE_ENV = re.compile(
 
 
 @dataclass
-class Row:
+class ComparedPoint:
+    """One collective point (op, dtype, size, ranks) measured by the baseline (a) and by
+    another run (b), with b's verdict against a."""
+
     op: str
     dtype: str
     bytes: int
@@ -32,8 +35,8 @@ class Row:
 
     @property
     def notes(self) -> str:
-        why = [f"A: {w}" for w in [stability(self.a)] if w]
-        why += [f"B: {w}" for w in [stability(self.b)] if w]
+        why = [f"A: {w}" for w in [unstable(self.a)] if w]
+        why += [f"B: {w}" for w in [unstable(self.b)] if w]
         return "; ".join(why)
 
 
@@ -50,7 +53,7 @@ class TrainRow:
 class Comparison:
     baseline: Series
     others: list[Series]
-    rows: list[Row] = field(default_factory=list)
+    rows: list[ComparedPoint] = field(default_factory=list)
     train: list[TrainRow] = field(default_factory=list)
     provenance: list[tuple[str, list[str]]] = field(default_factory=list)  # field, values
     unmatched: list[str] = field(default_factory=list)
@@ -88,7 +91,7 @@ def compare(series: list[Series]) -> Comparison:
         for key in sorted(a_points.keys() & b_points.keys(),
                           key=lambda k: (_op_index(k[0]), k[1], k[3], k[2])):
             a, b = a_points[key], b_points[key]
-            result.rows.append(Row(*key, a=a, b=b, other=other, verdict=_verdict(a, b)))
+            result.rows.append(ComparedPoint(*key, a=a, b=b, other=other, verdict=_verdict(a, b)))
         only = len(a_points.keys() ^ b_points.keys())
         if only:
             result.unmatched.append(f"{only} points are in only one of {base.label} and "

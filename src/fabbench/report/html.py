@@ -13,8 +13,8 @@ import jinja2
 from fabbench import __version__
 from fabbench.report.compare import Comparison
 from fabbench.report.plots import Plot
-from fabbench.report.stats import ALPHA, ci_rel, stability
-from fabbench.report.tables import count_of, efficiency_lines, ops_of, unstable_points
+from fabbench.report.stats import ALPHA
+from fabbench.report.tables import count_of, efficiency_lines, ops_of, unstable, unstable_points
 from fabbench.results.link import format_gbit_s, link_of
 from fabbench.results.runs import Series
 from fabbench.timing.stats import STABLE_REL
@@ -134,7 +134,7 @@ def _table_rows(s: Series, op: str) -> list[dict]:
     link = link_of(s.run)
     rows = []
     for r in (c for c in s.collectives if c["op"] == op):
-        rel = ci_rel(r)
+        rel = r["median_ci95_rel"]
         rows.append({"bytes": r["bytes"], "count": count_of(r), "dtype": r["dtype"],
                      "p50": r["time_us"]["p50"], "p99": r["time_us"]["p99"],
                      "algbw": r["algbw_gbyte_s"], "busbw": r["busbw_gbyte_s"],
@@ -142,7 +142,7 @@ def _table_rows(s: Series, op: str) -> list[dict]:
                      "ci": "-" if rel is None else f"{100 * rel:.1f}",
                      "samples": r.get("samples") or len(r.get("samples_us") or []),
                      "link": "-" if link is None else f"{100 * link.efficiency(r['busbw_gbyte_s']):.1f}",
-                     "transport": r["transport"], "unstable": stability(r) or ""})
+                     "transport": r["transport"], "unstable": unstable(r) or ""})
     return rows
 
 

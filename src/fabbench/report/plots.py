@@ -18,8 +18,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
-from fabbench.report.stats import stability  # noqa: E402
-from fabbench.report.tables import ops_of  # noqa: E402
+from fabbench.report.tables import ops_of, unstable  # noqa: E402
 from fabbench.results.runs import Series  # noqa: E402
 from fabbench.timing.stats import STABLE_RULE  # noqa: E402
 from fabbench.units import format_size  # noqa: E402
@@ -130,7 +129,7 @@ def size_sweeps(series: Sequence[Series]) -> list[Plot]:
                                         color=line.get_color(), alpha=0.15, linewidth=0)
                     line.set_gid(f"series-{s.label}")
                     shaky = [(xi, yi) for xi, yi, c in zip(x, line.get_ydata(), recs,
-                                                          strict=True) if stability(c)]
+                                                          strict=True) if unstable(c)]
                     if shaky:
                         marked = ax.scatter(*zip(*shaky, strict=True), s=40, facecolors="none",
                                             edgecolors="crimson", linewidths=1, zorder=3,

@@ -1,8 +1,8 @@
 """Is a number stable, and is a difference real? numpy only (no scipy).
 
 - stable: the one rule of timing.stats (STABLE_RULE: the distribution-free 95 % interval of
-  the median within ±STABLE_REL of it), as recorded with each point; computed from the samples
-  for records written before it was recorded (fabbench/1).
+  the median within ±STABLE_REL of it), as recorded with each point (the loader derives it for
+  points written before it was recorded, fabbench/1); why_unstable says why a point fails it.
 - Mann-Whitney U (two-sided, normal approximation with tie and continuity corrections).
 - bootstrap 95 % confidence interval of the ratio of medians (B / A), seeded: reproducible.
 A difference is called real only when both agree: p < ALPHA and the interval excludes 1.
@@ -13,11 +13,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
-from fabbench.timing.stats import MIN_CI_SAMPLES, STABLE_REL, is_stable, median_ci95_rel
+from fabbench.timing.stats import MIN_CI_SAMPLES, STABLE_REL
 
 ALPHA = 0.05
 BOOTSTRAP = 2000
@@ -25,27 +24,15 @@ MIN_TEST_SAMPLES = 5  # samples a side needs before two points are tested
 _SEED = 20200922  # HPEC 2020
 
 
-def ci_rel(record: dict[str, Any]) -> float | None:
-    """Half-width of the median's 95 % interval over the median: as recorded, else from the
-    samples (None when unknown)."""
-    if "median_ci95_rel" in record:
-        return record["median_ci95_rel"]
-    return median_ci95_rel(record.get("samples_us") or [])
-
-
-def sample_count(record: dict[str, Any]) -> int:
-    return int(record.get("samples") or len(record.get("samples_us") or []))
-
-
-def stability(record: dict[str, Any]) -> str | None:
-    """Why a point is not stable by the one rule (STABLE_RULE), or None when it is."""
-    rel = ci_rel(record)
-    if record.get("stable", is_stable(rel)):
+def why_unstable(stable: bool, ci95_rel: float | None, samples: int) -> str | None:
+    """Why a point is not stable by the one rule (STABLE_RULE), or None when it is. ``stable``
+    is its verdict as recorded, ``ci95_rel`` the half-width of its median's 95 % interval over
+    the median (None: unknown), ``samples`` how many samples it holds."""
+    if stable:
         return None
-    if rel is None:
-        n = sample_count(record)
-        return f"only {n} samples" if n < MIN_CI_SAMPLES else "median 95% CI unknown"
-    return f"median 95% CI ±{100 * rel:.0f}% (wider than ±{STABLE_REL:.0%})"
+    if ci95_rel is None:
+        return f"only {samples} samples" if samples < MIN_CI_SAMPLES else "median 95% CI unknown"
+    return f"median 95% CI ±{100 * ci95_rel:.0f}% (wider than ±{STABLE_REL:.0%})"
 
 
 def mann_whitney(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:

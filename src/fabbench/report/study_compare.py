@@ -62,7 +62,7 @@ def _key(c: StudyCell, with_link: bool) -> tuple:
 
 
 def _rows(cells: list[StudyCell]) -> dict[tuple[str, str], CellResult]:
-    """(cell id, what) -> Row, from the report's own grouping."""
+    """(cell id, what) -> CellResult, from the report's own grouping."""
     out = {}
     for g in train_groups(cells) + halo_groups(cells) + collective_groups(cells):
         for r in g.rows:

@@ -7,8 +7,8 @@ import io
 from collections.abc import Iterable
 from typing import Any
 
-from fabbench.report.stats import ci_rel, sample_count, stability
-from fabbench.results.link import Ceiling, Link, ceiling_of, format_gbit_s, link_of
+from fabbench.report.stats import why_unstable
+from fabbench.results.link import LinkRate, MeasuredCeiling, ceiling_of, format_gbit_s, link_of
 from fabbench.results.runs import Series
 
 # nccl-tests names and columns
@@ -44,18 +44,23 @@ def nccl_table(s: Series, op: str) -> str:
     lines = []
     for r in recs:
         wrong = "N/A" if r.get("wrong") is None else str(r["wrong"])
-        rel = ci_rel(r)
-        flag = " !" if stability(r) else ""
+        rel = r["median_ci95_rel"]
+        flag = " !" if unstable(r) else ""
         lines.append(
             f" {r['bytes']:>11} {count_of(r):>12} {NCCL_TYPE.get(r['dtype'], r['dtype']):>8} "
             f"{REDOP.get(op, 'none'):>6} {ROOT.get(op, -1):>5} {r['time_us']['p50']:>10.2f} "
             f"{r['algbw_gbyte_s']:>8.3f} {r['busbw_gbyte_s']:>8.3f} {wrong:>6} "
             f"{r['time_us']['p99']:>10.2f} {'-' if rel is None else f'{100 * rel:.1f}':>6} "
-            f"{sample_count(r):>4} {_pct(link, r):>6} {_pct(ceiling, r):>6}{flag}")
+            f"{r['samples']:>4} {_pct(link, r):>6} {_pct(ceiling, r):>6}{flag}")
     return head + cols + "\n".join(lines) + "\n"
 
 
-def _pct(link: Link | Ceiling | None, rec: dict[str, Any]) -> str:
+def unstable(point: dict[str, Any]) -> str | None:
+    """Why a collective point is not stable by the one rule (report.stats.why_unstable)."""
+    return why_unstable(point["stable"], point["median_ci95_rel"], point["samples"])
+
+
+def _pct(link: LinkRate | MeasuredCeiling | None, rec: dict[str, Any]) -> str:
     return "-" if link is None else f"{100 * link.efficiency(rec['busbw_gbyte_s']):.1f}"
 
 
@@ -91,7 +96,7 @@ def unstable_points(s: Series) -> list[str]:
     """Points that are not stable by the one rule (timing.stats.STABLE_RULE), each with why."""
     out = []
     for r in s.collectives:
-        why = stability(r)
+        why = unstable(r)
         if why:
             out.append(f"{r['op']} {r['bytes']} B: {why}")
     return out
@@ -125,15 +130,15 @@ def collective_rows(series: Iterable[Series]) -> list[dict[str, Any]]:
                 "ranks": r["ranks"], "nodes": s.run["nodes"], "transport": r["transport"],
                 "time_us_min": t["min"], "time_us_p50": t["p50"], "time_us_mean": t["mean"],
                 "time_us_p99": t["p99"], "time_us_max": t["max"], "time_us_stdev": t.get("stdev"),
-                "samples": sample_count(r), "algbw_gbyte_s": r["algbw_gbyte_s"],
+                "samples": r["samples"], "algbw_gbyte_s": r["algbw_gbyte_s"],
                 "busbw_gbyte_s": r["busbw_gbyte_s"],
                 "link_gbit_s": link.speed_gbit_s if link else None,
                 "link_pct": round(100 * link.efficiency(r["busbw_gbyte_s"]), 3) if link else None,
                 "ceiling_gbit_s": ceiling.speed_gbit_s if ceiling else None,
                 "ceiling_pct": round(100 * ceiling.efficiency(r["busbw_gbyte_s"]), 3)
                 if ceiling else None,
-                "correct": r["correct"], "median_ci95_rel": ci_rel(r),
-                "unstable": stability(r) or ""})
+                "correct": r["correct"], "median_ci95_rel": r["median_ci95_rel"],
+                "unstable": unstable(r) or ""})
     return rows
 
 

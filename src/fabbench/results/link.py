@@ -22,7 +22,9 @@ from fabbench.fabrics.profile import LinkSpec, load_profile
 
 
 @dataclass(frozen=True)
-class Link:
+class LinkRate:
+    """The line rate of the link a run's bytes crossed, and where it was read."""
+
     speed_gbit_s: float  # line rate, Gbit/s (1e9 bits per second)
     what: str    # e.g. "mlx5_0 port 1 (100 Gb/sec (4X EDR))"
 
@@ -55,11 +57,11 @@ def _is_hfi(port: dict[str, Any]) -> bool:
     return port["device"].startswith("hfi1") or port.get("driver") == "hfi1"
 
 
-def link_of(run: dict[str, Any]) -> Link | None:
+def link_of(run: dict[str, Any]) -> LinkRate | None:
     emulated = run.get("emulation")
     if emulated:  # the shaped links: a collective over all nodes runs at the slowest one's
         slowest = min(emulated["links"], key=lambda x: x["speed_gbit_s"])
-        return Link(slowest["speed_gbit_s"],
+        return LinkRate(slowest["speed_gbit_s"],
                     f"emulated {emulated['interface']} of {slowest['node']} "
                     f"({slowest['speed_gbit_s']:g} Gb/s, tc)")
     hardware, spec = link_spec(run)
@@ -77,16 +79,16 @@ def link_of(run: dict[str, Any]) -> Link | None:
         nic = next((n for n in nics if n["name"] == named), None)
         if nic is None or nic.get("kind") == "loopback" or not nic.get("speed_mbit_s"):
             return None
-        return Link(nic["speed_mbit_s"] / 1000, f"{nic['name']} ({nic['speed_mbit_s']} Mb/s)")
+        return LinkRate(nic["speed_mbit_s"] / 1000, f"{nic['name']} ({nic['speed_mbit_s']} Mb/s)")
     up = [n for n in nics if n.get("pci") and n.get("speed_mbit_s") and n.get("operstate") == "up"]
     if not up:
         return None
     nic = max(up, key=lambda n: n["speed_mbit_s"])
-    return Link(nic["speed_mbit_s"] / 1000, f"{nic['name']} ({nic['speed_mbit_s']} Mb/s)")
+    return LinkRate(nic["speed_mbit_s"] / 1000, f"{nic['name']} ({nic['speed_mbit_s']} Mb/s)")
 
 
 @dataclass(frozen=True)
-class Ceiling:
+class MeasuredCeiling:
     """The wire's practical ceiling measured in the run, per direction."""
 
     speed_gbit_s: float  # Gbit/s (1e9 bits per second) per direction
@@ -97,7 +99,7 @@ class Ceiling:
         return busbw_gbyte_s * 8 / self.speed_gbit_s
 
 
-def ceiling_of(ceilings: list[dict[str, Any]]) -> Ceiling | None:
+def ceiling_of(ceilings: list[dict[str, Any]]) -> MeasuredCeiling | None:
     """The ceiling busbw is held against: both directions at once when measured (a ring
     allreduce and a bidirectional sendrecv load both), else one direction."""
     done = {c["mode"]: c for c in ceilings if c.get("per_direction_gbit_s")}
@@ -107,16 +109,16 @@ def ceiling_of(ceilings: list[dict[str, Any]]) -> Ceiling | None:
     ways = "both ways" if c["mode"] == "bidir" else "one way"
     resent = [d["retransmits"] for d in c.get("directions", ())
               if d.get("retransmits") is not None]
-    return Ceiling(c["per_direction_gbit_s"], f"{c['tool']} {ways} {c['client']['host']}<->"
+    return MeasuredCeiling(c["per_direction_gbit_s"], f"{c['tool']} {ways} {c['client']['host']}<->"
                    f"{c['server']['host']}, {c['per_direction_gbit_s']:.3g} Gb/s per direction",
                    sum(resent) if resent else None)
 
 
-def _fastest_port(ports: list[dict[str, Any]]) -> Link | None:
+def _fastest_port(ports: list[dict[str, Any]]) -> LinkRate | None:
     if not ports:
         return None
     p = max(ports, key=lambda p: p["rate_gbit_s"])
-    return Link(float(p["rate_gbit_s"]), f"{p['device']} port {p['port']} ({p['rate']})")
+    return LinkRate(float(p["rate_gbit_s"]), f"{p['device']} port {p['port']} ({p['rate']})")
 
 
 def format_gbit_s(gbit_s: float) -> str:

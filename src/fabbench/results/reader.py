@@ -1,5 +1,6 @@
 """The one loader of results files: every supported schema version, each record checked
-against its version's schema, old field names renamed to the current ones, NaN and Infinity
+against its version's schema, old field names renamed to the current ones and the fields a later
+version added derived where the record holds what they are made of (DERIVED), NaN and Infinity
 refused, a truncated last line reported (not fatal). report, compare, model, resume and the run
 table all read through here."""
 
@@ -13,6 +14,7 @@ from typing import Any
 from fabbench.errors import UsageError
 from fabbench.results import RENAMED, SUPPORTED_SCHEMAS
 from fabbench.results.records import problem
+from fabbench.timing.stats import STABLE_RULE, is_stable, median_ci95_rel
 
 
 @dataclass
@@ -43,6 +45,22 @@ def _rename(record: dict[str, Any], renames: dict[str, str]) -> dict[str, Any]:
             if isinstance(h, dict) and last in h:
                 h[new] = h.pop(last)
     return record
+
+
+def _judged_collective(record: dict[str, Any]) -> dict[str, Any]:
+    """A fabbench/1 collective point with what fabbench/2 records beside it: how many samples
+    it holds, the half-width of its median's 95 % interval and its verdict by the one stability
+    rule, computed from its samples as the writer does."""
+    samples = record.get("samples_us") or []
+    record.setdefault("samples", len(samples))
+    record["median_ci95_rel"] = median_ci95_rel(samples)
+    record["stable"] = is_stable(record["median_ci95_rel"])
+    record["stable_rule"] = STABLE_RULE
+    return record
+
+
+# schema version -> kind -> the fields a later version records, derived on load
+DERIVED = {"fabbench/1": {"collective": _judged_collective}}
 
 
 def _parse(path: Path, number: int, line: str) -> dict[str, Any]:
@@ -89,7 +107,9 @@ def read_results(path: str | Path) -> ResultsFile:
         why = problem(record, version, unknown_fields=True)
         if why is not None:
             raise UsageError(f"{path}:{number}: {why}")
-        records.append(_rename(record, RENAMED.get(version, {}).get(record["kind"], {})))
+        record = _rename(record, RENAMED.get(version, {}).get(record["kind"], {}))
+        derive = DERIVED.get(version, {}).get(record["kind"])
+        records.append(derive(record) if derive else record)
     if not records:
         raise UsageError(f"{path}: no results records (empty file)")
     return ResultsFile(path, records, warnings)
