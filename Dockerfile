@@ -74,6 +74,9 @@ ARG FLAVOR
 ARG VERSION=0.1.0
 ARG VCS_REF=unknown
 ARG BASE_IMAGE=unknown
+# the hash of the build inputs (.ci/image-build.sh: Dockerfile, containers/, src/, ...), the
+# content part of the local tag; recorded in the build manifest and a label
+ARG INPUTS_HASH=unknown
 LABEL org.opencontainers.image.title="fabbench" \
       org.opencontainers.image.description="What a network fabric and communication primitive cost data-parallel training (${FLAVOR} flavour)" \
       org.opencontainers.image.version="${VERSION}" \
@@ -81,6 +84,7 @@ LABEL org.opencontainers.image.title="fabbench" \
       org.opencontainers.image.licenses="Apache-2.0" \
       org.opencontainers.image.base.name="${BASE_IMAGE}" \
       io.fabbench.flavor="${FLAVOR}" \
+      io.fabbench.inputs="${INPUTS_HASH}" \
       io.fabbench.build-manifest="/etc/fabbench/build.json"
 COPY containers/ /opt/fabbench/containers/
 COPY --from=python-build /opt/fabbench/venv /opt/fabbench/venv
@@ -88,6 +92,7 @@ ENV PATH=/opt/fabbench/venv/bin:${PATH} \
     FABBENCH_BUILD_MANIFEST=/etc/fabbench/build.json \
     LANG=C.UTF-8 PYTHONDONTWRITEBYTECODE=1
 RUN FLAVOR=${FLAVOR} BASE_IMAGE=${BASE_IMAGE} VCS_REF=${VCS_REF} IMAGE_VERSION=${VERSION} \
+      INPUTS_HASH=${INPUTS_HASH} \
       /opt/fabbench/containers/manifest.sh /etc/fabbench/build.json \
     && useradd --create-home --uid 1000 --user-group --shell /bin/bash fabbench \
     && install -d -o fabbench -g fabbench /work

@@ -32,7 +32,8 @@ content_hash() {
      ! -name '.*' -print0 | LC_ALL=C sort -z | xargs -0 sha256sum; echo "flavor=$FLAVOR") \
     | sha256sum | cut -c1-12
 }
-tag="$IMAGE_REPO:$FLAVOR-$(content_hash)"
+inputs_hash=$(content_hash)
+tag="$IMAGE_REPO:$FLAVOR-$inputs_hash"
 if [ "${1:-}" = --tag ]; then
   printf '%s\n' "$tag"
   exit 0
@@ -84,6 +85,7 @@ start=$SECONDS
 timeout "$build_timeout" podman build --isolation chroot --network host --layers \
   "${volumes[@]}" \
   --build-arg FLAVOR="$FLAVOR" --build-arg VERSION="$version" --build-arg VCS_REF="$vcs_ref" \
+  --build-arg INPUTS_HASH="$inputs_hash" \
   --build-arg BASE_IMAGE="$base" --build-arg DEBIAN_IMAGE="$DEBIAN_IMAGE" \
   --build-arg CUDA_DEVEL_IMAGE="$CUDA_DEVEL_IMAGE" --build-arg CUDA_RUNTIME_IMAGE="$CUDA_RUNTIME_IMAGE" \
   -t "$tag" -t "$IMAGE_REPO:$FLAVOR" -f "$ctx/Dockerfile" "$ctx" >&2 \

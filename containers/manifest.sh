@@ -4,7 +4,8 @@
 # and every results file's provenance include it (fabbench.sysinfo.inventory.build_manifest).
 # Fails when an installed Python component differs from its pin, so the image cannot silently
 # carry other bits than versions.env says.
-# Environment: FLAVOR (cpu|cuda), BASE_IMAGE, VCS_REF, IMAGE_VERSION, FABBENCH_VENV, PREFIX.
+# Environment: FLAVOR (cpu|cuda), BASE_IMAGE, VCS_REF, IMAGE_VERSION, INPUTS_HASH (the hash of the
+# build inputs, .ci/image-build.sh), FABBENCH_VENV, PREFIX.
 set -euo pipefail
 # shellcheck source=containers/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -100,7 +101,7 @@ manifest = {
     "schema": "fabbench-build/1",
     "image": {"flavor": flavor, "version": env.get("IMAGE_VERSION") or dist("fabbench"),
               "base_image": env.get("BASE_IMAGE"), "vcs_ref": env.get("VCS_REF") or None,
-              "created": created},
+              "inputs": env.get("INPUTS_HASH") or None, "created": created},
     "components": components,
 }
 with open(sys.argv[1], "w") as f:

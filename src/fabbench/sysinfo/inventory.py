@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
@@ -119,6 +120,7 @@ def fabric_env(env: dict[str, str] | None = None) -> dict[str, str]:
 
 def inventory() -> dict[str, Any]:
     runtime = _container()
+    manifest = build_manifest()
     return {
         "host": socket.gethostname(),
         "os": f"{platform.system()} {platform.release()}",
@@ -129,7 +131,8 @@ def inventory() -> dict[str, Any]:
         "hfi": hfi_devices(),
         "gpudirect_rdma": gpudirect_rdma(),
         "versions": library_versions(),
-        "build": build_manifest(),
+        "build": manifest,
+        "image": image_identity(manifest, runtime),
         "container": runtime,
         **container_version(runtime),
         "scheduler": scheduler(),
@@ -200,6 +203,69 @@ def container_version(runtime: str | None, root: str | os.PathLike = "/") -> dic
     return {}
 
 
+APPTAINER_DEFINITION = "/.singularity.d/Singularity"
+IMAGE_REF_ENV = "FABBENCH_IMAGE_REF"
+_DIGEST = re.compile(r"@(sha256:[0-9a-f]{64})$")
+
+
+def image_id(manifest: Mapping[str, Any]) -> str:
+    """The image's id: its version and flavour, and the hash of its build manifest (version,
+    commit, hash of the build inputs, every component's version, creation time). The manifest is
+    a file in the image, so the id is the same whichever registry, digest, runtime or format
+    (OCI image, SIF, a Charliecloud directory) the image came through."""
+    canonical = json.dumps(manifest, sort_keys=True, separators=(",", ":"))
+    image = manifest.get("image") or {}
+    return (f"{image.get('version') or '?'}-{image.get('flavor') or '?'}-"
+            f"{hashlib.sha256(canonical.encode()).hexdigest()[:16]}")
+
+
+def image_reference(runtime: str | None, env: Mapping[str, str] | None = None,
+                    root: str | os.PathLike = "/") -> dict[str, str]:
+    """{"ref", "ref_source"[, "digest"]}: the registry reference the image was run or pulled
+    from, where the runtime tells it (podman: /run/.containerenv; Apptainer: the definition of
+    an image it built from a docker:// or oras:// reference), else what the launcher stated in
+    FABBENCH_IMAGE_REF; {} when nobody tells. The digest when the reference names one."""
+    env = os.environ if env is None else env
+    ref, source = None, None
+    if runtime == "podman":
+        try:
+            text = Path(root, "run/.containerenv").read_text()
+        except OSError:
+            text = ""
+        found = re.search(r'^image="([^"]+)"', text, re.MULTILINE)
+        if found:
+            ref, source = found.group(1), "/run/.containerenv image"
+    if runtime == "apptainer" and ref is None:
+        try:
+            text = Path(root, APPTAINER_DEFINITION.lstrip("/")).read_text()
+        except OSError:
+            text = ""
+        kind = re.search(r"^bootstrap:\s*(\S+)", text, re.MULTILINE | re.IGNORECASE)
+        found = re.search(r"^from:\s*(\S+)", text, re.MULTILINE | re.IGNORECASE)
+        if kind and found and kind.group(1).lower() in ("docker", "oras", "library"):
+            ref = f"{kind.group(1).lower()}://{found.group(1)}"
+            source = f"{APPTAINER_DEFINITION} (Apptainer built the image from it)"
+    if ref is None and env.get(IMAGE_REF_ENV):
+        ref, source = env[IMAGE_REF_ENV], f"{IMAGE_REF_ENV} (set by whoever started the container)"
+    if ref is None:
+        return {}
+    found = _DIGEST.search(ref)
+    return {"ref": ref, "ref_source": source, **({"digest": found.group(1)} if found else {})}
+
+
+def image_identity(manifest: Mapping[str, Any] | None, runtime: str | None,
+                   env: Mapping[str, str] | None = None, root: str | os.PathLike = "/"
+                   ) -> dict[str, Any] | None:
+    """The fabbench image this process runs from (None outside one): its id (image_id), what the
+    manifest says of it, and its registry reference and digest where known."""
+    if not manifest:
+        return None
+    image = manifest.get("image") or {}
+    return {"id": image_id(manifest),
+            **{key: image.get(key) for key in ("version", "flavor", "vcs_ref", "inputs")},
+            **image_reference(runtime, env, root)}
+
+
 def scheduler(env: Mapping[str, str] | None = None) -> str | None:
     """The batch system whose job this process is part of, or None."""
     env = os.environ if env is None else env
@@ -242,6 +308,9 @@ def summary_rows(inv: dict[str, Any]) -> list[tuple[str, str]]:
     rows.append(("container", (inv.get("container") or "none (bare host)")
                   + (f" {inv['container_version']}" if inv.get("container_version") else "")))
     rows.append(("scheduler", inv.get("scheduler") or "none"))
+    image = inv.get("image")
+    rows.append(("image", f"{image['id']}" + (f" from {image['ref']}" if image.get("ref") else "")
+                 if image else "none (not in the fabbench image)"))
     rows.append(("image build", json.dumps(inv["build"], sort_keys=True) if inv.get("build")
                  else "not in the fabbench image"))
     for key, value in (inv.get("env") or {}).items():
