@@ -36,7 +36,7 @@ def osu_allreduce(path: check.FidelityPath, osu_dir: Path, sizes: list[int],
                   timeout_s: float) -> dict[int, float]:
     """OSU's osu_allreduce (its average latency per size), started like fabbench's ranks."""
     from fabbench.launch.settings import resolve
-    from fabbench.runner import launch_spec
+    from fabbench.launch.table import launch_spec
 
     exe = osu_dir / "osu_allreduce"
     if not os.access(exe, os.X_OK):

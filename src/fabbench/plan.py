@@ -15,8 +15,9 @@ from fabbench.errors import UsageError
 from fabbench.fabrics.profile import GPUDIRECT, WIRES
 from fabbench.networks.registry import MODELS
 from fabbench.timing.engine import TimingPolicy
+from fabbench.workloads import names as workload_names
 
-WORKLOADS = ("collectives", "train", "halo", "pairs", "all")  # all: collectives, then train
+WORKLOADS = workload_names.NAMES
 PRECISIONS = ("fp32", "bf16", "fp16")
 DEVICES = ("cpu", "cuda")
 DEFAULT_SIZES = {"cpu": "8:64M", "cuda": "8:1G"}
@@ -112,16 +113,19 @@ class Plan:
         if not 0.5 <= self.ceiling_s <= 600:
             raise UsageError(f"ceiling seconds must be between 0.5 and 600, not "
                              f"{self.ceiling_s}")
-        if self.workload in ("train", "all"):
+        if workload_names.runs(self.workload, "train"):
             self._check_train()
         if self.workload == "halo":
             self._check_halo()
         if self.pair_schedule not in PAIR_SCHEDULES:
             raise UsageError(f"--pair-schedule takes auto, {', '.join(PAIR_SCHEDULES)}, not "
                              f"{self.pair_schedule!r}")
-        if self.workload == "pairs" and self.primitive == "horovod":
-            raise UsageError("--workload pairs needs point-to-point messages, which Horovod "
-                             "does not have: use --primitive mpi, gloo or nccl")
+        if workload_names.runs(self.workload, "pairs") and \
+                not registry.get(self.primitive).point_to_point:
+            *some, last = [n for n in registry.PRIMITIVES if registry.get(n).point_to_point]
+            able = f"{', '.join(some)} or {last}" if some else last
+            raise UsageError(f"--workload pairs needs point-to-point messages, which "
+                             f"{self.primitive} does not have: use --primitive {able}")
 
     def _check_train(self) -> None:
         if self.model not in MODELS:

@@ -14,10 +14,11 @@ from fabbench import emulate
 from fabbench.comm import registry
 from fabbench.comm.cuda_aware import ask_ompi_info
 from fabbench.errors import UsageError
-from fabbench.launch import local, nodes
+from fabbench.launch import local
 from fabbench.launch.discover import discover
 from fabbench.launch.rank import run_rank
 from fabbench.launch.settings import Resolved, resolve, resolve_fabric
+from fabbench.launch.table import launch_spec
 from fabbench.launch.world import announced_nodes
 from fabbench.plan import DEFAULT_SIZES, DEVICES, PAIRS_SIZES, Plan
 from fabbench.procs import Terminated
@@ -28,6 +29,7 @@ from fabbench.results.writer import ResultWriter
 from fabbench.sysinfo.gpus import gpus_visible
 from fabbench.timing.engine import TimingPolicy
 from fabbench.units import parse_sizes
+from fabbench.workloads import names as workload_names
 from fabbench.workloads.collectives import point_key
 
 
@@ -227,14 +229,6 @@ def _launch(plan: Plan, resolved: Resolved) -> tuple[int, str | None]:
     return code, error
 
 
-def launch_spec(plan: Plan, resolved: Resolved,
-                program: list[str] = local.RANK_MODULE) -> local.LaunchSpec:
-    """Local ranks, or ranks across the emulated cluster this runs under, each running
-    ``program`` (fabbench's rank module unless the fidelity check starts a reference loop)."""
-    cluster = emulate.current()
-    if cluster is None:
-        return local.build(plan, resolved, program)
-    return nodes.build_across(plan, resolved, cluster, program)
 
 
 
@@ -243,7 +237,7 @@ def _run_scaling(plan: Plan) -> Outcome:
     (one run record, its measurements and its summary per rank count; run ids end in -n<ranks>).
     The 1-rank run's samples/s (p50) is handed to the later runs, whose train records then carry
     scaling_efficiency = T_n / (n * T_1)."""
-    if plan.workload not in ("train", "all"):
+    if not workload_names.runs(plan.workload, "train"):
         raise UsageError("--scaling is for --workload train (or all)")
     baseline: float | None = None
     for n in plan.scaling:

@@ -95,5 +95,5 @@ def test_pairs_over_horovod_is_refused_in_one_line(tmp_path):
                  "pairs", "--out", str(tmp_path / "h.jsonl"))
     assert p.returncode == 2
     assert p.stderr.strip().splitlines() == [
-        "fabbench: error: --workload pairs needs point-to-point messages, which Horovod does "
+        "fabbench: error: --workload pairs needs point-to-point messages, which horovod does "
         "not have: use --primitive mpi, gloo or nccl"]

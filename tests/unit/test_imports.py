@@ -23,9 +23,10 @@ LAYERS: Sequence[Sequence[str]] = (
     ("fabbench", "fabbench.errors", "fabbench.procs"),
     ("fabbench.units",),
     ("fabbench.timing", "fabbench.sysinfo", "fabbench.console", "fabbench.emulate"),
-    ("fabbench.fabrics", "fabbench.networks", "fabbench.comm"),
+    ("fabbench.fabrics", "fabbench.networks", "fabbench.comm", "fabbench.workloads.names"),
     ("fabbench.results",),  # records, the one loader, a run's link: what every reader shares
     ("fabbench.plan",),
+    ("fabbench.launch.settings", "fabbench.launch.table"),  # a run's profile; the launcher table
     ("fabbench.study.spec", "fabbench.study.locate", "fabbench.study.manifest"),
     ("fabbench.workloads", "fabbench.ceiling", "fabbench.render"),
     ("fabbench.scaling",),

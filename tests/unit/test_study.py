@@ -156,8 +156,7 @@ def test_line_of():
 
 
 def _host(**kw) -> Host:
-    base = {"gpus": False, "has_gpudirect_switch": False, "has_emulate": False, "root": True,
-            "mpirun": True, "horovod": True}
+    base = {"gpus": False, "root": True, "mpirun": True, "modules": frozenset({"horovod"})}
     return Host(**{**base, **kw})
 
 
@@ -182,7 +181,7 @@ def test_why_not_nodes_and_gpudirect(tmp_path):
                         '"on"]')
     s = load_study(str(_write(tmp_path, text)))
     cell = s.cell("allreduce-ethernet-mpi-gdr-off-n2")
-    gpu = _host(gpus=True, has_gpudirect_switch=True)
+    gpu = _host(gpus=True)
     assert cell.device == "cuda" and "--gpudirect" in cell.run_args()
     assert why_not(cell, gpu, Place(scheduler="local", nodes=1)) == \
         "needs 2 nodes; this host is one node"
@@ -192,8 +191,7 @@ def test_why_not_nodes_and_gpudirect(tmp_path):
     gdr = s.cell("allreduce-ethernet-mpi-gdr-on-n1")
     assert gdr.device == "cuda"
     assert "needs a GPU" in why_not(gdr, _host(), Place(scheduler="local", nodes=1))
-    assert "no --gpudirect switch" in why_not(gdr, _host(gpus=True),
-                                              Place(scheduler="local", nodes=1))
+    assert why_not(gdr, _host(gpus=True), Place(scheduler="local", nodes=1)) is None
 
 
 def _row(label: str, median: float, verdict: Verdict | None) -> CellResult:
@@ -254,8 +252,8 @@ def test_whatif_study_and_its_emulated_cells():
     assert argv[3:12] == ["emulate", "--nodes", "2", "--link", "100mbit", "--ranks-per-node",
                           "1", "--max-time", "300"]
     assert argv[12:14] == ["--", "run"] and "--ranks" not in argv and env == {}
-    assert why_not(cell, _host(has_emulate=True), Place(scheduler="local", nodes=1)) is None
-    assert "need root" in why_not(cell, _host(has_emulate=True, root=False),
+    assert why_not(cell, _host(), Place(scheduler="local", nodes=1)) is None
+    assert "need root" in why_not(cell, _host(root=False),
                                   Place(scheduler="local", nodes=1))
 
 

@@ -72,6 +72,13 @@ class Communicator(ABC):
         ``recv`` at once), ready to be called back to back; only the two ranks take part."""
         raise UsageError(f"{self.name} has no point-to-point operation")
 
+    def shift(self, send: Any, dest: int, recv: Any, source: int, tag: str) -> None:
+        """Send the torch tensor ``send`` to ``dest`` while receiving ``recv`` from ``source``
+        (every rank calls it at once with its own neighbours: a halo exchange's step). ``tag``
+        names the step identically on every rank (a library that matches operations by name
+        needs it). Tensors live on this communicator's device."""
+        raise UsageError(f"{self.name} has no point-to-point operation")
+
     def pair(self, peer: int) -> Pair:
         """This rank and ``peer`` as a group of two for the timing engine."""
         return Pair(self, peer)

@@ -88,6 +88,14 @@ class HorovodComm(Communicator):
     def barrier(self) -> None:
         self._hvd.barrier()
 
+    def shift(self, send: Any, dest: int, recv: Any, source: int, tag: str) -> None:
+        """Horovod has no point-to-point operation: an alltoall whose only non-empty split
+        goes to ``dest``, named by ``tag`` (Horovod matches operations by name)."""
+        splits = self._torch.zeros(self.size, dtype=self._torch.int32)
+        splits[dest] = send.shape[0]
+        out = self._hvd.alltoall(send, splits=splits, name=f"fabbench.halo.{tag}")
+        recv.copy_(out[0] if isinstance(out, tuple) else out)
+
     def max_scalar(self, value: float) -> float:
         t = self._torch.tensor([value], dtype=self._torch.float64)
         return float(self._hvd.allreduce(t, op=self._hvd.Max, name="fabbench.max").item())

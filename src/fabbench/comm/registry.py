@@ -41,6 +41,9 @@ class Primitive:
     train_engine: str
     torch_backend: str | None = None  # the torch.distributed backend it starts
     gpu_only: bool = False  # moves GPU buffers only
+    point_to_point: bool = True  # has a send/receive pair (the halo and pairs workloads need it)
+    gpudirect: bool = True  # can move GPU buffers over the network without host staging
+    module: str | None = None  # a Python package it needs beyond fabbench's own dependencies
     description: str = ""
     controllers: tuple[str, ...] = field(init=False)
 
@@ -117,15 +120,17 @@ REGISTRY.add(Primitive(
 REGISTRY.add(Primitive(
     name="gloo", ops=ALL_OPS, dtypes=ALL_DTYPES, communicator="fabbench.comm.torchdist:TorchComm",
     launchers={"gloo": "spawn"}, train_engine="ddp", torch_backend="gloo",
+    gpudirect=False,  # stages GPU buffers through the host
     description="torch.distributed Gloo"))
 REGISTRY.add(Primitive(
     name="nccl", ops=ALL_OPS, dtypes=ALL_DTYPES, communicator="fabbench.comm.torchdist:TorchComm",
     launchers={"nccl": "spawn"}, train_engine="ddp", torch_backend="nccl", gpu_only=True,
     description="torch.distributed NCCL"))
 REGISTRY.add(Primitive(
-    name="horovod", ops=ALL_OPS[:-1],  # Horovod has no point-to-point operation
+    name="horovod", ops=ALL_OPS[:-1],  # Horovod has no point-to-point operation (sendrecv)
     dtypes=("float32", "float64", "float16"), communicator="fabbench.comm.horovod:HorovodComm",
     launchers={"mpi": "mpirun", "gloo": "horovodrun"}, train_engine="horovod",
+    point_to_point=False, module="horovod",
     description="Horovod over its MPI or Gloo controller"))
 
 # Read-only views for validation messages and loops (known without importing any library).

@@ -91,6 +91,15 @@ class TorchComm(Communicator):
                 work.wait()
         return swap
 
+    def shift(self, send: Any, dest: int, recv: Any, source: int, tag: str) -> None:
+        if dest == self.rank and source == self.rank:  # a dimension of one rank
+            recv.copy_(send)
+            return
+        dist = self._dist
+        ops = [dist.P2POp(dist.isend, send, dest), dist.P2POp(dist.irecv, recv, source)]
+        for work in dist.batch_isend_irecv(ops):
+            work.wait()
+
     def synchronize(self) -> None:
         if self.device.startswith("cuda"):
             self._torch.cuda.synchronize()

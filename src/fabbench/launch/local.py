@@ -1,8 +1,5 @@
-"""The embedded launcher: start N ranks on this host and wait for them, with a deadline.
-
-mpi and horovod-over-mpi ranks are started by mpirun with the profile's MCA parameters on its
-command line; gloo and nccl ranks by a plain spawn with a TCP rendezvous (MASTER_ADDR/PORT);
-horovod-over-gloo by horovodrun --gloo. The first rank that fails ends the others.
+"""The embedded launcher: run a LaunchSpec (launch.table composes it) and wait for its
+processes, with a deadline. The first rank that fails ends the others.
 """
 
 from __future__ import annotations
@@ -10,102 +7,20 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shlex
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
 from fabbench.errors import RunError, UsageError
 from fabbench.launch import rundir
-from fabbench.launch.settings import Resolved
+from fabbench.launch.table import LaunchSpec
 from fabbench.plan import Plan
 from fabbench.procs import signals_unwind, stop_groups
-
-RANK_MODULE = [sys.executable, "-m", "fabbench.launch.rank"]
-# horovodrun --gloo prefixes every line of rank N's stdout with "[N]<stdout>:"; it has no
-# option to turn that off
-HOROVODRUN_PREFIX = r"^\[\d+\]<stdout>:"
-
-
-@dataclass
-class LaunchSpec:
-    """What will be run: one command per process group, each with its environment additions."""
-
-    commands: list[list[str]]
-    env: list[dict[str, str]] = field(default_factory=list)
-    # what a launcher puts before each line of a rank's stdout (horovodrun's "[0]<stdout>:"),
-    # taken off so that the user reads the table as a directly started rank prints it
-    stdout_prefix: str | None = None
-
-    def describe(self) -> str:
-        lines = []
-        for argv, env in zip(self.commands, self.env, strict=True):
-            shown = {k: v for k, v in env.items() if k != "FABBENCH_PLAN"}
-            prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(shown.items()))
-            lines.append(f"{prefix} {shlex.join(argv)}".strip())
-        return "\n".join(lines)
-
-
-def beside_python(tool: str) -> str:
-    """A console script of this environment (a venv's bin/ need not be on PATH)."""
-    candidate = os.path.join(os.path.dirname(sys.executable), tool)
-    return candidate if os.access(candidate, os.X_OK) else tool
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def mpirun_settings(resolved: Resolved) -> list[str]:
-    """mpirun's options that carry the profile: root's permission, MCA parameters, and the
-    environment variables exported to every rank (FABBENCH_PLAN among them)."""
-    argv = ["--allow-run-as-root"] if os.geteuid() == 0 else []
-    for key, value in resolved.settings.mca.items():
-        argv += ["--mca", key, value]
-    for key in sorted([*resolved.settings.env, "FABBENCH_PLAN"]):
-        argv += ["-x", key]
-    return argv
-
-
-def horovodrun(plan: Plan, hosts: str, iface: str | None,
-               program: list[str] = RANK_MODULE) -> list[str]:
-    """horovodrun --gloo starting ``program`` (the rank module) on HOSTS (host:slots,...)."""
-    argv = [beside_python("horovodrun"), "--gloo", "-np", str(plan.ranks), "-H", hosts,
-            "--start-timeout", str(int(plan.timeout_s))]
-    if iface:
-        argv += ["--network-interfaces", iface]
-    return argv + program
-
-
-def build(plan: Plan, resolved: Resolved, program: list[str] = RANK_MODULE) -> LaunchSpec:
-    """The local ranks of ``plan``, each running ``program``: fabbench's rank module, or (the
-    fidelity check) a reference loop started exactly as fabbench's ranks are."""
-    env = resolved.env()
-    base = {"FABBENCH_PLAN": plan.to_json()}
-    if plan.launcher == "mpirun":
-        argv = ["mpirun", "-np", str(plan.ranks), "--oversubscribe", "--bind-to", "none"]
-        return LaunchSpec([argv + mpirun_settings(resolved) + program],
-                          [{**resolved.settings.env, **base}])
-    if plan.launcher == "horovodrun":
-        return LaunchSpec([horovodrun(plan, f"localhost:{plan.ranks}", plan.iface, program)],
-                          [{**env, **base}], stdout_prefix=HOROVODRUN_PREFIX)
-    port = str(free_port())
-    commands, envs = [], []
-    for rank in range(plan.ranks):
-        commands.append(list(program))
-        envs.append({**env, **base, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port,
-                     "RANK": str(rank), "WORLD_SIZE": str(plan.ranks), "LOCAL_RANK": str(rank),
-                     "LOCAL_WORLD_SIZE": str(plan.ranks)})
-    return LaunchSpec(commands, envs)
 
 
 def wall_limit(plan: Plan) -> float:

@@ -19,7 +19,6 @@ from fabbench import emulate
 from fabbench.ceiling import measure as ceiling
 from fabbench.ceiling.tools import tool_for
 from fabbench.comm import registry
-from fabbench.console import line, stream_header
 from fabbench.errors import (
     DataCheckFailed,
     FabbenchError,
@@ -37,10 +36,7 @@ from fabbench.results.writer import ResultWriter
 from fabbench.sysinfo.inventory import inventory
 from fabbench.timing import heap
 from fabbench.timing.deadline import Watchdog
-from fabbench.workloads import halo as halo_workload
-from fabbench.workloads import pairs as pairs_workload
-from fabbench.workloads import train as train_workload
-from fabbench.workloads.collectives import sweep
+from fabbench.workloads import registry as workloads
 from fabbench.workloads.faults import Fault
 
 
@@ -51,8 +47,9 @@ def run_rank(plan: Plan, me: RankEnv) -> int:
     resolved = resolve(plan)
     apply(resolved)
     os.environ["FABBENCH_LOCAL_RANK"] = str(me.local_rank)
-    if plan.workload in ("train", "all"):
-        train_workload.prepare_env(plan)  # settings read when the library starts (Horovod's)
+    chosen = workloads.load(plan.workload)  # imported now, before the library starts
+    for workload in chosen:
+        workload.prepare(plan)
     if plan.backend == "nccl":
         os.environ.update({"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET",
                            "NCCL_DEBUG_FILE": os.path.join(tempfile.mkdtemp(prefix="fabbench-"),
@@ -81,7 +78,7 @@ def run_rank(plan: Plan, me: RankEnv) -> int:
         comm = registry.create(plan.primitive, rank_env=me.as_dict(), device=plan.device,
                                horovod_over=plan.horovod_over, timeout_s=plan.timeout_s)
         dog.arm(plan.timeout_s, f"checking the world of {me.size} ranks")
-        check_world(me, plan.primitive, comm)  # before anything is written
+        check_world(me, plan.primitive, comm, over=plan.horovod_over)  # before anything is written
         dog.arm(plan.timeout_s, "exchanging transports and host names")
         refused = None
         if writer is not None and not plan.claimed:
@@ -101,6 +98,7 @@ def run_rank(plan: Plan, me: RankEnv) -> int:
         gdr_record, gdr_problem = gpudirect.outcome(
             plan.gpudirect, resolved.settings.gpudirect_verify,
             [(r, host, state) for r, (_, host, state) in enumerate(peers)], plan.backend)
+        written: dict[str, Any] | None = None  # rank 0's run record, as written
         if writer is not None:
             provenance = inventory()
             if hasattr(comm, "library_version"):
@@ -122,8 +120,6 @@ def run_rank(plan: Plan, me: RankEnv) -> int:
                 emulation=None if cluster is None else cluster.as_record(),
                 gpudirect=gdr_record)
             written = writer.write(run)
-            if plan.workload in ("collectives", "all"):
-                stream_header(written)
         _check_transport(peers, resolved.settings.transport, resolved.profile.name, plan.wire)
         if gdr_problem is not None:
             raise TransportMismatch(gdr_problem)
@@ -139,33 +135,23 @@ def run_rank(plan: Plan, me: RankEnv) -> int:
             if writer is not None:
                 print(show(writer.write(record)), flush=True)
 
+        hosts = tuple(peer[1] for peer in peers)
         if plan.ceiling or (plan.ceiling is None and nodes > 1):
             for record in ceiling.measure(
-                    comm, [peer[1] for peer in peers], wire=plan.wire, iface=plan.iface,
+                    comm, list(hosts), wire=plan.wire, iface=plan.iface,
                     tool_name=tool_for(resolved.profile.hardware), seconds=plan.ceiling_s,
                     arm=dog.arm, run_id=plan.run_id):
                 keep(record, lines.ceiling)
-        if plan.workload == "pairs":
-            if writer is not None:
-                print(pairs_workload.HEADER, flush=True)
-            for pair in pairs_workload.run_pairs(comm, plan, transport,
-                                                 [peer[1] for peer in peers], dog.arm,
-                                                 Fault.from_env()):
-                failed |= pair.correct is False
-                keep(pair, pairs_workload.line)
-        if plan.workload in ("collectives", "all"):
-            for point in sweep(comm, plan, transport, dog.arm, Fault.from_env()):
-                failed |= point.correct is False
-                keep(point, line)
-        if plan.workload in ("train", "all"):
-            trained = train_workload.run_train(comm, plan, transport, dog.arm)
-            failed |= not (trained.grads_identical and trained.params_identical
-                           and trained.grads_finite_nonzero)
-            keep(trained, lambda r: lines.TRAIN_HEADER + "\n" + lines.train(r))
-        if plan.workload == "halo":
-            halo = halo_workload.run_halo(comm, plan, transport, dog.arm)
-            failed |= halo.correct is False
-            keep(halo, lambda r: lines.HALO_HEADER + "\n" + lines.halo(r))
+        context = workloads.RankContext(comm=comm, plan=plan, transport=transport, hosts=hosts,
+                                        arm=dog.arm, fault=Fault.from_env())
+        for workload in chosen:
+            header = workload.header(written) if written is not None else None
+            for record in workload.run(context):
+                if header is not None:
+                    print(header, flush=True)
+                    header = None
+                failed |= workload.wrong(record)
+                keep(record, workload.line)
         dog.arm(plan.timeout_s, "finishing")
         error = "data check failed: wrong elements (see records with correct=false, or train " \
             "records whose ranks ended with different gradients)" if failed else None

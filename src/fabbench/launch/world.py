@@ -24,11 +24,10 @@ import socket
 from collections import Counter
 from collections.abc import Mapping
 
+from fabbench.comm import registry
 from fabbench.comm.base import Communicator
 from fabbench.errors import RunError, UsageError
 from fabbench.launch.discover import RankEnv
-
-MPI_BASED = ("mpi", "horovod")
 
 
 class WorldMismatch(RunError):
@@ -78,14 +77,15 @@ def node_name(me: RankEnv, env: Mapping[str, str] | None = None) -> str:
 
 
 def check_world(me: RankEnv, primitive: str, comm: Communicator,
-                env: Mapping[str, str] | None = None) -> None:
-    """Raises WorldMismatch on every rank of a wrong world (a collective: all ranks call it)."""
+                env: Mapping[str, str] | None = None, *, over: str | None = None) -> None:
+    """Raises WorldMismatch on every rank of a wrong world (a collective: all ranks call it).
+    ``over``: the controller a primitive runs over (Horovod's), as the plan names it."""
     env = os.environ if env is None else env
     announced = announced_nodes(me, env)  # bad input stops before the collective below
     if comm.size != me.size:
         raise WorldMismatch(f"the launcher announced {me.size} ranks ({me.announced}) but "
                             f"{primitive} came up with a world of {comm.size}: "
-                            + _size_cause(me, primitive, comm.size))
+                            + _size_cause(me, primitive, over, comm.size))
     if comm.size == 1:
         return
     gathered = comm.gather_objects((me.rank, socket.gethostname(), os.getpid(),
@@ -128,8 +128,8 @@ def _check_nodes(gathered: list, size: int) -> None:
         "start the ranks on the job's nodes (a hostfile or agent that runs everything locally?)")
 
 
-def _size_cause(me: RankEnv, primitive: str, got: int) -> str:
-    if got == 1 and primitive in MPI_BASED:
+def _size_cause(me: RankEnv, primitive: str, over: str | None, got: int) -> str:
+    if got == 1 and registry.get(primitive).launcher(over) == "mpirun":
         return ("every process is a singleton ('rank 0 of 1'): the MPI library did not reach "
                 f"the {me.launcher} launcher's process manager; start MPI ranks with the mpirun "
                 "of the same MPI, or srun --mpi=pmix with an MPI built with PMIx")

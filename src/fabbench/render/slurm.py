@@ -1,49 +1,45 @@
 """An sbatch script for a SlurmJob: the fabric profile's environment exported, one srun per
-benchmark (`srun --mpi=pmix` for MPI and Horovod; a TCP rendezvous at the allocation's first node
-for Gloo and NCCL), in a container (Apptainer, Charliecloud, Pyxis) or with fabbench installed on
-the nodes.
-
-Charliecloud's ch-run shares the host's /dev, /proc and /sys with the container and cannot bind
-over them, so the fabric's device binds are left to that sharing (and said so in the script); a
-bind's destination must exist in the image (ch-run creates none in a read-only image), so the
-results directory is bound at /mnt/0, one of the ten mount points Charliecloud images carry."""
+benchmark (launch.table: `srun --mpi=pmix` for MPI and Horovod; a TCP rendezvous at the
+allocation's first node, at the table's port, for Gloo and NCCL), in a container (the table's
+runtimes: Apptainer, Charliecloud, Pyxis) or with fabbench installed on the nodes."""
 
 from __future__ import annotations
 
 from fabbench import __version__
-from fabbench.render.context import SlurmJob
+from fabbench.comm import registry
+from fabbench.launch import table
+from fabbench.launch.table import Shell
+from fabbench.render.context import SlurmJob, rendered_over
 from fabbench.render.engine import render
 from fabbench.render.fabric import fabric_env
 
-PORT_BASE = 20000  # MASTER_PORT = PORT_BASE + (job id mod 4000) * 10 + benchmark index
-CH_SHARED = ("/dev", "/proc", "/sys")  # ch-run binds these from the host itself
-CH_RESULTS = "/mnt/0"  # where ch-run binds the results directory in the image
-
-
-def _shared_by_ch_run(bind: str) -> bool:
-    src, _, dst = bind.partition(":")
-    return all(any(p == top or p.startswith(top + "/") for top in CH_SHARED)
-               for p in (src, dst or src))
+RESULTS_DIR = Shell('"$results_dir"')  # the script's variables (slurm.sbatch.j2)
+OUT = "out"
 
 
 def _step(job: SlurmJob, index: int) -> dict:
+    """One benchmark's exports and its launch: lines of bash, joined by continuation."""
     bench = job.benchmarks[index]
-    fab = fabric_env(bench.fabric, bench.backend, bench.wire, gpudirect=bench.gpudirect,
-                     iface=bench.iface,
-                     rdma_device=bench.rdma_device)
-    srun = ["srun", "--kill-on-bad-exit=1", f"--nodes={job.nodes}",
-            f"--ntasks-per-node={job.ntasks_per_node}"]
-    if bench.launch == "mpi":
-        srun.append("--mpi=pmix")
-    binds = list(dict.fromkeys([*fab.profile.device_files(bench.wire), *job.binds]))
-    mounts = [b if ":" in b else f"{b}:{b}" for b in binds]  # pyxis takes SRC:DST
-    return {"bench": bench, "fabric": fab, "srun": srun, "binds": binds, "mounts": mounts,
-            "ch_binds": [b for b in binds if not _shared_by_ch_run(b)],
-            "ch_shared": [b for b in binds if _shared_by_ch_run(b)],
-            "command": [job.fabbench_command, *bench.run_args()]}
+    cfg = bench
+    fab = fabric_env(cfg.fabric, bench.backend, cfg.wire, gpudirect=cfg.gpudirect,
+                     iface=cfg.iface, rdma_device=cfg.rdma_device)
+    spec = registry.get(bench.primitive)
+    launcher = spec.launcher(rendered_over(spec, bench.horovod_over))
+    binds = tuple(dict.fromkeys([*fab.profile.device_files(bench.wire), *job.binds]))
+    wrapped = table.runtime(job.runtime).wrap(table.Container(
+        image=job.image or "", results=RESULTS_DIR, binds=binds, gpus=bool(job.gpus_per_node)))
+    out = Shell(f'"${OUT}"') if wrapped.results is None else \
+        Shell(f'"{wrapped.results}/${{{OUT}##*/}}"')
+    lines = [table.shell_line(["launch", *table.srun(job.nodes, job.ntasks_per_node,
+                                                      launcher)])]
+    if wrapped.words:
+        lines.append(table.shell_line(wrapped.words))
+    lines.append(table.shell_line([job.fabbench_command, *bench.run_args(), "--out", out]))
+    notes = [*wrapped.notes, *([wrapped.gpu_note] if index == 0 and wrapped.gpu_note else [])]
+    return {"bench": bench, "fabric": fab, "launch": lines, "notes": notes}
 
 
 def render_slurm(job: SlurmJob) -> str:
     steps = [_step(job, i) for i in range(len(job.benchmarks))]
     return render("slurm.sbatch.j2", job=job, steps=steps, version=__version__,
-                  port_base=PORT_BASE, ch_results=CH_RESULTS)
+                  port_base=table.rendezvous_port_shell("job_id"))

@@ -11,11 +11,11 @@ import importlib.util
 import os
 import shutil
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from fabbench.errors import UsageError
+from fabbench.launch.table import schedulable
 from fabbench.study.spec import Cell
 
 
@@ -87,33 +87,26 @@ class Host:
     """What this host has, looked at once."""
 
     gpus: bool
-    has_gpudirect_switch: bool
-    has_emulate: bool
     root: bool
     mpirun: bool
-    horovod: bool
+    modules: frozenset[str]  # the primitives' own packages (registry: module) installed here
 
     @classmethod
     def look(cls) -> Host:
-        from fabbench.runner import RunOptions
+        from fabbench.comm import registry
         from fabbench.sysinfo.gpus import gpus_visible
 
-        return cls(gpus=gpus_visible(),
-                   has_gpudirect_switch="gpudirect" in {f.name for f in
-                                                        dataclasses.fields(RunOptions)},
-                   has_emulate=_has_command("emulate"), root=os.geteuid() == 0,
+        wanted = {registry.get(n).module for n in registry.PRIMITIVES} - {None}
+        return cls(gpus=gpus_visible(), root=os.geteuid() == 0,
                    mpirun=shutil.which("mpirun") is not None,
-                   horovod=importlib.util.find_spec("horovod") is not None)
+                   modules=frozenset(m for m in wanted if importlib.util.find_spec(m)))
 
 
-def _has_command(name: str) -> bool:
-    """Does this fabbench have the subcommand (checked through its own CLI, not by a name)?"""
-    try:
-        p = subprocess.run([sys.executable, "-m", "fabbench", name, "--help"],
-                           capture_output=True, text=True, timeout=60, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return p.returncode == 0
+def launcher_of(cell: Cell) -> str:
+    """How the cell's ranks are started (comm.registry: mpirun, spawn or horovodrun)."""
+    from fabbench.comm import registry
+
+    return registry.get(cell.primitive).launcher(cell.options.get("horovod_over"))
 
 
 def why_not(cell: Cell, host: Host, place: Place) -> str | None:
@@ -127,18 +120,15 @@ def why_not(cell: Cell, host: Host, place: Place) -> str | None:
             else \
             "GPUDirect RDMA moves GPU buffers" if cell.gpudirect == "on" else "device cuda"
         return f"needs a GPU ({what}); none is visible on this host"
-    if cell.gpudirect == "on" and cell.primitive == "gloo":
-        return "gloo has no GPUDirect RDMA path (it stages GPU buffers through the host)"
-    if cell.gpudirect == "on" and not host.has_gpudirect_switch:
-        return "this fabbench has no --gpudirect switch for fabbench run"
+    spec = registry.get(cell.primitive)
+    if cell.gpudirect == "on" and not spec.gpudirect:
+        return f"{spec.name} has no GPUDirect RDMA path (it stages GPU buffers through the host)"
     profile = load_profile(cell.fabric)
     try:
         require_hardware(profile, str(cell.options.get("wire", "native")))
     except UsageError as exc:
         return str(exc)
     if cell.link is not None:
-        if not host.has_emulate:
-            return "emulated links need `fabbench emulate`, which this fabbench does not have"
         if not host.root:
             return "emulated links (network namespaces, tc) need root"
         if place.scheduler != "local":
@@ -149,11 +139,13 @@ def why_not(cell: Cell, host: Host, place: Place) -> str | None:
         return f"needs {cell.nodes} nodes; {where}"
     if cell.nodes > 1 and profile.single_host:
         return f"fabric {profile.name} is single-host; the cell spans {cell.nodes} nodes"
-    backend = (cell.options.get("horovod_over") or "mpi") if cell.primitive == "horovod" \
-        else cell.primitive
-    if not host.mpirun and ((backend == "mpi" and place.scheduler == "local")
+    launcher = launcher_of(cell)
+    if place.scheduler != "local" and not schedulable(launcher):
+        return (f"{cell.primitive} starts its ranks with {launcher}, which has its own "
+                f"rendezvous: {place.scheduler} cannot start it")
+    if not host.mpirun and ((launcher == "mpirun" and place.scheduler == "local")
                             or place.scheduler == "mpijob"):
         return "Open MPI's mpirun is not installed"
-    if cell.primitive == "horovod" and not host.horovod:
-        return "Horovod is not installed"
+    if spec.module is not None and spec.module not in host.modules:
+        return f"{spec.module} is not installed (the {spec.name} primitive's package)"
     return None

@@ -29,13 +29,13 @@ from typing import Any
 
 from fabbench import __version__
 from fabbench.errors import RunError, UsageError
+from fabbench.launch import table
 from fabbench.procs import stop_groups
 from fabbench.study import manifest
-from fabbench.study.host import Host, Place, detect_place, why_not
+from fabbench.study.host import Host, Place, detect_place, launcher_of, why_not
 from fabbench.study.spec import Cell, Study
 
 STOP_GRACE_S = 15.0  # after SIGINT, the cell's launcher stops its ranks; then SIGKILL
-PORT_BASE = 21000
 
 
 def _now() -> str:
@@ -56,7 +56,7 @@ class Event:
 
 
 @dataclass
-class Outcome:
+class StudyOutcome:
     directory: Path
     manifest: dict[str, Any]
     ran: int = 0
@@ -75,7 +75,10 @@ def cell_entry(cell: Cell, argv: list[str]) -> dict[str, Any]:
 
 
 def command(cell: Cell, out: Path, place: Place, index: int) -> tuple[list[str], dict[str, str]]:
-    """The launch of one cell and the environment it adds."""
+    """The launch of one cell and the environment it adds: `fabbench run` starting its own
+    ranks here (or `fabbench emulate ... -- run` on emulated nodes), or, in an allocation, the
+    ranks started by the scheduler as launch.table says. Empty when the scheduler cannot start
+    the cell's launcher (why_not skips such a cell, saying so)."""
     fabbench = [sys.executable, "-m", "fabbench"]
     run = ["run", *cell.run_args(), "--out", str(out)]
     if cell.link is not None:  # emulated nodes on this host
@@ -84,25 +87,13 @@ def command(cell: Cell, out: Path, place: Place, index: int) -> tuple[list[str],
                  f"{cell.deadline_s:g}", "--", *run], {})
     if place.scheduler == "local":
         return [*fabbench, *run, "--ranks", str(cell.ranks)], {}
-    backend = (cell.options.get("horovod_over") or "mpi") if cell.primitive == "horovod" \
-        else cell.primitive
-    env: dict[str, str] = {}
-    if backend != "mpi":  # torch primitives: a TCP rendezvous at the first node
-        env = {"MASTER_ADDR": place.master_addr or socket.gethostname(),
-               "MASTER_PORT": str(PORT_BASE + (int(place.job_id or 0) % 400) * 100 + index % 100)}
-    if place.scheduler == "mpijob":  # ranks on the workers through the operator's hostfile
-        mpirun = ["mpirun", "--hostfile", str(place.hostfile), "-np", str(cell.ranks),
-                  "--map-by", f"ppr:{cell.ranks_per_node}:node", "--bind-to", "none"]
-        if os.geteuid() == 0:
-            mpirun.append("--allow-run-as-root")
-        for key in env:
-            mpirun += ["-x", key]
-        return [*mpirun, *fabbench, *run], env
-    srun = ["srun", f"--nodes={cell.nodes}", f"--ntasks-per-node={cell.ranks_per_node}",
-            "--kill-on-bad-exit=1"]
-    if backend == "mpi":
-        srun.append("--mpi=pmix")
-    return [*srun, *fabbench, *run], env
+    launcher = launcher_of(cell)
+    if not table.schedulable(launcher):
+        return [], {}
+    return table.scheduled(
+        place.scheduler, launcher, nodes=cell.nodes, per_node=cell.ranks_per_node,
+        program=[*fabbench, *run], master_addr=place.master_addr or socket.gethostname(),
+        port=table.rendezvous_port(int(place.job_id or 0), index), hostfile=place.hostfile)
 
 
 def _error_of(log: Path, code: int) -> str:
@@ -172,7 +163,7 @@ def _start_manifest(study: Study, place: Place, cells: list[dict[str, Any]]) -> 
 def run_study(study: Study, directory: str | os.PathLike, *, resume: bool = False,
               only: Callable[[Cell], bool] | None = None,
               progress: Callable[[Event], None] | None = None,
-              place: Place | None = None) -> Outcome:
+              place: Place | None = None) -> StudyOutcome:
     directory = Path(directory)
     place = place or detect_place()
     host = Host.look()
@@ -219,7 +210,7 @@ def run_study(study: Study, directory: str | os.PathLike, *, resume: bool = Fals
         queue.append((i, cell, e))
     manifest.write(directory, doc)
 
-    out = Outcome(directory, doc)
+    out = StudyOutcome(directory, doc)
     previous = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
 
     def stop(signum: int, _frame: object) -> None:

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import io
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
 
 from fabbench.comm.base import Communicator
+from fabbench.console import line as point_line
+from fabbench.console import stream_header
 from fabbench.plan import Plan
 from fabbench.results import records
 from fabbench.timing.engine import measure
 from fabbench.timing.stats import STABLE_RULE, is_stable, median_ci95_rel, summarize
 from fabbench.workloads.faults import Fault
 from fabbench.workloads.ops import OPS, expected, send_data
+from fabbench.workloads.registry import RankContext
 
 
 def _buffers(comm: Communicator, op: str, counts: tuple[int, int], dtype: str) -> tuple[Any, Any]:
@@ -92,3 +96,29 @@ def sweep(comm: Communicator, plan: Plan, transport: str, arm: Callable[[float, 
                     busbw_mean_gbyte_s=size / (times["mean"] * 1e-6) / 1e9 * op.busbw_factor(n),
                     correct=correct, wrong=wrong, wrong_ranks=bad,
                     stable=is_stable(rel), stable_rule=STABLE_RULE, median_ci95_rel=rel)
+
+
+class _Collectives:
+    """The sweep as a workload (workloads.registry)."""
+
+    name = "collectives"
+
+    def prepare(self, plan: Plan) -> None:
+        pass
+
+    def run(self, ctx: RankContext) -> Iterator[records.Record]:
+        return sweep(ctx.comm, ctx.plan, ctx.transport, ctx.arm, ctx.fault)
+
+    def header(self, run: Mapping[str, Any]) -> str:
+        text = io.StringIO()
+        stream_header(dict(run), text)
+        return text.getvalue().rstrip("\n")
+
+    def line(self, record: Mapping[str, Any]) -> str:
+        return point_line(dict(record))
+
+    def wrong(self, record: records.Record) -> bool:
+        return getattr(record, "correct", None) is False
+
+
+WORKLOAD = _Collectives()

@@ -5,23 +5,24 @@ a cube of side³ cells (side = round(cells_per_rank^(1/3))) with one ghost layer
 exchanges the six faces with the neighbours, one dimension after the other, whole faces including
 ghosts (so edges and corners arrive too), then applies a 7-point Jacobi update.
 
-The exchange uses the primitive's own point-to-point path: MPI Sendrecv (mpi4py), torch.distributed
-batched isend/irecv (gloo, nccl), or Horovod's alltoall with splits (Horovod has no
-point-to-point). Before timing, one exchange is checked exactly: every cell, ghosts included,
-must hold the periodic global function f(x, y, z) = (x·Y + y)·Z + z.
+The exchange goes through the communicator's ``shift``, the primitive's own point-to-point path
+(MPI Sendrecv, torch.distributed's batched isend/irecv, Horovod's alltoall with splits). Before
+timing, one exchange is checked exactly: every cell, ghosts included, must hold the periodic
+global function f(x, y, z) = (x·Y + y)·Z + z.
 """
 
 from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from fabbench.comm.base import Communicator
 from fabbench.plan import Plan
-from fabbench.results import records
+from fabbench.results import lines, records
 from fabbench.timing.stats import summarize
+from fabbench.workloads.registry import RankContext
 
 DTYPE_BYTES = 8  # float64, as CFD codes use
 
@@ -60,7 +61,10 @@ def bytes_per_iter(side: int, dims: tuple[int, int, int]) -> int:
     return sum(2 * face for d in dims if d > 1)
 
 
-class Halo:
+class HaloExchange:
+    """This rank's cube with its ghost layer, in the periodic process grid; faces exchanged
+    through the communicator's ``shift``."""
+
     def __init__(self, comm: Communicator, side: int) -> None:
         import torch
 
@@ -73,7 +77,6 @@ class Halo:
         self.next = torch.empty_like(self.u)
         self.send = torch.empty((n, n), dtype=torch.float64, device=self.device)
         self.recv = torch.empty_like(self.send)
-        self._p2p = self._transport()
 
     def neighbours(self, d: int) -> tuple[int, int]:
         """(minus, plus) neighbour along dimension d."""
@@ -81,42 +84,6 @@ class Halo:
         lo[d] -= 1
         hi[d] += 1
         return rank_of(lo, self.dims), rank_of(hi, self.dims)
-
-    def _transport(self) -> Callable[[Any, int, Any, int, str], None]:
-        """sendrecv(send, dest, recv, source, tag) over the primitive's own library; the tag
-        names the exchange identically on every rank (Horovod matches operations by name)."""
-        torch, rank = self.torch, self.comm.rank
-        if self.comm.name == "mpi":
-            from mpi4py import MPI
-
-            world = MPI.COMM_WORLD
-            on_host = self.device == "cpu"
-
-            def mpi_sendrecv(send: Any, dest: int, recv: Any, source: int, tag: str) -> None:
-                if on_host:
-                    world.Sendrecv(send.numpy(), dest, 7, recv.numpy(), source, 7)
-                else:  # CUDA-aware MPI takes device buffers
-                    world.Sendrecv(send, dest, 7, recv, source, 7)
-            return mpi_sendrecv
-        if self.comm.name == "horovod":
-            import horovod.torch as hvd
-
-            size = self.comm.size
-
-            def hvd_sendrecv(send: Any, dest: int, recv: Any, source: int, tag: str) -> None:
-                splits = torch.zeros(size, dtype=torch.int32)
-                splits[dest] = send.shape[0]
-                out = hvd.alltoall(send, splits=splits, name=f"fabbench.halo.{tag}")
-                recv.copy_(out[0] if isinstance(out, tuple) else out)
-            return hvd_sendrecv
-        import torch.distributed as dist
-
-        def torch_sendrecv(send: Any, dest: int, recv: Any, source: int) -> None:
-            ops = [dist.P2POp(dist.isend, send, dest), dist.P2POp(dist.irecv, recv, source)]
-            for work in dist.batch_isend_irecv(ops):
-                work.wait()
-        return lambda s, d, r, src, tag: (r.copy_(s) if d == rank and src == rank
-                                          else torch_sendrecv(s, d, r, src))
 
     def exchange(self) -> None:
         u, side = self.u, self.side
@@ -127,7 +94,7 @@ class Halo:
             for way, out_idx, in_idx, dest, source in ((0, side, 0, plus, minus),
                                                        (1, 1, side + 1, minus, plus)):
                 send.copy_(u.select(d, out_idx))
-                self._p2p(send.view(-1), dest, recv.view(-1), source, f"{d}.{way}")
+                self.comm.shift(send.view(-1), dest, recv.view(-1), source, f"{d}.{way}")
                 u.select(d, in_idx).copy_(recv)
 
     def stencil(self) -> None:
@@ -164,7 +131,7 @@ class Halo:
 def run_halo(comm: Communicator, plan: Plan, transport: str,
              arm: Callable[[float, str], None]) -> records.Halo:
     side = side_of(plan.cells_per_rank)
-    halo = Halo(comm, side)
+    halo = HaloExchange(comm, side)
     arm(plan.timeout_s * 2, "halo exchange check")
     wrong = comm.gather_objects(halo.check())
     clock = time.perf_counter
@@ -195,3 +162,27 @@ def run_halo(comm: Communicator, plan: Plan, transport: str,
         bytes_per_iter=sent, messages_per_iter=sum(2 for d in halo.dims if d > 1),
         exchange_gbyte_s=sent / (ex["p50"] * 1e-6) / 1e9 if sent and ex["p50"] > 0 else 0.0,
         correct=not any(wrong), wrong=sum(wrong))
+
+
+class _Halo:
+    """The halo exchange as a workload (workloads.registry): one record."""
+
+    name = "halo"
+
+    def prepare(self, plan: Plan) -> None:
+        pass
+
+    def run(self, ctx: RankContext) -> Iterator[records.Record]:
+        yield run_halo(ctx.comm, ctx.plan, ctx.transport, ctx.arm)
+
+    def header(self, run: Mapping[str, Any]) -> str:
+        return lines.HALO_HEADER
+
+    def line(self, record: Mapping[str, Any]) -> str:
+        return lines.halo(dict(record))
+
+    def wrong(self, record: records.Record) -> bool:
+        return getattr(record, "correct", None) is False
+
+
+WORKLOAD = _Halo()

@@ -19,7 +19,7 @@ whose pairs are all slow.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -31,6 +31,7 @@ from fabbench.timing.engine import measure
 from fabbench.timing.stats import summarize
 from fabbench.workloads.faults import Fault
 from fabbench.workloads.ops import DTYPE_SIZES, fill
+from fabbench.workloads.registry import RankContext
 
 OP = "sendrecv"
 
@@ -151,3 +152,27 @@ def line(rec: dict[str, Any]) -> str:
     return (f" {rec['round']:>6} {pair:>9} {rec['bytes']:>10} {rec['dtype']:>9} "
             f"{rec['time_us']['p50']:>11.2f} {rec['bw_gbyte_s']:>8.4f} {check:>6}  "
             f"{rec['a_host']} <-> {rec['b_host']}")
+
+
+class _Pairs:
+    """Node pairs in rounds as a workload (workloads.registry)."""
+
+    name = "pairs"
+
+    def prepare(self, plan: Plan) -> None:
+        pass
+
+    def run(self, ctx: RankContext) -> Iterator[records.Record]:
+        return run_pairs(ctx.comm, ctx.plan, ctx.transport, list(ctx.hosts), ctx.arm, ctx.fault)
+
+    def header(self, run: Mapping[str, Any]) -> str:
+        return HEADER
+
+    def line(self, record: Mapping[str, Any]) -> str:
+        return line(dict(record))
+
+    def wrong(self, record: records.Record) -> bool:
+        return getattr(record, "correct", None) is False
+
+
+WORKLOAD = _Pairs()

@@ -9,8 +9,45 @@
   record.py      the train record (its console line: fabbench.results.lines).
 """
 
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from fabbench.results import lines, records
 from fabbench.workloads.train.buckets import bucket_plan
 from fabbench.workloads.train.engines import prepare_env
 from fabbench.workloads.train.protocol import Trainer, run_train
 
-__all__ = ["Trainer", "bucket_plan", "prepare_env", "run_train"]
+if TYPE_CHECKING:
+    from fabbench.plan import Plan
+    from fabbench.workloads.registry import RankContext
+
+
+class _Train:
+    """Training as a workload (workloads.registry): one record, wrong when the ranks ended with
+    different gradients or parameters, or gradients that are all zero or not finite."""
+
+    name = "train"
+
+    def prepare(self, plan: Plan) -> None:
+        prepare_env(plan)  # settings read when the library starts (Horovod's)
+
+    def run(self, ctx: RankContext) -> Iterator[records.Record]:
+        yield run_train(ctx.comm, ctx.plan, ctx.transport, ctx.arm)
+
+    def header(self, run: Mapping[str, Any]) -> str:
+        return lines.TRAIN_HEADER
+
+    def line(self, record: Mapping[str, Any]) -> str:
+        return lines.train(dict(record))
+
+    def wrong(self, record: records.Record) -> bool:
+        assert isinstance(record, records.Train)
+        return not (record.grads_identical and record.params_identical
+                    and record.grads_finite_nonzero)
+
+
+WORKLOAD = _Train()
+
+__all__ = ["WORKLOAD", "Trainer", "bucket_plan", "prepare_env", "run_train"]

@@ -1,0 +1,393 @@
+"""The launcher table: how ranks are started × where they run → argv and environment.
+
+Every launch command fabbench composes is composed here, and nowhere else:
+
+    how (the primitive's launcher, comm.registry)   where
+    mpirun      mpirun with the profile's MCA        host: -np N on this host
+                parameters on its command line       nodes: a hostfile of the emulated nodes and an
+                                                     rsh agent that enters a node's namespace
+                                                     slurm: srun --mpi=pmix (PMIx, no mpirun)
+                                                     kubernetes: the MPI operator's mpirun over the
+                                                     hostfile it writes
+    spawn       one process per rank, a TCP          host/nodes: RANK, WORLD_SIZE, LOCAL_RANK,
+                rendezvous (MASTER_ADDR/PORT), as    MASTER_ADDR (node 0), MASTER_PORT per rank
+                torchrun's environment               slurm: srun + MASTER_ADDR/PORT (the port rule)
+                                                     kubernetes: an Indexed Job, torchrun in a pod
+                                                     of several ranks
+    horovodrun  horovodrun --gloo                    host, nodes (schedulers cannot start it)
+
+and around a rank's command the container runtime (RUNTIMES: none, apptainer, charliecloud,
+pyxis). A new launcher is one entry of TABLE; a new container runtime one entry of RUNTIMES.
+
+Words of a command are plain strings (quoted for their target when written out) or ``Shell``
+text (a shell variable, a Kubernetes $(VAR)), which is placed as it is.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import socket
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING
+
+from fabbench.comm.registry import RENDER_FAMILY
+from fabbench.errors import UsageError
+
+if TYPE_CHECKING:
+    from fabbench.emulate.cluster import Cluster
+    from fabbench.launch.settings import Resolved
+    from fabbench.plan import Plan
+
+RANK_MODULE = (sys.executable, "-m", "fabbench.launch.rank")
+# horovodrun --gloo prefixes every line of rank N's stdout with "[N]<stdout>:"; it has no
+# option to turn that off
+HOROVODRUN_PREFIX = r"^\[\d+\]<stdout>:"
+HOSTFILE_K8S = "/etc/mpi/hostfile"  # where the MPI operator mounts the hostfile it writes
+
+
+class Shell(str):
+    """Text already in its target's syntax ("$results_dir", "$(MASTER_PORT)"): never quoted."""
+
+
+def shell_line(words: Sequence[str]) -> str:
+    """``words`` as one line of bash: literals quoted, Shell text as it is."""
+    return " ".join(w if isinstance(w, Shell) else shlex.quote(w) for w in words)
+
+
+# --- the port rule --------------------------------------------------------------------------
+# A job on a shared first node gets its own ten ports; its benchmarks (or the study's cells,
+# which run one after the other) take them in turn.
+PORT_BASE, PORT_JOBS, PORTS_PER_JOB = 20000, 4000, 10
+
+
+def rendezvous_port(job_id: int, index: int) -> int:
+    """The rendezvous port of the ``index``-th launch of scheduler job ``job_id``."""
+    return PORT_BASE + (job_id % PORT_JOBS) * PORTS_PER_JOB + index % PORTS_PER_JOB
+
+
+def rendezvous_port_shell(job_var: str) -> Shell:
+    """rendezvous_port(job, 0) as bash arithmetic on the variable ``job_var`` (a rendered
+    script adds the launch's index)."""
+    return Shell(f"{PORT_BASE} + ({job_var} % {PORT_JOBS}) * {PORTS_PER_JOB}")
+
+
+def free_port() -> int:
+    """A port free now on this host (a local launch's rendezvous)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def rendezvous_env(*, rank: int, world: int, local_rank: int, local_world: int, addr: str,
+                   port: int | str) -> dict[str, str]:
+    """The environment of one spawned rank (torchrun's variables)."""
+    return {"MASTER_ADDR": addr, "MASTER_PORT": str(port), "RANK": str(rank),
+            "WORLD_SIZE": str(world), "LOCAL_RANK": str(local_rank),
+            "LOCAL_WORLD_SIZE": str(local_world)}
+
+
+# --- what a launch is ----------------------------------------------------------------------
+@dataclass
+class LaunchSpec:
+    """What will be run: one command per process group, each with its environment additions."""
+
+    commands: list[list[str]]
+    env: list[dict[str, str]] = field(default_factory=list)
+    # what a launcher puts before each line of a rank's stdout (horovodrun's "[0]<stdout>:"),
+    # taken off so that the user reads the table as a directly started rank prints it
+    stdout_prefix: str | None = None
+
+    def describe(self) -> str:
+        lines = []
+        for argv, env in zip(self.commands, self.env, strict=True):
+            shown = {k: v for k, v in env.items() if k != "FABBENCH_PLAN"}
+            prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(shown.items()))
+            lines.append(f"{prefix} {shlex.join(argv)}".strip())
+        return "\n".join(lines)
+
+
+def beside_python(tool: str) -> str:
+    """A console script of this environment (a venv's bin/ need not be on PATH)."""
+    candidate = os.path.join(os.path.dirname(sys.executable), tool)
+    return candidate if os.access(candidate, os.X_OK) else tool
+
+
+def _as_root() -> list[str]:
+    return ["--allow-run-as-root"] if os.geteuid() == 0 else []
+
+
+def mpirun_settings(resolved: Resolved) -> list[str]:
+    """mpirun's options that carry the profile: root's permission, MCA parameters, and the
+    environment variables exported to every rank (FABBENCH_PLAN among them)."""
+    argv = _as_root()
+    for key, value in resolved.settings.mca.items():
+        argv += ["--mca", key, value]
+    for key in sorted([*resolved.settings.env, "FABBENCH_PLAN"]):
+        argv += ["-x", key]
+    return argv
+
+
+def mpirun_over_hostfile(hostfile: str, ranks: int, *, per_node: int | None = None,
+                         mca: Mapping[str, str] = MappingProxyType({}),
+                         exports: Sequence[str] = (), as_root: bool = False) -> list[str]:
+    """mpirun over a hostfile someone else wrote (the MPI operator's): ``per_node`` ranks on
+    each host (None: as the hostfile's slots say), ``mca`` parameters and ``exports`` (-x) in
+    the order given."""
+    argv = ["mpirun", "--hostfile", hostfile, "-np", str(ranks)]
+    if per_node is not None:
+        argv += ["--map-by", f"ppr:{per_node}:node"]
+    argv += ["--bind-to", "none"]
+    if as_root:
+        argv += _as_root()
+    for key, value in mca.items():
+        argv += ["--mca", key, value]
+    for key in exports:
+        argv += ["-x", key]
+    return argv
+
+
+def srun(nodes: int, per_node: int, launcher: str) -> list[str]:
+    """An srun step of ``per_node`` tasks on each of ``nodes`` nodes; PMIx for MPI ranks."""
+    argv = ["srun", "--kill-on-bad-exit=1", f"--nodes={nodes}", f"--ntasks-per-node={per_node}"]
+    return [*argv, "--mpi=pmix"] if launcher == "mpirun" else argv
+
+
+def torchrun(nodes: int, per_node: int) -> list[str]:
+    """torchrun starting ``per_node`` ranks of a pod of an Indexed Job (its node rank and the
+    rendezvous from the pod's environment); the rank command follows."""
+    return ["torchrun", "--no-python", f"--nnodes={nodes}", f"--nproc-per-node={per_node}",
+            Shell("--node-rank=$(FABBENCH_NODE_RANK)"), Shell("--master-addr=$(MASTER_ADDR)"),
+            Shell("--master-port=$(MASTER_PORT)")]
+
+
+def _horovodrun(plan: Plan, hosts: str, iface: str | None, program: Sequence[str]) -> list[str]:
+    """horovodrun --gloo starting ``program`` on HOSTS (host:slots,...)."""
+    argv = [beside_python("horovodrun"), "--gloo", "-np", str(plan.ranks), "-H", hosts,
+            "--start-timeout", str(int(plan.timeout_s))]
+    if iface:
+        argv += ["--network-interfaces", iface]
+    return [*argv, *program]
+
+
+# --- this host and emulated nodes: the rows of the table fabbench starts itself -------------
+@dataclass(frozen=True, kw_only=True)
+class Where:
+    """Where fabbench starts ranks itself: this host (cluster None) or an emulated cluster."""
+
+    cluster: Cluster | None = None
+
+
+Builder = Callable[["Plan", "Resolved", Where, Sequence[str]], LaunchSpec]
+
+
+def _mpirun(plan: Plan, resolved: Resolved, where: Where, program: Sequence[str]) -> LaunchSpec:
+    env = {**resolved.settings.env, "FABBENCH_PLAN": plan.to_json()}
+    cluster = where.cluster
+    if cluster is None:
+        argv = ["mpirun", "-np", str(plan.ranks), "--oversubscribe", "--bind-to", "none"]
+        return LaunchSpec([[*argv, *mpirun_settings(resolved), *program]], [env])
+    argv = ["mpirun", "-np", str(plan.ranks), "--hostfile", str(cluster.hostfile),
+            "--bind-to", "none", "--oversubscribe",
+            "--mca", "plm_rsh_agent", str(cluster.agent),
+            "--mca", "plm_rsh_no_tree_spawn", "1",
+            "--mca", "oob_tcp_if_include", cluster.iface,
+            "--mca", "mpi_yield_when_idle", "1"]  # more ranks than cores
+    return LaunchSpec([cluster.on(0, [*argv, *mpirun_settings(resolved), *program])], [env])
+
+
+def _horovod(plan: Plan, resolved: Resolved, where: Where, program: Sequence[str]
+             ) -> LaunchSpec:
+    env = {**resolved.env(), "FABBENCH_PLAN": plan.to_json()}
+    cluster = where.cluster
+    if cluster is None:
+        return LaunchSpec([_horovodrun(plan, f"localhost:{plan.ranks}", plan.iface, program)],
+                          [env], stdout_prefix=HOROVODRUN_PREFIX)
+    hosts = ",".join(f"{n.address}:{cluster.ranks_per_node}" for n in cluster.nodes)
+    # horovodrun reaches the nodes through the agent, found as its "ssh" on PATH
+    path = f"{cluster.agent.parent}:{os.environ.get('PATH', '/usr/bin:/bin')}"
+    return LaunchSpec([cluster.on(0, _horovodrun(plan, hosts, cluster.iface, program))],
+                      [{**env, "PATH": path}], stdout_prefix=HOROVODRUN_PREFIX)
+
+
+def _spawn(plan: Plan, resolved: Resolved, where: Where, program: Sequence[str]) -> LaunchSpec:
+    env = {**resolved.env(), "FABBENCH_PLAN": plan.to_json()}
+    port = free_port()
+    cluster = where.cluster
+    commands, envs = [], []
+    for rank in range(plan.ranks):
+        if cluster is None:
+            commands.append(list(program))
+            place = {"local_rank": rank, "local_world": plan.ranks, "addr": "127.0.0.1"}
+        else:
+            rpn = cluster.ranks_per_node
+            commands.append(cluster.on(cluster.node_of_rank(rank).index, list(program)))
+            place = {"local_rank": rank % rpn, "local_world": rpn,
+                     "addr": cluster.nodes[0].address}
+        envs.append({**env, **rendezvous_env(rank=rank, world=plan.ranks, port=port, **place)})
+    return LaunchSpec(commands, envs)
+
+
+# how (comm.registry's launcher of the primitive) -> its builder for this host and emulated nodes
+TABLE: Mapping[str, Builder] = MappingProxyType({
+    "mpirun": _mpirun, "spawn": _spawn, "horovodrun": _horovod})
+
+
+def launch_spec(plan: Plan, resolved: Resolved, program: Sequence[str] = RANK_MODULE
+                ) -> LaunchSpec:
+    """The ranks of ``plan`` on this host, or across the emulated cluster this process runs
+    under, each running ``program``: fabbench's rank module, or (the fidelity check) a
+    reference loop started exactly as fabbench's ranks are."""
+    from fabbench import emulate
+
+    return TABLE[plan.launcher](plan, resolved, Where(cluster=emulate.current()), program)
+
+
+# --- schedulers: the study's launch of one cell inside an allocation -----------------------
+def scheduled(scheduler: str, launcher: str, *, nodes: int, per_node: int,
+              program: Sequence[str], master_addr: str, port: int,
+              hostfile: str | None = None) -> tuple[list[str], dict[str, str]]:
+    """The launch of ``program`` in a Slurm allocation ("slurm": an srun step) or in an MPI
+    operator's launcher pod ("mpijob": mpirun over the workers' hostfile), and the environment
+    it adds (the rendezvous of spawned ranks at ``master_addr``:``port``).
+
+    Raises UsageError for a launcher a scheduler cannot start (horovodrun)."""
+    if not schedulable(launcher):
+        raise UsageError(f"{launcher} has its own rendezvous: {scheduler} cannot start it")
+    env = {} if launcher == "mpirun" else {"MASTER_ADDR": master_addr, "MASTER_PORT": str(port)}
+    if scheduler == "mpijob":
+        if hostfile is None:
+            raise UsageError("an MPIJob launch needs the operator's hostfile")
+        return [*mpirun_over_hostfile(hostfile, nodes * per_node, per_node=per_node,
+                                      exports=list(env), as_root=True),
+                *program], env
+    if scheduler == "slurm":
+        return [*srun(nodes, per_node, launcher), *program], env
+    raise UsageError(f"unknown scheduler {scheduler!r}")
+
+
+def schedulable(launcher: str) -> bool:
+    """Can a scheduler (Slurm, Kubernetes) start ranks of this launcher's kind? (comm.registry's
+    RENDER_FAMILY: how it renders them, PMIx/an MPIJob or a rendezvous)."""
+    return launcher in RENDER_FAMILY
+
+
+# --- container runtimes around a rank's command ---------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class Container:
+    """What a rank's container needs: the image, the host paths bound into it (SRC or SRC:DST),
+    the host directory the results are written to, and whether it sees the node's GPUs."""
+
+    image: str
+    results: str  # a path, or Shell text naming one ('"$results_dir"')
+    binds: tuple[str, ...] = ()
+    gpus: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class Wrapped:
+    """A runtime's words around a rank command, and what the caller must know of them."""
+
+    words: tuple[str, ...]         # placed before the rank's command (pyxis: srun's options)
+    results: str | None = None     # where the results directory is inside; None: same path
+    notes: tuple[str, ...] = ()    # what a reader of the launch must know (binds left out)
+    gpu_note: str | None = None    # a step the site does once for GPUs (said, not done)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Runtime:
+    """A container runtime: how it wraps a rank command. ``launcher_options``: its words are
+    options of the launcher (srun's, for pyxis), not a command of their own."""
+
+    name: str
+    wrap: Callable[[Container], Wrapped]
+    launcher_options: bool = False
+
+
+def _inner(word: str) -> str:
+    """The text of a word as it reads inside double quotes."""
+    if isinstance(word, Shell):
+        if not (len(word) >= 2 and word[0] == word[-1] == '"'):
+            raise ValueError(f"a Shell path must be double-quoted, not {word!r}")
+        return word[1:-1]
+    return "".join("\\" + c if c in '\\"$`' else c for c in word)
+
+
+def _pair(src: str, dst: str) -> str:
+    """SRC:DST as one word (double-quoted when a part is shell text)."""
+    if isinstance(src, Shell) or isinstance(dst, Shell):
+        return Shell(f'"{_inner(src)}:{_inner(dst)}"')
+    return f"{src}:{dst}"
+
+
+def _joined(*parts: str) -> Shell:
+    """Parts glued into one bash word: literals quoted each, shell text as it is."""
+    return Shell("".join(p if isinstance(p, Shell) else shlex.quote(p) for p in parts))
+
+
+def _apptainer(c: Container) -> Wrapped:
+    words = ["apptainer", "exec", *(["--nv"] if c.gpus else []), "--bind", c.results]
+    for bind in c.binds:
+        words += ["--bind", bind]
+    return Wrapped(words=(*words, c.image))
+
+
+CH_SHARED = ("/dev", "/proc", "/sys")  # ch-run binds these from the host itself
+CH_RESULTS = "/mnt/0"  # one of the ten mount points Charliecloud images carry
+
+
+def _shared_by_ch_run(bind: str) -> bool:
+    src, _, dst = bind.partition(":")
+    return all(any(p == top or p.startswith(top + "/") for top in CH_SHARED)
+               for p in (src, dst or src))
+
+
+def _charliecloud(c: Container) -> Wrapped:
+    """ch-run cannot bind over /dev, /proc or /sys (it shares the host's), and a bind's
+    destination must exist in a read-only image: the results go to /mnt/0."""
+    words = ["ch-run", "--set-env", "-b", _pair(c.results, CH_RESULTS)]
+    for bind in c.binds:
+        if not _shared_by_ch_run(bind):
+            words += ["-b", bind]
+    shared = [b for b in c.binds if _shared_by_ch_run(b)]
+    return Wrapped(words=(*words, c.image, "--"), results=CH_RESULTS,
+                   notes=(f"No bind for {', '.join(shared)}: ch-run shares the host's /dev, "
+                          "/proc and /sys.",) if shared else (),
+                   gpu_note="GPUs: inject the host's NVIDIA libraries into the image once first "
+                            "(ch-fromhost --nvidia IMAGE)." if c.gpus else None)
+
+
+def _pyxis(c: Container) -> Wrapped:
+    mounts = [b if ":" in b else f"{b}:{b}" for b in c.binds]  # pyxis takes SRC:DST
+    return Wrapped(words=(
+        _joined("--container-image=", c.image),
+        _joined("--container-mounts=", _pair(c.results, c.results),
+                *(part for m in mounts for part in (",", m)))))
+
+
+RUNTIMES: Mapping[str, Runtime] = MappingProxyType({
+    "none": Runtime(name="none", wrap=lambda c: Wrapped(words=())),
+    "apptainer": Runtime(name="apptainer", wrap=_apptainer),
+    "charliecloud": Runtime(name="charliecloud", wrap=_charliecloud),
+    "pyxis": Runtime(name="pyxis", wrap=_pyxis, launcher_options=True),
+})
+
+
+def runtime(name: str) -> Runtime:
+    """The container runtime of this name (UsageError naming the known ones)."""
+    if name not in RUNTIMES:
+        raise UsageError(f"unknown container runtime {name!r} (known: {', '.join(RUNTIMES)})")
+    return RUNTIMES[name]
+
+
+def in_container(name: str, command: Sequence[str], container: Container) -> list[str]:
+    """``command`` run in ``container`` by runtime ``name`` (a runtime of launcher options,
+    pyxis, has no command of its own: refused here). The caller maps a results path inside
+    the container through ``runtime(name).wrap(container).results``."""
+    rt = runtime(name)
+    if rt.launcher_options:
+        raise UsageError(f"{name} is a launcher's option set (srun), not a command")
+    return [*rt.wrap(container).words, *command]

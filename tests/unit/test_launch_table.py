@@ -1,0 +1,219 @@
+"""launch.table: every launcher × where × runtime entry gives the argv and environment fabbench
+composed before the table (the literals below are what local.py, nodes.py, study/run.py, the
+Slurm and Kubernetes templates wrote), the port rule in Python and in bash agree, and a launcher
+a scheduler cannot start is refused with one line."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+
+import pytest
+
+from fabbench.emulate.cluster import Cluster, Node
+from fabbench.emulate.spec import Link
+from fabbench.errors import UsageError
+from fabbench.launch import table
+from fabbench.launch.table import Container, Shell, Where
+
+ROOT = ["--allow-run-as-root"] if os.geteuid() == 0 else []
+PROGRAM = ["prog", "--flag"]
+
+
+@dataclass(frozen=True)
+class _Settings:
+    mca: dict = field(default_factory=lambda: {"pml": "ob1", "btl": "tcp,self"})
+    env: dict = field(default_factory=lambda: {"UCX_TLS": "tcp", "NCCL_X": "1"})
+
+
+@dataclass(frozen=True)
+class _Resolved:
+    """What the table reads of a resolved run (launch.settings.Resolved)."""
+
+    settings: _Settings = field(default_factory=_Settings)
+
+    def env(self) -> dict[str, str]:
+        return {**self.settings.env, "GLOO_SOCKET_IFNAME": "lo"}
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What the table reads of a plan."""
+
+    launcher: str
+    ranks: int = 2
+    timeout_s: float = 30.0
+    iface: str | None = None
+
+    def to_json(self) -> str:
+        return json.dumps({"ranks": self.ranks})
+
+
+def _cluster(tmp_path, rpn=1) -> Cluster:
+    nodes = tuple(Node(index=i, hostname=f"node{i}", netns=f"fabbench-7-node{i}",
+                       address=f"198.18.0.{i + 1}", veth=f"fbv7n{i}", link=Link(rate_bit_s=10**9))
+                  for i in range(2))
+    return Cluster(owner_pid=1, subnet="198.18.0.0/24", bridge="fbbr7",
+                   bridge_address="198.18.0.254", nodes=nodes, ranks_per_node=rpn,
+                   state_dir=str(tmp_path))
+
+
+def _build(launcher: str, where: Where, ranks: int = 2, iface: str | None = None):
+    plan = _Plan(launcher=launcher, ranks=ranks, iface=iface)
+    return table.TABLE[launcher](plan, _Resolved(), where, PROGRAM), plan
+
+
+MPIRUN_SETTINGS = [*ROOT, "--mca", "pml", "ob1", "--mca", "btl", "tcp,self",
+                   "-x", "FABBENCH_PLAN", "-x", "NCCL_X", "-x", "UCX_TLS"]
+
+
+def test_mpirun_on_this_host():
+    spec, plan = _build("mpirun", Where())
+    assert spec.commands == [["mpirun", "-np", "2", "--oversubscribe", "--bind-to", "none",
+                              *MPIRUN_SETTINGS, *PROGRAM]]
+    assert spec.env == [{"UCX_TLS": "tcp", "NCCL_X": "1", "FABBENCH_PLAN": plan.to_json()}]
+    assert spec.stdout_prefix is None
+
+
+def test_mpirun_across_emulated_nodes(tmp_path):
+    c = _cluster(tmp_path)
+    spec, _ = _build("mpirun", Where(cluster=c))
+    argv = ["mpirun", "-np", "2", "--hostfile", str(c.hostfile), "--bind-to", "none",
+            "--oversubscribe", "--mca", "plm_rsh_agent", str(c.agent),
+            "--mca", "plm_rsh_no_tree_spawn", "1", "--mca", "oob_tcp_if_include", "fbnet0",
+            "--mca", "mpi_yield_when_idle", "1", *MPIRUN_SETTINGS, *PROGRAM]
+    assert spec.commands == [c.on(0, argv)]
+
+
+def test_spawn_on_this_host(monkeypatch):
+    monkeypatch.setattr(table, "free_port", lambda: 4242)
+    spec, plan = _build("spawn", Where(), ranks=3)
+    assert spec.commands == [PROGRAM] * 3
+    for rank, env in enumerate(spec.env):
+        assert env == {**_Resolved().env(), "FABBENCH_PLAN": plan.to_json(),
+                       "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "4242", "RANK": str(rank),
+                       "WORLD_SIZE": "3", "LOCAL_RANK": str(rank), "LOCAL_WORLD_SIZE": "3"}
+
+
+def test_spawn_across_emulated_nodes(tmp_path, monkeypatch):
+    monkeypatch.setattr(table, "free_port", lambda: 4242)
+    c = _cluster(tmp_path, rpn=2)
+    spec, _ = _build("spawn", Where(cluster=c), ranks=4)
+    assert spec.commands == [c.on(0, PROGRAM), c.on(0, PROGRAM), c.on(1, PROGRAM),
+                             c.on(1, PROGRAM)]
+    assert [(e["MASTER_ADDR"], e["RANK"], e["LOCAL_RANK"], e["LOCAL_WORLD_SIZE"])
+            for e in spec.env] == [("198.18.0.1", "0", "0", "2"), ("198.18.0.1", "1", "1", "2"),
+                                   ("198.18.0.1", "2", "0", "2"), ("198.18.0.1", "3", "1", "2")]
+    assert {e["WORLD_SIZE"] for e in spec.env} == {"4"}
+
+
+def test_horovodrun_here_and_across(tmp_path):
+    hvd = table.beside_python("horovodrun")
+    spec, plan = _build("horovodrun", Where(), iface="eth9")
+    assert spec.commands == [[hvd, "--gloo", "-np", "2", "-H", "localhost:2", "--start-timeout",
+                              "30", "--network-interfaces", "eth9", *PROGRAM]]
+    assert spec.env == [{**_Resolved().env(), "FABBENCH_PLAN": plan.to_json()}]
+    assert spec.stdout_prefix == table.HOROVODRUN_PREFIX
+    c = _cluster(tmp_path)
+    spec, _ = _build("horovodrun", Where(cluster=c))
+    assert spec.commands == [c.on(0, [hvd, "--gloo", "-np", "2", "-H",
+                                      "198.18.0.1:1,198.18.0.2:1", "--start-timeout", "30",
+                                      "--network-interfaces", "fbnet0", *PROGRAM])]
+    assert spec.env[0]["PATH"].startswith(f"{c.agent.parent}:")
+
+
+def test_every_primitive_launcher_has_an_entry():
+    from fabbench.comm import registry
+
+    for name in registry.PRIMITIVES:
+        for launcher in registry.get(name).launchers.values():
+            assert launcher in table.TABLE
+    assert set(registry.RENDER_FAMILY) <= set(table.TABLE)
+    assert [table.schedulable(k) for k in ("mpirun", "spawn", "horovodrun")] == \
+        [True, True, False]
+
+
+@pytest.mark.parametrize("job", [0, 1, 3999, 4000, 123456789])
+def test_port_rule_in_python_and_in_bash_agree(job):
+    base = subprocess.run(["bash", "-c", f"job_id={job}; echo $(( "
+                           f"{table.rendezvous_port_shell('job_id')} ))"],
+                          capture_output=True, text=True, check=True).stdout
+    for index in range(table.PORTS_PER_JOB):
+        assert table.rendezvous_port(job, index) == int(base) + index
+        assert 1024 < table.rendezvous_port(job, index) < 65536
+
+
+def test_scheduled_slurm_and_mpijob():
+    program = [sys.executable, "-m", "fabbench", "run"]
+    argv, env = table.scheduled("slurm", "mpirun", nodes=2, per_node=4, program=program,
+                                master_addr="n1", port=20011)
+    assert argv == ["srun", "--kill-on-bad-exit=1", "--nodes=2", "--ntasks-per-node=4",
+                    "--mpi=pmix", *program] and env == {}
+    argv, env = table.scheduled("slurm", "spawn", nodes=2, per_node=1, program=program,
+                                master_addr="n1", port=20011)
+    assert argv == ["srun", "--kill-on-bad-exit=1", "--nodes=2", "--ntasks-per-node=1",
+                    *program]
+    assert env == {"MASTER_ADDR": "n1", "MASTER_PORT": "20011"}
+    argv, env = table.scheduled("mpijob", "spawn", nodes=2, per_node=2, program=program,
+                                master_addr="w0", port=20000, hostfile="/etc/mpi/hostfile")
+    assert argv == ["mpirun", "--hostfile", "/etc/mpi/hostfile", "-np", "4", "--map-by",
+                    "ppr:2:node", "--bind-to", "none", *ROOT, "-x", "MASTER_ADDR",
+                    "-x", "MASTER_PORT", *program]
+    with pytest.raises(UsageError, match="horovodrun has its own rendezvous"):
+        table.scheduled("slurm", "horovodrun", nodes=1, per_node=1, program=program,
+                        master_addr="n1", port=1)
+
+
+def test_mpirun_over_the_operators_hostfile_and_torchrun():
+    assert table.mpirun_over_hostfile("/etc/mpi/hostfile", 4, mca={"pml": "ucx"},
+                                      exports=["A"]) == \
+        ["mpirun", "--hostfile", "/etc/mpi/hostfile", "-np", "4", "--bind-to", "none",
+         "--mca", "pml", "ucx", "-x", "A"]
+    assert table.torchrun(2, 4) == [
+        "torchrun", "--no-python", "--nnodes=2", "--nproc-per-node=4",
+        "--node-rank=$(FABBENCH_NODE_RANK)", "--master-addr=$(MASTER_ADDR)",
+        "--master-port=$(MASTER_PORT)"]
+    assert all(isinstance(w, Shell) for w in table.torchrun(2, 4)[4:])
+
+
+RESULTS = Shell('"$results_dir"')
+BINDS = ("/dev/infiniband", "/opt/site:/site", "/sys/class/infiniband")
+
+
+@pytest.mark.parametrize("name, gpus, line, results", [
+    ("none", False, "", None),
+    ("apptainer", True, "apptainer exec --nv --bind \"$results_dir\" --bind /dev/infiniband "
+     "--bind /opt/site:/site --bind /sys/class/infiniband 'img#1'", None),
+    ("charliecloud", False, "ch-run --set-env -b \"$results_dir:/mnt/0\" -b /opt/site:/site "
+     "'img#1' --", "/mnt/0"),
+    ("pyxis", False, "--container-image='img#1' --container-mounts=\"$results_dir:$results_dir\""
+     ",/dev/infiniband:/dev/infiniband,/opt/site:/site,"
+     "/sys/class/infiniband:/sys/class/infiniband", None),
+])
+def test_runtimes_wrap_as_the_slurm_template_did(name, gpus, line, results):
+    wrapped = table.runtime(name).wrap(Container(image="img#1", results=RESULTS, binds=BINDS,
+                                                 gpus=gpus))
+    assert table.shell_line(wrapped.words) == line
+    assert wrapped.results == results
+
+
+def test_charliecloud_says_what_it_shares_and_what_gpus_need():
+    wrapped = table.runtime("charliecloud").wrap(
+        Container(image="i", results="/r", binds=BINDS, gpus=True))
+    assert wrapped.notes == ("No bind for /dev/infiniband, /sys/class/infiniband: ch-run shares "
+                             "the host's /dev, /proc and /sys.",)
+    assert "ch-fromhost --nvidia" in (wrapped.gpu_note or "")
+    assert wrapped.words[:4] == ("ch-run", "--set-env", "-b", "/r:/mnt/0")
+
+
+def test_in_container_for_a_plain_path_and_the_refusals():
+    argv = table.in_container("apptainer", ["fabbench", "run"],
+                              Container(image="f.sif", results="/home/u/out"))
+    assert argv == ["apptainer", "exec", "--bind", "/home/u/out", "f.sif", "fabbench", "run"]
+    with pytest.raises(UsageError, match="srun"):
+        table.in_container("pyxis", ["x"], Container(image="i", results="/r"))
+    with pytest.raises(UsageError, match="unknown container runtime 'docker'"):
+        table.runtime("docker")
