@@ -12,8 +12,9 @@ Faster than the reference is as wrong as slower. The verdict is against the firs
 each path (the C loop for MPI); the others are printed beside it.
 
 Run under `fabbench emulate up` (FABBENCH_EMULATION set) the same comparison runs across the
-emulated nodes. `--osu DIR` adds OSU's own osu_allreduce from DIR (built by the user: OSU's
-sources are not downloadable on every host), started with the same mpirun line.
+emulated nodes. `--osu DIR` adds OSU's own binaries from DIR (built by the user: OSU's sources
+are not downloadable on every host), started with the same mpirun line and interleaved in the same
+rounds: osu_allreduce for allreduce, osu_bibw for sendrecv (per direction).
 
 Usage: python bench/fidelity.py [--rounds 3] [--sizes 8,256K,1M,4M,16M] [--paths all]
 Exit 0 when every judged point is within the band, 1 otherwise.
@@ -22,6 +23,7 @@ Exit 0 when every judged point is within the band, 1 otherwise.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import re
 import sys
@@ -31,26 +33,32 @@ from fabbench.errors import FabbenchError
 from fabbench.fidelity import check
 from fabbench.units import parse_sizes
 
+OSU = {"allreduce": "osu_allreduce", "sendrecv": "osu_bibw"}
 
-def osu_allreduce(path: check.FidelityPath, osu_dir: Path, sizes: list[int],
-                  timeout_s: float) -> dict[int, float]:
-    """OSU's osu_allreduce (its average latency per size), started like fabbench's ranks."""
+
+def osu_times(path: check.FidelityPath, osu_dir: Path, op: str, sizes: list[int],
+              timeout_s: float) -> dict[int, float]:
+    """OSU's figure per size as microseconds per operation, started with fabbench's mpirun line:
+    osu_allreduce's average latency; for sendrecv, osu_bibw's bandwidth (both directions
+    together, MB/s) as the time to move ``size`` bytes each way, 2 * size / bibw."""
     from fabbench.launch.settings import resolve
     from fabbench.launch.table import launch_spec
 
-    exe = osu_dir / "osu_allreduce"
+    exe = osu_dir / OSU[op]
     if not os.access(exe, os.X_OK):
-        raise SystemExit(f"bench/fidelity.py: no executable osu_allreduce in {osu_dir}")
-    plan = check.plan_for(path, None, sizes, "allreduce")
+        raise SystemExit(f"bench/fidelity.py: no executable {OSU[op]} in {osu_dir}")
+    plan = check.plan_for(path, None, sizes, op)
     lo, hi = min(sizes), max(sizes)
-    spec = launch_spec(plan, resolve(plan), [str(exe), "-m", f"{lo}:{hi}", "-f"])
+    argv = [str(exe), "-m", f"{lo}:{hi}"] + (["-f"] if op == "allreduce" else [])
+    spec = launch_spec(plan, resolve(plan), argv)
     (out,) = check.run_commands([(spec.commands[0], {**os.environ, **spec.env[0]})], timeout_s,
-                                "osu_allreduce")
+                                OSU[op])
     times = {}
     for line in out.splitlines():
         m = re.match(r"^\s*(\d+)\s+([\d.]+)", line)
         if m and int(m.group(1)) in sizes:
-            times[int(m.group(1))] = float(m.group(2))
+            size, value = int(m.group(1)), float(m.group(2))
+            times[size] = value if op == "allreduce" else 2 * size / value
     return times
 
 
@@ -63,7 +71,7 @@ def main() -> int:
     ap.add_argument("--ranks", type=int, default=None)
     ap.add_argument("--budget", type=float, default=0.15, help="fabbench's --budget")
     ap.add_argument("--osu", type=Path, default=None,
-                    help="folder with OSU's osu_allreduce, compared on the MPI paths")
+                    help="folder with OSU's osu_allreduce and osu_bibw, interleaved on MPI paths")
     args = ap.parse_args()
     try:
         sizes = list(parse_sizes(args.sizes))
@@ -80,20 +88,18 @@ def main() -> int:
           f"{'ratio':>6} {'added us':>9} {'verdict':>16}")
     ok = True
     for path in chosen:
+        others = {}
+        if args.osu is not None and path.primitive == "mpi":
+            others["osu"] = functools.partial(osu_times, path, args.osu, args.op, sizes, 900.0)
         try:
             points = check.compare(path, args.op, sizes, rounds=args.rounds, ranks=args.ranks,
-                                   budget_s=args.budget,
+                                   budget_s=args.budget, others=others,
                                    progress=lambda s: print(f"# {s}", file=sys.stderr,
                                                             flush=True))
         except FabbenchError as exc:
             print(f"{path.label:>12} failed: {exc}", flush=True)
             ok = False
             continue
-        if args.osu is not None and path.primitive == "mpi" and args.op == "allreduce":
-            osu = osu_allreduce(path, args.osu, sizes, 600.0)
-            fb = {p.bytes: p.fabbench_us for p in points}
-            points += [check.Point(path.label, args.op, s, "osu", t, fb[s])
-                       for s, t in sorted(osu.items()) if s in fb]
         for p in points:
             judged = p.reference == path.references[0]
             met, goal = p.verdict(path.primitive)

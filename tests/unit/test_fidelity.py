@@ -79,3 +79,23 @@ def test_the_python_loop_imports_nothing_of_fabbench():
     names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     names |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     assert names and not any(n.split(".")[0] == "fabbench" for n in names)
+
+
+def test_compare_interleaves_every_side_each_round_and_keeps_the_best(monkeypatch):
+    order: list[str] = []
+    times = {"c": iter([12.0, 10.0]), "osu": iter([9.0, 11.0]), "fabbench": iter([10.5, 13.0])}
+
+    def side(name):
+        def run(*_args, **_kw):
+            order.append(name)
+            return {1 << 20: next(times[name])}
+        return run
+
+    monkeypatch.setattr(check, "run_reference", lambda path, ref, *a: side(ref)())
+    monkeypatch.setattr(check, "run_fabbench", side("fabbench"))
+    path = check.paths("mpi-tcp")[0]
+    points = check.compare(path, "allreduce", [1 << 20], rounds=2, references=("c",),
+                           others={"osu": side("osu")})
+    assert order == ["c", "osu", "fabbench"] * 2
+    assert [(p.reference, p.ref_us, p.fabbench_us) for p in points] == [
+        ("c", 10.0, 10.5), ("osu", 9.0, 10.5)]

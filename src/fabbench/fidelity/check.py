@@ -8,6 +8,7 @@ emulated nodes when this runs under `fabbench emulate`. fabbench is run as a use
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -17,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -250,24 +251,29 @@ class Point:
 def compare(path: FidelityPath, op: str, sizes: list[int], *, rounds: int = 3,
             ranks: int | None = None, budget_s: float = 0.15, timeout_s: float = 600.0,
             references: tuple[str, ...] | None = None,
+            others: Mapping[str, Callable[[], dict[int, float]]] | None = None,
             progress: Callable[[str], None] | None = None) -> list[Point]:
-    """Alternate the references and fabbench ``rounds`` times; the best time of each side."""
+    """Alternate the references, any ``others`` (a name and a run giving its time per size in
+    microseconds, e.g. OSU's binaries) and fabbench ``rounds`` times; the best time of each side,
+    as Points of fabbench against each reference in turn, then each of the others."""
     if rounds < 1:
         raise UsageError("--rounds must be at least 1")
     refs = references or path.references
-    best: dict[str, dict[int, float]] = {r: {} for r in (*refs, "fabbench")}
+    runs: dict[str, Callable[[], dict[int, float]]] = {
+        **{ref: functools.partial(run_reference, path, ref, op, sizes, ranks, timeout_s,
+                                  budget_s / TimingPolicy().samples_target) for ref in refs},
+        **(others or {}),
+        "fabbench": functools.partial(run_fabbench, path, op, sizes, ranks, budget_s,
+                                      timeout_s)}
+    best: dict[str, dict[int, float]] = {side: {} for side in runs}
     for i in range(rounds):
-        for side in (*refs, "fabbench"):
+        for side, run in runs.items():
             if progress is not None:
                 progress(f"{path.label} {op}: round {i + 1}/{rounds}, {side}")
-            fresh = run_fabbench(path, op, sizes, ranks, budget_s, timeout_s) \
-                if side == "fabbench" else run_reference(
-                    path, side, op, sizes, ranks, timeout_s,
-                    budget_s / TimingPolicy().samples_target)
-            for size, t in fresh.items():
+            for size, t in run().items():
                 best[side][size] = min(best[side].get(size, t), t)
     points = []
-    for ref in refs:
+    for ref in (side for side in runs if side != "fabbench"):
         for size in sorted(best["fabbench"]):
             if size in best[ref]:
                 points.append(Point(path.label, op, size, ref, best[ref][size],
