@@ -30,6 +30,7 @@ from pathlib import Path
 
 from fabbench import runner
 from fabbench.comm import registry
+from fabbench.config import CollectivesConfig, RunConfig
 from fabbench.errors import FabbenchError, UsageError
 from fabbench.fabrics.detect import detect_fabric
 from fabbench.fabrics.profile import Profile, Settings, load_profile
@@ -422,14 +423,15 @@ def smoke_test(o: DoctorOptions, primitive: str) -> Check:
         return Check("smoke test", SKIP, "inside a launched job: run `fabbench run` itself")
     with tempfile.TemporaryDirectory(prefix="fabbench-doctor-") as tmp:
         out, log = Path(tmp, "smoke.jsonl"), Path(tmp, "smoke.log")
-        options = runner.RunOptions(
-            fabric=o.fabric, primitive=primitive, wire=o.wire, ranks=2, ops="allreduce",
-            sizes="8,64K", budget_s=0.02, min_samples=3, max_samples=20,
-            timeout_s=o.smoke_timeout_s, out=str(out), iface=o.iface,
-            rdma_device=o.rdma_device, argv=("fabbench", "doctor"))
         try:
+            run_config = RunConfig(
+                fabric=o.fabric, primitive=primitive, wire=o.wire, ranks=2,
+                timeout_s=o.smoke_timeout_s, out=str(out), iface=o.iface,
+                rdma_device=o.rdma_device, collectives=CollectivesConfig(
+                    ops=("allreduce",), sizes="8,64K", budget_s=0.02, min_samples=3,
+                    max_samples=20))
             with _quiet(log):
-                outcome = runner.run(options)
+                outcome = runner.run(run_config, ("fabbench", "doctor"))
         except FabbenchError as exc:
             return Check("smoke test", FAIL, str(exc), _tail(log))
         try:

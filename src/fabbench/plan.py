@@ -1,6 +1,11 @@
-"""A Plan: every option of a run, validated once; everything downstream trusts it.
+"""A Plan: one run as it will happen, built from a RunConfig (fabbench.config) once fabbench has
+decided what the configuration leaves to it (primitive, device, fabric, ranks, sizes, ...), and
+validated once; everything downstream trusts it.
 
-The launcher hands the plan to each rank as JSON (FABBENCH_PLAN), so every rank runs the same one.
+A field's own rule is declared with it in the configuration and applied here again to the
+decided values; the rules between fields, which need those decisions (a GPU-only primitive needs
+--device cuda, an operation the primitive has, ...), live here. The launcher hands the plan to
+each rank as JSON (FABBENCH_PLAN), so every rank runs the same one.
 """
 
 from __future__ import annotations
@@ -9,21 +14,23 @@ import dataclasses
 import json
 from dataclasses import dataclass
 
+from fabbench import config
 from fabbench.comm import registry
-from fabbench.comm.registry import DTYPES, HOROVOD_OVER, OPS, PRIMITIVES
+from fabbench.comm.registry import DTYPES, HOROVOD_OVER, OPS
+from fabbench.config import HaloConfig, RunConfig, TrainConfig
 from fabbench.errors import UsageError
-from fabbench.fabrics.profile import GPUDIRECT, WIRES
 from fabbench.networks.registry import MODELS
 from fabbench.timing.engine import TimingPolicy
+from fabbench.units import parse_sizes
 from fabbench.workloads import names as workload_names
 
-WORKLOADS = workload_names.NAMES
-PRECISIONS = ("fp32", "bf16", "fp16")
-DEVICES = ("cpu", "cuda")
 DEFAULT_SIZES = {"cpu": "8:64M", "cuda": "8:1G"}
-PAIR_SCHEDULES = ("rounds", "serial")  # pairs: a round's pairs at once, or one pair at a time
 PAIRS_SIZES = "8,1M"  # pairs: the latency at the smallest size, the bandwidth at the largest
-MAX_LOCAL_RANKS = 512
+PAIR_SCHEDULES = ("rounds", "serial")  # pairs, decided: a round's pairs at once, or one at a time
+
+# the configuration's common fields a plan holds under the same name (their rules apply as they
+# are; --out is the claim's to check when the run starts)
+_COMMON = tuple(f for f in config.fields() if f.section is None and f.name != "out")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -73,26 +80,15 @@ class Plan:
     halo_iters: int = 50
 
     def __post_init__(self) -> None:
-        if self.primitive not in PRIMITIVES:
-            raise UsageError(f"unknown primitive {self.primitive!r} "
-                             f"(known: {', '.join(PRIMITIVES)})")
+        for f in _COMMON:
+            f.option.validate(f.name, getattr(self, f.name))
         if self.horovod_over is not None and (self.primitive != "horovod"
                                               or self.horovod_over not in HOROVOD_OVER):
             raise UsageError(f"--horovod-over takes {' or '.join(HOROVOD_OVER)} and only with "
                              "--primitive horovod")
-        if self.wire not in WIRES:
-            raise UsageError(f"unknown wire {self.wire!r} (known: {', '.join(WIRES)})")
-        if not 1 <= self.ranks <= MAX_LOCAL_RANKS:
-            raise UsageError(f"ranks must be between 1 and {MAX_LOCAL_RANKS}, not {self.ranks}")
-        if self.workload not in WORKLOADS:
-            raise UsageError(f"unknown workload {self.workload!r} (known: {', '.join(WORKLOADS)})")
-        if self.device not in DEVICES:
-            raise UsageError(f"unknown device {self.device!r} (known: {', '.join(DEVICES)})")
         if registry.get(self.primitive).gpu_only and self.device != "cuda":
             raise UsageError(f"{self.primitive} moves GPU buffers only: it needs --device cuda "
                              "and a GPU")
-        if self.gpudirect not in GPUDIRECT:
-            raise UsageError(f"--gpudirect takes {', '.join(GPUDIRECT)}, not {self.gpudirect!r}")
         if self.gpudirect != "auto" and self.device != "cuda":
             raise UsageError(f"--gpudirect {self.gpudirect} is about GPU buffers: it needs "
                              "--device cuda")
@@ -108,15 +104,10 @@ class Plan:
                                  f"(it supports: {', '.join(DTYPES[self.primitive])})")
         if not self.sizes:
             raise UsageError("no sizes to run")
-        if not 0 < self.timeout_s <= 86400:
-            raise UsageError(f"timeout must be between 0 and 86400 seconds, not {self.timeout_s}")
-        if not 0.5 <= self.ceiling_s <= 600:
-            raise UsageError(f"ceiling seconds must be between 0.5 and 600, not "
-                             f"{self.ceiling_s}")
         if workload_names.runs(self.workload, "train"):
             self._check_train()
         if self.workload == "halo":
-            self._check_halo()
+            HaloConfig(cells_per_rank=self.cells_per_rank, halo_iters=self.halo_iters)
         if self.pair_schedule not in PAIR_SCHEDULES:
             raise UsageError(f"--pair-schedule takes auto, {', '.join(PAIR_SCHEDULES)}, not "
                              f"{self.pair_schedule!r}")
@@ -128,38 +119,39 @@ class Plan:
                              f"{self.primitive} does not have: use --primitive {able}")
 
     def _check_train(self) -> None:
-        if self.model not in MODELS:
-            raise UsageError(f"unknown model {self.model!r} (known: {', '.join(MODELS)})")
-        if self.batch_size < 1:
-            raise UsageError(f"batch size must be at least 1, not {self.batch_size}")
-        spec = MODELS[self.model]
-        spec.check_input(self.input_size)
-        if spec.batchnorm and self.batch_size * (self.input_size // spec.input_multiple) ** 2 < 2:
-            raise UsageError(f"{self.model} has batch norm: batch size {self.batch_size} at image "
-                             f"size {self.input_size} leaves one value per channel; use a batch "
-                             "of at least 2 or a larger image")
-        if self.steps < 2 or self.warmup_steps < 1:
-            raise UsageError(f"steps must be at least 2 and warm-up steps at least 1 (not "
-                             f"{self.steps} and {self.warmup_steps})")
-        if not self.bucket_mb > 0 or (self.fusion_mb is not None and not self.fusion_mb >= 0):
-            raise UsageError("bucket size must be > 0 MiB and fusion threshold >= 0 MiB")
+        TrainConfig(model=self.model, batch_size=self.batch_size, image_size=self.image_size,
+                    steps=self.steps, warmup_steps=self.warmup_steps, scaling=self.scaling,
+                    bucket_mb=self.bucket_mb, fusion_mb=self.fusion_mb, precision=self.precision)
         if self.fusion_mb is not None and self.primitive != "horovod":
             raise UsageError("--fusion-mb is Horovod's fusion threshold: use it with "
                              "--primitive horovod (DDP and mpi take --bucket-mb)")
-        if self.precision not in PRECISIONS:
-            raise UsageError(f"unknown precision {self.precision!r} "
-                             f"(known: {', '.join(PRECISIONS)})")
         if self.precision == "fp16" and self.device != "cuda":
             raise UsageError("fp16 mixed precision needs --device cuda (on CPU use bf16)")
-        if any(not 1 <= n <= MAX_LOCAL_RANKS for n in self.scaling):
-            raise UsageError(f"scaling rank counts must be between 1 and {MAX_LOCAL_RANKS}")
 
-    def _check_halo(self) -> None:
-        if self.cells_per_rank < 8:
-            raise UsageError(f"cells per rank must be at least 8 (2 x 2 x 2), not "
-                             f"{self.cells_per_rank}")
-        if self.halo_iters < 1:
-            raise UsageError(f"halo iterations must be at least 1, not {self.halo_iters}")
+    @classmethod
+    def of(cls, c: RunConfig, *, fabric: str, primitive: str, device: str, ranks: int,
+           iface: str | None, out: str, run_id: str, pair_schedule: str,
+           argv: tuple[str, ...] = (), picked: tuple[str, ...] = ()) -> Plan:
+        """The plan of configuration ``c`` with what it leaves open decided by the caller
+        (``fabric`` named, not auto; the primitive, device, ranks, ...); the sizes and
+        operations it leaves open are the primitive's and device's defaults."""
+        coll, train, halo = c.collectives, c.train, c.halo
+        sizes = coll.sizes or (PAIRS_SIZES if c.workload == "pairs" else DEFAULT_SIZES[device])
+        return cls(
+            fabric=fabric, primitive=primitive, horovod_over=c.horovod_over, wire=c.wire,
+            ranks=ranks, ops=coll.ops or registry.get(primitive).ops, sizes=parse_sizes(sizes),
+            dtypes=coll.dtypes, check=coll.check, device=device, gpudirect=c.gpudirect,
+            timeout_s=c.timeout_s,
+            policy=TimingPolicy(budget_s=coll.budget_s, min_samples=coll.min_samples,
+                                max_samples=coll.max_samples),
+            out=out, iface=iface, rdma_device=c.rdma_device, run_id=run_id, argv=argv,
+            picked=picked, workload=c.workload, model=train.model,
+            batch_size=train.batch_size, image_size=train.image_size, steps=train.steps,
+            warmup_steps=train.warmup_steps,
+            scaling=tuple(sorted({*train.scaling, 1})) if train.scaling else (),
+            bucket_mb=train.bucket_mb, fusion_mb=train.fusion_mb, precision=train.precision,
+            cells_per_rank=halo.cells_per_rank, halo_iters=halo.halo_iters, ceiling=c.ceiling,
+            ceiling_s=c.ceiling_s, pair_schedule=pair_schedule)
 
     @property
     def input_size(self) -> int:

@@ -13,6 +13,7 @@ from pathlib import Path
 from fabbench import emulate
 from fabbench.comm import registry
 from fabbench.comm.cuda_aware import ask_ompi_info
+from fabbench.config import RunConfig
 from fabbench.errors import UsageError
 from fabbench.launch import local
 from fabbench.launch.discover import discover
@@ -20,142 +21,71 @@ from fabbench.launch.rank import run_rank
 from fabbench.launch.settings import Resolved, resolve, resolve_fabric
 from fabbench.launch.table import launch_spec
 from fabbench.launch.world import announced_nodes
-from fabbench.plan import DEFAULT_SIZES, DEVICES, PAIRS_SIZES, Plan
+from fabbench.plan import Plan
 from fabbench.procs import Terminated
 from fabbench.results.claim import claim
 from fabbench.results.reader import read_results, salvage
 from fabbench.results.records import Summary
 from fabbench.results.writer import ResultWriter
 from fabbench.sysinfo.gpus import gpus_visible
-from fabbench.timing.engine import TimingPolicy
-from fabbench.units import parse_sizes
 from fabbench.workloads import names as workload_names
 from fabbench.workloads.collectives import point_key
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class RunOptions:
-    """The options of `fabbench run` as the user gave them (None: not given)."""
-
-    fabric: str = "auto"
-    primitive: str | None = None
-    horovod_over: str | None = None
-    wire: str = "native"
-    ranks: int | None = None  # default: 2 local ranks, or every slot of an emulated cluster
-    ops: str | None = None
-    sizes: str | None = None
-    dtypes: str = "float32"
-    check: bool = False
-    device: str | None = None
-    gpudirect: str = "auto"
-    timeout_s: float = 30.0
-    budget_s: float = 0.1
-    min_samples: int = 5
-    max_samples: int = 200
-    out: str | None = None
-    iface: str | None = None
-    rdma_device: str | None = None
-    argv: tuple[str, ...] = ()
-    # workloads other than collectives (see Plan)
-    workload: str = "collectives"
-    model: str = "resnet50"
-    batch_size: int = 32
-    image_size: int | None = None
-    steps: int = 20
-    warmup_steps: int = 5
-    scaling: str | None = None  # "1,2,4"
-    bucket_mb: float = 25.0
-    fusion_mb: float | None = None
-    precision: str = "fp32"
-    cells_per_rank: int = 64**3
-    halo_iters: int = 50
-    ceiling: bool | None = None
-    ceiling_s: float = 2.0
-    pair_schedule: str = "auto"
-
-
-def _csv(text: str) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(p.strip() for p in text.split(",") if p.strip()))
-
-
-def make_plan(o: RunOptions, *, local_launch: bool) -> Plan:
+def make_plan(c: RunConfig, *, local_launch: bool, argv: tuple[str, ...] = ()) -> Plan:
+    """The plan of configuration ``c`` on this host: what it leaves to fabbench decided here
+    (the primitive and device from the GPUs visible, the fabric detected, the ranks and
+    interface of a local launch or of the emulated cluster it runs under), then validated."""
     cluster = emulate.current() if local_launch else None
     picked = []
-    primitive = o.primitive
+    primitive = c.primitive
     if primitive is None:
         primitive, why = registry.default_primitive(gpus_visible())
         picked.append(f"primitive={primitive} ({why})")
-    spec = registry.get(primitive)  # an unknown name is a UsageError naming the known ones
-    device = o.device or ("cuda" if spec.gpu_only or gpus_visible() else "cpu")
-    if device not in DEVICES:
-        raise UsageError(f"unknown device {device!r} (known: {', '.join(DEVICES)})")
-    fabric = o.fabric
+    spec = registry.get(primitive)
+    device = c.device or ("cuda" if spec.gpu_only or gpus_visible() else "cpu")
+    fabric = c.fabric
     if fabric == "auto":
         fabric = resolve_fabric("auto")
         picked.append(f"fabric={fabric} (detected)")
-    ranks, iface = 2 if o.ranks is None else o.ranks, o.iface or ("lo" if local_launch else None)
+    ranks, iface = 2 if c.ranks is None else c.ranks, c.iface or ("lo" if local_launch else None)
     if cluster is not None:
-        ranks, iface = _on_cluster(o, cluster)
-    elif o.iface is not None and local_launch and not Path("/sys/class/net", o.iface).exists():
+        ranks, iface = _on_cluster(c, cluster)
+    elif c.iface is not None and local_launch and not Path("/sys/class/net", c.iface).exists():
         have = ", ".join(sorted(p.name for p in Path("/sys/class/net").iterdir()))
-        raise UsageError(f"no network interface {o.iface!r} on this host (it has: {have})")
-    ops = _csv(o.ops) if o.ops else spec.ops
+        raise UsageError(f"no network interface {c.iface!r} on this host (it has: {have})")
     run_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
-    pair_schedule = _pair_schedule(o, cluster, picked)
-    out = o.out or str(Path("results") / f"{run_id}-{Path(fabric).stem}-{primitive}.jsonl")
-    return Plan(
-        fabric=fabric, primitive=primitive, horovod_over=o.horovod_over, wire=o.wire,
-        ranks=ranks, ops=ops, sizes=parse_sizes(o.sizes or (
-            PAIRS_SIZES if o.workload == "pairs" else DEFAULT_SIZES[device])),
-        dtypes=_csv(o.dtypes), check=o.check, device=device, gpudirect=o.gpudirect,
-        timeout_s=o.timeout_s,
-        policy=TimingPolicy(budget_s=o.budget_s, min_samples=o.min_samples,
-                            max_samples=o.max_samples),
-        out=out, iface=iface, rdma_device=o.rdma_device,
-        run_id=run_id, argv=o.argv, picked=tuple(picked),
-        workload=o.workload, model=o.model, batch_size=o.batch_size, image_size=o.image_size,
-        steps=o.steps, warmup_steps=o.warmup_steps, scaling=_rank_counts(o.scaling),
-        bucket_mb=o.bucket_mb, fusion_mb=o.fusion_mb, precision=o.precision,
-        cells_per_rank=o.cells_per_rank, halo_iters=o.halo_iters, ceiling=o.ceiling,
-        ceiling_s=o.ceiling_s, pair_schedule=pair_schedule)
+    out = c.out or str(Path("results") / f"{run_id}-{Path(fabric).stem}-{primitive}.jsonl")
+    return Plan.of(c, fabric=fabric, primitive=primitive, device=device, ranks=ranks, iface=iface,
+                   out=out, run_id=run_id, argv=argv,
+                   pair_schedule=_pair_schedule(c, cluster, picked), picked=tuple(picked))
 
 
-def _pair_schedule(o: RunOptions, cluster: emulate.Cluster | None, picked: list[str]) -> str:
+def _pair_schedule(c: RunConfig, cluster: emulate.Cluster | None, picked: list[str]) -> str:
     """`auto`: one pair at a time on an emulated cluster, whose nodes share this host's CPUs (two
     pairs at once would contend for them, not for their links); disjoint pairs at once, in
     rounds, on real nodes."""
-    if o.pair_schedule != "auto":
-        return o.pair_schedule
+    if c.pairs.pair_schedule != "auto":
+        return c.pairs.pair_schedule
     schedule = "serial" if cluster is not None else "rounds"
-    if o.workload == "pairs":
+    if c.workload == "pairs":
         picked.append(f"pair_schedule={schedule} ("
                       + ("the emulated nodes share this host's CPUs" if cluster is not None
                          else "disjoint pairs at once") + ")")
     return schedule
 
 
-def _on_cluster(o: RunOptions, cluster: emulate.Cluster) -> tuple[int, str]:
+def _on_cluster(c: RunConfig, cluster: emulate.Cluster) -> tuple[int, str]:
     """Ranks and interface on an emulated cluster: every slot (nodes x ranks per node) unless
     --ranks asks for fewer; the nodes' own interface, never loopback."""
-    if o.iface is not None and o.iface != cluster.iface:
+    if c.iface is not None and c.iface != cluster.iface:
         raise UsageError(f"on the emulated cluster the ranks talk over the nodes' interface "
-                         f"{cluster.iface!r}, not {o.iface!r} (leave --iface out)")
-    ranks = cluster.ranks if o.ranks is None else o.ranks
+                         f"{cluster.iface!r}, not {c.iface!r} (leave --iface out)")
+    ranks = cluster.ranks if c.ranks is None else c.ranks
     if ranks > cluster.ranks:
         raise UsageError(f"--ranks {ranks} is more than the emulated cluster's "
                          f"{len(cluster.nodes)} nodes x {cluster.ranks_per_node} ranks per node")
     return ranks, cluster.iface
-
-
-def _rank_counts(text: str | None) -> tuple[int, ...]:
-    """--scaling "1,2,4": sorted, 1 added (the baseline of the efficiency)."""
-    if not text:
-        return ()
-    try:
-        counts = {int(p) for p in _csv(text)}
-    except ValueError:
-        raise UsageError(f"--scaling takes a comma list of rank counts, not {text!r}") from None
-    return tuple(sorted(counts | {1}))
 
 
 @dataclasses.dataclass
@@ -166,10 +96,10 @@ class Outcome:
     error: str | None = None  # the launcher's one-line account of a failed run
 
 
-def dry_run(o: RunOptions) -> str:
+def dry_run(c: RunConfig, argv: tuple[str, ...] = ()) -> str:
     """Exactly what would be set and launched."""
     me = discover()
-    plan = make_plan(o, local_launch=me is None)
+    plan = make_plan(c, local_launch=me is None, argv=argv)
     resolved = resolve(plan)
     lines = [f"# fabric {resolved.profile.name} from {resolved.profile.source}",
              f"# primitive {plan.primitive}" + (f" over {plan.horovod_over}"
@@ -190,10 +120,12 @@ def dry_run(o: RunOptions) -> str:
     return "\n".join(lines)
 
 
-def run(o: RunOptions) -> Outcome:
+def run(c: RunConfig, argv: tuple[str, ...] = ()) -> Outcome:
+    """Run configuration ``c`` (``argv``: the command line, recorded): as one rank inside a
+    launched job, else by launching the ranks here."""
     me = discover()
     announced_nodes(me)  # a bad FABBENCH_EXPECT_NODES stops here, before any rank starts
-    plan = make_plan(o, local_launch=me is None)
+    plan = make_plan(c, local_launch=me is None, argv=argv)
     _refuse_cuda_unaware_mpi(plan)
     if me is not None:
         return Outcome(run_rank(plan, me), plan, launched=False)

@@ -97,25 +97,26 @@ def test_agent_refuses_unknown_hosts(tmp_path):
 
 
 def test_launch_across_nodes(tmp_path, monkeypatch):
+    from fabbench.config import RunConfig
     from fabbench.emulate.cluster import ENV
-    from fabbench.runner import RunOptions, dry_run
+    from fabbench.runner import dry_run
 
     c = _cluster(tmp_path)
     c.write_files()
     monkeypatch.setenv(ENV, str(c.state_file))
     for var in ("OMPI_COMM_WORLD_RANK", "RANK", "SLURM_PROCID", "HOROVOD_RANK"):
         monkeypatch.delenv(var, raising=False)
-    text = dry_run(RunOptions(fabric="ethernet", primitive="mpi"))
+    text = dry_run(RunConfig(fabric="ethernet", primitive="mpi"))
     assert "btl_tcp_if_include=fbnet0" in text
     assert "--hostfile" in text and "plm_rsh_agent" in text and "mpi_yield_when_idle 1" in text
     assert "fabbench-7-node0" in text and "on 2 emulated nodes" in text
-    text = dry_run(RunOptions(fabric="ethernet", primitive="gloo"))
+    text = dry_run(RunConfig(fabric="ethernet", primitive="gloo"))
     assert "GLOO_SOCKET_IFNAME=fbnet0" in text
     assert text.count("MASTER_ADDR=198.18.0.1") == 2 and "fabbench-7-node1" in text
     with pytest.raises(UsageError, match="nodes' interface"):
-        dry_run(RunOptions(fabric="ethernet", primitive="gloo", iface="lo"))
+        dry_run(RunConfig(fabric="ethernet", primitive="gloo", iface="lo"))
     with pytest.raises(UsageError, match="more than the emulated cluster"):
-        dry_run(RunOptions(fabric="ethernet", primitive="gloo", ranks=3))
+        dry_run(RunConfig(fabric="ethernet", primitive="gloo", ranks=3))
 
 
 def test_iperf3_results_are_read_per_direction():

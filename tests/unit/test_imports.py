@@ -1,7 +1,7 @@
 """Imports run one way: CLI -> library -> core. Every import of the package is read from its
 source (an AST walk: imports inside functions and under ``if TYPE_CHECKING`` included) and checked
 against declared layers: a module may import its own package and lower layers, never a higher
-one, nor another package of its own layer (EXCEPTIONS lists the one left). Results, report,
+one, nor another package of its own layer, with no exception. Results, report,
 render and the scaling model never import torch, mpi4py or horovod, neither themselves (even
 lazily) nor through what they import at module level.
 
@@ -24,6 +24,7 @@ LAYERS: Sequence[Sequence[str]] = (
     ("fabbench.units",),
     ("fabbench.timing", "fabbench.sysinfo", "fabbench.console", "fabbench.emulate"),
     ("fabbench.fabrics", "fabbench.networks", "fabbench.comm", "fabbench.workloads.names"),
+    ("fabbench.config",),  # the run configuration: every option of `fabbench run`, once
     ("fabbench.results",),  # records, the one loader, a run's link: what every reader shares
     ("fabbench.plan",),
     ("fabbench.launch.settings", "fabbench.launch.table"),  # a run's profile; the launcher table
@@ -38,12 +39,6 @@ LAYERS: Sequence[Sequence[str]] = (
     ("fabbench.cli",),
     ("fabbench.__main__",),
 )
-# Known upward imports, each with its reason; the test fails when one is gone (delete it then).
-EXCEPTIONS: Mapping[tuple[str, str], str] = {
-    ("fabbench.study.spec", "fabbench.runner"):
-        "a study cell is validated through `fabbench run`'s own make_plan (lazily); to remove: "
-        "move RunOptions -> Plan below render/report, which load studies",
-}
 HEAVY = ("torch", "mpi4py", "horovod")
 LIGHT = ("fabbench.results", "fabbench.report", "fabbench.render", "fabbench.scaling")
 
@@ -184,13 +179,7 @@ def _eager_path(start: str, eager: Mapping[str, set[str]], heavy: Sequence[str]
 
 
 def test_fabbench_imports_run_one_way():
-    assert violations(SRC, "fabbench", LAYERS, exceptions=EXCEPTIONS) == []
-
-
-def test_every_known_exception_is_still_needed():
-    found = {(i.importer, i.target) for i in imports(SRC, "fabbench")}
-    assert [pair for pair in EXCEPTIONS if pair not in found] == []
-    assert violations(SRC, "fabbench", LAYERS) != []  # without them, they are violations
+    assert violations(SRC, "fabbench", LAYERS) == []
 
 
 def test_the_walk_sees_lazy_and_eager_imports_of_the_real_package():

@@ -170,12 +170,14 @@ def test_horovod_has_no_pairs():
              sizes=(8,), out="x.jsonl", run_id="r")
 
 
-def _plan(monkeypatch, cluster, **options):
+def _plan(monkeypatch, cluster, ranks=None, pair_schedule="auto"):
     from fabbench import runner
+    from fabbench.config import PairsConfig, RunConfig
 
     monkeypatch.setattr(runner.emulate, "current", lambda: cluster)
-    return runner.make_plan(runner.RunOptions(fabric="ethernet", primitive="gloo",
-                                              workload="pairs", **options), local_launch=True)
+    config = RunConfig(fabric="ethernet", primitive="gloo", workload="pairs", ranks=ranks,
+                       pairs=PairsConfig(pair_schedule=pair_schedule))
+    return runner.make_plan(config, local_launch=True)
 
 
 def test_pair_schedule_auto_is_serial_on_an_emulated_cluster_and_says_why(monkeypatch):

@@ -7,9 +7,11 @@ import pytest
 
 from fabbench.comm import registry
 from fabbench.comm.registry import Primitive, Registry
+from fabbench.config import RunConfig
 from fabbench.errors import UsageError
 from fabbench.plan import Plan
 from fabbench.render import Benchmark
+from fabbench.render.build import benchmark
 
 
 def entry(name: str, **kw) -> Primitive:
@@ -51,11 +53,12 @@ def test_plan_render_and_train_read_the_registry():
     plan = Plan(fabric="ethernet", primitive="horovod", horovod_over="gloo", ops=("allreduce",),
                 sizes=(8,), out="-", run_id="r")
     assert (plan.backend, plan.launcher) == ("gloo", "horovodrun")
-    bench = Benchmark(fabric="ethernet", primitive="horovod")
+    bench = benchmark(fabric="ethernet", primitive="horovod", gpus_per_node=0)
     assert (bench.backend, bench.launch) == ("mpi", "mpi")
     assert bench.run_args()[5:7] == ["--horovod-over", "mpi"]
     with pytest.raises(UsageError, match="over mpi only"):
-        Benchmark(fabric="ethernet", primitive="horovod", horovod_over="gloo")
+        Benchmark(config=RunConfig(fabric="ethernet", primitive="horovod", horovod_over="gloo",
+                                   device="cpu"))
     assert {p: registry.get(p).train_engine for p in registry.PRIMITIVES} == {
         "mpi": "mpi", "gloo": "ddp", "nccl": "ddp", "horovod": "horovod"}
 

@@ -8,6 +8,7 @@ import yaml
 
 from conftest import REPO, fabbench
 from fabbench.comm.registry import PRIMITIVES
+from fabbench.config import RunConfig
 from fabbench.fabrics.profile import BUILTIN_DIR
 from fabbench.render import Benchmark, K8sJob, chart, render_k8s
 
@@ -29,8 +30,10 @@ def test_chart_schema_offers_the_profiles_and_primitives_python_knows():
 
 
 def job(**kw) -> dict[str, dict]:
-    bench = Benchmark(**{"fabric": "ethernet", "primitive": "gloo",
-                         **kw.pop("bench", {})})
+    fields = {"fabric": "ethernet", "primitive": "gloo", "device": "cpu", **kw.pop("bench", {})}
+    extra = fields.pop("extra_args", ())
+    bench = Benchmark(extra_args=extra, config=RunConfig.from_argv(
+        [a for key, value in fields.items() for a in ("--" + key.replace("_", "-"), value)]))
     return {d["kind"]: d for d in yaml.safe_load_all(render_k8s(K8sJob(benchmark=bench, **kw)))
             if d}
 

@@ -9,6 +9,7 @@ import subprocess
 import pytest
 
 from conftest import fabbench
+from fabbench.config import RunConfig
 from fabbench.errors import UsageError
 from fabbench.render import Benchmark, SlurmJob, render_slurm
 from fabbench.render.engine import sh
@@ -52,8 +53,7 @@ export OMPI_MCA_btl='^ofi,openib'
 out="$results_dir/$job_id-collectives.jsonl"
 launch srun --kill-on-bad-exit=1 --nodes=4 --ntasks-per-node=8 --mpi=pmix \\
   apptainer exec --nv --bind "$results_dir" --bind /dev/hfi1_0 fabbench.sif \\
-  fabbench run --fabric omnipath --primitive mpi --device cuda --dtypes float32 --budget 0.2 \
---timeout 30 --out "$out"
+  fabbench run --fabric omnipath --primitive mpi --device cuda --budget 0.2 --out "$out"
 """
 
 
@@ -105,7 +105,7 @@ launch srun --kill-on-bad-exit=1 --nodes=2 --ntasks-per-node=2 --mpi=pmix \\
   ch-run --set-env -b "$results_dir:/mnt/0" -b /scratch/data:/mnt/1 /scratch/fabbench.sqfs -- \
 \\
   fabbench run --fabric infiniband --primitive mpi --device cpu --ops allreduce --sizes 8:1M \
---dtypes float32 --budget 0.2 --timeout 30 --out "/mnt/0/${out##*/}"
+--budget 0.2 --out "/mnt/0/${out##*/}"
 """
 
 
@@ -133,8 +133,15 @@ def test_charliecloud_binds_outside_the_shared_trees_only():
     assert "ch-fromhost --nvidia" in gpus
 
 
-def bench(**kw) -> Benchmark:
-    return Benchmark(**{"fabric": "ethernet", "primitive": "gloo", **kw})
+def bench(label: str = "collectives", extra_args: tuple[str, ...] = (), **fields) -> Benchmark:
+    """A rendered benchmark of `fabbench run` options given as keywords (gloo on ethernet CPUs
+    unless told)."""
+    given = {"fabric": "ethernet", "primitive": "gloo", "device": "cpu", **fields}
+    if given["primitive"] == "horovod":
+        given.setdefault("horovod_over", "mpi")
+    argv = [a for key, value in given.items() for a in ("--" + key.replace("_", "-"), value)]
+    return Benchmark(label=label, extra_args=tuple(extra_args),
+                     config=RunConfig.from_argv(argv))
 
 
 def test_rendezvous_for_torch_primitives_only():

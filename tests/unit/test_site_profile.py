@@ -13,7 +13,8 @@ import yaml
 
 from fabbench import doctor as d
 from fabbench.fabrics.profile import BUILTIN_DIR, load_profile
-from fabbench.render import Benchmark, K8sJob, SlurmJob, render_k8s, render_slurm
+from fabbench.render import K8sJob, SlurmJob, render_k8s, render_slurm
+from fabbench.render.build import benchmark
 from fabbench.results.link import link_of
 from fabbench.results.runs import load
 
@@ -80,24 +81,26 @@ def test_report_cli_shows_link_efficiency_for_the_site_profile(site, tmp_path, c
 def test_render_binds_and_mounts_the_devices_of_a_site_profile(site):
     for runtime, needle in (("apptainer", "--bind /dev/infiniband"),
                             ("pyxis", "/dev/infiniband:/dev/infiniband")):
-        text = {f: render_slurm(SlurmJob(nodes=2, runtime=runtime, image="fb.sif",
-                                         benchmarks=(Benchmark(fabric=f, primitive="mpi"),)))
+        text = {f: render_slurm(SlurmJob(nodes=2, runtime=runtime, image="fb.sif", benchmarks=(
+                    benchmark(fabric=f, primitive="mpi", gpus_per_node=0),)))
                 for f in ("infiniband", "roce")}
         assert needle in text["roce"]
         assert text["roce"].replace("roce", "infiniband") == text["infiniband"]
     tcp = render_slurm(SlurmJob(nodes=2, runtime="apptainer", image="fb.sif", benchmarks=(
-        Benchmark(fabric="roce", primitive="mpi", wire="tcp"),)))
+        benchmark(fabric="roce", primitive="mpi", wire="tcp", gpus_per_node=0),)))
     assert "/dev/infiniband" not in tcp  # the tcp wire needs no device
 
 
 def test_kubernetes_manifests_name_the_devices_of_a_site_profile(site):
-    text = {f: render_k8s(K8sJob(nodes=2, benchmark=Benchmark(fabric=f, primitive="gloo")))
+    text = {f: render_k8s(K8sJob(nodes=2, benchmark=benchmark(fabric=f, primitive="gloo",
+                                                              gpus_per_node=0)))
             for f in ("infiniband", "roce", "ethernet")}
     assert "needs /dev/infiniband in the pods: give --rdma-resource" in text["roce"]
     assert text["roce"].replace("roce", "infiniband") == text["infiniband"]
     assert "/dev/" not in text["ethernet"].replace("/dev/shm", "")
     with_plugin = render_k8s(K8sJob(nodes=2, rdma_resource="rdma/hca_shared_devices_a",
-                                    benchmark=Benchmark(fabric="roce", primitive="mpi")))
+                                    benchmark=benchmark(fabric="roce", primitive="mpi",
+                                                        gpus_per_node=0)))
     assert "come from the device plugin's resource rdma/hca_shared_devices_a" in with_plugin
     assert yaml.safe_load_all(with_plugin)
 

@@ -103,7 +103,7 @@ def test_cells_of_a_good_study(tmp_path):
     ('match = { workload = "gpt", fabric = "shm" }',
      'match = { workload = "gpt", fabrc = "shm" }', 32, "unknown axis 'fabrc'"),
     ('steps = 5', 'steps = "5"', 25, "expected int"),
-    ('sizes = "1K:64K"', 'sizes = "1K:64Q"', 17, "bad size"),
+    ('sizes = "1K:64K"', 'sizes = "1K:64Q"', 20, "bad size"),
     ('ops = "allreduce"', 'ops = "allreduce"\nmodel = "gpt-tiny"', 20,
      "'model' is an option of train workloads, not of a collectives workload"),
 ])

@@ -122,22 +122,33 @@ fabbench.render.fabric. */}}
 {{- toJson $env }}
 {{- end }}
 
-{{/* `fabbench run`'s arguments (fabbench.render.context.Benchmark.run_args), then --out. */}}
+{{/* `fabbench run`'s arguments: per field of the run configuration (files/run-options.yaml,
+generated from fabbench.config), its value when it differs from the field's default, written as
+RunConfig.to_argv writes it (whole numbers as such, other numbers as Go's %v, which is Python's
+fabbench.config.number_text); then benchmark.extraArgs, then --out. The primitive, Horovod's
+controller and the device are decided here, as `fabbench render k8s` decides them. */}}
 {{- define "fabbench.runArgs" -}}
-{{- $b := .Values.benchmark }}
-{{- $p := include "fabbench.primitive" . }}
 {{- $spec := include "fabbench.primitiveSpec" . | fromJson }}
-{{- $args := list "run" "--fabric" .Values.fabric "--primitive" $p }}
-{{- if $spec.over }}{{ $args = concat $args (list "--horovod-over" $spec.over) }}{{ end }}
-{{- if ne .Values.wire "native" }}{{ $args = concat $args (list "--wire" .Values.wire) }}{{ end }}
-{{- $args = concat $args (list "--device" (ternary "cuda" "cpu" (gt (int .Values.gpusPerNode) 0))) }}
-{{- if ne .Values.gpudirect "auto" }}{{ $args = concat $args (list "--gpudirect" .Values.gpudirect) }}{{ end }}
-{{- if $b.ops }}{{ $args = concat $args (list "--ops" $b.ops) }}{{ end }}
-{{- if $b.sizes }}{{ $args = concat $args (list "--sizes" $b.sizes) }}{{ end }}
-{{- $args = concat $args (list "--dtypes" $b.dtypes "--budget" (toString $b.budget) "--timeout" (toString $b.timeout)) }}
-{{- if $b.check }}{{ $args = append $args "--check" }}{{ end }}
-{{- if .Values.iface }}{{ $args = concat $args (list "--iface" .Values.iface) }}{{ end }}
-{{- if .Values.rdmaDevice }}{{ $args = concat $args (list "--rdma-device" .Values.rdmaDevice) }}{{ end }}
+{{- $decided := dict "primitive" (include "fabbench.primitive" .) "over" $spec.over "device" (ternary "cuda" "cpu" (gt (int .Values.gpusPerNode) 0)) }}
+{{- $args := list "run" }}
+{{- range (.Files.Get "files/run-options.yaml" | fromYaml).options }}
+{{- $v := "" }}
+{{- if .decided }}{{ $v = get $decided .decided }}
+{{- else if .in }}{{ $v = index $.Values .in .value }}
+{{- else }}{{ $v = index $.Values .value }}{{ end }}
+{{- $default := "" }}
+{{- if not (kindIs "invalid" .default) }}{{ $default = toString .default }}{{ end }}
+{{- if not (kindIs "invalid" $v) }}
+{{- if eq .kind "switch" }}
+{{- if ne (toString $v) $default }}{{ $args = append $args (ternary .flag .negative $v) }}{{ end }}
+{{- else }}
+{{- $text := toString $v }}
+{{- if and (eq .kind "int") (ne $text "") }}{{ $text = printf "%d" (int64 $v) }}{{ end }}
+{{- if and (ne $text "") (ne $text $default) }}{{ $args = concat $args (list .flag $text) }}{{ end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- $b := .Values.benchmark }}
 {{- $args = concat $args $b.extraArgs }}
 {{- $out := printf "%s/%s-%s.jsonl" (trimSuffix "/" .Values.results.path) (include "fabbench.fullname" .) $b.label }}
 {{- toJson (concat $args (list "--out" $out)) }}

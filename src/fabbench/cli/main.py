@@ -10,9 +10,9 @@ from typing import Annotated
 import typer
 from typer.exceptions import Abort, Exit, TyperException
 
-from fabbench import __version__
+from fabbench import __version__, config
 from fabbench.cli import emulate, model, render, results, study, sysinfo, train
-from fabbench.cli.options import Fabric, GpuDirect, Json, Primitive, Ranks, Wire
+from fabbench.cli.options import Json
 from fabbench.errors import FabbenchError
 from fabbench.procs import Terminated
 
@@ -22,77 +22,7 @@ app = typer.Typer(
     help="What your network fabric and communication primitive cost data-parallel training.")
 
 
-@app.command()
-def run(
-    fabric: Fabric = "auto",
-    primitive: Primitive = None,
-    wire: Wire = "native",
-    ranks: Ranks = None,
-    horovod_over: Annotated[str | None, typer.Option(
-        help="Horovod's controller: mpi or gloo.")] = None,
-    ops: Annotated[str | None, typer.Option(
-        help="Comma list of allreduce, allgather, reduce_scatter, broadcast, alltoall, "
-        "sendrecv. Default: all the primitive has.")] = None,
-    sizes: Annotated[str | None, typer.Option(
-        help="MIN:MAX[:FACTOR] or a comma list, units K/M/G (1024). Default 8:64M on CPU, "
-        "8:1G on GPU; 8,1M for pairs.")] = None,
-    dtypes: Annotated[str, typer.Option(help="Comma list: float32, float64, float16, "
-                                            "bfloat16.")] = "float32",
-    check: Annotated[bool, typer.Option(help="Verify every result; a wrong element fails "
-                                             "the run.")] = False,
-    device: Annotated[str | None, typer.Option(help="cpu or cuda. Default: cuda when GPUs "
-                                                    "are visible.")] = None,
-    gpudirect: GpuDirect = "auto",
-    timeout: Annotated[float, typer.Option(help="Seconds any operation may take (plus 1 s "
-                                                "per 100 MB) before every rank stops.")] = 30.0,
-    budget: Annotated[float, typer.Option(help="Measured seconds per point (op, size, "
-                                               "dtype).")] = 0.1,
-    min_samples: Annotated[int, typer.Option(help="Samples per point, at least.")] = 5,
-    max_samples: Annotated[int, typer.Option(help="Samples per point, at most.")] = 200,
-    out: Annotated[str | None, typer.Option(
-        "--out", "-o", help="Results file (JSON Lines). Default: results/<run id>-...")] = None,
-    iface: Annotated[str | None, typer.Option(
-        help="Network interface for TCP traffic. Default: lo for local ranks, else the "
-        "default route's.")] = None,
-    rdma_device: Annotated[str | None, typer.Option(
-        help="RDMA device (e.g. mlx5_0). Default: the first active port.")] = None,
-    dry_run: Annotated[bool, typer.Option(help="Print what would be set and launched; run "
-                                               "nothing.")] = False,
-    resume: Annotated[str | None, typer.Option(
-        help="Continue the interrupted run in this results file where it stopped (its own "
-        "options; the others given here are ignored).", metavar="FILE")] = None,
-    workload: Annotated[str, typer.Option(
-        help="collectives, train, halo, pairs (node pairs in rounds: finds the slow node), "
-        "or all (collectives then train).")] = "collectives",
-    model: Annotated[str, typer.Option(help="train: a model of `fabbench models`.")] = "resnet50",
-    batch_size: Annotated[int, typer.Option(help="train: samples per rank per step.")] = 32,
-    image_size: Annotated[int | None, typer.Option(
-        help="train: image side in pixels (multiple of 32), or tokens per sequence for a "
-        "transformer. Default: the model's (224; the context).")] = None,
-    steps: Annotated[int, typer.Option(help="train: timed steps.")] = 20,
-    warmup_steps: Annotated[int, typer.Option(help="train: untimed steps first.")] = 5,
-    scaling: Annotated[str | None, typer.Option(
-        help="train: rank counts run one after another, e.g. 1,2,4 (1 is added); efficiency "
-        "T_n/(n*T_1).")] = None,
-    bucket_mb: Annotated[float, typer.Option(
-        help="train: DDP bucket size (bucket_cap_mb), also the mpi engine's, MiB.")] = 25.0,
-    fusion_mb: Annotated[float | None, typer.Option(
-        help="train: Horovod fusion threshold, MiB. Default: Horovod's.")] = None,
-    precision: Annotated[str, typer.Option(
-        help="train: fp32, bf16 (autocast) or fp16 (autocast + loss scaling, GPU).")] = "fp32",
-    cells_per_rank: Annotated[int, typer.Option(help="halo: cells per rank (a cube).")] = 64**3,
-    halo_iters: Annotated[int, typer.Option(help="halo: timed iterations.")] = 50,
-    ceiling: Annotated[bool | None, typer.Option(
-        "--ceiling/--no-ceiling", help="Measure the wire's raw ceiling (iperf3 for ethernet) "
-        "between two nodes first. Default: when the ranks span several hosts.",
-        show_default=False)] = None,
-    pair_schedule: Annotated[str, typer.Option(
-        help="pairs: rounds (each round's disjoint pairs at once, as on a real fleet), serial "
-        "(one pair at a time, the others wait) or auto (serial on an emulated cluster, whose "
-        "nodes share this host's CPUs; rounds otherwise).")] = "auto",
-    ceiling_seconds: Annotated[float, typer.Option(
-        help="Seconds of each ceiling measurement.")] = 2.0,
-) -> None:
+def run(*, dry_run: bool, resume: str | None, **options: object) -> None:
     """Run a benchmark (collectives, training or halo exchange) on real ranks.
 
     Outside a job it starts --ranks local ranks; inside one (mpirun, srun, torchrun, a
@@ -102,20 +32,15 @@ def run(
     """
     from fabbench import runner
 
-    options = runner.RunOptions(
-        fabric=fabric, primitive=primitive, horovod_over=horovod_over, wire=wire, ranks=ranks,
-        ops=ops, sizes=sizes, dtypes=dtypes, check=check, device=device, gpudirect=gpudirect,
-        timeout_s=timeout, budget_s=budget, min_samples=min_samples, max_samples=max_samples,
-        out=out, iface=iface, rdma_device=rdma_device, argv=tuple(sys.argv), workload=workload,
-        model=model, batch_size=batch_size, image_size=image_size, steps=steps,
-        warmup_steps=warmup_steps, scaling=scaling, bucket_mb=bucket_mb, fusion_mb=fusion_mb,
-        precision=precision, cells_per_rank=cells_per_rank, halo_iters=halo_iters,
-        ceiling=ceiling, ceiling_s=ceiling_seconds,
-        pair_schedule=pair_schedule)
-    if dry_run:
-        print(runner.dry_run(options))
-        return
-    outcome = runner.resume(resume, tuple(sys.argv)) if resume else runner.run(options)
+    argv = tuple(sys.argv)
+    if resume:
+        outcome = runner.resume(resume, argv)
+    else:
+        run_config = config.from_parameters(options)  # every option checked: nothing started
+        if dry_run:
+            print(runner.dry_run(run_config, argv))
+            return
+        outcome = runner.run(run_config, argv)
     if outcome.launched:
         from fabbench.cli.show import show_run
 
@@ -123,6 +48,23 @@ def run(
     if outcome.error:
         print(f"fabbench: error: {outcome.error}", file=sys.stderr)
     raise typer.Exit(outcome.code)
+
+
+# The options of `run` are the run configuration's fields (fabbench.config), one help panel per
+# workload, then the two that are no part of a configuration.
+_RUN_ONLY = [
+    inspect.Parameter("dry_run", inspect.Parameter.KEYWORD_ONLY, default=False,
+                      annotation=Annotated[bool, typer.Option(
+                          help="Print what would be set and launched; run nothing.",
+                          rich_help_panel="Run")]),
+    inspect.Parameter("resume", inspect.Parameter.KEYWORD_ONLY, default=None,
+                      annotation=Annotated[str | None, typer.Option(
+                          help="Continue the interrupted run in this results file where it "
+                          "stopped (its own options; the others given here are ignored).",
+                          metavar="FILE", rich_help_panel="Run")])]
+run.__signature__ = inspect.Signature([*config.typer_parameters(), *_RUN_ONLY])  # type: ignore[attr-defined]
+run.__annotations__ = {p.name: p.annotation for p in run.__signature__.parameters.values()}  # type: ignore[attr-defined]
+app.command()(run)
 
 
 @app.command()

@@ -1,4 +1,6 @@
-"""Options shared by several commands, declared once."""
+"""Options shared by several commands, declared once: those of the run configuration come from
+its fields (fabbench.config), so `fabbench render` and `fabbench sysinfo` say what `fabbench run`
+says."""
 
 from __future__ import annotations
 
@@ -6,20 +8,10 @@ from typing import Annotated
 
 import typer
 
-Fabric = Annotated[str, typer.Option(
-    "--fabric", "-f", help="ethernet, infiniband, omnipath, shm, auto, a site profile's name, "
-    "or the path of a profile .toml file.")]
-Primitive = Annotated[str | None, typer.Option(
-    "--primitive", "-p", help="mpi, gloo, nccl or horovod. Default: nccl when GPUs are "
-    "visible, else mpi.")]
-Wire = Annotated[str, typer.Option(
-    "--wire", help="native (the fabric's hardware) or tcp (its software stack over TCP: UCX "
-    "for infiniband, libfabric/OFI for omnipath).")]
-Ranks = Annotated[int | None, typer.Option(
-    "--ranks", "-n", help="Ranks to start (outside a job). Default: 2 local ranks; under "
-    "`fabbench emulate`, nodes x ranks per node.", show_default=False)]
+from fabbench.config import typer_annotation
+
+Fabric = typer_annotation("fabric")
+Primitive = typer_annotation("primitive")
+Wire = typer_annotation("wire")
+GpuDirect = typer_annotation("gpudirect")
 Json = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
-GpuDirect = Annotated[str, typer.Option(
-    "--gpudirect", help="GPUDirect RDMA with --device cuda: on or off (the fabric profile's "
-    "settings for the primitive; the run fails when the library reports otherwise), or auto "
-    "(the library decides; what it did is recorded).")]

@@ -139,11 +139,13 @@ def reference_program(reference: str, op: str) -> list[str]:
 
 
 def plan_for(path: FidelityPath, ranks: int | None, sizes: Iterable[int], op: str):
-    from fabbench.runner import RunOptions, make_plan
+    from fabbench.config import CollectivesConfig, RunConfig
+    from fabbench.runner import make_plan
 
-    return make_plan(RunOptions(fabric=path.fabric, primitive=path.primitive,
-                                horovod_over=path.horovod_over, wire=path.wire, ranks=ranks,
-                                device=path.device, ops=op, sizes=",".join(map(str, sizes))),
+    return make_plan(RunConfig(fabric=path.fabric, primitive=path.primitive,
+                               horovod_over=path.horovod_over, wire=path.wire, ranks=ranks,
+                               device=path.device, collectives=CollectivesConfig(
+                                   ops=(op,), sizes=",".join(map(str, sizes)))),
                      local_launch=True)
 
 

@@ -6,8 +6,9 @@ from collections.abc import Sequence
 
 from fabbench.comm.registry import default_primitive
 from fabbench.comm.registry import get as get_primitive
+from fabbench.config import STUDY_KEYS, build
 from fabbench.errors import UsageError
-from fabbench.render.context import Benchmark, K8sJob, SlurmJob
+from fabbench.render.context import Benchmark, K8sJob, SlurmJob, rendered_over
 
 
 def benchmark(*, fabric: str, primitive: str | None, gpus_per_node: int, wire: str = "native",
@@ -16,17 +17,26 @@ def benchmark(*, fabric: str, primitive: str | None, gpus_per_node: int, wire: s
               check: bool = False, budget_s: float = 0.2, timeout_s: float = 30.0,
               iface: str | None = None, rdma_device: str | None = None,
               extra_args: Sequence[str] = (), label: str = "collectives") -> Benchmark:
-    """The primitive defaults as `fabbench run`'s does, but from the job's GPUs, not this host's."""
+    """The primitive defaults as `fabbench run`'s does, but from the job's GPUs, not this host's;
+    the device is the job's (cuda with GPUs) and Horovod's controller the one a scheduler
+    starts."""
     primitive = primitive or default_primitive(gpus_per_node > 0)[0]
-    if get_primitive(primitive).gpu_only and not gpus_per_node:  # rendered where the GPUs are not
+    spec = get_primitive(primitive)
+    if spec.gpu_only and not gpus_per_node:  # rendered where the GPUs are not
         raise UsageError(f"{primitive} moves GPU buffers only: pass --gpus-per-node N, the GPUs "
                          "of each node (one rank per GPU)")
-    return Benchmark(label=label, fabric=fabric, primitive=primitive, wire=wire, ops=ops,
-                     sizes=sizes, dtypes=dtypes, check=check,
-                     device="cuda" if gpus_per_node else "cpu", gpudirect=gpudirect,
-                     timeout_s=timeout_s,
-                     budget_s=budget_s, iface=iface, rdma_device=rdma_device,
-                     extra_args=tuple(extra_args))
+    config = build({
+        "fabric": fabric, "primitive": primitive, "horovod_over": rendered_over(spec),
+        "wire": wire, "device": "cuda" if gpus_per_node else "cpu", "gpudirect": gpudirect,
+        "timeout_s": timeout_s, "iface": iface, "rdma_device": rdma_device,
+        "collectives.ops": _csv(ops, "--ops"), "collectives.sizes": sizes,
+        "collectives.dtypes": _csv(dtypes, "--dtypes"), "collectives.check": check,
+        "collectives.budget_s": budget_s})
+    return Benchmark(label=label, config=config, extra_args=tuple(extra_args))
+
+
+def _csv(text: str | None, flag: str) -> tuple[str, ...] | None:
+    return None if not text else STUDY_KEYS[flag.removeprefix("--")].option.kind.read(text, flag)
 
 
 def node_selector(pairs: Sequence[str]) -> tuple[tuple[str, str], ...]:

@@ -8,7 +8,10 @@ differs from what this module generates. Regenerate with ``python -m fabbench.re
                          fabbench.render.fabric fills them);
   files/primitives.yaml  the primitive registry as the chart needs it: the default-primitive
                          rule (comm.registry.default_primitive) and per primitive its profile
-                         section, render family, controller and whether it needs GPUs.
+                         section, render family, controller and whether it needs GPUs;
+  files/run-options.yaml the run configuration's fields in argv order (fabbench.config
+                         .chart_options), from which the chart's fabbench.runArgs writes the
+                         arguments RunConfig.to_argv writes.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from fabbench import config
 from fabbench.comm import registry
 from fabbench.fabrics.profile import BUILTIN_DIR, PRIMITIVE_SECTIONS, WIRES, load_profile
 from fabbench.render.context import rendered_over
@@ -63,8 +67,14 @@ def chart_primitives() -> dict:
     return out
 
 
+def chart_run_options() -> dict:
+    """{options: [{flag, kind, default, negative?, value and in | decided}, ...]}."""
+    return {"options": config.chart_options()}
+
+
 FILES = {"files/fabrics.yaml": ("src/fabbench/fabrics/profiles/*.toml", chart_profiles),
-         "files/primitives.yaml": ("src/fabbench/comm/registry.py", chart_primitives)}
+         "files/primitives.yaml": ("src/fabbench/comm/registry.py", chart_primitives),
+         "files/run-options.yaml": ("src/fabbench/config.py", chart_run_options)}
 
 
 def generated(path: str) -> str:

@@ -1,6 +1,6 @@
 """The typed contexts templates render from: frozen, keyword-only, validated once here.
 
-A ``Benchmark`` is one ``fabbench run`` (validated through the same Plan ``fabbench run`` builds);
+A ``Benchmark`` is one ``fabbench run``: a RunConfig (fabbench.config) and its label;
 a ``SlurmJob`` or ``K8sJob`` is the shape of the job that runs benchmarks on several nodes.
 """
 
@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from fabbench.comm import registry
+from fabbench.config import RunConfig
 from fabbench.errors import UsageError
 from fabbench.render import names
 
@@ -24,110 +25,72 @@ def rendered_over(spec: registry.Primitive, over: str | None = None) -> str | No
     return over or next(c for c in spec.controllers if spec.render_family(c))
 
 
-def _fmt(value: float) -> str:
-    return f"{value:g}"
-
-
 @dataclass(frozen=True, kw_only=True)
 class Benchmark:
-    """One `fabbench run`: what it measures and over which fabric and primitive."""
+    """One rendered ``fabbench run``: its configuration, the label that names its results file
+    (<job id>-<label>.jsonl) and arguments passed on verbatim. The configuration names what a
+    job cannot leave to the node it lands on: the fabric, the primitive, the device; and it is
+    checked by the same Plan ``fabbench run`` builds, so a rendered job cannot fail on it."""
 
-    label: str = "collectives"  # names its results file: <job id>-<label>.jsonl
-    fabric: str
-    primitive: str
-    horovod_over: str | None = None
-    wire: str = "native"
-    ops: str | None = None
-    sizes: str | None = None
-    dtypes: str = "float32"
-    check: bool = False
-    device: str = "cpu"
-    gpudirect: str = "auto"
-    timeout_s: float = 30.0
-    budget_s: float = 0.2
-    iface: str | None = None
-    rdma_device: str | None = None
+    label: str = "collectives"
+    config: RunConfig
     extra_args: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        from fabbench.plan import DEFAULT_SIZES, Plan
-        from fabbench.timing.engine import TimingPolicy
-        from fabbench.units import parse_sizes
+        from fabbench.plan import Plan
 
         names.dns1123(self.label, "the benchmark label")
-        if self.fabric == "auto":
+        c = self.config
+        if c.fabric == "auto":
             raise UsageError("--fabric auto detects the fabric of the host it runs on: name the "
                              "fabric of the nodes the job will run on")
-        spec = registry.get(self.primitive)
-        if self.horovod_over in spec.controllers and spec.render_family(self.horovod_over) is None:
-            raise UsageError(f"rendered jobs run {self.primitive} over "
-                             f"{' or '.join(c for c in spec.controllers if spec.render_family(c))}"
-                             f" only ({self.primitive} over {self.horovod_over} needs "
-                             f"{spec.launcher(self.horovod_over)}'s own rendezvous)")
+        if c.primitive is None or c.device is None:
+            raise UsageError("a rendered benchmark names its primitive and device")
+        spec = registry.get(c.primitive)
+        if spec.controllers and c.horovod_over is None:
+            raise UsageError(f"a rendered {c.primitive} benchmark names its controller "
+                             f"(rendered_over: {rendered_over(spec)})")
+        if c.out is not None or c.ranks is not None:
+            raise UsageError("a rendered job places its ranks and names its results file "
+                             "itself (no --out, no --ranks)")
+        if c.horovod_over in spec.controllers and spec.render_family(c.horovod_over) is None:
+            raise UsageError(f"rendered jobs run {c.primitive} over "
+                             f"{' or '.join(x for x in spec.controllers if spec.render_family(x))}"
+                             f" only ({c.primitive} over {c.horovod_over} needs "
+                             f"{spec.launcher(c.horovod_over)}'s own rendezvous)")
         if not isinstance(self.extra_args, tuple) or not all(
                 isinstance(a, str) for a in self.extra_args):
             raise UsageError("extra arguments must be strings")
-        if not self.budget_s > 0:
-            raise UsageError(f"--budget must be positive, not {self.budget_s}")
-        ops = tuple(p.strip() for p in self.ops.split(",") if p.strip()) if self.ops else None
-        # the same validation `fabbench run` applies, so a rendered job cannot fail on its options
-        Plan(fabric=self.fabric, primitive=self.primitive, horovod_over=self.horovod_over,
-             wire=self.wire, ops=ops or spec.ops,
-             sizes=parse_sizes(self.sizes or DEFAULT_SIZES.get(self.device, "8")),
-             dtypes=tuple(p.strip() for p in self.dtypes.split(",") if p.strip()),
-             check=self.check, device=self.device, gpudirect=self.gpudirect,
-             timeout_s=self.timeout_s,
-             policy=TimingPolicy(budget_s=self.budget_s), out="-", run_id="render")
-
-    @property
-    def _over(self) -> str | None:
-        return rendered_over(registry.get(self.primitive), self.horovod_over)
+        Plan.of(c, fabric=c.fabric, primitive=c.primitive, device=c.device, ranks=1,
+                iface=c.iface, out="-", run_id="render", pair_schedule="rounds")
 
     @property
     def backend(self) -> str:
         """The profile section the primitive uses (Horovod: its controller's)."""
-        return registry.get(self.primitive).backend(self._over)
+        return registry.get(self.config.primitive or "").backend(self.config.horovod_over)
 
     @property
     def launch(self) -> str:
         """"mpi": the scheduler's MPI launch (srun --mpi=pmix, an MPIJob); "rendezvous": a TCP
         rendezvous at the first node (MASTER_ADDR/MASTER_PORT). From comm.registry."""
-        family = registry.get(self.primitive).render_family(self._over)
+        family = registry.get(self.config.primitive or "").render_family(
+            self.config.horovod_over)
         assert family is not None  # refused in __post_init__
         return family
 
     def run_args(self) -> list[str]:
-        """The arguments of `fabbench run`, less --out (the job names the results file)."""
-        args = ["run", "--fabric", self.fabric, "--primitive", self.primitive]
-        if self._over is not None:
-            args += ["--horovod-over", self._over]
-        if self.wire != "native":
-            args += ["--wire", self.wire]
-        args += ["--device", self.device]
-        if self.gpudirect != "auto":
-            args += ["--gpudirect", self.gpudirect]
-        if self.ops:
-            args += ["--ops", self.ops]
-        if self.sizes:
-            args += ["--sizes", self.sizes]
-        args += ["--dtypes", self.dtypes, "--budget", _fmt(self.budget_s),
-                 "--timeout", _fmt(self.timeout_s)]
-        if self.check:
-            args.append("--check")
-        if self.iface:
-            args += ["--iface", self.iface]
-        if self.rdma_device:
-            args += ["--rdma-device", self.rdma_device]
-        return [*args, *self.extra_args]
+        """``run``, the configuration's arguments, then the extra ones; less --out (the job
+        names the results file)."""
+        return ["run", *self.config.to_argv(), *self.extra_args]
 
 
 def _check_fabric_nodes(benchmarks: tuple[Benchmark, ...], nodes: int) -> None:
     from fabbench.fabrics.profile import load_profile
 
     for bench in benchmarks:
-        if nodes > 1 and load_profile(bench.fabric).single_host:
-            raise UsageError(f"fabric {bench.fabric!r} works within one host only, not across "
-                             f"{nodes} nodes")
+        if nodes > 1 and load_profile(bench.config.fabric).single_host:
+            raise UsageError(f"fabric {bench.config.fabric!r} works within one host only, not "
+                             f"across {nodes} nodes")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -180,8 +143,8 @@ class SlurmJob:
         if len(set(labels)) != len(labels):
             raise UsageError("each benchmark of a job needs its own label")
         for bench in self.benchmarks:
-            if bench.device == "cuda" and not self.gpus_per_node:
-                raise UsageError(f"{bench.primitive} on GPUs needs --gpus-per-node")
+            if bench.config.device == "cuda" and not self.gpus_per_node:
+                raise UsageError(f"{bench.config.primitive} on GPUs needs --gpus-per-node")
         _check_fabric_nodes(self.benchmarks, self.nodes)
 
     @property
@@ -240,8 +203,8 @@ class K8sJob:
             raise UsageError("--results-path must be an absolute path in the container")
         if not 1024 <= self.master_port <= 65535:
             raise UsageError("--master-port must be between 1024 and 65535")
-        if self.benchmark.device == "cuda" and not self.gpus_per_node:
-            raise UsageError(f"{self.benchmark.primitive} on GPUs needs --gpus-per-node")
+        if self.benchmark.config.device == "cuda" and not self.gpus_per_node:
+            raise UsageError(f"{self.benchmark.config.primitive} on GPUs needs --gpus-per-node")
         _check_fabric_nodes((self.benchmark,), self.nodes)
 
     @property

@@ -21,7 +21,7 @@ def labels(job: K8sJob, managed_by: str = "fabbench-render") -> dict[str, str]:
 
 def render_k8s(job: K8sJob) -> str:
     bench = job.benchmark
-    cfg = bench
+    cfg = bench.config
     fab = fabric_env(cfg.fabric, bench.backend, cfg.wire, gpudirect=cfg.gpudirect,
                      iface=cfg.iface, rdma_device=cfg.rdma_device)
     out = f"{job.results_path.rstrip('/')}/{job.name}-{bench.label}.jsonl"
@@ -37,7 +37,7 @@ def render_k8s(job: K8sJob) -> str:
                "selector": {k: v for k, v in labels(job).items()
                             if k in ("app.kubernetes.io/name", "app.kubernetes.io/instance")},
                "hostfile": table.HOSTFILE_K8S,
-               "devices": fab.profile.device_files(bench.wire)}
+               "devices": fab.profile.device_files(cfg.wire)}
     if bench.launch == "mpi":
         argv = [*table.mpirun_over_hostfile(
             table.HOSTFILE_K8S, job.ranks, mca=dict(sorted(fab.mca.items())),

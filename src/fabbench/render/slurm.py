@@ -20,12 +20,12 @@ OUT = "out"
 def _step(job: SlurmJob, index: int) -> dict:
     """One benchmark's exports and its launch: lines of bash, joined by continuation."""
     bench = job.benchmarks[index]
-    cfg = bench
+    cfg = bench.config
     fab = fabric_env(cfg.fabric, bench.backend, cfg.wire, gpudirect=cfg.gpudirect,
                      iface=cfg.iface, rdma_device=cfg.rdma_device)
-    spec = registry.get(bench.primitive)
-    launcher = spec.launcher(rendered_over(spec, bench.horovod_over))
-    binds = tuple(dict.fromkeys([*fab.profile.device_files(bench.wire), *job.binds]))
+    spec = registry.get(cfg.primitive)
+    launcher = spec.launcher(rendered_over(spec, cfg.horovod_over))
+    binds = tuple(dict.fromkeys([*fab.profile.device_files(cfg.wire), *job.binds]))
     wrapped = table.runtime(job.runtime).wrap(table.Container(
         image=job.image or "", results=RESULTS_DIR, binds=binds, gpus=bool(job.gpus_per_node)))
     out = Shell(f'"${OUT}"') if wrapped.results is None else \

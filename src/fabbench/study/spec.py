@@ -42,6 +42,7 @@ from typing import Any
 
 import tomllib
 
+from fabbench.config import STUDY_KEYS, RunConfig, study_value
 from fabbench.errors import UsageError
 from fabbench.study.locate import line_of
 
@@ -52,36 +53,18 @@ KINDS = ("collectives", "train", "halo")
 _TOP_KEYS = ("name", "description", "matrix", "run", "workload", "exclude", "override")
 _NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
 
-# options a cell may set: the type it takes, the workload kinds it belongs to (None: every kind)
-_NUM = (int, float)
-OPTIONS: Mapping[str, tuple[tuple[type, ...], tuple[str, ...] | None]] = MappingProxyType({
-    "ranks_per_node": ((int,), None),
-    "deadline": (_NUM, None),  # seconds the study gives the cell before stopping it
-    "wire": ((str,), None),
-    "iface": ((str,), None),
-    "rdma_device": ((str,), None),
-    "device": ((str,), None),
-    "timeout": (_NUM, None),
-    "horovod_over": ((str,), None),
-    "ops": ((str, list), ("collectives",)),
-    "sizes": ((str, list), ("collectives",)),
-    "dtypes": ((str, list), ("collectives",)),
-    "check": ((bool,), ("collectives",)),
-    "budget": (_NUM, ("collectives",)),
-    "min_samples": ((int,), ("collectives",)),
-    "max_samples": ((int,), ("collectives",)),
-    "model": ((str,), ("train",)),
-    "batch_size": ((int,), ("train",)),
-    "image_size": ((int,), ("train",)),
-    "steps": ((int,), ("train",)),
-    "warmup_steps": ((int,), ("train",)),
-    "scaling": ((str, list), ("train",)),
-    "bucket_mb": (_NUM, ("train",)),
-    "fusion_mb": (_NUM, ("train",)),
-    "precision": ((str,), ("train",)),
-    "cells_per_rank": ((int,), ("halo",)),
-    "halo_iters": ((int,), ("halo",)),
-})
+# The keys a cell may set: the study's own (where the ranks go, how long the cell may take),
+# then every field of the run configuration (fabbench.config) but the matrix's axes and what the
+# study places itself (--ranks, --out); each with the TOML types it takes and the workload kinds
+# it belongs to (None: every kind).
+_TOML = {"text": (str,), "int": (int,), "float": (int, float), "switch": (bool,),
+         "list": (str, list)}
+_OWN_KEYS = {"ranks_per_node": ((int,), None), "deadline": ((int, float), None)}
+KEYS: Mapping[str, tuple[tuple[type, ...], tuple[str, ...] | None]] = MappingProxyType({
+    **_OWN_KEYS,
+    **{key: (_TOML[f.option.kind.name], None if f.section is None else (f.section,))
+       for key, f in STUDY_KEYS.items()
+       if not f.option.placed and key not in (*AXES, "kind")}})
 DEFAULT_DEADLINE_S = 600.0
 
 
@@ -100,7 +83,8 @@ def available_studies() -> dict[str, Path]:
 
 @dataclass(frozen=True, kw_only=True)
 class Cell:
-    """One launch of `fabbench run`: its place in the matrix and its options."""
+    """One launch of `fabbench run`: its place in the matrix, its keys as the study gave them
+    (``options``) and the run configuration they make (``config``)."""
 
     id: str
     workload: str  # the [workload.NAME] it runs
@@ -111,6 +95,7 @@ class Cell:
     nodes: int
     link: str | None
     options: Mapping[str, Any]
+    config: RunConfig
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.id):
@@ -132,12 +117,7 @@ class Cell:
     def device(self) -> str | None:
         """cuda when the cell needs GPU buffers (a GPU-only primitive such as nccl; GPUDirect on
         or off, an A/B of GPU buffers), else what was asked (None: fabbench run's default)."""
-        from fabbench.comm import registry
-
-        gpu_only = self.primitive in registry.PRIMITIVES and registry.get(self.primitive).gpu_only
-        if gpu_only or self.gpudirect in ("on", "off"):
-            return "cuda"
-        return self.options.get("device")
+        return self.config.device
 
     def axes(self) -> dict[str, Any]:
         return {"workload": self.workload, "fabric": self.fabric, "primitive": self.primitive,
@@ -145,22 +125,7 @@ class Cell:
 
     def run_args(self) -> list[str]:
         """The arguments of `fabbench run` for this cell (without --out and --ranks)."""
-        args = ["--fabric", self.fabric, "--primitive", self.primitive, "--workload", self.kind]
-        if self.device:
-            args += ["--device", self.device]
-        if self.gpudirect != "auto":
-            args += ["--gpudirect", self.gpudirect]
-        for key, value in sorted(self.options.items()):
-            if key in ("ranks_per_node", "deadline", "device"):
-                continue
-            flag = "--" + key.replace("_", "-")
-            if isinstance(value, bool):
-                args.append(flag if value else "--no-" + key.replace("_", "-"))
-            elif isinstance(value, list):
-                args += [flag, ",".join(str(v) for v in value)]
-            else:
-                args += [flag, str(value)]
-        return args
+        return self.config.to_argv()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -243,16 +208,21 @@ def _options(src: _Source, table: Mapping[str, Any], where: tuple[str | int, ...
     for key, value in table.items():
         if key in skip:
             continue
-        if key not in OPTIONS:
+        if key not in KEYS:
             raise src.error((*where, key), f"unknown key {key!r} (options: "
-                            f"{', '.join(sorted(OPTIONS))})")
-        types, kinds = OPTIONS[key]
+                            f"{', '.join(sorted(KEYS))})")
+        types, kinds = KEYS[key]
         if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
             raise src.error((*where, key), f"expected {' or '.join(t.__name__ for t in types)}, "
                             f"got {type(value).__name__}")
         if kind is not None and kinds is not None and kind not in kinds:
             raise src.error((*where, key), f"{key!r} is an option of {', '.join(kinds)} "
                             f"workloads, not of a {kind} workload")
+        if key in STUDY_KEYS:
+            try:
+                study_value(key, value)
+            except UsageError as exc:
+                raise src.error((*where, key), str(exc), value) from None
         out[key] = value
     return out
 
@@ -272,7 +242,7 @@ def _axis(src: _Source, matrix: Mapping[str, Any], axis: str, default: list | No
 
 
 def parse_study(data: Mapping[str, Any], src: _Source, sha256: str = "") -> Study:
-    from fabbench.comm.registry import HOROVOD_OVER, PRIMITIVES
+    from fabbench.comm.registry import PRIMITIVES
     from fabbench.emulate.spec import parse_rate
     from fabbench.fabrics.profile import available_profiles
 
@@ -343,9 +313,6 @@ def parse_study(data: Mapping[str, Any], src: _Source, sha256: str = "") -> Stud
                             "'-' or '_'")
         kinds[w] = kind
         wl_options[w] = _options(src, table, ("workload", w), kind, skip=("kind",))
-        _check_model(src, wl_options[w], ("workload", w))
-        if "horovod_over" in wl_options[w] and wl_options[w]["horovod_over"] not in HOROVOD_OVER:
-            raise src.error(("workload", w, "horovod_over"), "expected mpi or gloo")
     excludes = _selectors(src, data, "exclude", fabrics, primitives, gpudirect, nodes, links,
                           names)
     overrides = _overrides(src, data, fabrics, primitives, gpudirect, nodes, links, names, kinds)
@@ -361,36 +328,24 @@ def parse_study(data: Mapping[str, Any], src: _Source, sha256: str = "") -> Stud
             continue
         # [run] options of one kind (steps, sizes, ...) reach only the workloads of that kind
         options = {k: v for k, v in base.items()
-                   if OPTIONS[k][1] is None or kinds[w] in OPTIONS[k][1]}
+                   if KEYS[k][1] is None or kinds[w] in KEYS[k][1]}
         options.update(wl_options[w])
         for i, (sel, opts) in enumerate(overrides):
             if _matches(sel, where):
                 for key in opts:
-                    if OPTIONS[key][1] is not None and kinds[w] not in OPTIONS[key][1]:
+                    if KEYS[key][1] is not None and kinds[w] not in KEYS[key][1]:
                         raise src.error(("override", i, key), f"{key!r} is not an option of "
                                         f"workload {w!r} ({kinds[w]}), which this override "
                                         "matches")
                 options.update(opts)
         cell_id = _cell_id(where, axes)
-        cell = Cell(id=cell_id, workload=w, kind=kinds[w], fabric=fab, primitive=prim,
-                    gpudirect=gdr, nodes=n, link=link, options=MappingProxyType(options))
-        _validate_cell(src, cell, w)
-        cells.append(cell)
+        cells.append(_cell(src, cell_id, w, kinds[w], where, options))
     if not cells:
         raise src.error(("matrix",), "the matrix leaves no cells (every combination is "
                         "excluded)")
     return Study(name=name, description=description, source=str(src.path), sha256=sha256,
                  axes=MappingProxyType({k: tuple(v) for k, v in axes.items()}),
                  cells=tuple(cells))
-
-
-def _check_model(src: _Source, options: Mapping[str, Any], where: tuple[str | int, ...]) -> None:
-    from fabbench.networks.registry import MODELS
-
-    model = options.get("model")
-    if model is not None and model not in MODELS:
-        raise src.error((*where, "model"), f"unknown model {model!r} (known: "
-                        f"{', '.join(MODELS)})")
 
 
 def _selectors(src: _Source, data: Mapping[str, Any], key: str, *axes: list
@@ -437,7 +392,6 @@ def _overrides(src: _Source, data: Mapping[str, Any], fabrics: list, primitives:
         opts = _options(src, entry, ("override", i), None, skip=("match",))
         if not opts:
             raise src.error(("override", i), "sets no option")
-        _check_model(src, opts, ("override", i))
         out.append((sel, opts))
     return out
 
@@ -456,31 +410,30 @@ def _cell_id(where: Mapping[str, Any], axes: Mapping[str, list]) -> str:
     return "-".join(parts)
 
 
-def _validate_cell(src: _Source, cell: Cell, workload: str) -> None:
-    """The options through the same Plan `fabbench run` builds: a study cannot hold a cell that
-    `fabbench run` would refuse for its options."""
-    from fabbench.runner import RunOptions, make_plan
+def _cell(src: _Source, cell_id: str, workload: str, kind: str, where: Mapping[str, Any],
+          options: dict[str, Any]) -> Cell:
+    """The cell's configuration, checked through the same Plan `fabbench run` builds: a study
+    cannot hold a cell that `fabbench run` would refuse for its options."""
+    from fabbench.comm import registry
+    from fabbench.plan import Plan
 
-    o = dict(cell.options)
-    fields = {"wire", "iface", "rdma_device", "ops", "sizes", "dtypes", "check", "min_samples",
-              "max_samples", "model", "batch_size", "image_size", "steps", "warmup_steps",
-              "scaling", "bucket_mb", "fusion_mb", "precision", "cells_per_rank", "halo_iters",
-              "horovod_over"}
-    kwargs = {k: (",".join(map(str, v)) if isinstance(v, list) else v)
-              for k, v in o.items() if k in fields}
-    kwargs["gpudirect"] = cell.gpudirect
-    if "timeout" in o:
-        kwargs["timeout_s"] = float(o["timeout"])
-    if "budget" in o:
-        kwargs["budget_s"] = float(o["budget"])
-    device = cell.device or "cpu"
-    try:
-        make_plan(RunOptions(fabric=cell.fabric, primitive=cell.primitive, workload=cell.kind,
-                             ranks=max(1, cell.ranks), device=device, out="-", **kwargs),
-                  local_launch=False)
-    except UsageError as exc:
-        raise src.error(("workload", workload), f"cell {cell.id}: {exc}") from None
-    if cell.ranks_per_node < 1:
+    ranks_per_node = options.get("ranks_per_node", 1)
+    if ranks_per_node < 1:
         raise src.error(("run", "ranks_per_node"), "must be at least 1")
-    if not 0 < cell.deadline_s <= 86400:
+    if not 0 < options.get("deadline", DEFAULT_DEADLINE_S) <= 86400:
         raise src.error(("run", "deadline"), "a deadline is between 0 and 86400 seconds")
+    primitive, gpudirect = where["primitive"], where["gpudirect"]
+    keys = {k: v for k, v in options.items() if k in STUDY_KEYS}
+    if registry.get(primitive).gpu_only or gpudirect in ("on", "off"):
+        keys["device"] = "cuda"  # GPU buffers: a GPU-only primitive, or an A/B of GPUDirect
+    try:
+        config = RunConfig.from_study({**keys, "fabric": where["fabric"], "primitive": primitive,
+                                       "gpudirect": gpudirect, "kind": kind})
+        Plan.of(config, fabric=config.fabric, primitive=primitive,
+                device=config.device or "cpu", ranks=max(1, ranks_per_node * where["nodes"]),
+                iface=config.iface, out="-", run_id="study", pair_schedule="rounds")
+    except UsageError as exc:
+        raise src.error(("workload", workload), f"cell {cell_id}: {exc}") from None
+    return Cell(id=cell_id, workload=workload, kind=kind, fabric=where["fabric"],
+                primitive=primitive, gpudirect=gpudirect, nodes=where["nodes"],
+                link=where["link"], options=MappingProxyType(options), config=config)
