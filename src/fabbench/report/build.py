@@ -26,7 +26,8 @@ class Outputs:
     comparison: Comparison | None = None
 
 
-def _write(path: Path, text: str) -> Path:
+def write_output(path: Path, text: str) -> Path:
+    """Write a report's file (its folder made first); an unwritable path is a UsageError."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
@@ -36,11 +37,11 @@ def _write(path: Path, text: str) -> Path:
 
 
 def _csv(series: Sequence[Series], csv_path: Path) -> list[Path]:
-    written = [_write(csv_path, tables.to_csv(tables.collective_rows(series),
+    written = [write_output(csv_path, tables.to_csv(tables.collective_rows(series),
                                               tables.CSV_FIELDS))]
     train = tables.train_rows(series)
     if train:
-        written.append(_write(csv_path.with_name(csv_path.stem + "-train.csv"),
+        written.append(write_output(csv_path.with_name(csv_path.stem + "-train.csv"),
                               tables.to_csv(train, tables.TRAIN_CSV_FIELDS)))
     return written
 
@@ -145,7 +146,7 @@ def _finish(out: Outputs, *, html: Path | None, plots_dir: Path | None, csv: Pat
             title: str) -> None:
     if csv is not None:
         if out.comparison is not None:
-            out.written.append(_write(csv, tables.to_csv(compare_rows(out.comparison),
+            out.written.append(write_output(csv, tables.to_csv(compare_rows(out.comparison),
                                                          COMPARE_FIELDS)))
         else:
             out.written += _csv(out.series, csv)
@@ -163,7 +164,7 @@ def _finish(out: Outputs, *, html: Path | None, plots_dir: Path | None, csv: Pat
         if html is not None:
             from fabbench.report.html import render
 
-            out.written.append(_write(html, render(out.series, made, title=title,
+            out.written.append(write_output(html, render(out.series, made, title=title,
                                                    comparison=out.comparison)))
     finally:
         for p in made:

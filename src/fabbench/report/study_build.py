@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from fabbench.errors import UsageError
-from fabbench.report.build import _write
+from fabbench.report.build import write_output
 from fabbench.report.study import StudyAnswer, answer, as_json
 
 
@@ -16,7 +16,7 @@ def make_study_report(directory: Path, *, html: Path | None = None,
     a = answer(directory)
     written: list[Path] = []
     if json_path is not None:
-        written.append(_write(json_path, json.dumps(as_json(a), indent=1, allow_nan=False)
+        written.append(write_output(json_path, json.dumps(as_json(a), indent=1, allow_nan=False)
                               + "\n"))
     if html is None and plots_dir is None:
         return a, written
@@ -34,7 +34,7 @@ def make_study_report(directory: Path, *, html: Path | None = None,
         if html is not None:
             from fabbench.report.study_html import render
 
-            written.append(_write(html, render(
+            written.append(write_output(html, render(
                 a, made, title=title or f"fabbench study {a.manifest['study']}: the answer")))
     finally:
         for p in made:

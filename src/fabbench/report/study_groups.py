@@ -71,6 +71,8 @@ def verdict_of(best: CellResult, other: CellResult) -> Verdict:
 
 
 def rank(group: CellGroup) -> None:
+    """Mark the group's fastest cell best, give every other its verdict against it, and sort
+    the rows fastest first."""
     if not group.rows:
         return
     best = min(group.rows, key=lambda r: r.median)

@@ -1,4 +1,7 @@
-"""Results files and directories -> Series: one per run, with its records split by kind."""
+"""Results files and directories as runs: every file read by the one loader (results.reader:
+any supported schema version, current field names), one Series per run record with the records
+that follow it split by kind, and a warning for a run without a summary or whose summary says it
+failed. The report, compare, the scaling model and studies read runs through here."""
 
 from __future__ import annotations
 

@@ -1,0 +1,57 @@
+"""One class per name: no two classes under src/ share a name (two things called ``Link`` or
+``Outcome`` make a reader open both to find out which one a line means). Read from the source
+with ``ast``, nested classes included."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+
+def class_names(src: Path) -> dict[str, list[str]]:
+    """Class name -> where each class of that name is defined ("path:line"), for every .py file
+    under src."""
+    found: dict[str, list[str]] = {}
+    for path in sorted(src.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ClassDef):
+                where = f"{path.relative_to(src)}:{node.lineno}"
+                found.setdefault(node.name, []).append(where)
+    return found
+
+
+def duplicates(found: dict[str, list[str]]) -> list[str]:
+    return [f"{name}: {', '.join(places)}" for name, places in sorted(found.items())
+            if len(places) > 1]
+
+
+def test_no_class_name_is_defined_twice_under_src():
+    assert duplicates(class_names(SRC)) == []
+
+
+def _tree(root: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root
+
+
+def _lines(*text: str) -> str:
+    return "\n".join(text) + "\n"
+
+
+def test_a_name_defined_in_two_modules_or_nested_is_found(tmp_path):
+    src = _tree(tmp_path, {
+        "pkg/a.py": _lines("class Link:", "    pass"),
+        "pkg/b.py": _lines("def f():", "    class Link:", "        pass"),
+        "pkg/c.py": _lines("class Other:", "    class Inner:", "        pass"),
+    })
+    assert duplicates(class_names(src)) == ["Link: pkg/a.py:1, pkg/b.py:2"]
+
+
+def test_the_walk_sees_the_real_package():
+    found: Iterable[str] = class_names(SRC)
+    assert "Record" in found and "Verdict" in found
