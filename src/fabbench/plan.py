@@ -5,7 +5,8 @@ validated once; everything downstream trusts it.
 A field's own rule is declared with it in the configuration and applied here again to the
 decided values; the rules between fields, which need those decisions (a GPU-only primitive needs
 --device cuda, an operation the primitive has, ...), live here. The launcher hands the plan to
-each rank as JSON (FABBENCH_PLAN), so every rank runs the same one.
+each rank as JSON (rank_env), so every rank runs the same one; what a launch knows beyond the
+plan (what was picked, what a resumed run has measured, ...) is a RunState beside it.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ _COMMON = tuple(f for f in config.fields() if f.section is None and f.name != "o
 
 @dataclass(frozen=True, kw_only=True)
 class Plan:
+    """One run's options, every one decided (``of``) and checked; no state of its launch."""
+
     fabric: str
     primitive: str
     horovod_over: str | None = None
@@ -54,10 +57,6 @@ class Plan:
     rdma_device: str | None = None
     run_id: str
     argv: tuple[str, ...] = ()
-    picked: tuple[str, ...] = ()  # what fabbench chose for the user ("primitive=mpi (no GPU)")
-    skip: tuple[str, ...] = ()  # points already measured ("op/dtype/bytes"), for --resume
-    resumed: bool = False
-    claimed: bool = False  # the launcher holds the claim on `out` (results/claim.py)
     # train (workloads/train/)
     model: str = "resnet50"
     batch_size: int = 32  # per rank
@@ -68,7 +67,6 @@ class Plan:
     fusion_mb: float | None = None  # HOROVOD_FUSION_THRESHOLD in MiB; None: Horovod's default
     precision: str = "fp32"
     scaling: tuple[int, ...] = ()  # rank counts run one after another (runner.run)
-    baseline_samples_per_s: float | None = None  # the 1-rank run's, for scaling efficiency
     # the wire's ceiling (ceiling/measure.py) before the workload: None = when the ranks span
     # more than one host
     ceiling: bool | None = None
@@ -131,7 +129,7 @@ class Plan:
     @classmethod
     def of(cls, c: RunConfig, *, fabric: str, primitive: str, device: str, ranks: int,
            iface: str | None, out: str, run_id: str, pair_schedule: str,
-           argv: tuple[str, ...] = (), picked: tuple[str, ...] = ()) -> Plan:
+           argv: tuple[str, ...] = ()) -> Plan:
         """The plan of configuration ``c`` with what it leaves open decided by the caller
         (``fabric`` named, not auto; the primitive, device, ranks, ...); the sizes and
         operations it leaves open are the primitive's and device's defaults."""
@@ -145,7 +143,7 @@ class Plan:
             policy=TimingPolicy(budget_s=coll.budget_s, min_samples=coll.min_samples,
                                 max_samples=coll.max_samples),
             out=out, iface=iface, rdma_device=c.rdma_device, run_id=run_id, argv=argv,
-            picked=picked, workload=c.workload, model=train.model,
+            workload=c.workload, model=train.model,
             batch_size=train.batch_size, image_size=train.image_size, steps=train.steps,
             warmup_steps=train.warmup_steps,
             scaling=tuple(sorted({*train.scaling, 1})) if train.scaling else (),
@@ -178,11 +176,44 @@ class Plan:
 
     @classmethod
     def from_json(cls, text: str) -> Plan:
+        """A plan from ``to_json``, also one a results file of an older fabbench holds: a
+        timing knob since removed (stable_rel) and the run-time state plans once carried
+        (now RunState's) are left out."""
         data = json.loads(text)
-        # a plan written by an older fabbench may name a timing knob since removed (stable_rel)
         known = {f.name for f in dataclasses.fields(TimingPolicy)}
         data["policy"] = TimingPolicy(**{k: v for k, v in data["policy"].items() if k in known})
-        for key in ("ops", "sizes", "dtypes", "argv", "picked", "scaling", "skip"):
-            if key in data:
-                data[key] = tuple(data[key])
+        fields = {f.name for f in dataclasses.fields(cls)}
+        data = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k in fields}
         return cls(**data)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunState:
+    """What one launch of a plan knows that is no option of it, handed to every rank beside the
+    plan: what fabbench picked for the user ("primitive=mpi (no GPU visible)"), the points a
+    resumed run measured already ("op/dtype/bytes"), whether it resumes, whether the launcher
+    holds the claim on the results file (results/claim.py; else rank 0 claims it), and the
+    1-rank run's samples/s (p50) that a scaling series' later runs compare with."""
+
+    picked: tuple[str, ...] = ()
+    skip: tuple[str, ...] = ()
+    resumed: bool = False
+    claimed: bool = False
+    baseline_samples_per_s: float | None = None
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> RunState:
+        data = json.loads(text)
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
+
+
+# The environment that hands a launched rank its plan and state (launch.table puts it in every
+# rank's environment; launch.rank reads it).
+PLAN_ENV, STATE_ENV = "FABBENCH_PLAN", "FABBENCH_RUN_STATE"
+
+
+def rank_env(plan: Plan, state: RunState) -> dict[str, str]:
+    return {PLAN_ENV: plan.to_json(), STATE_ENV: state.to_json()}

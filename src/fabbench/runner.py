@@ -21,7 +21,7 @@ from fabbench.launch.rank import run_rank
 from fabbench.launch.settings import Resolved, resolve, resolve_fabric
 from fabbench.launch.table import launch_spec
 from fabbench.launch.world import announced_nodes
-from fabbench.plan import Plan
+from fabbench.plan import Plan, RunState
 from fabbench.procs import Terminated
 from fabbench.results.claim import claim
 from fabbench.results.reader import read_results, salvage
@@ -32,10 +32,12 @@ from fabbench.workloads import names as workload_names
 from fabbench.workloads.collectives import point_key
 
 
-def make_plan(c: RunConfig, *, local_launch: bool, argv: tuple[str, ...] = ()) -> Plan:
+def make_plan(c: RunConfig, *, local_launch: bool, argv: tuple[str, ...] = ()
+              ) -> tuple[Plan, RunState]:
     """The plan of configuration ``c`` on this host: what it leaves to fabbench decided here
     (the primitive and device from the GPUs visible, the fabric detected, the ranks and
-    interface of a local launch or of the emulated cluster it runs under), then validated."""
+    interface of a local launch or of the emulated cluster it runs under), then validated;
+    and the state of its launch, which says what was picked for the user."""
     cluster = emulate.current() if local_launch else None
     picked = []
     primitive = c.primitive
@@ -56,9 +58,10 @@ def make_plan(c: RunConfig, *, local_launch: bool, argv: tuple[str, ...] = ()) -
         raise UsageError(f"no network interface {c.iface!r} on this host (it has: {have})")
     run_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
     out = c.out or str(Path("results") / f"{run_id}-{Path(fabric).stem}-{primitive}.jsonl")
-    return Plan.of(c, fabric=fabric, primitive=primitive, device=device, ranks=ranks, iface=iface,
+    plan = Plan.of(c, fabric=fabric, primitive=primitive, device=device, ranks=ranks, iface=iface,
                    out=out, run_id=run_id, argv=argv,
-                   pair_schedule=_pair_schedule(c, cluster, picked), picked=tuple(picked))
+                   pair_schedule=_pair_schedule(c, cluster, picked))
+    return plan, RunState(picked=tuple(picked))
 
 
 def _pair_schedule(c: RunConfig, cluster: emulate.Cluster | None, picked: list[str]) -> str:
@@ -99,14 +102,14 @@ class Outcome:
 def dry_run(c: RunConfig, argv: tuple[str, ...] = ()) -> str:
     """Exactly what would be set and launched."""
     me = discover()
-    plan = make_plan(c, local_launch=me is None, argv=argv)
+    plan, state = make_plan(c, local_launch=me is None, argv=argv)
     resolved = resolve(plan)
     lines = [f"# fabric {resolved.profile.name} from {resolved.profile.source}",
              f"# primitive {plan.primitive}" + (f" over {plan.horovod_over}"
                                                 if plan.horovod_over else ""),
              f"# wire {plan.wire}, device {plan.device}, gpudirect {plan.gpudirect}, "
              f"accepted transports: {', '.join(resolved.settings.transport)}"]
-    lines += [f"# picked {p}" for p in plan.picked]
+    lines += [f"# picked {p}" for p in state.picked]
     lines.append("# environment:")
     lines += [f"{k}={v}" for k, v in sorted(resolved.env().items())]
     if me is None:
@@ -125,27 +128,28 @@ def run(c: RunConfig, argv: tuple[str, ...] = ()) -> Outcome:
     launched job, else by launching the ranks here."""
     me = discover()
     announced_nodes(me)  # a bad FABBENCH_EXPECT_NODES stops here, before any rank starts
-    plan = make_plan(c, local_launch=me is None, argv=argv)
+    plan, state = make_plan(c, local_launch=me is None, argv=argv)
     _refuse_cuda_unaware_mpi(plan)
     if me is not None:
-        return Outcome(run_rank(plan, me), plan, launched=False)
+        return Outcome(run_rank(plan, state, me), plan, launched=False)
     resolved = resolve(plan)  # refuses missing hardware before anything starts
     held = claim(plan.out)  # one run per results file; held until the ranks are done
     try:
-        plan = dataclasses.replace(plan, claimed=True)
+        state = dataclasses.replace(state, claimed=True)
         if plan.scaling:
-            return _run_scaling(plan)
-        code, error = _launch(plan, resolved)
+            return _run_scaling(plan, state)
+        code, error = _launch(plan, state, resolved)
         return Outcome(code, plan, launched=True, error=error)
     finally:
         held.release()
 
 
-def _launch(plan: Plan, resolved: Resolved) -> tuple[int, str | None]:
+def _launch(plan: Plan, state: RunState, resolved: Resolved) -> tuple[int, str | None]:
     """Start the local ranks, wait, and close the results file of a run that did not finish.
     Returns the exit code and, on failure, one line on what failed."""
     try:
-        code, seen = local.run(launch_spec(plan, resolved), local.wall_limit(plan), plan.ranks)
+        code, seen = local.run(launch_spec(plan, resolved, state=state), local.wall_limit(plan),
+                               plan.ranks)
     except Terminated as exc:  # the ranks are stopped; the file says why it ends here
         _close_unfinished(plan, 128 + exc.signum, f"fabbench was stopped by signal {exc.signum}")
         raise
@@ -161,10 +165,7 @@ def _launch(plan: Plan, resolved: Resolved) -> tuple[int, str | None]:
     return code, error
 
 
-
-
-
-def _run_scaling(plan: Plan) -> Outcome:
+def _run_scaling(plan: Plan, state: RunState) -> Outcome:
     """One local launch per rank count, smallest first, all appended to the same results file
     (one run record, its measurements and its summary per rank count; run ids end in -n<ranks>).
     The 1-rank run's samples/s (p50) is handed to the later runs, whose train records then carry
@@ -173,9 +174,9 @@ def _run_scaling(plan: Plan) -> Outcome:
         raise UsageError("--scaling is for --workload train (or all)")
     baseline: float | None = None
     for n in plan.scaling:
-        step = dataclasses.replace(plan, ranks=n, run_id=f"{plan.run_id}-n{n}",
-                                   baseline_samples_per_s=baseline)
-        code, _ = _launch(step, resolve(step))
+        step = dataclasses.replace(plan, ranks=n, run_id=f"{plan.run_id}-n{n}")
+        code, _ = _launch(step, dataclasses.replace(state, baseline_samples_per_s=baseline),
+                          resolve(step))
         if code != 0:  # the failed run's summary says why; larger counts are not started
             return Outcome(code, plan, launched=True)
         if n == 1:
@@ -264,11 +265,12 @@ def resume(path: str, argv: tuple[str, ...]) -> Outcome:
         raise UsageError("--resume continues collectives sweeps only")
     done = tuple(point_key(r["op"], r["dtype"], r["bytes"]) for r in mine
                  if r["kind"] == "collective")
-    plan = dataclasses.replace(plan, out=str(file), skip=done, resumed=True, argv=argv,
-                               claimed=True)
+    plan = dataclasses.replace(plan, out=str(file), argv=argv)
+    state = RunState(picked=tuple(runs[-1].get("picked") or ()), skip=done, resumed=True,
+                     claimed=True)
     held = claim(file, append=True)
     try:
-        code, error = _launch(plan, resolve(plan))
+        code, error = _launch(plan, state, resolve(plan))
     finally:
         held.release()
     return Outcome(code, plan, launched=True, error=error)

@@ -5,7 +5,6 @@ a scheduler cannot start is refused with one line."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -48,8 +47,10 @@ class _Plan:
     timeout_s: float = 30.0
     iface: str | None = None
 
-    def to_json(self) -> str:
-        return json.dumps({"ranks": self.ranks})
+
+
+# what hands each rank its plan and run state (plan.rank_env), passed through as it is
+PAYLOAD = {"FABBENCH_PLAN": '{"ranks": 2}', "FABBENCH_RUN_STATE": '{"claimed": true}'}
 
 
 def _cluster(tmp_path, rpn=1) -> Cluster:
@@ -63,18 +64,19 @@ def _cluster(tmp_path, rpn=1) -> Cluster:
 
 def _build(launcher: str, where: Where, ranks: int = 2, iface: str | None = None):
     plan = _Plan(launcher=launcher, ranks=ranks, iface=iface)
-    return table.TABLE[launcher](plan, _Resolved(), where, PROGRAM), plan
+    return table.TABLE[launcher](plan, _Resolved(), where, PROGRAM, PAYLOAD), plan
 
 
 MPIRUN_SETTINGS = [*ROOT, "--mca", "pml", "ob1", "--mca", "btl", "tcp,self",
-                   "-x", "FABBENCH_PLAN", "-x", "NCCL_X", "-x", "UCX_TLS"]
+                   "-x", "FABBENCH_PLAN", "-x", "FABBENCH_RUN_STATE", "-x", "NCCL_X",
+                   "-x", "UCX_TLS"]
 
 
 def test_mpirun_on_this_host():
     spec, plan = _build("mpirun", Where())
     assert spec.commands == [["mpirun", "-np", "2", "--oversubscribe", "--bind-to", "none",
                               *MPIRUN_SETTINGS, *PROGRAM]]
-    assert spec.env == [{"UCX_TLS": "tcp", "NCCL_X": "1", "FABBENCH_PLAN": plan.to_json()}]
+    assert spec.env == [{"UCX_TLS": "tcp", "NCCL_X": "1", **PAYLOAD}]
     assert spec.stdout_prefix is None
 
 
@@ -93,7 +95,7 @@ def test_spawn_on_this_host(monkeypatch):
     spec, plan = _build("spawn", Where(), ranks=3)
     assert spec.commands == [PROGRAM] * 3
     for rank, env in enumerate(spec.env):
-        assert env == {**_Resolved().env(), "FABBENCH_PLAN": plan.to_json(),
+        assert env == {**_Resolved().env(), **PAYLOAD,
                        "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "4242", "RANK": str(rank),
                        "WORLD_SIZE": "3", "LOCAL_RANK": str(rank), "LOCAL_WORLD_SIZE": "3"}
 
@@ -115,7 +117,7 @@ def test_horovodrun_here_and_across(tmp_path):
     spec, plan = _build("horovodrun", Where(), iface="eth9")
     assert spec.commands == [[hvd, "--gloo", "-np", "2", "-H", "localhost:2", "--start-timeout",
                               "30", "--network-interfaces", "eth9", *PROGRAM]]
-    assert spec.env == [{**_Resolved().env(), "FABBENCH_PLAN": plan.to_json()}]
+    assert spec.env == [{**_Resolved().env(), **PAYLOAD}]
     assert spec.stdout_prefix == table.HOROVODRUN_PREFIX
     c = _cluster(tmp_path)
     spec, _ = _build("horovodrun", Where(cluster=c))

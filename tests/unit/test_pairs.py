@@ -177,7 +177,16 @@ def _plan(monkeypatch, cluster, ranks=None, pair_schedule="auto"):
     monkeypatch.setattr(runner.emulate, "current", lambda: cluster)
     config = RunConfig(fabric="ethernet", primitive="gloo", workload="pairs", ranks=ranks,
                        pairs=PairsConfig(pair_schedule=pair_schedule))
-    return runner.make_plan(config, local_launch=True)
+    return runner.make_plan(config, local_launch=True)[0]
+
+
+def _picked(monkeypatch, cluster) -> tuple[str, ...]:
+    from fabbench import runner
+    from fabbench.config import RunConfig
+
+    monkeypatch.setattr(runner.emulate, "current", lambda: cluster)
+    config = RunConfig(fabric="ethernet", primitive="gloo", workload="pairs")
+    return runner.make_plan(config, local_launch=True)[1].picked
 
 
 def test_pair_schedule_auto_is_serial_on_an_emulated_cluster_and_says_why(monkeypatch):
@@ -186,7 +195,8 @@ def test_pair_schedule_auto_is_serial_on_an_emulated_cluster_and_says_why(monkey
     cluster = SimpleNamespace(iface="fbnet0", ranks=4, nodes=(0, 1, 2, 3), ranks_per_node=1)
     plan = _plan(monkeypatch, cluster)
     assert plan.pair_schedule == "serial" and plan.iface == "fbnet0"
-    assert "pair_schedule=serial (the emulated nodes share this host's CPUs)" in plan.picked
+    assert "pair_schedule=serial (the emulated nodes share this host's CPUs)" in \
+        _picked(monkeypatch, cluster)
     assert _plan(monkeypatch, cluster, pair_schedule="rounds").pair_schedule == "rounds"
 
 

@@ -142,11 +142,12 @@ def plan_for(path: FidelityPath, ranks: int | None, sizes: Iterable[int], op: st
     from fabbench.config import CollectivesConfig, RunConfig
     from fabbench.runner import make_plan
 
-    return make_plan(RunConfig(fabric=path.fabric, primitive=path.primitive,
-                               horovod_over=path.horovod_over, wire=path.wire, ranks=ranks,
-                               device=path.device, collectives=CollectivesConfig(
-                                   ops=(op,), sizes=",".join(map(str, sizes)))),
-                     local_launch=True)
+    plan, _ = make_plan(RunConfig(fabric=path.fabric, primitive=path.primitive,
+                                  horovod_over=path.horovod_over, wire=path.wire, ranks=ranks,
+                                  device=path.device, collectives=CollectivesConfig(
+                                      ops=(op,), sizes=",".join(map(str, sizes)))),
+                        local_launch=True)
+    return plan
 
 
 def parse_loop_output(text: str) -> dict[int, float]:

@@ -1,6 +1,7 @@
 """One rank: apply the fabric, start the communicator, check the transport, run the workload,
 and (rank 0) write the records. Started by a launcher as ``python -m fabbench.launch.rank`` with
-the plan in FABBENCH_PLAN, or in-process by ``fabbench run`` inside a launched job."""
+its plan and run state in its environment (plan.rank_env), or in-process by ``fabbench run``
+inside a launched job."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ from fabbench.launch import gpudirect, rundir
 from fabbench.launch.discover import RankEnv, discover
 from fabbench.launch.settings import apply, resolve
 from fabbench.launch.world import check_world
-from fabbench.plan import Plan
+from fabbench.plan import PLAN_ENV, STATE_ENV, Plan, RunState
 from fabbench.results import lines, records
 from fabbench.results.writer import ResultWriter
 from fabbench.sysinfo.inventory import inventory
@@ -40,7 +41,7 @@ from fabbench.workloads import registry as workloads
 from fabbench.workloads.faults import Fault
 
 
-def run_rank(plan: Plan, me: RankEnv) -> int:
+def run_rank(plan: Plan, state: RunState, me: RankEnv) -> int:
     """Returns the exit code: 0 all fine, 1 a data check failed; raises on other failures."""
     started = time.monotonic()
     rundir.mark_started(me.rank)
@@ -55,7 +56,7 @@ def run_rank(plan: Plan, me: RankEnv) -> int:
                            "NCCL_DEBUG_FILE": os.path.join(tempfile.mkdtemp(prefix="fabbench-"),
                                                            "nccl.%h.%p")})
     # a rank started by another launcher claims the file itself (fabbench's launcher holds it)
-    writer = ResultWriter(plan.out, claim=not plan.claimed) if me.rank == 0 else None
+    writer = ResultWriter(plan.out, claim=not state.claimed) if me.rank == 0 else None
     counts = {"collective": 0, "train": 0, "halo": 0, "ceiling": 0, "pairs": 0}
 
     def summary(ok: bool, error: str | None) -> records.Summary:
@@ -81,7 +82,7 @@ def run_rank(plan: Plan, me: RankEnv) -> int:
         check_world(me, plan.primitive, comm, over=plan.horovod_over)  # before anything is written
         dog.arm(plan.timeout_s, "exchanging transports and host names")
         refused = None
-        if writer is not None and not plan.claimed:
+        if writer is not None and not state.claimed:
             try:
                 writer.open()  # claimed now: every rank learns below whether rank 0 may write
             except UsageError as exc:
@@ -110,11 +111,11 @@ def run_rank(plan: Plan, me: RankEnv) -> int:
                 primitive=plan.primitive, horovod_over=plan.horovod_over, device=plan.device,
                 ranks=comm.size, nodes=nodes, rank_hosts=[peer[1] for peer in peers],
                 transport=transport, interface=plan.iface,
-                expected_transport=resolved.settings.transport, picked=plan.picked,
+                expected_transport=resolved.settings.transport, picked=state.picked,
                 profile_source=str(resolved.profile.source), profile_env=resolved.env(),
                 profile_link={"hardware": resolved.profile.hardware,
                               **resolved.profile.link.to_json()},
-                timing=plan.policy.__dict__, resumed=plan.resumed,
+                timing=plan.policy.__dict__, resumed=state.resumed,
                 plan=json.loads(plan.to_json()), timing_method=comm.timing_method,
                 library_report=comm.library_report(), provenance=provenance,
                 emulation=None if cluster is None else cluster.as_record(),
@@ -142,8 +143,8 @@ def run_rank(plan: Plan, me: RankEnv) -> int:
                     tool_name=tool_for(resolved.profile.hardware), seconds=plan.ceiling_s,
                     arm=dog.arm, run_id=plan.run_id):
                 keep(record, lines.ceiling)
-        context = workloads.RankContext(comm=comm, plan=plan, transport=transport, hosts=hosts,
-                                        arm=dog.arm, fault=Fault.from_env())
+        context = workloads.RankContext(comm=comm, plan=plan, state=state, transport=transport,
+                                        hosts=hosts, arm=dog.arm, fault=Fault.from_env())
         for workload in chosen:
             header = workload.header(written) if written is not None else None
             for record in workload.run(context):
@@ -192,13 +193,13 @@ def main() -> int:
     except OSError as exc:
         print(f"fabbench: error: rank: {exc}", file=sys.stderr, flush=True)
         return 1
-    text = os.environ.get("FABBENCH_PLAN")
+    text = os.environ.get(PLAN_ENV)
     me = discover()
     if text is None or me is None:
         print("fabbench: error: this is a rank: start it through `fabbench run`", file=sys.stderr)
         return 2
     try:
-        return run_rank(Plan.from_json(text), me)
+        return run_rank(Plan.from_json(text), RunState.from_json(os.environ[STATE_ENV]), me)
     except FabbenchError as exc:
         print(f"fabbench: error: rank {me.rank}: {exc}", file=sys.stderr, flush=True)
         return exc.exit_code

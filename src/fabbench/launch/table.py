@@ -36,11 +36,11 @@ from typing import TYPE_CHECKING
 
 from fabbench.comm.registry import RENDER_FAMILY
 from fabbench.errors import UsageError
+from fabbench.plan import PLAN_ENV, STATE_ENV, Plan, RunState, rank_env
 
 if TYPE_CHECKING:
     from fabbench.emulate.cluster import Cluster
     from fabbench.launch.settings import Resolved
-    from fabbench.plan import Plan
 
 RANK_MODULE = (sys.executable, "-m", "fabbench.launch.rank")
 # horovodrun --gloo prefixes every line of rank N's stdout with "[N]<stdout>:"; it has no
@@ -104,7 +104,7 @@ class LaunchSpec:
     def describe(self) -> str:
         lines = []
         for argv, env in zip(self.commands, self.env, strict=True):
-            shown = {k: v for k, v in env.items() if k != "FABBENCH_PLAN"}
+            shown = {k: v for k, v in env.items() if k not in (PLAN_ENV, STATE_ENV)}
             prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(shown.items()))
             lines.append(f"{prefix} {shlex.join(argv)}".strip())
         return "\n".join(lines)
@@ -122,11 +122,11 @@ def _as_root() -> list[str]:
 
 def mpirun_settings(resolved: Resolved) -> list[str]:
     """mpirun's options that carry the profile: root's permission, MCA parameters, and the
-    environment variables exported to every rank (FABBENCH_PLAN among them)."""
+    environment variables exported to every rank (the plan and run state among them)."""
     argv = _as_root()
     for key, value in resolved.settings.mca.items():
         argv += ["--mca", key, value]
-    for key in sorted([*resolved.settings.env, "FABBENCH_PLAN"]):
+    for key in sorted([*resolved.settings.env, PLAN_ENV, STATE_ENV]):
         argv += ["-x", key]
     return argv
 
@@ -181,11 +181,14 @@ class Where:
     cluster: Cluster | None = None
 
 
-Builder = Callable[["Plan", "Resolved", Where, Sequence[str]], LaunchSpec]
+# (plan, its profile settings, where, the program each rank runs, the environment that hands
+# each rank its plan and run state) -> what to start
+Builder = Callable[["Plan", "Resolved", Where, Sequence[str], Mapping[str, str]], LaunchSpec]
 
 
-def _mpirun(plan: Plan, resolved: Resolved, where: Where, program: Sequence[str]) -> LaunchSpec:
-    env = {**resolved.settings.env, "FABBENCH_PLAN": plan.to_json()}
+def _mpirun(plan: Plan, resolved: Resolved, where: Where, program: Sequence[str],
+            payload: Mapping[str, str]) -> LaunchSpec:
+    env = {**resolved.settings.env, **payload}
     cluster = where.cluster
     if cluster is None:
         argv = ["mpirun", "-np", str(plan.ranks), "--oversubscribe", "--bind-to", "none"]
@@ -199,9 +202,9 @@ def _mpirun(plan: Plan, resolved: Resolved, where: Where, program: Sequence[str]
     return LaunchSpec([cluster.on(0, [*argv, *mpirun_settings(resolved), *program])], [env])
 
 
-def _horovod(plan: Plan, resolved: Resolved, where: Where, program: Sequence[str]
-             ) -> LaunchSpec:
-    env = {**resolved.env(), "FABBENCH_PLAN": plan.to_json()}
+def _horovod(plan: Plan, resolved: Resolved, where: Where, program: Sequence[str],
+             payload: Mapping[str, str]) -> LaunchSpec:
+    env = {**resolved.env(), **payload}
     cluster = where.cluster
     if cluster is None:
         return LaunchSpec([_horovodrun(plan, f"localhost:{plan.ranks}", plan.iface, program)],
@@ -213,8 +216,9 @@ def _horovod(plan: Plan, resolved: Resolved, where: Where, program: Sequence[str
                       [{**env, "PATH": path}], stdout_prefix=HOROVODRUN_PREFIX)
 
 
-def _spawn(plan: Plan, resolved: Resolved, where: Where, program: Sequence[str]) -> LaunchSpec:
-    env = {**resolved.env(), "FABBENCH_PLAN": plan.to_json()}
+def _spawn(plan: Plan, resolved: Resolved, where: Where, program: Sequence[str],
+           payload: Mapping[str, str]) -> LaunchSpec:
+    env = {**resolved.env(), **payload}
     port = free_port()
     cluster = where.cluster
     commands, envs = [], []
@@ -236,14 +240,16 @@ TABLE: Mapping[str, Builder] = MappingProxyType({
     "mpirun": _mpirun, "spawn": _spawn, "horovodrun": _horovod})
 
 
-def launch_spec(plan: Plan, resolved: Resolved, program: Sequence[str] = RANK_MODULE
-                ) -> LaunchSpec:
-    """The ranks of ``plan`` on this host, or across the emulated cluster this process runs
-    under, each running ``program``: fabbench's rank module, or (the fidelity check) a
-    reference loop started exactly as fabbench's ranks are."""
+def launch_spec(plan: Plan, resolved: Resolved, program: Sequence[str] = RANK_MODULE,
+                state: RunState | None = None) -> LaunchSpec:
+    """The ranks of ``plan`` (and its launch's ``state``; None: a fresh launch's) on this host,
+    or across the emulated cluster this process runs under, each running ``program``:
+    fabbench's rank module, or (the fidelity check) a reference loop started exactly as
+    fabbench's ranks are."""
     from fabbench import emulate
 
-    return TABLE[plan.launcher](plan, resolved, Where(cluster=emulate.current()), program)
+    return TABLE[plan.launcher](plan, resolved, Where(cluster=emulate.current()), program,
+                                rank_env(plan, state or RunState()))
 
 
 # --- schedulers: the study's launch of one cell inside an allocation -----------------------

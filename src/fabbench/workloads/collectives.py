@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -52,9 +52,9 @@ def point_key(op: str, dtype: str, nbytes: int) -> str:
 
 
 def sweep(comm: Communicator, plan: Plan, transport: str, arm: Callable[[float, str], None],
-          fault: Fault | None = None) -> Iterator[records.Collective]:
-    """Yield one collective record per measured point, skipping the points
-    listed in plan.skip (already measured by the run being resumed)."""
+          fault: Fault | None = None, skip: Collection[str] = ()) -> Iterator[records.Collective]:
+    """Yield one collective record per measured point, skipping the points in ``skip``
+    (point_key; already measured by the run being resumed)."""
     n = comm.size
     for op_name in plan.ops:
         op = OPS[op_name]
@@ -64,7 +64,7 @@ def sweep(comm: Communicator, plan: Plan, transport: str, arm: Callable[[float, 
                 if counts is None:
                     continue
                 size = op.bytes_moved(counts, dtype)
-                if point_key(op_name, dtype, size) in plan.skip:
+                if point_key(op_name, dtype, size) in skip:
                     continue
                 if fault is not None:
                     fault.at_point(comm.rank, op_name, size)
@@ -107,7 +107,7 @@ class _Collectives:
         pass
 
     def run(self, ctx: RankContext) -> Iterator[records.Record]:
-        return sweep(ctx.comm, ctx.plan, ctx.transport, ctx.arm, ctx.fault)
+        return sweep(ctx.comm, ctx.plan, ctx.transport, ctx.arm, ctx.fault, ctx.state.skip)
 
     def header(self, run: Mapping[str, Any]) -> str:
         text = io.StringIO()

@@ -17,7 +17,7 @@ from fabbench.workloads import names
 
 if TYPE_CHECKING:
     from fabbench.comm.base import Communicator
-    from fabbench.plan import Plan
+    from fabbench.plan import Plan, RunState
     from fabbench.results import records
     from fabbench.workloads.faults import Fault
 
@@ -25,11 +25,13 @@ if TYPE_CHECKING:
 @dataclass(frozen=True, kw_only=True)
 class RankContext:
     """What a workload gets from its rank: the communicator (every rank's, the same group),
-    the plan, the transport the library reported, every rank's host (by rank), the watchdog
-    (``arm(deadline_s, what)`` before each step that may block) and the injected fault."""
+    the plan and its launch's run state, the transport the library reported, every rank's host
+    (by rank), the watchdog (``arm(deadline_s, what)`` before each step that may block) and the
+    injected fault."""
 
     comm: Communicator
     plan: Plan
+    state: RunState
     transport: str
     hosts: tuple[str, ...]
     arm: Callable[[float, str], None]

@@ -34,7 +34,8 @@ class _Train:
         prepare_env(plan)  # settings read when the library starts (Horovod's)
 
     def run(self, ctx: RankContext) -> Iterator[records.Record]:
-        yield run_train(ctx.comm, ctx.plan, ctx.transport, ctx.arm)
+        yield run_train(ctx.comm, ctx.plan, ctx.transport, ctx.arm,
+                        baseline_samples_per_s=ctx.state.baseline_samples_per_s)
 
     def header(self, run: Mapping[str, Any]) -> str:
         return lines.TRAIN_HEADER

@@ -179,8 +179,10 @@ def _slowest(comm: Communicator, times: list[float]) -> list[float]:
 
 
 def run_train(comm: Communicator, plan: Plan, transport: str,
-              arm: Callable[[float, str], None]) -> records.Train:
-    """Train, measure, check; returns the train record on every rank."""
+              arm: Callable[[float, str], None], *,
+              baseline_samples_per_s: float | None = None) -> records.Train:
+    """Train, measure, check; returns the train record on every rank (with the scaling
+    efficiency against ``baseline_samples_per_s``, a 1-rank run's, when given)."""
     trainer = Trainer(plan, comm)
     first = plan.timeout_s * 4  # the first steps allocate, and DDP builds its buckets
     # 1. compute only
@@ -215,7 +217,8 @@ def run_train(comm: Communicator, plan: Plan, transport: str,
     alone = _slowest(comm, _timed(alone_fn, max(3, min(plan.steps, 10)), arm, plan.timeout_s,
                                   "gradient all-reduce alone"))
     return train_record(
-        plan, ranks=comm.size, engine=trainer.engine.name, transport=transport,
+        plan, baseline_samples_per_s=baseline_samples_per_s, ranks=comm.size,
+        engine=trainer.engine.name, transport=transport,
         parameters=sum(p.numel() for p in trainer.params), threads=trainer.threads,
         grad_bytes=sum(trainer.grad_sizes()), full=full, compute=compute, alone=alone,
         buckets=buckets, cap_mb=cap_mb, bucket_source=trainer.engine.source, net=net.summary(),

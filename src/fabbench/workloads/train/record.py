@@ -23,13 +23,15 @@ def p50(values: list[float]) -> float:
     return statistics.median(values)
 
 
-def train_record(plan: Plan, *, ranks: int, engine: str, transport: str, parameters: int,
-                 threads: int, grad_bytes: int, full: list[float], compute: list[float],
-                 alone: list[float], buckets: list[int], cap_mb: float, bucket_source: str,
+def train_record(plan: Plan, *, baseline_samples_per_s: float | None, ranks: int, engine: str,
+                 transport: str, parameters: int, threads: int, grad_bytes: int,
+                 full: list[float], compute: list[float], alone: list[float],
+                 buckets: list[int], cap_mb: float, bucket_source: str,
                  net: dict[str, Any], grads: list[str], usable: bool, weights: list[str],
                  without: list[str]) -> records.Train:
     """The record from the measured step times (the slowest rank's, seconds),
-    the bucket schedule, the interface summary and every rank's digests."""
+    the bucket schedule, the interface summary and every rank's digests; its scaling
+    efficiency against ``baseline_samples_per_s`` (a 1-rank run's) when given."""
     spec = get_model(plan.model)
     n = ranks
     global_batch = plan.batch_size * n
@@ -37,8 +39,8 @@ def train_record(plan: Plan, *, ranks: int, engine: str, transport: str, paramet
     step_ms, compute_ms = p50(full) * 1e3, p50(compute) * 1e3
     total = {"p50": p50(rates), "mean": statistics.fmean(rates), "ci95": ci95(rates)}
     efficiency = None
-    if plan.baseline_samples_per_s:
-        efficiency = total["p50"] / (n * plan.baseline_samples_per_s)
+    if baseline_samples_per_s:
+        efficiency = total["p50"] / (n * baseline_samples_per_s)
     return records.Train(
         run_id=plan.run_id, model=plan.model, parameters=parameters,
         reference_parameters=spec.reference_parameters, family=spec.family,
@@ -65,5 +67,5 @@ def train_record(plan: Plan, *, ranks: int, engine: str, transport: str, paramet
         grads_finite_nonzero=usable,
         params_identical=len(set(weights)) == 1,
         grads_differ_without_exchange=(len(set(without)) > 1) if n > 1 else None,
-        baseline_samples_per_s=plan.baseline_samples_per_s,
+        baseline_samples_per_s=baseline_samples_per_s,
         scaling_efficiency=efficiency)
