@@ -8,7 +8,7 @@ these declarations come
 * the ``fabbench run`` command's options (:func:`typer_parameters`, grouped by help panel),
 * a study cell's keys (:data:`STUDY_KEYS`, :meth:`RunConfig.from_study`),
 * the arguments a Slurm or Kubernetes job runs (:meth:`RunConfig.to_argv`), and
-* the chart's argument list (:func:`chart_options`, written to charts/fabbench/files/),
+* the chart's argument list (fabbench.render.chart writes the fields to charts/fabbench/files/),
 
 and ``RunConfig.from_argv(c.to_argv()) == c`` for every valid configuration.
 
@@ -23,7 +23,6 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import math
-import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -548,41 +547,3 @@ def from_parameters(given: Mapping[str, Any]) -> RunConfig:
             value = f.option.kind.read(value, f.option.flag)
         values[f.path] = value
     return build(values)
-
-
-# ---- the chart's argument list ----
-
-def chart_options() -> list[dict[str, Any]]:
-    """Per field the chart carries, in argv order: its flag(s), the kind of value, its default
-    as argument text, and where the chart's values hold it (``value``: a key of ``.Values`` or
-    of ``.Values.benchmark``; ``decided``: the chart works it out). The chart's
-    ``fabbench.runArgs`` writes the same arguments as :meth:`RunConfig.to_argv`."""
-    top = {"fabric", "primitive", "horovod_over", "wire", "gpudirect", "iface", "rdma_device"}
-    decided = {"primitive": "primitive", "horovod_over": "over", "device": "device"}
-    out = []
-    for f in _FIELDS:
-        o = f.option
-        if o.placed:
-            continue
-        entry: dict[str, Any] = {"flag": o.flag, "kind": o.kind.name,
-                                 "default": None if f.default is None else (
-                                     f.default if o.kind is SWITCH else o.kind.write(f.default))}
-        if o.negative:
-            entry["negative"] = o.negative
-        if f.name in decided:
-            entry["decided"] = decided[f.name]
-        else:
-            entry["value"] = camel(o.flag)
-            entry["in"] = "" if f.section is None and f.name in top else "benchmark"
-        out.append(entry)
-    return out
-
-
-def camel(flag: str) -> str:
-    """``--batch-size`` -> ``batchSize``: the chart's name of a field."""
-    first, *rest = flag.removeprefix("--").split("-")
-    return first + "".join(p.capitalize() for p in rest)
-
-
-_CAMEL = re.compile(r"^[a-z][A-Za-z]*$")
-assert all(_CAMEL.match(camel(f.option.flag)) for f in _FIELDS)

@@ -12,9 +12,10 @@ import yaml
 from hypothesis import HealthCheck, assume, given, settings
 
 from conftest import REPO
-from fabbench.config import COUNTS, NAMES, RunConfig, chart_options, fields
+from fabbench.config import COUNTS, NAMES, RunConfig, fields
 from fabbench.errors import UsageError
-from unit.test_config import _renderable, configs, slurm_args
+from fabbench.render.chart import chart_options
+from unit.test_config import configs, renderable, slurm_args
 
 helm_python = pytest.importorskip("helm_python", reason="needs helm-python-sdk (dev extra)")
 
@@ -66,7 +67,7 @@ def chart_args(values: dict) -> list[str]:
           suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow])
 @given(configs())
 def test_the_chart_writes_the_configuration_argv(c):
-    r = _renderable(c)
+    r = renderable(c)
     assume(r is not None)
     assume(r.iface is None or re.fullmatch(r"[A-Za-z0-9_.:@-]{0,15}", r.iface))  # the schema's
     try:

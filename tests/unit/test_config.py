@@ -28,12 +28,12 @@ from fabbench.config import (
     SWITCH,
     RunConfig,
     build,
-    chart_options,
     fields,
     number_text,
 )
 from fabbench.errors import UsageError
 from fabbench.render import Benchmark, K8sJob, SlurmJob, render_k8s, render_slurm
+from fabbench.render.chart import chart_options
 from fabbench.study import spec
 
 CHART = REPO / "charts" / "fabbench"
@@ -120,7 +120,7 @@ def test_number_text_examples():
 
 # ---- the same argv from every consumer ----
 
-def _renderable(c: RunConfig) -> RunConfig | None:
+def renderable(c: RunConfig) -> RunConfig | None:
     """``c`` as a rendered job carries it: its primitive, device and (Horovod) controller
     named, no --ranks/--out (the job places them); None when a job cannot run it."""
     primitive = c.primitive or "mpi"
@@ -200,7 +200,7 @@ def study_args(c: RunConfig, tmp: Path) -> list[str]:
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
 @given(configs())
 def test_slurm_kubernetes_and_the_config_write_the_same_argv(c):
-    r = _renderable(c)
+    r = renderable(c)
     assume(r is not None)
     try:
         slurm = slurm_args(r)
@@ -214,7 +214,7 @@ def test_slurm_kubernetes_and_the_config_write_the_same_argv(c):
           suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.function_scoped_fixture])
 @given(configs(study=True))
 def test_a_study_cell_writes_the_configuration_argv(tmp_path, c):
-    r = _renderable(c)
+    r = renderable(c)
     assume(r is not None and r.device == "cpu")
     assert study_args(r, tmp_path) == r.to_argv()
 

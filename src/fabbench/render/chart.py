@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from types import MappingProxyType
+from typing import Any
 
 from fabbench import config
 from fabbench.comm import registry
@@ -67,9 +69,46 @@ def chart_primitives() -> dict:
     return out
 
 
+# the run configuration's fields the chart keeps at the top of its values (the rest are under
+# .Values.benchmark), and those it works out itself as `fabbench render k8s` does
+_TOP_VALUES = ("fabric", "wire", "gpudirect", "iface", "rdma_device")
+_DECIDED = MappingProxyType({"primitive": "primitive", "horovod_over": "over", "device": "device"})
+
+
+def chart_options() -> list[dict[str, Any]]:
+    """Per field of the run configuration the chart carries (all but those a job places:
+    --ranks, --out), in argv order: its flag(s), the kind of value, its default as argument
+    text, and where the chart finds it (``value`` in ``.Values`` or, ``in: benchmark``,
+    ``.Values.benchmark``; or ``decided``: the chart works it out). The chart's
+    ``fabbench.runArgs`` writes from these the arguments RunConfig.to_argv writes."""
+    out = []
+    for f in config.fields():
+        o = f.option
+        if o.placed:
+            continue
+        default = f.default if f.default is None or o.kind is config.SWITCH else \
+            o.kind.write(f.default)
+        entry: dict[str, Any] = {"flag": o.flag, "kind": o.kind.name, "default": default}
+        if o.negative:
+            entry["negative"] = o.negative
+        if f.path in _DECIDED:
+            entry["decided"] = _DECIDED[f.path]
+        else:
+            entry["value"] = camel(o.flag)
+            entry["in"] = "" if f.path in _TOP_VALUES else "benchmark"
+        out.append(entry)
+    return out
+
+
+def camel(flag: str) -> str:
+    """``--batch-size`` -> ``batchSize``: the chart's name of a field."""
+    first, *rest = flag.removeprefix("--").split("-")
+    return first + "".join(p.capitalize() for p in rest)
+
+
 def chart_run_options() -> dict:
-    """{options: [{flag, kind, default, negative?, value and in | decided}, ...]}."""
-    return {"options": config.chart_options()}
+    """{options: chart_options()}."""
+    return {"options": chart_options()}
 
 
 FILES = {"files/fabrics.yaml": ("src/fabbench/fabrics/profiles/*.toml", chart_profiles),
