@@ -62,8 +62,9 @@ _RUN_ONLY = [
                           help="Continue the interrupted run in this results file where it "
                           "stopped (its own options; the others given here are ignored).",
                           metavar="FILE", rich_help_panel="Run")])]
-run.__signature__ = inspect.Signature([*config.typer_parameters(), *_RUN_ONLY])  # type: ignore[attr-defined]
-run.__annotations__ = {p.name: p.annotation for p in run.__signature__.parameters.values()}  # type: ignore[attr-defined]
+_RUN_SIGNATURE = inspect.Signature([*config.typer_parameters(), *_RUN_ONLY])
+run.__signature__ = _RUN_SIGNATURE  # what Typer reads the options from
+run.__annotations__ = {p.name: p.annotation for p in _RUN_SIGNATURE.parameters.values()}
 app.command()(run)
 
 
