@@ -1,9 +1,10 @@
 """Imports run one way: CLI -> library -> core. Every import of the package is read from its
 source (an AST walk: imports inside functions and under ``if TYPE_CHECKING`` included) and checked
 against declared layers: a module may import its own package and lower layers, never a higher
-one, nor another package of its own layer, with no exception. Results, report,
-render and the scaling model never import torch, mpi4py or horovod, neither themselves (even
-lazily) nor through what they import at module level.
+one, nor another package of its own layer; and no module reaches itself through imports of any
+kind (no cycle, inside a package either). There is no exception list. Results, report, render and
+the scaling model never import torch, mpi4py or horovod, neither themselves (even lazily) nor
+through what they import at module level.
 
 A new package of fabbench must be declared in LAYERS (the test says so when it is not)."""
 
@@ -155,7 +156,79 @@ def violations(src: Path, package: str, layers: Sequence[Sequence[str]],
         chain = _eager_path(module, eager, heavy)
         if chain:
             out.append(f"{known[module]}: {' -> '.join(chain)} (at import time)")
+    out += cycles(found, known)
     return list(dict.fromkeys(out))
+
+
+def cycles(found: Sequence[Import], known: Mapping[str, Path]) -> list[str]:
+    """One line per group of modules that import each other, by imports of any kind: a path
+    from its first module back to itself, each step with the file and line of its import."""
+    edges: dict[str, dict[str, Import]] = {}
+    for imp in found:
+        if imp.target in known and imp.target != imp.importer:
+            edges.setdefault(imp.importer, {}).setdefault(imp.target, imp)
+    out = []
+    for group in _strongly_connected(edges):
+        start = min(group)
+        steps = _path(start, start, edges, group)
+        where = ", ".join(f"{known[i.importer]}:{i.line}" for i in steps)
+        chain = " -> ".join([start, *(i.target for i in steps)])
+        out.append(f"import cycle: {chain} ({where})")
+    return out
+
+
+def _strongly_connected(edges: Mapping[str, Mapping[str, Import]]) -> list[set[str]]:
+    """The groups of two or more modules that reach each other (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    groups: list[set[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in edges.get(v, {}):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = set()
+            while True:
+                w = stack.pop()
+                group.add(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                groups.append(group)
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return sorted(groups, key=min)
+
+
+def _path(start: str, goal: str, edges: Mapping[str, Mapping[str, Import]],
+          within: set[str]) -> list[Import]:
+    """The imports of a shortest path from start back to goal inside one group (breadth first)."""
+    previous: dict[str, Import] = {}
+    frontier = [start]
+    while frontier:
+        nxt = []
+        for v in frontier:
+            for w, imp in sorted(edges.get(v, {}).items()):
+                if w not in within or w in previous:
+                    continue
+                previous[w] = imp
+                if w == goal:
+                    steps = [imp]
+                    while steps[0].importer != goal:
+                        steps.insert(0, previous[steps[0].importer])
+                    return steps
+                nxt.append(w)
+        frontier = nxt
+    raise AssertionError(f"{start} is in a cycle without a path back to itself")
 
 
 def _top(module: str) -> str:
@@ -240,3 +313,15 @@ def test_what_does_not_run_at_import_time_is_no_chain(tmp_path, guard):
         "low/__init__.py": f"TYPE_CHECKING = False\n{guard}\n    import torch\n",
         "report/__init__.py": "import pkg.low\n"})
     assert violations(src, "pkg", SYNTHETIC_LAYERS, light=("pkg.report",)) == []
+
+
+@pytest.mark.parametrize("guard", ["if TYPE_CHECKING:", "def f():"])
+def test_a_cycle_inside_a_package_is_found_whatever_guards_it(tmp_path, guard):
+    src = _package(tmp_path, {
+        "__init__.py": "", "high/__init__.py": "", "report/__init__.py": "",
+        "low/__init__.py": "", "low/a.py": "from pkg.low import b\n",
+        "low/b.py": f"TYPE_CHECKING = False\n{guard}\n    from pkg.low.a import x\n"})
+    (bad,) = violations(src, "pkg", SYNTHETIC_LAYERS)
+    low = src / "pkg" / "low"
+    assert bad == (f"import cycle: pkg.low.a -> pkg.low.b -> pkg.low.a "
+                   f"({low / 'a.py'}:1, {low / 'b.py'}:3)")

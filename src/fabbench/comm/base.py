@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import importlib
 import mmap
 import os
 import subprocess
@@ -10,16 +11,14 @@ import sys
 import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from fabbench.comm import guard as guard_script
 from fabbench.comm.guard import shown
+from fabbench.comm.registry import REGISTRY, Primitive
 from fabbench.errors import UsageError
-
-if TYPE_CHECKING:
-    from fabbench.comm.registry import Primitive
 
 
 class Communicator(ABC):
@@ -39,7 +38,7 @@ class Communicator(ABC):
     @abstractmethod
     def start(cls, primitive: Primitive, *, rank_env: dict, device: str, over: str | None,
               timeout_s: float) -> Communicator:
-        """Join the group of ranks this process belongs to (the registry calls this)."""
+        """Join the group of ranks this process belongs to (``create_communicator`` calls this)."""
 
     @abstractmethod
     def array(self, host: np.ndarray, dtype: str) -> Any: ...
@@ -185,6 +184,17 @@ def _restore(saved: int, tmp: Any, holder: list[str], guard: subprocess.Popen | 
     os.close(saved)
     tmp.seek(0)
     holder.append(tmp.read().decode(errors="replace"))
+
+
+def create_communicator(primitive: str, *, rank_env: dict, device: str,
+                        horovod_over: str | None, timeout_s: float) -> Communicator:
+    """The primitive's communicator, its class named by the registry entry; its library is
+    imported here, not before."""
+    spec = REGISTRY.get(primitive)
+    module, _, cls_name = spec.communicator.partition(":")
+    cls: type[Communicator] = getattr(importlib.import_module(module), cls_name)
+    return cls.start(spec, rank_env=rank_env, device=device, over=horovod_over,
+                     timeout_s=timeout_s)
 
 
 def page_aligned(nbytes: int) -> mmap.mmap:

@@ -9,16 +9,11 @@ controllers: the profile section, the local launcher and the render family follo
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING
 
 from fabbench.errors import UsageError
-
-if TYPE_CHECKING:
-    from fabbench.comm.base import Communicator
 
 ALL_OPS = ("allreduce", "allgather", "reduce_scatter", "broadcast", "alltoall", "sendrecv")
 ALL_DTYPES = ("float32", "float64", "float16", "bfloat16")
@@ -148,13 +143,3 @@ def default_primitive(gpus: bool) -> tuple[str, str]:
     """The one rule for a primitive the user did not name: nccl when GPUs are visible (to this
     host, or to the job being rendered), else mpi. Returns (primitive, why)."""
     return ("nccl", "GPUs visible") if gpus else ("mpi", "no GPU visible")
-
-
-def create(primitive: str, *, rank_env: dict, device: str, horovod_over: str | None,
-           timeout_s: float) -> Communicator:
-    """The primitive's communicator; its library is imported here, not before."""
-    spec = REGISTRY.get(primitive)
-    module, _, cls_name = spec.communicator.partition(":")
-    cls: type[Communicator] = getattr(importlib.import_module(module), cls_name)
-    return cls.start(spec, rank_env=rank_env, device=device, over=horovod_over,
-                     timeout_s=timeout_s)

@@ -19,7 +19,7 @@ from typing import Any
 from fabbench import emulate
 from fabbench.ceiling import measure as ceiling
 from fabbench.ceiling.tools import tool_for
-from fabbench.comm import registry
+from fabbench.comm.base import create_communicator
 from fabbench.errors import (
     DataCheckFailed,
     FabbenchError,
@@ -76,8 +76,8 @@ def run_rank(plan: Plan, state: RunState, me: RankEnv) -> int:
     try:
         dog.arm(plan.timeout_s * 2, f"starting {plan.primitive} (rendezvous of "
                                      f"{me.size} ranks)")
-        comm = registry.create(plan.primitive, rank_env=me.as_dict(), device=plan.device,
-                               horovod_over=plan.horovod_over, timeout_s=plan.timeout_s)
+        comm = create_communicator(plan.primitive, rank_env=me.as_dict(), device=plan.device,
+                                   horovod_over=plan.horovod_over, timeout_s=plan.timeout_s)
         dog.arm(plan.timeout_s, f"checking the world of {me.size} ranks")
         check_world(me, plan.primitive, comm, over=plan.horovod_over)  # before anything is written
         dog.arm(plan.timeout_s, "exchanging transports and host names")

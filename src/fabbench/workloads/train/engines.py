@@ -18,17 +18,38 @@ from __future__ import annotations
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from fabbench.comm import registry
 from fabbench.plan import Plan
 from fabbench.workloads.train.buckets import bucket_groups, bucket_plan
 
 if TYPE_CHECKING:
-    from fabbench.workloads.train.protocol import Trainer
+    from fabbench.comm.base import Communicator
 
 HOROVOD_DEFAULT_FUSION = 128 * 2**20  # Horovod's own default threshold (bytes)
 DDP_FIRST_BUCKET = 2**20  # DDP's first bucket is capped at 1 MiB (dist._DEFAULT_FIRST_BUCKET_BYTES)
+
+
+class TrainerInterface(Protocol):
+    """What an engine reads and calls of the trainer that holds it (workloads.train.protocol's
+    Trainer): declared here so that this module does not import that one."""
+
+    torch: Any
+    plan: Plan
+    comm: Communicator
+    device: str
+    model: Any
+    optimizer: Any
+    scaler: Any
+    params: list[Any]
+
+    def loss(self, module: Any) -> Any: ...
+    def sync(self) -> None: ...
+    def backward(self, loss: Any) -> None: ...
+    def optimizer_step(self) -> None: ...
+    def backward_and_step(self, loss: Any) -> None: ...
+    def grad_sizes(self) -> list[int]: ...
 
 
 class Engine(ABC):
@@ -36,35 +57,35 @@ class Engine(ABC):
     source: str = "estimated"  # where the bucket sizes come from (the record's buckets.source)
 
     @abstractmethod
-    def start(self, t: Trainer) -> None:
+    def start(self, t: TrainerInterface) -> None:
         """Make every rank's state equal and wrap the model/optimizer."""
 
     @abstractmethod
-    def step(self, t: Trainer) -> None:
+    def step(self, t: TrainerInterface) -> None:
         """Backward, gradient exchange and optimizer step of one data-parallel step."""
 
     @abstractmethod
-    def buckets(self, t: Trainer) -> tuple[list[int], float]:
+    def buckets(self, t: TrainerInterface) -> tuple[list[int], float]:
         """Bytes per bucket in the order they are exchanged, and the cap (MB) they were cut by."""
 
     @abstractmethod
-    def exchange_alone(self, t: Trainer, bufs: list[Any]) -> Callable[[], None]:
+    def exchange_alone(self, t: TrainerInterface, bufs: list[Any]) -> Callable[[], None]:
         """All-reduce these buffers (one per bucket), nothing else."""
 
 
 class DdpEngine(Engine):
     name = "ddp"
 
-    def start(self, t: Trainer) -> None:
+    def start(self, t: TrainerInterface) -> None:
         from torch.nn.parallel import DistributedDataParallel as DDP
 
         ids = [t.torch.device(t.device).index] if t.device.startswith("cuda") else None
         self.ddp = DDP(t.model, device_ids=ids, bucket_cap_mb=t.plan.bucket_mb)
 
-    def step(self, t: Trainer) -> None:
+    def step(self, t: TrainerInterface) -> None:
         t.backward_and_step(t.loss(self.ddp))
 
-    def buckets(self, t: Trainer) -> tuple[list[int], float]:
+    def buckets(self, t: TrainerInterface) -> tuple[list[int], float]:
         data = self.ddp._get_ddp_logging_data() if getattr(self, "ddp", None) is not None else {}
         found = data.get("bucket_sizes")
         # torch >= 2.x starts with one bucket and re-cuts them after the first step; its
@@ -75,7 +96,7 @@ class DdpEngine(Engine):
         return (bucket_plan(t.grad_sizes(), int(t.plan.bucket_mb * 2**20), DDP_FIRST_BUCKET),
                 t.plan.bucket_mb)
 
-    def exchange_alone(self, t: Trainer, bufs: list[Any]) -> Callable[[], None]:
+    def exchange_alone(self, t: TrainerInterface, bufs: list[Any]) -> Callable[[], None]:
         import torch.distributed as dist
 
         def run() -> None:
@@ -89,7 +110,7 @@ class DdpEngine(Engine):
 class HorovodEngine(Engine):
     name = "horovod"
 
-    def start(self, t: Trainer) -> None:
+    def start(self, t: TrainerInterface) -> None:
         import horovod.torch as hvd
 
         self.hvd = hvd
@@ -97,7 +118,7 @@ class HorovodEngine(Engine):
         t.optimizer = hvd.DistributedOptimizer(
             t.optimizer, named_parameters=t.model.named_parameters())
 
-    def step(self, t: Trainer) -> None:
+    def step(self, t: TrainerInterface) -> None:
         loss = t.loss(t.model)
         if t.scaler is not None:  # the gradients are unscaled after Horovod's all-reduce
             t.scaler.scale(loss).backward()
@@ -110,11 +131,11 @@ class HorovodEngine(Engine):
             loss.backward()
             t.optimizer.step()
 
-    def buckets(self, t: Trainer) -> tuple[list[int], float]:
+    def buckets(self, t: TrainerInterface) -> tuple[list[int], float]:
         threshold = int(os.environ.get("HOROVOD_FUSION_THRESHOLD", str(HOROVOD_DEFAULT_FUSION)))
         return bucket_plan(t.grad_sizes(), threshold), threshold / 2**20
 
-    def exchange_alone(self, t: Trainer, bufs: list[Any]) -> Callable[[], None]:
+    def exchange_alone(self, t: TrainerInterface, bufs: list[Any]) -> Callable[[], None]:
         hvd = self.hvd
 
         def run() -> None:
@@ -130,7 +151,7 @@ class MpiEngine(Engine):
     name = "mpi"
     source = "mpi"
 
-    def start(self, t: Trainer) -> None:
+    def start(self, t: TrainerInterface) -> None:
         from mpi4py import MPI
 
         self.mpi = MPI
@@ -141,7 +162,7 @@ class MpiEngine(Engine):
         groups = bucket_groups(t.grad_sizes(), int(t.plan.bucket_mb * 1024 * 1024))
         self.param_buckets = [[t.params[i] for i in group] for group in groups]
 
-    def _allreduce_grads(self, t: Trainer) -> None:
+    def _allreduce_grads(self, t: TrainerInterface) -> None:
         torch, MPI = t.torch, self.mpi
         for bucket in self.param_buckets:
             flat = torch.cat([p.grad.reshape(-1) for p in bucket]).to("cpu")
@@ -153,16 +174,16 @@ class MpiEngine(Engine):
                 p.grad.copy_(flat[offset:offset + n].view_as(p.grad))
                 offset += n
 
-    def step(self, t: Trainer) -> None:
+    def step(self, t: TrainerInterface) -> None:
         t.backward(t.loss(t.model))
         self._allreduce_grads(t)
         t.optimizer_step()
 
-    def buckets(self, t: Trainer) -> tuple[list[int], float]:
+    def buckets(self, t: TrainerInterface) -> tuple[list[int], float]:
         return [sum(p.numel() * p.element_size() for p in b) for b in self.param_buckets], \
             t.plan.bucket_mb
 
-    def exchange_alone(self, t: Trainer, bufs: list[Any]) -> Callable[[], None]:
+    def exchange_alone(self, t: TrainerInterface, bufs: list[Any]) -> Callable[[], None]:
         MPI = self.mpi
         host = [b.to("cpu").numpy() for b in bufs]
 
