@@ -193,13 +193,19 @@ def _mpirun(plan: Plan, resolved: Resolved, where: Where, program: Sequence[str]
     if cluster is None:
         argv = ["mpirun", "-np", str(plan.ranks), "--oversubscribe", "--bind-to", "none"]
         return LaunchSpec([[*argv, *mpirun_settings(resolved), *program]], [env])
-    argv = ["mpirun", "-np", str(plan.ranks), "--hostfile", str(cluster.hostfile),
+    return LaunchSpec([cluster.on(0, [*mpirun_across(cluster, plan.ranks),
+                                      *mpirun_settings(resolved), *program])], [env])
+
+
+def mpirun_across(cluster: Cluster, ranks: int) -> list[str]:
+    """mpirun over an emulated cluster's hostfile, reaching the nodes through its agent (run on
+    node 0); also emulate's launch of containerised ranks (emulate/containers.py)."""
+    return ["mpirun", "-np", str(ranks), "--hostfile", str(cluster.hostfile),
             "--bind-to", "none", "--oversubscribe",
             "--mca", "plm_rsh_agent", str(cluster.agent),
             "--mca", "plm_rsh_no_tree_spawn", "1",
             "--mca", "oob_tcp_if_include", cluster.iface,
             "--mca", "mpi_yield_when_idle", "1"]  # more ranks than cores
-    return LaunchSpec([cluster.on(0, [*argv, *mpirun_settings(resolved), *program])], [env])
 
 
 def _horovod(plan: Plan, resolved: Resolved, where: Where, program: Sequence[str],
