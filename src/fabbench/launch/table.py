@@ -16,8 +16,8 @@ Every launch command fabbench composes is composed here, and nowhere else:
                                                      of several ranks
     horovodrun  horovodrun --gloo                    host, nodes (schedulers cannot start it)
 
-and around a rank's command the container runtime (RUNTIMES: none, apptainer, charliecloud,
-pyxis). A new launcher is one entry of TABLE; a new container runtime one entry of RUNTIMES.
+and around a rank's command the container runtime (RUNTIMES: apptainer, charliecloud, pyxis,
+none). A new launcher is one entry of TABLE; a new container runtime one entry of RUNTIMES.
 
 Words of a command are plain strings (quoted for their target when written out) or ``Shell``
 text (a shell variable, a Kubernetes $(VAR)), which is placed as it is.
@@ -381,10 +381,10 @@ def _pyxis(c: Container) -> Wrapped:
 
 
 RUNTIMES: Mapping[str, Runtime] = MappingProxyType({
-    "none": Runtime(name="none", wrap=lambda c: Wrapped(words=())),
     "apptainer": Runtime(name="apptainer", wrap=_apptainer),
     "charliecloud": Runtime(name="charliecloud", wrap=_charliecloud),
     "pyxis": Runtime(name="pyxis", wrap=_pyxis, launcher_options=True),
+    "none": Runtime(name="none", wrap=lambda c: Wrapped(words=())),  # fabbench on the nodes
 })
 
 
