@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 from fabbench.comm import registry
 from fabbench.config import RunConfig
 from fabbench.errors import UsageError
+from fabbench.launch import table
 from fabbench.render import names
 
-RUNTIMES = ("apptainer", "charliecloud", "pyxis", "none")
+RUNTIMES = tuple(table.RUNTIMES)  # the launcher table's container runtimes
 MAX_BENCHMARKS = 10  # rendezvous ports: ten per job (see slurm.sbatch.j2)
 
 
