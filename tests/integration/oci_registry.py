@@ -46,7 +46,10 @@ def free_port() -> int:
 
 
 def port_is_free(port: int) -> bool:
+    """No process listens on (or holds) the port; connections the registry closed may still be
+    in TIME_WAIT, which does not keep a server from binding it (SO_REUSEADDR)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
         except OSError:
