@@ -122,3 +122,53 @@ def test_every_formula_section_names_a_source():
     used = set(re.findall(r"\[([\w\-]+)\](?!\()", body))
     listed = set(re.findall(r"^- \*\*\[([\w\-]+)\]\*\*", sources, flags=re.M))
     assert used and used == listed, (used - listed, listed - used)
+
+
+def _defines(path: Path, name: str) -> bool:
+    """Does the module at ``path`` define or import ``name`` at its top level?"""
+    return bool(re.search(rf"^(?:(?:async )?def |class )?{re.escape(name)}\b|^from .* import .*\b"
+                          rf"{re.escape(name)}\b", path.read_text(), flags=re.M))
+
+
+def _resolves(dotted: str) -> bool:
+    """``fabbench.a.b`` is a module of the package, or ``fabbench.a.NAME`` a name in one."""
+    parts = dotted.split(".")
+    for end in range(len(parts), 0, -1):
+        base = REPO / "src" / Path(*parts[:end])
+        for module in (base.with_suffix(".py"), base / "__init__.py"):
+            if module.is_file():
+                rest = parts[end:]
+                return not rest or len(rest) == 1 and _defines(module, rest[0])
+    return False
+
+
+def architecture_names() -> tuple[list[str], list[str]]:
+    """What docs/architecture.md names: in code spans, module paths from the repository's root
+    and dotted names; in its diagrams, paths inside the package (``launch/rank.py``)."""
+    text = (REPO / "docs" / "architecture.md").read_text()
+    diagrams = "\n".join(re.findall(r"```\n(.*?)```", text, flags=re.S))
+    spans = [token.rstrip("/") for token in re.findall(r"`([^`\s]+)`", text)
+             if re.fullmatch(r"fabbench(\.\w+)+", token)
+             or re.fullmatch(r"(src|bench|tests|containers|charts|docs|\.ci)/[\w./\-*<>]+", token)]
+    in_package = re.findall(r"(?<![\w/.])((?:[a-z_]+/)+(?:[a-z_]+\.(?:py|json))?|[a-z_]+\.py\b)",
+                            diagrams)
+    return spans, [path.rstrip("/") for path in in_package]
+
+
+def test_every_module_architecture_names_exists():
+    spans, in_package = architecture_names()
+    assert len(spans) >= 30 and len(in_package) >= 20, "architecture.md names the modules"
+    missing = [name for name in spans
+               if not (_resolves(name) if name.startswith("fabbench.")
+                       else list(REPO.glob(re.sub(r"<[^>]+>", "*", name))))]
+    missing += [path for path in in_package
+                if not ((REPO / "src" / "fabbench" / path).exists() or (REPO / path).exists())]
+    assert not missing
+
+
+def test_architecture_says_where_each_new_thing_goes():
+    text = (REPO / "docs" / "architecture.md").read_text()
+    headings = " ".join(re.findall(r"^#+ (.*)$", text, flags=re.M)).lower()
+    for thing in ("fabric", "primitive", "workload", "launcher", "container runtime",
+                  "record kind"):
+        assert f"a new {thing}" in headings, thing
