@@ -315,3 +315,24 @@ def test_mpijob_launcher_place_and_cells(tmp_path):
     empty.write_text("")
     with pytest.raises(UsageError, match="names no host"):
         detect_place({"OMPI_MCA_orte_default_hostfile": str(empty)})
+
+
+def test_a_launcher_with_its_own_rendezvous_is_skipped_in_an_allocation(tmp_path):
+    from fabbench.study.run import command
+
+    text = GOOD.replace('  "nccl",\n]', '  "nccl",\n  "horovod",\n]') + \
+        '\n[[override]]\nmatch = { primitive = "horovod" }\nhorovod_over = "gloo"\n'
+    s = load_study(str(_write(tmp_path, text)))
+    cell = s.cell("allreduce-ethernet-horovod-n1")
+    slurm = Place(scheduler="slurm", nodes=1, job_id="7", master_addr="n1")
+    assert why_not(cell, _host(), slurm) == (
+        "horovod starts its ranks with horovodrun, which has its own rendezvous: slurm cannot "
+        "start it")
+    assert command(cell, Path("/r/c.jsonl"), slurm, 0) == ([], {})
+    assert why_not(cell, _host(), Place(scheduler="local", nodes=1)) is None
+    assert "horovod is not installed" in why_not(cell, _host(modules=frozenset()),
+                                                 Place(scheduler="local", nodes=1))
+    mpi = s.cell("allreduce-ethernet-mpi-n1")
+    argv, env = command(mpi, Path("/r/c.jsonl"), slurm, 3)
+    assert argv[:5] == ["srun", "--kill-on-bad-exit=1", "--nodes=1", "--ntasks-per-node=2",
+                        "--mpi=pmix"] and env == {}
