@@ -13,8 +13,13 @@
 #   .ci/apptainer.sh sif TAG     build (or find) the SIF of the podman image TAG from Apptainer.def
 #                                exactly as its header says; prints the SIF's path inside the root
 #                                (/fabbench/images/...), then its path on this host
-#   .ci/apptainer.sh exec [--bind SRC[:DST]]... [--cwd DIR] [--host-tmp] -- CMD...
-#                                run CMD (e.g. `apptainer run ...`) in the root as the user
+#   .ci/apptainer.sh exec [--bind SRC[:DST]]... [--cwd DIR] [--host-tmp] [--fuse] -- CMD...
+#                                run CMD (e.g. `apptainer run ...`) in the root as the user;
+#                                --host-tmp: this host's /tmp (a launcher's session files);
+#                                --fuse: a /dev/fuse the user may open (0666, as Debian makes
+#                                it elsewhere; here it is root-only), in the command's mount
+#                                namespace only, so that apptainer mounts the SIF with
+#                                squashfuse (seconds) instead of extracting it (--unsquash)
 #
 # The user is $FABBENCH_APPTAINER_USER (default fabbench-user), created on this host (its home,
 # /home/<user>, is bound into the root at the same path) and copied into the root's passwd. As root
@@ -87,17 +92,18 @@ make_root() {
 }
 
 # ---- exec: CMD inside the root, as the user ------------------------------------------------
-PASS='^(OMPI_|PMIX_|PMI_|SLURM_|FABBENCH_|APPTAINER|SINGULARITY|UCX_|FI_|MASTER_ADDR=|MASTER_PORT=|RANK=|WORLD_SIZE=|LOCAL_RANK=|HOROVOD_|TERM=|COLUMNS=|NO_COLOR=)'
+PASS='^(OMPI_|PMIX_|PMI_|SLURM_|FABBENCH_|APPTAINER|SINGULARITY|UCX_|FI_|MASTER_ADDR=|MASTER_PORT=|RANK=|WORLD_SIZE=|LOCAL_RANK=|LOCAL_WORLD_SIZE=|HOROVOD_|TERM=|COLUMNS=|NO_COLOR=)'
 
 run_in_root() {
-  local binds=() cwd="" host_tmp=0
+  local binds=() cwd="" host_tmp=0 fuse=0
   while [ $# -gt 0 ]; do
     case $1 in
       --bind) binds+=("$2"); shift 2 ;;
       --cwd) cwd=$2; shift 2 ;;
       --host-tmp) host_tmp=1; shift ;;
+      --fuse) fuse=1; shift ;;
       --) shift; break ;;
-      *) die "exec: unknown option $1 (usage: exec [--bind SRC[:DST]]... [--cwd DIR] [--host-tmp] -- CMD...)" ;;
+      *) die "exec: unknown option $1 (usage: exec [--bind SRC[:DST]]... [--cwd DIR] [--host-tmp] [--fuse] -- CMD...)" ;;
     esac
   done
   [ $# -gt 0 ] || die "exec: no command"
@@ -114,13 +120,20 @@ run_in_root() {
   # (pid 1 of its namespace); --kill-child ends the namespace when this script is killed.
   exec unshare --mount --propagation private --pid --fork --kill-child -- \
     bash -euo pipefail -c '
-      root=$1 home=$2 images=$3 host_tmp=$4 cwd=$5 uid=$6 gid=$7 nb=$8; shift 8
+      root=$1 home=$2 images=$3 host_tmp=$4 cwd=$5 uid=$6 gid=$7 fuse=$8 nb=$9; shift 9
       binds=("${@:1:nb}"); shift "$nb"
       ne=$1; shift; envs=("${@:1:ne}"); shift "$ne"
       mount --bind "$root" "$root"
       mount -t proc proc "$root/proc"
       mount --rbind /dev "$root/dev"
       mount --rbind /sys "$root/sys"
+      if [ "$fuse" = 1 ]; then  # a /dev/fuse the user may open, in this namespace only
+        fdir=$(mktemp -d /run/fabbench-fuse.XXXXXX)
+        mount -t tmpfs -o size=64k tmpfs "$fdir"
+        mknod -m 666 "$fdir/fuse" c 10 229
+        mount --bind "$fdir/fuse" "$root/dev/fuse"
+        umount -l "$fdir"; rmdir "$fdir"
+      fi
       if [ "$host_tmp" = 1 ]; then mount --bind /tmp "$root/tmp"
       else mount -t tmpfs -o mode=1777 tmpfs "$root/tmp"; fi
       mkdir -p "$root$home"; mount --bind "$home" "$root$home"
@@ -136,7 +149,7 @@ run_in_root() {
       exec setpriv --reuid="$uid" --regid="$gid" --init-groups -- \
         env -i HOME="$home" USER="$USER_NAME" LOGNAME="$USER_NAME" LANG=C.UTF-8 \
         PATH=/usr/local/bin:/usr/bin:/bin "${envs[@]}" "$@"
-    ' fabbench-apptainer "$root" "$home" "$images" "$host_tmp" "$cwd" "$uid" "$gid" \
+    ' fabbench-apptainer "$root" "$home" "$images" "$host_tmp" "$cwd" "$uid" "$gid" "$fuse" \
     "${#binds[@]}" "${binds[@]}" "${#env_args[@]}" "${env_args[@]}" "$@"
 }
 
@@ -182,5 +195,5 @@ case $cmd in
   root) make_root; printf '%s\n' "$root" ;;
   sif) make_sif "$@" ;;
   exec) USER_NAME=$user; export USER_NAME; run_in_root "$@" ;;
-  *) die "usage: $0 root | sif IMAGE-TAG | exec [--bind SRC[:DST]]... [--cwd DIR] [--host-tmp] -- CMD..." ;;
+  *) die "usage: $0 root | sif IMAGE-TAG | exec [--bind SRC[:DST]]... [--cwd DIR] [--host-tmp] [--fuse] -- CMD..." ;;
 esac

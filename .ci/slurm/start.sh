@@ -20,7 +20,8 @@ mode=${1:-one}
 case $mode in
   one) ctld_port=16817; node_port=16818 ;;
   two) ctld_port=16827; node_port=0 ;;
-  four) ctld_port=16837; node_port=16838 ;;
+  four) ctld_port=${FABBENCH_SLURM_PORT:-16837}; node_port=$((ctld_port + 1)) ;;  # a second
+        # four-node cluster (its own FABBENCH_SLURM_DIR) needs a port of its own
   *) echo "usage: $0 one|two|four" >&2; exit 2 ;;
 esac
 [ "$(id -u)" -eq 0 ] || { echo "start.sh: Slurm daemons need root" >&2; exit 3; }

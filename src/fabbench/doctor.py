@@ -25,7 +25,7 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from fabbench import runner
@@ -37,6 +37,7 @@ from fabbench.fabrics.profile import Profile, Settings, load_profile
 from fabbench.launch.discover import discover
 from fabbench.results.reader import read_results
 from fabbench.sysinfo.gpus import gpus_visible
+from fabbench.sysinfo.inventory import container_runtime
 from fabbench.sysinfo.sysfs import (
     default_route_interface,
     gpudirect_rdma,
@@ -451,6 +452,26 @@ def smoke_test(o: DoctorOptions, primitive: str) -> Check:
                      f"{', '.join(transports)} (the profile accepts {wanted})")
 
 
+SHARED_MEMORY_FIX = (
+    "Apptainer without setuid gives each `apptainer exec` a user namespace of its own, and "
+    "ranks of one node in different containers cannot map each other's memory (Apptainer "
+    "issues #769, #1583): run a node's ranks in one container (`apptainer run fabbench.sif run "
+    "...`, fabbench's own launcher), or start them with `apptainer exec --sharens`, or use "
+    "--fabric ethernet between them")
+
+
+def check_shared_memory_in_apptainer(o: DoctorOptions) -> Check:
+    """Inside Apptainer: 2 ranks of this container over shared memory (fabric shm), the
+    transport that ran named, or the fix."""
+    found = smoke_test(replace(o, fabric="shm", wire="native", iface=None, rdma_device=None),
+                       "mpi")
+    name = "shared memory between ranks (apptainer)"
+    if found.verdict == PASS:
+        return Check(name, PASS, found.detail.replace("2 ranks,", "2 ranks of this container,"))
+    return Check(name, found.verdict, found.detail,
+                 SHARED_MEMORY_FIX if found.verdict == FAIL else found.fix)
+
+
 FIDELITY_SIZES = (8, 1 << 20, 4 << 20)
 
 
@@ -522,6 +543,8 @@ def doctor(o: DoctorOptions, *, run: Runner = run_tool, env: Mapping[str, str] |
         report.checks.append(Check("smoke test", SKIP, "skipped: fix the failures above first"))
     else:
         report.checks.append(smoke_test(o, primitive))
+        if container_runtime(env) == "apptainer":
+            report.checks.append(check_shared_memory_in_apptainer(o))
     if o.fidelity:
         report.checks.append(check_fidelity(o, fabric, primitive, gpus) if report.ok else Check(
             "fidelity", SKIP, "skipped: fix the failures above first"))

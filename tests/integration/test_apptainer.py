@@ -187,3 +187,16 @@ def test_two_ranks_on_one_node_share_memory(sif, user_dir):
                          *TINY, "--out", "shm.jsonl"], user_dir)
     assert res.returncode == 0, (res.stdout + res.stderr)[-6000:]
     check_results(user_dir / "shm.jsonl", sif, 2, "ob1/vader")
+
+
+def test_doctor_checks_shared_memory_between_two_ranks(sif, user_dir):
+    """`fabbench doctor` in the image under Apptainer runs two ranks of the container over shared
+    memory and names the transport that ran (or the fix: a user namespace per container)."""
+    res = sif.apptainer(["exec", "--unsquash", sif.path, "fabbench", "doctor", "--fabric", "shm",
+                         "--json"], user_dir)
+    report = json.loads(res.stdout)
+    checks = {c["name"]: c for c in report["checks"]}
+    shared = checks["shared memory between ranks (apptainer)"]
+    assert shared["verdict"] == "pass", shared
+    assert "2 ranks of this container" in shared["detail"] and "ob1/vader" in shared["detail"]
+    assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]

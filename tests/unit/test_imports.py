@@ -34,6 +34,7 @@ LAYERS: Sequence[Sequence[str]] = (
     ("fabbench.scaling",),
     ("fabbench.report",),  # a study's answer uses the scaling model
     ("fabbench.launch",),
+    ("fabbench.emulate.containers",),  # emulate's launch of ranks in an image
     ("fabbench.runner",),
     ("fabbench.fidelity",),  # times `fabbench run` against bare loops started by its launcher
     ("fabbench.doctor", "fabbench.study"),

@@ -28,6 +28,13 @@ def emulate(
     ranks_per_node: Annotated[int, typer.Option(help="Ranks placed on each node.")] = 1,
     max_time: Annotated[float, typer.Option(
         help="Seconds the command may run before it is stopped.")] = 6 * 3600.0,
+    image: Annotated[str | None, typer.Option(
+        help="Run the ranks in this image (a .sif for apptainer; a directory or .sqfs for "
+        "charliecloud): the host's launcher starts one containerised `fabbench run` per "
+        "slot.", show_default=False)] = None,
+    runtime: Annotated[str | None, typer.Option(
+        help="The container runtime of --image: apptainer or charliecloud.",
+        show_default=False)] = None,
     pid: Annotated[int | None, typer.Option(
         help="down: the holder pid of the cluster to stop (default: all standing).")] = None,
 ) -> None:
@@ -37,10 +44,13 @@ def emulate(
 
     Example: [bold]fabbench emulate --nodes 2 --link 1gbit -- run --primitive mpi --ops allreduce[/]
 
+    Ranks in an image: [bold]fabbench emulate --nodes 2 --image fabbench.sif --runtime apptainer
+    -- run --primitive mpi[/]
+
     Standing: [bold]fabbench emulate up --nodes 4[/] prints FABBENCH_EMULATION=...; then
     [bold]fabbench emulate down[/].
     """
-    from fabbench.emulate import make_emulation, session
+    from fabbench.emulate import containers, make_emulation, session
     from fabbench.errors import UsageError
 
     args = list(args or [])
@@ -64,8 +74,11 @@ def emulate(
         return
     if max_time <= 0:
         raise UsageError("--max-time must be more than 0 seconds")
+    if (image is None) != (runtime is None) or (image is not None and action == "up"):
+        raise UsageError("--image and --runtime go together, with `-- run ...`")
     try:
-        code = session.run_under(emulation, args, max_time)
+        code = session.run_under(emulation, args, max_time) if image is None else \
+            containers.run_in_image(emulation, runtime, image, args, max_time)
     except session.Terminated as exc:  # torn down already; the shell's code for the signal
         print(f"fabbench: emulate: stopped by signal {exc.signum}; the cluster is removed",
               file=sys.stderr)

@@ -62,7 +62,7 @@ def run_under(emulation: Emulation, argv: list[str], max_time_s: float) -> int:
         raise UsageError("give the fabbench command to run after `--`, e.g. "
                          "`fabbench emulate --nodes 2 --link 1gbit -- run --primitive mpi`")
     with emulated(emulation) as cluster:
-        _describe(cluster)
+        describe(cluster)
         child = subprocess.Popen([sys.executable, "-m", "fabbench", *argv],
                                  env={**os.environ, ENV: str(cluster.state_file)},
                                  start_new_session=True)
@@ -82,7 +82,7 @@ def run_under(emulation: Emulation, argv: list[str], max_time_s: float) -> int:
             stop_groups([child], signal.SIGTERM, STOP_GRACE_S)
 
 
-def _describe(cluster: Cluster) -> None:
+def describe(cluster: Cluster) -> None:
     links = ", ".join(f"{n.hostname} {n.address} {n.link.rate_bit_s / 1e9:g} Gbit/s"
                       + (f" {n.link.delay_us:g} us" if n.link.delay_us else "")
                       + (f" {n.link.loss_pct:g} % loss" if n.link.loss_pct else "")

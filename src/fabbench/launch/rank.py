@@ -34,7 +34,7 @@ from fabbench.launch.world import check_world
 from fabbench.plan import PLAN_ENV, STATE_ENV, Plan, RunState
 from fabbench.results import lines, records
 from fabbench.results.writer import ResultWriter
-from fabbench.sysinfo.inventory import inventory
+from fabbench.sysinfo.inventory import container_runtime, inventory
 from fabbench.timing import heap
 from fabbench.timing.deadline import Watchdog
 from fabbench.workloads import registry as workloads
@@ -89,11 +89,11 @@ def run_rank(plan: Plan, state: RunState, me: RankEnv) -> int:
                 refused = str(exc)
         transport = comm.transport()
         gathered = comm.gather_objects((transport, socket.gethostname(), refused,
-                                        comm.gpudirect()))
+                                        comm.gpudirect(), container_runtime()))
         dog.disarm()
         if gathered[0][2]:
             raise UsageError(gathered[0][2] if me.rank == 0 else f"rank 0: {gathered[0][2]}")
-        peers = [(t, host, gdr) for t, host, _, gdr in gathered]
+        peers = [(t, host, gdr) for t, host, _, gdr, _ in gathered]
         nodes = len({peer[1] for peer in peers})
         cluster = emulate.current()
         gdr_record, gdr_problem = gpudirect.outcome(
@@ -110,6 +110,7 @@ def run_rank(plan: Plan, state: RunState, me: RankEnv) -> int:
                 argv=plan.argv, fabric=resolved.profile.name, wire=plan.wire,
                 primitive=plan.primitive, horovod_over=plan.horovod_over, device=plan.device,
                 ranks=comm.size, nodes=nodes, rank_hosts=[peer[1] for peer in peers],
+                rank_containers=[g[4] for g in gathered],
                 transport=transport, interface=plan.iface,
                 expected_transport=resolved.settings.transport, picked=state.picked,
                 profile_source=str(resolved.profile.source), profile_env=resolved.env(),

@@ -152,6 +152,8 @@ class Run(Record):
     ranks: int
     nodes: int
     rank_hosts: Sequence[str]  # the host of each rank
+    # the container runtime each rank ran in (None: the bare host); absent in older files
+    rank_containers: Sequence[str | None] | None = None
     transport: str
     interface: str | None
     expected_transport: Sequence[str]
