@@ -72,9 +72,13 @@ def sh(argv: list[str], timeout: float, env: dict[str, str] | None = None, **kw
 @pytest.fixture(scope="session")
 def registry(tmp_path_factory):
     """One TLS registry for the session (certificate made here, port free afterwards)."""
-    with tls_registry(tmp_path_factory.mktemp("registry")) as reg:
-        yield reg
-    assert port_is_free(reg.port)
+    folder = tmp_path_factory.mktemp("registry")
+    try:
+        with tls_registry(folder) as reg:
+            yield reg
+        assert port_is_free(reg.port)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)  # its storage holds every pushed blob
 
 
 def test_registry_serves_v2_over_verified_tls_only(registry):
@@ -286,13 +290,16 @@ def test_pull_by_digest_and_run(published, how, user_dir, tmp_path):
         assert prov["container"] == "apptainer"
     else:
         out = tmp_path / "fabbench"
-        got = pull("charliecloud", published.oci, out, "--cert-dir", reg.cert_dir)
-        assert got.returncode == 0, got.stderr[-3000:]
-        assert not list(tmp_path.glob(".partial-*"))  # ch-image's storage is gone
-        work = tmp_path / "w"
-        work.mkdir()
-        res = sh(["ch-run", "--set-env", "-b", f"{work}:/mnt/0", "-c", "/mnt/0", out, "--",
-                  "fabbench", *TINY], 600, env=clean_env(FABBENCH_IMAGE_REF=published.oci))
+        try:
+            got = pull("charliecloud", published.oci, out, "--cert-dir", reg.cert_dir)
+            assert got.returncode == 0, got.stderr[-3000:]
+            assert not list(tmp_path.glob(".partial-*"))  # ch-image's storage is gone
+            work = tmp_path / "w"
+            work.mkdir()
+            res = sh(["ch-run", "--set-env", "-b", f"{work}:/mnt/0", "-c", "/mnt/0", out, "--",
+                      "fabbench", *TINY], 600, env=clean_env(FABBENCH_IMAGE_REF=published.oci))
+        finally:
+            shutil.rmtree(out, ignore_errors=True)  # the pulled image (1.4 GB)
         assert res.returncode == 0, (res.stdout + res.stderr)[-6000:]
         prov, digest = only_results(work, res.stdout), oci_digest
         assert prov["container"] == "charliecloud"
