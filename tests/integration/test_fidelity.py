@@ -1,7 +1,8 @@
 """The guard rail of fidelity: fabbench and the bare loop of its library, in the same test,
-alternating, on real ranks. The band here is loose (0.75-1.33, stable on a loaded machine) so
-that it never fails on noise and always fails on an artefact of 2x; the tight band (+-3 %) is
-bench/fidelity.py's, on a quiet machine. Also: a launcher stopped by SIGTERM stops its ranks."""
+alternating, on real ranks. The band here is loose (0.75-1.33) and a size out of it is compared
+again, so that it does not fail on the noise of a loaded machine and always fails on an artefact
+of 2x, which is there every time; the tight band (+-3 %) is bench/fidelity.py's, on a quiet
+machine. Also: a launcher stopped by SIGTERM stops its ranks."""
 
 from __future__ import annotations
 
@@ -29,29 +30,49 @@ SIZES = {"mpi-tcp": [1 << 20, 4 << 20], "mpi-shm": [1 << 20, 4 << 20],
          "gloo-tcp": [16 << 20]}
 
 
+def outside(points: list[check.Point]) -> dict[int, str]:
+    """The sizes whose ratio left the loose band, and which way."""
+    return {p.bytes: "fabbench slower" if p.ratio < LOOSE[0] else "fabbench faster"
+            for p in points if not LOOSE[0] <= p.ratio <= LOOSE[1]}
+
+
 @pytest.mark.parametrize("label", ["mpi-tcp", "mpi-shm", "gloo-tcp"])
 def test_fabbench_is_within_a_loose_band_of_the_bare_loop(label):
+    """An artefact is in every comparison; noise on a shared 2-core host is not. A size out of
+    the band is compared again, independently; it fails when it is out the same way twice."""
     path = check.PATHS[label]
-    points = check.compare(path, "allreduce", SIZES[label], rounds=3,
-                           references=path.references[:1])
-    assert sorted(p.bytes for p in points) == SIZES[label]
-    for p in points:
-        assert LOOSE[0] <= p.ratio <= LOOSE[1], (
-            f"{label} at {p.bytes} B: fabbench {p.fabbench_us:.1f} us, {p.reference} loop "
-            f"{p.ref_us:.1f} us (ratio {p.ratio:.3f}): a host-side artefact")
+    tries = []
+    for _ in range(2):
+        points = check.compare(path, "allreduce", SIZES[label], rounds=3,
+                               references=path.references[:1])
+        assert sorted(p.bytes for p in points) == SIZES[label]
+        tries.append(points)
+        if not outside(points):
+            return
+    first, second = (outside(t) for t in tries)
+    persistent = {size: way for size, way in second.items() if first.get(size) == way}
+    said = "; ".join(f"{p.bytes} B: fabbench {p.fabbench_us:.1f} us, {p.reference} loop "
+                     f"{p.ref_us:.1f} us (ratio {p.ratio:.3f})" for t in tries for p in t)
+    assert not persistent, f"{label}: a host-side artefact at {sorted(persistent)} B ({said})"
 
 
 def test_doctor_fidelity_compares_on_this_host_and_says_so():
-    p = fabbench("doctor", "--fabric", "shm", "--primitive", "mpi", "--no-smoke", "--fidelity",
-                 "--json", timeout=400)
-    report = json.loads(p.stdout)
-    (fid,) = [c for c in report["checks"] if c["name"] == "fidelity"]
-    assert fid["verdict"] in ("pass", "fail"), fid
-    assert "C MPI loop" in fid["detail"]
-    ratios = [float(part.split()[-1]) for part in
-              fid["detail"].split(": ", 1)[1].split(";")[:3]]
-    assert len(ratios) == 3 and all(LOOSE[0] <= r <= LOOSE[1] for r in ratios[1:]), fid
-    assert p.returncode == (0 if fid["verdict"] == "pass" else 1)
+    seen = []
+    for _ in range(2):  # as above: out of the loose band twice is an artefact, once is noise
+        p = fabbench("doctor", "--fabric", "shm", "--primitive", "mpi", "--no-smoke",
+                     "--fidelity", "--json", timeout=400)
+        report = json.loads(p.stdout)
+        (fid,) = [c for c in report["checks"] if c["name"] == "fidelity"]
+        assert fid["verdict"] in ("pass", "fail"), fid
+        assert "C MPI loop" in fid["detail"]
+        assert p.returncode == (0 if fid["verdict"] == "pass" else 1)
+        ratios = [float(part.split()[-1]) for part in
+                  fid["detail"].split(": ", 1)[1].split(";")[:3]]
+        assert len(ratios) == 3, fid
+        seen.append(fid["detail"])
+        if all(LOOSE[0] <= r <= LOOSE[1] for r in ratios[1:]):
+            return
+    pytest.fail(f"doctor --fidelity out of the loose band twice: {seen}")
 
 
 def test_a_launcher_stopped_by_sigterm_stops_its_ranks_and_closes_the_file(tmp_path):
