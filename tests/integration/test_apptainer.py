@@ -157,7 +157,7 @@ def test_apptainer_test(sif, user_dir):
 
 
 def test_run_fabric_ethernet_as_a_user(sif, user_dir):
-    """The first line of the README: `apptainer run fabbench.sif run --fabric ethernet`, as it
+    """The README's container line: `apptainer run fabbench.sif run --fabric ethernet`, as it
     is (fabbench starts its local ranks inside the container); the file lands in the user's
     folder."""
     res = sif.apptainer(["run", "--unsquash", sif.path, "run", "--fabric", "ethernet"],

@@ -2,10 +2,10 @@
 
 podman runs containers here with Debian's runc (crun fails on this host's cgroup set-up; NOTES),
 with the open-files and process limits given explicitly. The cpu image is the one
-.ci/image-build.sh builds (cached by content). The README's line `podman run --rm -v $PWD:/w -w /w
-IMAGE run --fabric ethernet` must leave a valid results file on the bind mount, whose record
-names the container engine and carries the image's build manifest. The container is removed
-afterwards, passed or failed.
+.ci/image-build.sh builds (cached by content). The line a Podman user runs, `podman run --rm
+-v $PWD:/w -w /w IMAGE run --fabric ethernet`, must leave a valid results file on the bind
+mount, whose record names the container engine and carries the image's build manifest. The
+container is removed afterwards, passed or failed.
 """
 
 from __future__ import annotations

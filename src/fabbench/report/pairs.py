@@ -1,7 +1,7 @@
 """Which node is slow, from the `pairs` records of one run.
 
-The rule (also in the README, "Which node is slow"): each pair's bandwidth is its p50 at the
-largest size measured. A node is **slow** when
+The rule (docs/methods.md, "Which node is slow, which rank is late"): each pair's bandwidth is its
+p50 at the largest size measured. A node is **slow** when
 
   1. every one of its pairs is below SLOW_SHARE (75 %) of the median of the pairs without it, and
   2. the pairs without it are normal: even the slowest of them is faster than its fastest pair
