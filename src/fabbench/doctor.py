@@ -36,7 +36,7 @@ from fabbench.fabrics.detect import detect_fabric
 from fabbench.fabrics.profile import Profile, Settings, load_profile
 from fabbench.launch.discover import discover
 from fabbench.results.reader import read_results
-from fabbench.sysinfo.gpus import gpus_visible
+from fabbench.sysinfo.gpus import gpu_count, gpus_visible
 from fabbench.sysinfo.inventory import container_runtime
 from fabbench.sysinfo.sysfs import (
     default_route_interface,
@@ -419,14 +419,17 @@ def _quiet(log: Path) -> Iterator[None]:
 
 
 def smoke_test(o: DoctorOptions, primitive: str) -> Check:
-    """2 local ranks, one allreduce at 8 B and 64 KiB, through `fabbench run` as a library."""
+    """2 local ranks, one allreduce at 8 B and 64 KiB, through `fabbench run` as a library; 1 rank
+    for a GPU-only primitive on a host with one GPU (NCCL refuses two ranks on one device)."""
     if discover() is not None:
         return Check("smoke test", SKIP, "inside a launched job: run `fabbench run` itself")
+    ranks = 1 if registry.get(primitive).gpu_only and gpu_count(o.root) == 1 else 2
+    alone = " (one GPU: NCCL refuses two ranks on one device)" if ranks == 1 else ""
     with tempfile.TemporaryDirectory(prefix="fabbench-doctor-") as tmp:
         out, log = Path(tmp, "smoke.jsonl"), Path(tmp, "smoke.log")
         try:
             run_config = RunConfig(
-                fabric=o.fabric, primitive=primitive, wire=o.wire, ranks=2,
+                fabric=o.fabric, primitive=primitive, wire=o.wire, ranks=ranks,
                 timeout_s=o.smoke_timeout_s, out=str(out), iface=o.iface,
                 rdma_device=o.rdma_device, collectives=CollectivesConfig(
                     ops=("allreduce",), sizes="8,64K", budget_s=0.02, min_samples=3,
@@ -445,11 +448,14 @@ def smoke_test(o: DoctorOptions, primitive: str) -> Check:
         wanted = ", ".join(run.get("expected_transport") or []) or "?"
         if outcome.code != 0 or not summary or not summary[-1]["ok"]:
             error = summary[-1].get("error") if summary else f"exit code {outcome.code}"
-            return Check("smoke test", FAIL, f"2-rank allreduce failed: {error}", _tail(log))
-        if run["ranks"] != 2:
-            return Check("smoke test", FAIL, f"asked for 2 ranks, the run had {run['ranks']}")
-        return Check("smoke test", PASS, f"2 ranks, allreduce 8 B and 64 KiB over "
-                     f"{', '.join(transports)} (the profile accepts {wanted})")
+            return Check("smoke test", FAIL, f"{ranks}-rank allreduce failed: {error}",
+                         _tail(log))
+        if run["ranks"] != ranks:
+            return Check("smoke test", FAIL,
+                         f"asked for {ranks} ranks, the run had {run['ranks']}")
+        return Check("smoke test", PASS, f"{ranks} rank{'s' if ranks > 1 else ''}{alone}, "
+                     f"allreduce 8 B and 64 KiB over {', '.join(transports)} (the profile "
+                     f"accepts {wanted})")
 
 
 SHARED_MEMORY_FIX = (

@@ -193,3 +193,41 @@ def test_cli_env(capsys):
 def test_unknown_fabric_is_a_usage_error(capsys):
     code, _, err = cli(capsys, "doctor", "--fabric", "nosuch", "--no-smoke")
     assert code == 2 and err.startswith("fabbench: error:")
+
+
+@pytest.mark.parametrize("devices, visible, count", [
+    (["nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm"], None, 2),
+    (["nvidia0", "nvidia1"], "1", 1),
+    (["nvidia0", "nvidia1"], "", 0),
+    (["nvidia0"], "-1", 0),
+    (["nvidiactl"], None, 0),
+])
+def test_gpu_count_reads_dev_and_cuda_visible_devices(tmp_path, devices, visible, count):
+    from fabbench.sysinfo.gpus import gpu_count, gpus_visible
+
+    (tmp_path / "dev").mkdir()
+    for name in devices:
+        (tmp_path / "dev" / name).touch()
+    env = {} if visible is None else {"CUDA_VISIBLE_DEVICES": visible}
+    assert gpu_count(tmp_path, env) == count
+    assert gpus_visible(tmp_path, env) == (count > 0)
+
+
+@pytest.mark.parametrize("primitive, gpus, ranks", [("nccl", 1, 1), ("nccl", 2, 2),
+                                                    ("mpi", 1, 2), ("gloo", 0, 2)])
+def test_smoke_test_takes_one_rank_for_nccl_on_a_host_with_one_gpu(monkeypatch, primitive, gpus,
+                                                                   ranks):
+    from fabbench.errors import RunError
+
+    asked = []
+
+    def run(config, argv):
+        asked.append(config.ranks)
+        raise RunError("stopped here by the test")
+
+    monkeypatch.setattr(d, "discover", lambda: None)
+    monkeypatch.setattr(d, "gpu_count", lambda root: gpus)
+    monkeypatch.setattr(d.runner, "run", run)
+    found = d.smoke_test(d.DoctorOptions(), primitive)
+    assert asked == [ranks]
+    assert found.verdict == d.FAIL and "stopped here by the test" in found.detail
