@@ -40,6 +40,24 @@ def sh(argv: list[str], timeout: float) -> subprocess.CompletedProcess:
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
 
 
+def podman_run(image: str, work: Path, args: list[str], env: dict[str, str] | None = None
+               ) -> tuple[subprocess.CompletedProcess, str]:
+    """`podman run --rm` of ``image`` with ``args``, ``work`` (made here, writable by the image's
+    user, 1000) bound at /w as the working folder and ``env`` passed with -e; the container is
+    removed afterwards, passed or failed. The run and the container's name."""
+    work.mkdir()
+    work.chmod(0o777)
+    name = f"fabbench-test-{uuid.uuid4().hex[:8]}"
+    given = [arg for key, value in (env or {}).items() for arg in ("-e", f"{key}={value}")]
+    try:
+        res = sh(["podman", "--runtime", "runc", "run", "--rm", "--name", name,
+                  "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=4096:4096", *given,
+                  "-v", f"{work}:/w", "-w", "/w", image, *args], 600)
+    finally:
+        sh(["podman", "--runtime", "runc", "rm", "-f", "--time", "5", name], 120)
+    return res, name
+
+
 @pytest.fixture(scope="module")
 def image() -> tuple[str, dict]:
     built = subprocess.run([str(REPO / ".ci/image-build.sh")], capture_output=True, text=True,
@@ -60,17 +78,9 @@ def image() -> tuple[str, dict]:
 def test_podman_run_of_the_entrypoint_writes_on_the_bind_mount(image, tmp_path):
     tag, manifest = image
     work = tmp_path / "w"
-    work.mkdir()
-    work.chmod(0o777)  # the image's user (1000) writes there
-    name = f"fabbench-test-{uuid.uuid4().hex[:8]}"
-    try:
-        res = sh(["podman", "--runtime", "runc", "run", "--rm", "--name", name,
-                  "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=4096:4096",
-                  "-v", f"{work}:/w", "-w", "/w", tag, "run", "--fabric", "ethernet",
-                  "--sizes", "8,64K", "--ops", "allreduce,broadcast", "--budget", "0.05",
-                  "--timeout", "60"], 600)
-    finally:
-        sh(["podman", "--runtime", "runc", "rm", "-f", "--time", "5", name], 120)
+    res, name = podman_run(tag, work, ["run", "--fabric", "ethernet", "--sizes", "8,64K", "--ops",
+                                       "allreduce,broadcast", "--budget", "0.05", "--timeout",
+                                       "60"])
     assert res.returncode == 0, (res.stdout + res.stderr)[-6000:]
     files = list(work.rglob("*.jsonl"))
     assert len(files) == 1, (files, res.stdout[-2000:])

@@ -33,6 +33,7 @@ from fabbench.results.reader import read_results
 from fabbench.sysinfo.inventory import image_id
 from integration.oci_registry import REGISTRY_BIN, answers, free_port, port_is_free, tls_registry
 from integration.test_apptainer import image_manifest
+from integration.test_podman_run import podman_run
 
 BUILD_TIMEOUT_S = 5400 + 2400  # a cold image and SIF build (test_image.py, test_apptainer.py)
 USER = "fabbench-user"  # .ci/apptainer.sh's unprivileged user
@@ -255,16 +256,7 @@ def test_pull_by_digest_and_run(published, how, user_dir, tmp_path):
         # the registry gave back the image that was pushed (same config): it is the cached build
         assert pulled_id.stdout.strip() == local_id.stdout.strip() != ""
         work = tmp_path / "w"
-        work.mkdir()
-        work.chmod(0o777)  # the image's user (1000) writes there
-        name = f"fabbench-test-{uuid.uuid4().hex[:8]}"
-        try:
-            res = sh(["podman", "--runtime", "runc", "run", "--rm", "--name", name,
-                      "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=4096:4096",
-                      "-e", f"FABBENCH_IMAGE_REF={published.oci}",
-                      "-v", f"{work}:/w", "-w", "/w", published.oci, *TINY], 600)
-        finally:
-            sh(["podman", "--runtime", "runc", "rm", "-f", "--time", "5", name], 120)
+        res, _ = podman_run(published.oci, work, TINY, {"FABBENCH_IMAGE_REF": published.oci})
         assert res.returncode == 0, (res.stdout + res.stderr)[-6000:]
         prov, digest = only_results(work, res.stdout), oci_digest
     elif how.startswith("apptainer"):
