@@ -4,7 +4,10 @@ For every path this host can run (fabbench.fidelity.check.PATHS: mpi over ob1/tc
 ucx/tcp and cm/ofi/tcp; gloo over tcp; Horovod over MPI and over Gloo) the same allreduce is
 timed by `fabbench run` and by the reference loops (the C MPI loop and an mpi4py loop for MPI,
 a torch.distributed loop for Gloo, Horovod's own allreduce_ for Horovod), started by the same
-launcher with the same settings, alternating round by round; the best of each side is kept.
+launcher with the same settings, once each per round, the order reversed every other round; the
+verdict takes the median of the rounds' paired ratios (each round's reference over its fabbench).
+`--again` also runs the first reference twice a round and prints it against itself ("again"): the
+spread this host gives two identical programs, the floor under which no verdict can be read.
 
 Verdict per path x size (docs/methods.md, "Fidelity"): at >= 256 KiB the busbw ratio fabbench /
 reference within 1 +- 0.03; at <= 64 B at most 2 us added (MPI) or within 5 % (Gloo, Horovod).
@@ -16,7 +19,7 @@ emulated nodes. `--osu DIR` adds OSU's own binaries from DIR (built by the user:
 are not downloadable on every host), started with the same mpirun line and interleaved in the same
 rounds: osu_allreduce for allreduce, osu_bibw for sendrecv (per direction).
 
-Usage: python bench/fidelity.py [--rounds 3] [--sizes 8,256K,1M,4M,16M] [--paths all]
+Usage: python bench/fidelity.py [--rounds 3] [--sizes 8,256K,1M,4M,16M] [--paths all] [--again]
 Exit 0 when every judged point is within the band, 1 otherwise.
 """
 
@@ -70,6 +73,8 @@ def main() -> int:
     ap.add_argument("--op", default="allreduce", choices=check.OPS)
     ap.add_argument("--ranks", type=int, default=None)
     ap.add_argument("--budget", type=float, default=0.15, help="fabbench's --budget")
+    ap.add_argument("--again", action="store_true",
+                    help="run the first reference twice a round: its A/A ratio, the noise floor")
     ap.add_argument("--osu", type=Path, default=None,
                     help="folder with OSU's osu_allreduce and osu_bibw, interleaved on MPI paths")
     args = ap.parse_args()
@@ -80,12 +85,12 @@ def main() -> int:
         print(f"bench/fidelity.py: {exc}", file=sys.stderr)
         return 2
     where = "emulated nodes" if os.environ.get("FABBENCH_EMULATION") else "local ranks"
-    print(f"# fidelity: fabbench vs bare loops, {args.op}, {where}, best of {args.rounds} "
-          f"alternating rounds; band: ratio 1+-{check.BAND_REL:g} at >= "
+    print(f"# fidelity: fabbench vs bare loops, {args.op}, {where}, median of {args.rounds} "
+          f"paired rounds (ABBA); band: ratio 1+-{check.BAND_REL:g} at >= "
           f"{check.BAND_FROM_BYTES >> 10} KiB, +-{check.LATENCY_ADDED_US:g} us (mpi) or "
           f"1+-{check.LATENCY_REL:g} at <= {check.LATENCY_MAX_BYTES} B")
     print(f"{'path':>12} {'reference':>9} {'bytes':>10} {'ref p50 us':>11} {'fb p50 us':>10} "
-          f"{'ratio':>6} {'added us':>9} {'verdict':>16}")
+          f"{'ratio':>6} {'rounds':>11} {'added us':>9} {'verdict':>16}")
     ok = True
     for path in chosen:
         others = {}
@@ -93,7 +98,7 @@ def main() -> int:
             others["osu"] = functools.partial(osu_times, path, args.osu, args.op, sizes, 900.0)
         try:
             points = check.compare(path, args.op, sizes, rounds=args.rounds, ranks=args.ranks,
-                                   budget_s=args.budget, others=others,
+                                   budget_s=args.budget, others=others, again=args.again,
                                    progress=lambda s: print(f"# {s}", file=sys.stderr,
                                                             flush=True))
         except FabbenchError as exc:
@@ -105,9 +110,13 @@ def main() -> int:
             met, goal = p.verdict(path.primitive)
             verdict = (f"{goal} {'ok' if met else 'MISS'}" if met is not None else "-") \
                 if judged else "(shown)"
+            if p.reference == check.AGAIN:  # the reference against itself: not judged
+                verdict = "-" if met is None else f"A/A {'within' if met else 'OUT'}"
             ok &= met is not False or not judged
+            spread = "{:.3f}-{:.3f}".format(*p.spread)
             print(f"{p.path:>12} {p.reference:>9} {p.bytes:>10} {p.ref_us:>11.2f} "
-                  f"{p.fabbench_us:>10.2f} {p.ratio:>6.3f} {p.added_us:>9.2f} {verdict:>16}",
+                  f"{p.fabbench_us:>10.2f} {p.ratio:>6.3f} {spread:>11} {p.added_us:>9.2f} "
+                  f"{verdict:>16}",
                   flush=True)
     return 0 if ok else 1
 

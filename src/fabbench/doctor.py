@@ -500,8 +500,8 @@ def check_fidelity(o: DoctorOptions, fabric: str, primitive: str, gpus: bool) ->
     judged = [(p, *p.verdict(primitive)) for p in points if p.reference == path.references[0]]
     shown = "; ".join(f"{format_size(p.bytes)} {p.ratio:.3f}" for p, _, _ in judged)
     misses = [p for p, met, _ in judged if met is False]
-    what = (f"fabbench / {fidelity.REFERENCES[path.references[0]]} (busbw ratio, best of "
-            f"{o.fidelity_rounds} alternating rounds): {shown}")
+    what = (f"fabbench / {fidelity.REFERENCES[path.references[0]]} (busbw ratio, median of "
+            f"{o.fidelity_rounds} paired rounds): {shown}")
     if not misses:
         return Check("fidelity", PASS, what + f"; within 1+-{fidelity.BAND_REL:g}")
     worst = max(misses, key=lambda p: abs(p.ratio - 1))

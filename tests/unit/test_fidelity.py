@@ -81,9 +81,10 @@ def test_the_python_loop_imports_nothing_of_fabbench():
     assert names and not any(n.split(".")[0] == "fabbench" for n in names)
 
 
-def test_compare_interleaves_every_side_each_round_and_keeps_the_best(monkeypatch):
+def test_compare_alternates_the_order_and_judges_the_median_of_paired_ratios(monkeypatch):
     order: list[str] = []
-    times = {"c": iter([12.0, 10.0]), "osu": iter([9.0, 11.0]), "fabbench": iter([10.5, 13.0])}
+    times = {"c": iter([12.0, 10.0, 11.0, 12.0]), "osu": iter([9.0, 11.0, 9.0]),
+             "fabbench": iter([10.0, 12.5, 10.0])}
 
     def side(name):
         def run(*_args, **_kw):
@@ -94,8 +95,24 @@ def test_compare_interleaves_every_side_each_round_and_keeps_the_best(monkeypatc
     monkeypatch.setattr(check, "run_reference", lambda path, ref, *a: side(ref)())
     monkeypatch.setattr(check, "run_fabbench", side("fabbench"))
     path = check.paths("mpi-tcp")[0]
-    points = check.compare(path, "allreduce", [1 << 20], rounds=2, references=("c",),
-                           others={"osu": side("osu")})
-    assert order == ["c", "osu", "fabbench"] * 2
-    assert [(p.reference, p.ref_us, p.fabbench_us) for p in points] == [
-        ("c", 10.0, 10.5), ("osu", 9.0, 10.5)]
+    points = check.compare(path, "allreduce", [1 << 20], rounds=3, references=("c",),
+                           others={"osu": side("osu")}, again=False)
+    assert order == ["c", "osu", "fabbench", "fabbench", "osu", "c", "c", "osu", "fabbench"]
+    c, osu = points
+    # rounds pair c with fabbench as 12/10, 10/12.5, 11/10: the median ratio is 1.1, the one
+    # a lone slow or fast round cannot move; best-of would give 10/10
+    assert (c.reference, c.ratio, c.spread) == ("c", 1.1, (0.8, 1.2))
+    assert (c.ref_us, c.fabbench_us) == (11.0, 10.0)
+    assert (osu.reference, round(osu.ratio, 3)) == ("osu", 0.9)
+
+
+def test_compare_again_runs_the_first_reference_twice_a_round_for_the_noise_floor(monkeypatch):
+    seq = iter([10.0, 10.0, 11.0, 11.0, 10.0, 9.0])  # c, fabbench, again; again, fabbench, c
+
+    monkeypatch.setattr(check, "run_reference", lambda *a: {8: next(seq)})
+    monkeypatch.setattr(check, "run_fabbench", lambda *a: {8: next(seq)})
+    path = check.paths("mpi-tcp")[0]
+    points = check.compare(path, "allreduce", [8], rounds=2, references=("c",), again=True)
+    assert [p.reference for p in points] == ["c", check.AGAIN]
+    aa = points[1]
+    assert aa.ratios == (10.0 / 11.0, 9.0 / 11.0)

@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -224,17 +225,28 @@ def run_fabbench(path: FidelityPath, op: str, sizes: list[int], ranks: int | Non
 
 @dataclass(frozen=True)
 class Point:
+    """fabbench against one reference at one size. ``ratios`` are the rounds' own ratios
+    (reference time / fabbench time, each round's two runs side by side); the verdict takes
+    their median, so that a drift of the machine between rounds cancels instead of landing on
+    one side. ``ref_us`` and ``fabbench_us`` are each side's median over the rounds."""
+
     path: str
     op: str
     bytes: int
     reference: str
     ref_us: float
     fabbench_us: float
+    ratios: tuple[float, ...] = ()
 
     @property
     def ratio(self) -> float:
         """busbw fabbench / reference (= time reference / fabbench): > 1 fabbench is faster."""
-        return self.ref_us / self.fabbench_us
+        return statistics.median(self.ratios) if self.ratios else self.ref_us / self.fabbench_us
+
+    @property
+    def spread(self) -> tuple[float, float]:
+        """The lowest and highest round's ratio."""
+        return (min(self.ratios), max(self.ratios)) if self.ratios else (self.ratio, self.ratio)
 
     @property
     def added_us(self) -> float:
@@ -251,34 +263,55 @@ class Point:
         return None, "-"
 
 
+AGAIN = "again"  # the first reference run a second time in each round: the noise floor (A/A)
+
+
 def compare(path: FidelityPath, op: str, sizes: list[int], *, rounds: int = 3,
             ranks: int | None = None, budget_s: float = 0.15, timeout_s: float = 600.0,
             references: tuple[str, ...] | None = None,
             others: Mapping[str, Callable[[], dict[int, float]]] | None = None,
+            again: bool = False,
             progress: Callable[[str], None] | None = None) -> list[Point]:
-    """Alternate the references, any ``others`` (a name and a run giving its time per size in
-    microseconds, e.g. OSU's binaries) and fabbench ``rounds`` times; the best time of each side,
-    as Points of fabbench against each reference in turn, then each of the others."""
+    """Run the references, any ``others`` (a name and a run giving its time per size in
+    microseconds, e.g. OSU's binaries) and fabbench once per round, ``rounds`` times, the order
+    reversed every other round (ABBA: a steady drift of the machine falls on both sides alike);
+    Points of fabbench against each reference in turn, then each of the others, from the rounds'
+    paired ratios. With ``again`` the first reference also runs a second time in every round and
+    a last set of Points, reference ``AGAIN``, compares it with itself: the spread this machine
+    gives two identical programs, against which a miss can be read."""
     if rounds < 1:
         raise UsageError("--rounds must be at least 1")
     refs = references or path.references
+    batch_s = budget_s / TimingPolicy().samples_target
     runs: dict[str, Callable[[], dict[int, float]]] = {
         **{ref: functools.partial(run_reference, path, ref, op, sizes, ranks, timeout_s,
-                                  budget_s / TimingPolicy().samples_target) for ref in refs},
+                                  batch_s) for ref in refs},
         **(others or {}),
         "fabbench": functools.partial(run_fabbench, path, op, sizes, ranks, budget_s,
                                       timeout_s)}
-    best: dict[str, dict[int, float]] = {side: {} for side in runs}
+    if again:
+        runs[AGAIN] = runs[refs[0]]
+    taken: list[dict[str, dict[int, float]]] = []
     for i in range(rounds):
-        for side, run in runs.items():
+        this: dict[str, dict[int, float]] = {}
+        for side in (list(runs) if i % 2 == 0 else list(reversed(runs))):
             if progress is not None:
                 progress(f"{path.label} {op}: round {i + 1}/{rounds}, {side}")
-            for size, t in run().items():
-                best[side][size] = min(best[side].get(size, t), t)
-    points = []
-    for ref in (side for side in runs if side != "fabbench"):
-        for size in sorted(best["fabbench"]):
-            if size in best[ref]:
-                points.append(Point(path.label, op, size, ref, best[ref][size],
-                                    best["fabbench"][size]))
-    return points
+            this[side] = runs[side]()
+        taken.append(this)
+
+    def point(ref: str, size: int, against: str = "fabbench") -> Point | None:
+        pairs = [(r[ref][size], r[against][size]) for r in taken
+                 if size in r[ref] and size in r[against]]
+        if not pairs:
+            return None
+        return Point(path.label, op, size, AGAIN if against == AGAIN else ref,
+                     statistics.median(a for a, _ in pairs), statistics.median(b for _, b in pairs),
+                     tuple(a / b for a, b in pairs))
+
+    sizes_seen = sorted({s for r in taken for s in r["fabbench"]})
+    points = [point(ref, size) for ref in runs if ref not in ("fabbench", AGAIN)
+              for size in sizes_seen]
+    if again:
+        points += [point(refs[0], size, AGAIN) for size in sizes_seen]
+    return [p for p in points if p is not None]
