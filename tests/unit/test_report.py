@@ -15,6 +15,7 @@ from fabbench.report import tables
 from fabbench.report.build import make_report
 from fabbench.results.link import link_of
 from fabbench.results.runs import load
+from unit.test_records import replaced
 
 RESULTS = Path(__file__).parents[1] / "fixtures" / "runs"
 SITE_A = RESULTS / "siteA-ib.jsonl"
@@ -63,12 +64,13 @@ def test_efficiency_sentence_names_the_link():
 
 def test_link_of_ethernet_uses_the_pinned_interface_and_loopback_has_none():
     (s,) = load([SITE_A])
-    run = {**s.run, "fabric": "ethernet", "profile_env": {"OMPI_MCA_btl_tcp_if_include": "eth0"}}
+    run = replaced(s.run, fabric="ethernet",
+                   profile_env={"OMPI_MCA_btl_tcp_if_include": "eth0"})
     assert link_of(run).speed_gbit_s == 25
-    assert link_of({**run, "profile_env": {"OMPI_MCA_btl_tcp_if_include": "lo"}}) is None
-    assert link_of({**run, "wire": "tcp", "fabric": "infiniband",
-                    "profile_env": {}}).speed_gbit_s == 100  # the fastest physical NIC that is up
-    assert link_of({**run, "fabric": "shm"}) is None
+    assert link_of(replaced(run, profile_env={"OMPI_MCA_btl_tcp_if_include": "lo"})) is None
+    assert link_of(replaced(run, wire="tcp", fabric="infiniband",
+                            profile_env={})).speed_gbit_s == 100  # the fastest physical NIC up
+    assert link_of(replaced(run, fabric="shm")) is None
 
 
 def test_unstable_points_are_flagged():
@@ -194,18 +196,21 @@ def test_help_imports_no_heavy_library():
 
 def test_busbw_as_a_share_of_the_emulated_link_and_the_measured_ceiling(tmp_path):
     from fabbench.results.link import ceiling_of, link_of
+    from fabbench.results.records import Ceiling, Run
 
-    run = {"fabric": "ethernet", "provenance": {"nics": []},
-           "emulation": {"interface": "fbnet0", "links": [
-               {"node": "node0", "speed_gbit_s": 1.0}, {"node": "node1", "speed_gbit_s": 0.25}]}}
+    run = Run.read({"fabric": "ethernet", "provenance": {"nics": []},
+                    "emulation": {"interface": "fbnet0", "links": [
+                        {"node": "node0", "speed_gbit_s": 1.0},
+                        {"node": "node1", "speed_gbit_s": 0.25}]}})
     link = link_of(run)
     assert link.speed_gbit_s == 0.25 and "node1" in link.what  # the slowest link bounds it
-    one = {"mode": "one-way", "tool": "iperf3", "per_direction_gbit_s": 0.95,
-           "client": {"host": "node0"}, "server": {"host": "node1"}}
-    both = {**one, "mode": "bidir", "per_direction_gbit_s": 0.8}
+    one = Ceiling.read({"mode": "one-way", "tool": "iperf3", "per_direction_gbit_s": 0.95,
+                        "client": {"host": "node0"}, "server": {"host": "node1"},
+                        "directions": []})
+    both = replaced(one, mode="bidir", per_direction_gbit_s=0.8)
     assert ceiling_of([one]).speed_gbit_s == 0.95
     assert ceiling_of([one, both]).speed_gbit_s == 0.8  # both ways at once when measured
-    assert ceiling_of([{**both, "per_direction_gbit_s": None, "error": "x"}]) is None
+    assert ceiling_of([replaced(both, per_direction_gbit_s=None, error="x")]) is None
     assert ceiling_of([one, both]).efficiency(0.05) == pytest.approx(0.5)
 
 

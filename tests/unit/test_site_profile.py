@@ -17,6 +17,7 @@ from fabbench.render import K8sJob, SlurmJob, render_k8s, render_slurm
 from fabbench.render.build import benchmark
 from fabbench.results.link import link_of
 from fabbench.results.runs import load
+from unit.test_records import replaced
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 TREES = FIXTURES / "sysfs"
@@ -62,8 +63,8 @@ def test_report_reads_the_link_of_a_site_profile_from_its_data(site, tmp_path, m
 def test_a_run_record_carries_the_link_data_of_its_profile(site, tmp_path, monkeypatch):
     (roce,) = load([_results_as(tmp_path, "roce")])
     profile = load_profile("roce")
-    recorded = {**roce.run, "profile_link": {"hardware": profile.hardware,
-                                             **profile.link.to_json()}}
+    recorded = replaced(roce.run, profile_link={"hardware": profile.hardware,
+                                                **profile.link.to_json()})
     monkeypatch.setenv("FABBENCH_PROFILE_PATH", "")  # e.g. reported at another site
     assert link_of(recorded).speed_gbit_s == 200
 

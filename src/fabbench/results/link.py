@@ -19,6 +19,7 @@ from typing import Any
 
 from fabbench.errors import UsageError
 from fabbench.fabrics.profile import LinkSpec, load_profile
+from fabbench.results.records import Ceiling, Run
 
 
 @dataclass(frozen=True)
@@ -33,20 +34,20 @@ class LinkRate:
         return busbw_gbyte_s * 8 / self.speed_gbit_s
 
 
-def link_spec(run: dict[str, Any]) -> tuple[str, LinkSpec]:
+def link_spec(run: Run) -> tuple[str, LinkSpec]:
     """(hardware kind, link spec) of the run's fabric profile."""
-    recorded = run.get("profile_link")
+    recorded = run.profile_link
     if recorded:
         return recorded["hardware"], LinkSpec.from_json(recorded)
     try:
-        profile = load_profile(run["fabric"])
+        profile = load_profile(run.fabric)
     except UsageError:  # a site profile this host does not have: the interface it used
         return "none", LinkSpec(speed_from="nic")
     return profile.hardware, profile.link
 
 
-def _profile_value(run: dict[str, Any], keys: tuple[str, ...]) -> str | None:
-    env = {**run["provenance"].get("env", {}), **(run.get("profile_env") or {})}
+def _profile_value(run: Run, keys: tuple[str, ...]) -> str | None:
+    env = {**run.provenance.get("env", {}), **(run.profile_env or {})}
     for key in keys:
         if env.get(key):
             return env[key].split(",")[0].split(":")[0].lstrip("=")
@@ -57,18 +58,18 @@ def _is_hfi(port: dict[str, Any]) -> bool:
     return port["device"].startswith("hfi1") or port.get("driver") == "hfi1"
 
 
-def link_of(run: dict[str, Any]) -> LinkRate | None:
-    emulated = run.get("emulation")
+def link_of(run: Run) -> LinkRate | None:
+    emulated = run.emulation
     if emulated:  # the shaped links: a collective over all nodes runs at the slowest one's
         slowest = min(emulated["links"], key=lambda x: x["speed_gbit_s"])
         return LinkRate(slowest["speed_gbit_s"],
                     f"emulated {emulated['interface']} of {slowest['node']} "
                     f"({slowest['speed_gbit_s']:g} Gb/s, tc)")
     hardware, spec = link_spec(run)
-    prov = run["provenance"]
+    prov = run.provenance
     if spec.speed_from == "none":
         return None
-    if spec.speed_from == "rdma" and run.get("wire", "native") == "native":
+    if spec.speed_from == "rdma" and run.wire in (None, "native"):  # None: fabbench/1
         rdma = [p for p in prov.get("rdma", []) if p.get("active") and p.get("rate_gbit_s")
                 and _is_hfi(p) == (hardware == "omnipath")]
         named = _profile_value(run, spec.device_env) if spec.device_env else None
@@ -99,19 +100,18 @@ class MeasuredCeiling:
         return busbw_gbyte_s * 8 / self.speed_gbit_s
 
 
-def ceiling_of(ceilings: list[dict[str, Any]]) -> MeasuredCeiling | None:
+def ceiling_of(ceilings: list[Ceiling]) -> MeasuredCeiling | None:
     """The ceiling busbw is held against: both directions at once when measured (a ring
     allreduce and a bidirectional sendrecv load both), else one direction."""
-    done = {c["mode"]: c for c in ceilings if c.get("per_direction_gbit_s")}
+    done = {c.mode: c for c in ceilings if c.per_direction_gbit_s}
     c = done.get("bidir") or done.get("one-way")
-    if c is None:
+    if c is None or c.per_direction_gbit_s is None:
         return None
-    ways = "both ways" if c["mode"] == "bidir" else "one way"
-    resent = [d["retransmits"] for d in c.get("directions", ())
-              if d.get("retransmits") is not None]
-    return MeasuredCeiling(c["per_direction_gbit_s"], f"{c['tool']} {ways} {c['client']['host']}<->"
-                   f"{c['server']['host']}, {c['per_direction_gbit_s']:.3g} Gb/s per direction",
-                   sum(resent) if resent else None)
+    ways = "both ways" if c.mode == "bidir" else "one way"
+    resent = [d["retransmits"] for d in c.directions if d.get("retransmits") is not None]
+    return MeasuredCeiling(c.per_direction_gbit_s, f"{c.tool} {ways} {c.client['host']}<->"
+                           f"{c.server['host']}, {c.per_direction_gbit_s:.3g} Gb/s per direction",
+                           sum(resent) if resent else None)
 
 
 def _fastest_port(ports: list[dict[str, Any]]) -> LinkRate | None:

@@ -1,30 +1,50 @@
-"""The one loader of results files: every supported schema version, each record checked
-against its version's schema, old field names renamed to the current ones and the fields a later
-version added derived where the record holds what they are made of (DERIVED), NaN and Infinity
-refused, a truncated last line reported (not fatal). report, compare, model, resume and the run
-table all read through here."""
+"""The one loader of results files: every supported schema version, each line checked against
+its version's schema, old field names renamed to the current ones and the fields a later version
+added derived where the line holds what they are made of (DERIVED), NaN and Infinity refused, a
+truncated last line reported (not fatal). report, compare, model, resume and the run table all
+read through here.
+
+What it returns are the typed records the writer writes (results.records: Run, Collective,
+Train, Halo, Ceiling, Pairs, Summary), made by ``Record.read``. An older file is read into them
+as it is, never upgraded with made-up values: a field its version did not record (fabbench/1
+lacks about 45 of today's, e.g. the run's ``wire``, ``plan`` and ``gpudirect``, a train
+record's ``steps``) is None, and the dataclass marks every such field ``| None``; only what can
+be computed from the line itself is filled in (DERIVED: a fabbench/1 collective point's
+stability verdict, from its samples). A field this fabbench does not know (a newer writer added
+it without a new version) is not refused: it is kept, as read, in the record's ``extra``
+mapping, and no reader here relies on it.
+"""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, overload
 
 from fabbench.errors import UsageError
 from fabbench.results import RENAMED, SUPPORTED_SCHEMAS
-from fabbench.results.records import problem
+from fabbench.results.records import KINDS, Record, problem
 from fabbench.timing.stats import STABLE_RULE, is_stable, median_ci95_rel
+
+R = TypeVar("R", bound=Record)
 
 
 @dataclass
 class ResultsFile:
     path: Path
-    records: list[dict[str, Any]]  # current field names, whatever version the file is
+    records: list[Record]  # typed, current field names, whatever version the file is
     warnings: list[str] = field(default_factory=list)
 
-    def of_kind(self, kind: str) -> list[dict[str, Any]]:
-        return [r for r in self.records if r["kind"] == kind]
+    @overload
+    def of_kind(self, kind: type[R]) -> list[R]: ...
+    @overload
+    def of_kind(self, kind: str) -> list[Record]: ...
+
+    def of_kind(self, kind: type[R] | str) -> list[R] | list[Record]:
+        """The records of one kind, by class (typed) or by name, in file order."""
+        cls = KINDS[kind] if isinstance(kind, str) else kind
+        return [r for r in self.records if isinstance(r, cls)]
 
 
 def _rename(record: dict[str, Any], renames: dict[str, str]) -> dict[str, Any]:
@@ -84,7 +104,8 @@ def read_results(path: str | Path) -> ResultsFile:
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror}") from None
     lines = data.decode(errors="replace").split("\n")
-    records, warnings = [], []
+    records: list[Record] = []
+    warnings: list[str] = []
     truncated = not data.endswith(b"\n") and lines[-1] != ""
     version: str | None = None  # the schema of the run record the lines below belong to
     for number, line in enumerate(lines, 1):
@@ -109,15 +130,16 @@ def read_results(path: str | Path) -> ResultsFile:
             raise UsageError(f"{path}:{number}: {why}")
         record = _rename(record, RENAMED.get(version, {}).get(record["kind"], {}))
         derive = DERIVED.get(version, {}).get(record["kind"])
-        records.append(derive(record) if derive else record)
+        records.append(KINDS[record["kind"]].read(derive(record) if derive else record))
     if not records:
         raise UsageError(f"{path}: no results records (empty file)")
     return ResultsFile(path, records, warnings)
 
 
 def salvage(path: str | Path) -> list[dict[str, Any]]:
-    """The complete records of a file whose writer was killed, unchecked and as written: what
-    closing an unfinished run needs to count (never shown to a user as results)."""
+    """The complete lines of a file whose writer was killed, unchecked and as written (JSON
+    objects, not records: a line here may not satisfy any schema): what closing an unfinished
+    run needs to count (never shown to a user as results)."""
     records = []
     for line in Path(path).read_bytes().splitlines():
         try:

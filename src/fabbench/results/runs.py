@@ -1,17 +1,18 @@
 """Results files and directories as runs: every file read by the one loader (results.reader:
-any supported schema version, current field names), one Series per run record with the records
-that follow it split by kind, and a warning for a run without a summary or whose summary says it
-failed. The report, compare, the scaling model and studies read runs through here."""
+any supported schema version, current field names, typed records), one Series per run record
+with the records that follow it split by kind, and a warning for a run without a summary or
+whose summary says it failed. The report, compare, the scaling model and studies read runs
+through here."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from fabbench.errors import UsageError
 from fabbench.results.reader import read_results
+from fabbench.results.records import Ceiling, Collective, Halo, Pairs, Run, Summary, Train
 
 
 @dataclass
@@ -19,13 +20,13 @@ class Series:
     """One run: its run record, measurements and summary, and a short label for plots."""
 
     path: Path
-    run: dict[str, Any]
-    collectives: list[dict[str, Any]] = field(default_factory=list)
-    train: list[dict[str, Any]] = field(default_factory=list)
-    halo: list[dict[str, Any]] = field(default_factory=list)
-    pairs: list[dict[str, Any]] = field(default_factory=list)
-    ceilings: list[dict[str, Any]] = field(default_factory=list)
-    summary: dict[str, Any] | None = None
+    run: Run
+    collectives: list[Collective] = field(default_factory=list)
+    train: list[Train] = field(default_factory=list)
+    halo: list[Halo] = field(default_factory=list)
+    pairs: list[Pairs] = field(default_factory=list)
+    ceilings: list[Ceiling] = field(default_factory=list)
+    summary: Summary | None = None
     warnings: list[str] = field(default_factory=list)
     label: str = ""
 
@@ -33,21 +34,21 @@ class Series:
     def base_label(self) -> str:
         """fabric/primitive (+ wire, transport): what a scaling curve over ranks groups by."""
         r = self.run
-        text = f"{Path(r['fabric']).stem}/{r['primitive']}"
-        if r.get("horovod_over"):
-            text += f"-{r['horovod_over']}"
-        if r.get("wire", "native") != "native":
-            text += f" ({r['wire']} wire)"
+        text = f"{Path(r.fabric).stem}/{r.primitive}"
+        if r.horovod_over:
+            text += f"-{r.horovod_over}"
+        if r.wire not in (None, "native"):  # None: a fabbench/1 run that did not say
+            text += f" ({r.wire} wire)"
         return text
 
     @property
     def host(self) -> str:
-        return self.run["provenance"].get("host", "?")
+        return self.run.provenance.get("host", "?")
 
     @property
     def transport(self) -> str:
-        found = sorted({c["transport"] for c in self.collectives})
-        return ", ".join(found) or self.run.get("transport") or "?"
+        found = sorted({c.transport for c in self.collectives})
+        return ", ".join(found) or self.run.transport or "?"
 
 
 def expand(paths: Iterable[str | Path]) -> list[Path]:
@@ -72,31 +73,22 @@ def split_runs(path: Path) -> list[Series]:
     """A file's records as runs: each `run` record starts one (a file normally holds one)."""
     results = read_results(path)
     series: list[Series] = []
+    lists = {Collective: "collectives", Train: "train", Halo: "halo", Pairs: "pairs",
+             Ceiling: "ceilings"}
     for record in results.records:
-        kind = record["kind"]
-        if kind == "run":
+        if isinstance(record, Run):
             series.append(Series(path=path, run=record))
-            continue
-        current = series[-1]
-        if kind == "collective":
-            current.collectives.append(record)
-        elif kind == "train":
-            current.train.append(record)
-        elif kind == "halo":
-            current.halo.append(record)
-        elif kind == "pairs":
-            current.pairs.append(record)
-        elif kind == "ceiling":
-            current.ceilings.append(record)
-        elif kind == "summary":
-            current.summary = record
+        elif isinstance(record, Summary):
+            series[-1].summary = record
+        else:
+            getattr(series[-1], lists[type(record)]).append(record)
     for s in series:
         s.warnings += results.warnings
         if s.summary is None:
-            s.warnings.append(f"{path}: run {s.run['run_id']} has no summary record "
+            s.warnings.append(f"{path}: run {s.run.run_id} has no summary record "
                               "(still running, or killed)")
-        elif not s.summary["ok"]:
-            s.warnings.append(f"{path}: run {s.run['run_id']} failed: {s.summary.get('error')}")
+        elif not s.summary.ok:
+            s.warnings.append(f"{path}: run {s.run.run_id} failed: {s.summary.error}")
     return series
 
 
@@ -109,13 +101,13 @@ def load(paths: Iterable[str | Path]) -> list[Series]:
 
 def _label(series: list[Series]) -> None:
     hosts = {s.host for s in series}
-    ranks = {s.run["ranks"] for s in series}
+    ranks = {s.run.ranks for s in series}
     seen: dict[str, int] = {}
     for s in series:
         label = s.base_label
         if len(hosts) > 1:
             label = f"{s.host}: {label}"
         if len(ranks) > 1:
-            label += f" ×{s.run['ranks']}"
+            label += f" ×{s.run.ranks}"
         seen[label] = seen.get(label, 0) + 1
         s.label = label if seen[label] == 1 else f"{label} #{seen[label]}"
