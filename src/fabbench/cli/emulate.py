@@ -47,10 +47,14 @@ def emulate(
     Ranks in an image: [bold]fabbench emulate --nodes 2 --image fabbench.sif --runtime apptainer
     -- run --primitive mpi[/]
 
+    A site for a study (each cell on a cluster of this shape; the first N nodes for an N-node
+    cell): [bold]fabbench emulate --nodes 4 --link 1gbit --slow-node 3:250mbit --image
+    fabbench.sif --runtime apptainer -- study run sites.toml --out siteB/[/]
+
     Standing: [bold]fabbench emulate up --nodes 4[/] prints FABBENCH_EMULATION=...; then
     [bold]fabbench emulate down[/].
     """
-    from fabbench.emulate import containers, make_emulation, session
+    from fabbench.emulate import containers, make_emulation, session, site
     from fabbench.errors import UsageError
 
     args = list(args or [])
@@ -75,10 +79,21 @@ def emulate(
     if max_time <= 0:
         raise UsageError("--max-time must be more than 0 seconds")
     if (image is None) != (runtime is None) or (image is not None and action == "up"):
-        raise UsageError("--image and --runtime go together, with `-- run ...`")
+        raise UsageError("--image and --runtime go together, with `-- run ...` or "
+                         "`-- study run ...`")
     try:
-        code = session.run_under(emulation, args, max_time) if image is None else \
-            containers.run_in_image(emulation, runtime, image, args, max_time)
+        if args[:1] == ["study"]:  # the study's cells each run on a cluster of this shape
+            if ranks_per_node != 1:
+                raise UsageError("--ranks-per-node: a study's cells set their own ranks per "
+                                 "node")
+            if image is not None:
+                containers.check_image(runtime, image)
+            code = session.run_study(site.Site(emulation=emulation, image=image,
+                                               runtime=runtime), args, max_time)
+        elif image is None:
+            code = session.run_under(emulation, args, max_time)
+        else:
+            code = containers.run_in_image(emulation, runtime, image, args, max_time)
     except session.Terminated as exc:  # torn down already; the shell's code for the signal
         print(f"fabbench: emulate: stopped by signal {exc.signum}; the cluster is removed",
               file=sys.stderr)

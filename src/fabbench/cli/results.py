@@ -96,12 +96,12 @@ def compare(paths: Paths, html: Html = None, plots: Plots = None, csv: Csv = Non
     from fabbench.study.manifest import is_study_dir
 
     if len(paths) == 2 and all(is_study_dir(p) for p in paths):
-        if html or plots or csv:
+        if plots or csv:
             from fabbench.errors import UsageError
 
-            raise UsageError("compare of two study directories writes the console table or "
-                             "--json; --html, --plots and --csv are for results files")
-        _study_compare(paths[0], paths[1], json_out=json_out)
+            raise UsageError("compare of two study directories writes the console table, "
+                             "--json or --html; --plots and --csv are for results files")
+        _study_compare(paths[0], paths[1], json_out=json_out, html=html, title=title)
         return
     from fabbench.console import console
     from fabbench.report.build import compare_rows, make_compare
@@ -123,18 +123,30 @@ def compare(paths: Paths, html: Html = None, plots: Plots = None, csv: Csv = Non
     _written(out.written)
 
 
-def _study_compare(a: Path, b: Path, *, json_out: bool) -> None:
-    """Two study directories, cell by cell."""
+def _study_compare(a: Path, b: Path, *, json_out: bool, html: Path | None,
+                   title: str | None) -> None:
+    """Two study directories: the image first, then cell by cell, then the networks."""
     from rich.table import Table
 
     from fabbench.console import console
-    from fabbench.report.study_compare import as_json, compare_studies, summary_lines
+    from fabbench.report.study_compare import (
+        as_json,
+        compare_studies,
+        image_line,
+        network_lines,
+        summary_lines,
+    )
 
     c = compare_studies(a, b)
+    if html:
+        from fabbench.report.study_compare_html import render
+
+        html.write_text(render(c, title=title, summary=summary_lines(c)))
     if json_out:
-        print(json.dumps(as_json(c), indent=1))
+        print(json.dumps({**as_json(c), "written": [str(html)] if html else []}, indent=1))
         return
     con = console()
+    con.print(image_line(c), soft_wrap=True, markup=False)
     table = Table(title=f"B = {b} against A = {a}: median time ratio B/A (< 1: B is faster)",
                   title_justify="left")
     for name in ("cell", "measure", "A median", "B median", "B/A", "95% CI", "p", "verdict"):
@@ -149,8 +161,8 @@ def _study_compare(a: Path, b: Path, *, json_out: bool) -> None:
                       "-" if v.p_value is None else f"{v.p_value:.3g}",
                       f"[{style.get(v.verdict, 'yellow')}]{v.verdict}[/]")
     con.print(table)
-    for line in summary_lines(c):
-        con.print(line, soft_wrap=True)
+    for line in summary_lines(c) + network_lines(c):
+        con.print(line, soft_wrap=True, markup=False)
     prov = Table(title="provenance that differs", title_justify="left")
     for name in ("field", "A", "B"):
         prov.add_column(name)
@@ -159,6 +171,7 @@ def _study_compare(a: Path, b: Path, *, json_out: bool) -> None:
     if not c.provenance:
         prov.add_row("(none: same set-up)", "", "")
     con.print(prov)
+    _written([html] if html else [])
 
 
 def register(app: typer.Typer) -> None:

@@ -71,18 +71,23 @@ def _option(argv: list[str], name: str) -> str | None:
     return None
 
 
+def check_image(runtime: str, image: str) -> None:
+    """The runtime is known and found, the image exists; UsageError otherwise."""
+    runtime_command(runtime)
+    # a runtime command of the environment's may see another tree (a root of its own): then
+    # the image is its to find
+    if not os.environ.get(COMMANDS[runtime][1]) and not Path(image).exists():
+        raise UsageError(f"--image {image}: no such file or directory")
+
+
 def launcher_of(runtime: str, image: str, argv: list[str]) -> str:
     """The host launcher (mpirun, spawn) of `fabbench ARGV` with its ranks in ``image``;
     UsageError for what cannot run so (checked before any node is made)."""
     from fabbench.comm.registry import REGISTRY
 
-    runtime_command(runtime)
+    check_image(runtime, image)
     if not argv or argv[0] != "run":
         raise UsageError("--image runs the ranks of a `run`: give `-- run --primitive ...`")
-    # a runtime command of the environment's may see another tree (a root of its own): then
-    # the image is its to find
-    if not os.environ.get(COMMANDS[runtime][1]) and not Path(image).exists():
-        raise UsageError(f"--image {image}: no such file or directory")
     if _option(argv, "--ranks") is not None:
         raise UsageError("--ranks: with --image the ranks are the cluster's slots "
                          "(--nodes x --ranks-per-node)")

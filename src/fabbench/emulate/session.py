@@ -18,6 +18,7 @@ from pathlib import Path
 
 from fabbench.emulate import net
 from fabbench.emulate.cluster import ENV, STATE_FILE, Cluster
+from fabbench.emulate.site import SITE_ENV, Site
 from fabbench.emulate.spec import Emulation, Link
 from fabbench.errors import RunError, UsageError
 from fabbench.procs import Terminated, signals_unwind, stop_groups
@@ -63,23 +64,54 @@ def run_under(emulation: Emulation, argv: list[str], max_time_s: float) -> int:
                          "`fabbench emulate --nodes 2 --link 1gbit -- run --primitive mpi`")
     with emulated(emulation) as cluster:
         describe(cluster)
-        child = subprocess.Popen([sys.executable, "-m", "fabbench", *argv],
-                                 env={**os.environ, ENV: str(cluster.state_file)},
-                                 start_new_session=True)
-        try:
-            return child.wait(timeout=max_time_s)
-        except subprocess.TimeoutExpired:
-            print(f"fabbench: error: emulate: `fabbench {' '.join(argv)}` ran past "
-                  f"--max-time {max_time_s:.0f} s; stopped it", file=sys.stderr)
-            return 124
-        except KeyboardInterrupt:
-            stop_groups([child], signal.SIGINT, STOP_GRACE_S)
-            raise
-        except Terminated as exc:
-            stop_groups([child], exc.signum, STOP_GRACE_S)
-            raise
-        finally:
-            stop_groups([child], signal.SIGTERM, STOP_GRACE_S)
+        return _fabbench(argv, {ENV: str(cluster.state_file)}, max_time_s)
+
+
+def run_study(site: Site, argv: list[str], max_time_s: float) -> int:
+    """Run `fabbench study run ...` as the emulated ``site`` would (emulate/site.py): each cell
+    makes its own cluster of the site's shape. Returns the study's exit code."""
+    if argv[:2] != ["study", "run"]:
+        raise UsageError("an emulated site runs `-- study run STUDY --out DIR`")
+    net.require_privileges()
+    print(f"fabbench: emulate: study on an emulated site of {site.nodes} nodes: "
+          + describe_links(site.emulation)
+          + (f"; ranks in {site.image} ({site.runtime})" if site.image else ""),
+          file=sys.stderr, flush=True)
+    with signals_unwind():
+        return _fabbench(argv, {SITE_ENV: site.to_json()}, max_time_s)
+
+
+def _fabbench(argv: list[str], env: dict[str, str], max_time_s: float) -> int:
+    """`fabbench ARGV` in a session of its own with ``env`` added, stopped at ``max_time_s``
+    or when this process is interrupted; its exit code."""
+    child = subprocess.Popen([sys.executable, "-m", "fabbench", *argv],
+                             env={**os.environ, **env}, start_new_session=True)
+    try:
+        return child.wait(timeout=max_time_s)
+    except subprocess.TimeoutExpired:
+        print(f"fabbench: error: emulate: `fabbench {' '.join(argv)}` ran past "
+              f"--max-time {max_time_s:.0f} s; stopped it", file=sys.stderr)
+        return 124
+    except KeyboardInterrupt:
+        stop_groups([child], signal.SIGINT, STOP_GRACE_S)
+        raise
+    except Terminated as exc:
+        stop_groups([child], exc.signum, STOP_GRACE_S)
+        raise
+    finally:
+        stop_groups([child], signal.SIGTERM, STOP_GRACE_S)
+
+
+def describe_links(emulation: Emulation) -> str:
+    """"node0-2 1 Gbit/s, node3 0.25 Gbit/s": each node's link rate, runs of equal ones joined."""
+    rates = [emulation.link_of(i).rate_bit_s for i in range(emulation.nodes)]
+    parts, start = [], 0
+    for i in range(1, len(rates) + 1):
+        if i == len(rates) or rates[i] != rates[start]:
+            nodes = f"node{start}" if i - 1 == start else f"node{start}-{i - 1}"
+            parts.append(f"{nodes} {rates[start] / 1e9:g} Gbit/s")
+            start = i
+    return ", ".join(parts)
 
 
 def describe(cluster: Cluster) -> None:

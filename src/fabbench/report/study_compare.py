@@ -1,6 +1,8 @@
-"""Study against study (site A against site B, or one study at two link speeds): cell by cell
-with the same statistics as the report, the cells that differ significantly named, and the
-provenance that differs (fabric, NICs, libraries, image, place).
+"""Study against study (site A against site B, or one study at two link speeds): first whether
+both ran the same image (report/study_sites.py), then cell by cell with the same statistics as
+the report, the cells that differ significantly named with their 95 % intervals, the networks
+(links, measured ceilings, the slow node) and the provenance that differs (fabric, NICs,
+libraries, image, place).
 
 Cells are matched by their place in the matrix: workload, fabric, primitive, GPUDirect, nodes,
 and the link when both studies have the same links (otherwise the link is what is compared).
@@ -23,6 +25,7 @@ from fabbench.report.study_groups import (
     train_groups,
     verdict_of,
 )
+from fabbench.report.study_sites import Sites, compare_sites
 from fabbench.scaling.predict import jsonable
 
 
@@ -49,6 +52,7 @@ class StudyComparison:
     only_a: list[str] = field(default_factory=list)
     only_b: list[str] = field(default_factory=list)
     provenance: list[tuple[str, list[str]]] = field(default_factory=list)
+    sites: Sites | None = None
 
     @property
     def different(self) -> list[MatchedCells]:
@@ -87,7 +91,7 @@ def compare_studies(dir_a: str | Path, dir_b: str | Path) -> StudyComparison:
     ran_b = [c for c in cells_b if c.series]
     by_b = {_key(c, with_link): c for c in ran_b}
     rows_a, rows_b = _rows(ran_a), _rows(ran_b)
-    out = StudyComparison(dir_a, dir_b)
+    out = StudyComparison(dir_a, dir_b, sites=compare_sites(cells_a, cells_b))
     matched_b = set()
     for ca in ran_a:
         cb = by_b.get(_key(ca, with_link))
@@ -132,7 +136,16 @@ def as_json(c: StudyComparison) -> dict[str, Any]:
                  for p in c.pairs],
         "different": [f"{p.a.id}: {p.what}" for p in c.different],
         "only_a": c.only_a, "only_b": c.only_b,
-        "provenance_diff": dict(c.provenance)})
+        "provenance_diff": dict(c.provenance),
+        **({"image": c.sites.image.as_dict(), "network": {"a": c.sites.a.as_dict(),
+                                                          "b": c.sites.b.as_dict(),
+                                                          "lines": c.sites.lines()}}
+           if c.sites else {})})
+
+
+def image_line(c: StudyComparison) -> str:
+    """What is compared: one image at two sites, or sites and images together."""
+    return c.sites.image.line if c.sites else "images not looked at"
 
 
 def summary_lines(c: StudyComparison) -> list[str]:
@@ -149,3 +162,8 @@ def summary_lines(c: StudyComparison) -> list[str]:
     if c.only_b:
         lines.append(f"only in B: {', '.join(c.only_b)}")
     return lines
+
+
+def network_lines(c: StudyComparison) -> list[str]:
+    """Links, measured ceilings and the slow node of each side."""
+    return c.sites.lines() if c.sites else []

@@ -47,12 +47,17 @@ def _run(argv: list[str], timeout: float = 20) -> str:
 def detect_place(env: dict[str, str] | None = None) -> Place:
     """Inside a Slurm allocation (a batch script or salloc shell, not a job step): its nodes.
     Otherwise this host, one node."""
+    from fabbench.emulate.site import SITE_ENV, Site
     from fabbench.launch.discover import discover
 
     env = dict(os.environ if env is None else env)
     if discover(env) is not None:
         raise UsageError("fabbench study run starts its own launches: run it in the job's "
                          "batch script, not inside a job step (srun/mpirun)")
+    if env.get(SITE_ENV):  # `fabbench emulate ... -- study run`: the emulated site's nodes
+        nodes = Site.from_json(env[SITE_ENV]).nodes
+        return Place(scheduler="local", nodes=nodes,
+                     hostnames=tuple(f"node{i}" for i in range(nodes)))
     job = env.get("SLURM_JOB_ID")
     if job:
         nodelist = env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST", "")
@@ -128,6 +133,11 @@ def why_not(cell: Cell, host: Host, place: Place) -> str | None:
         require_hardware(profile, str(cell.options.get("wire", "native")))
     except UsageError as exc:
         return str(exc)
+    from fabbench.emulate.site import current as emulated_site
+
+    site = emulated_site()
+    if site is not None and (why := site.why_not(cell.nodes, cell.link)):
+        return why
     if cell.link is not None:
         if not host.root:
             return "emulated links (network namespaces, tc) need root"

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from fabbench import __version__
+from fabbench.emulate.site import current as emulated_site
 from fabbench.errors import RunError, UsageError
 from fabbench.launch import table
 from fabbench.procs import stop_groups
@@ -81,6 +82,10 @@ def command(cell: Cell, out: Path, place: Place, index: int) -> tuple[list[str],
     the cell's launcher (why_not skips such a cell, saying so)."""
     fabbench = [sys.executable, "-m", "fabbench"]
     run = ["run", *cell.run_args(), "--out", str(out)]
+    site = emulated_site()  # `fabbench emulate ... -- study run`: the site's links, its image
+    if site is not None:
+        return [*fabbench, *site.cell_argv(nodes=cell.nodes, ranks_per_node=cell.ranks_per_node,
+                                           max_time_s=cell.deadline_s, run=run)], {}
     if cell.link is not None:  # emulated nodes on this host
         return ([*fabbench, "emulate", "--nodes", str(cell.nodes), "--link", cell.link,
                  "--ranks-per-node", str(cell.ranks_per_node), "--max-time",

@@ -49,7 +49,7 @@ from fabbench.study.locate import line_of
 BUILTIN_DIR = Path(__file__).parent / "studies"
 AXES = ("workload", "fabric", "primitive", "gpudirect", "nodes", "link")
 GPUDIRECT = ("auto", "off", "on")
-KINDS = ("collectives", "train", "halo")
+KINDS = ("collectives", "train", "halo", "pairs")  # pairs: which node is slow
 _TOP_KEYS = ("name", "description", "matrix", "run", "workload", "exclude", "override")
 _NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
 
@@ -88,7 +88,7 @@ class Cell:
 
     id: str
     workload: str  # the [workload.NAME] it runs
-    kind: str      # collectives | train | halo
+    kind: str      # collectives | train | halo | pairs
     fabric: str
     primitive: str
     gpudirect: str

@@ -1,0 +1,197 @@
+"""Two studies as two sites: did both run the same image, and how do their networks differ.
+
+- **The image** comes first: the image id each study's runs name (provenance.image.id: the same
+  wherever the image was pulled from). One and the same id on both sides: the comparison is of
+  sites. Otherwise it is of sites and images together, and the report says so and names both.
+- **The network** from provenance: each node's link (an emulated cluster's tc-shaped links, or
+  rank 0's NIC), the ceilings the raw tool measured (or why none was), and the slow node that
+  a `pairs` cell names by the rule of report/pairs.py (docs/methods.md, "Which node is slow,
+  which rank is late").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from fabbench.report import pairs as pairs_rule
+from fabbench.report.study_cells import StudyCell
+
+NO_IMAGE = "no image"  # a run outside the fabbench image (a host install)
+
+
+def _f(record: Any, name: str) -> Any:
+    """A field of a record, read as a mapping or as a typed record."""
+    return record.get(name) if isinstance(record, Mapping) else getattr(record, name, None)
+
+
+def _ran(cells: Sequence[StudyCell]) -> list[Any]:
+    """Every series of the cells that ran."""
+    return [s for c in cells for s in c.series]
+
+
+@dataclass(frozen=True)
+class ImageCheck:
+    """The images each side's runs name (ids; NO_IMAGE for a run outside one)."""
+
+    a: tuple[str, ...]
+    b: tuple[str, ...]
+    a_refs: tuple[str, ...] = ()  # where each side's image was pulled from, where known
+    b_refs: tuple[str, ...] = ()
+
+    @property
+    def same(self) -> bool:
+        return len(self.a) == 1 and self.a == self.b and self.a[0] != NO_IMAGE
+
+    @property
+    def line(self) -> str:
+        if self.same:
+            refs = sorted(set(self.a_refs) | set(self.b_refs))
+            return (f"same image: both studies ran {self.a[0]}"
+                    + (f" (pulled as {', '.join(refs)})" if refs else "")
+                    + "; the comparison is of the sites")
+        if self.a == self.b == (NO_IMAGE,):
+            return ("no image: neither study ran in the fabbench image (host installs); the "
+                    "comparison is of the sites and their installs")
+        return (f"DIFFERENT IMAGES: A ran {', '.join(self.a)}; B ran {', '.join(self.b)}; "
+                "the comparison is of the sites and the images together")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"same": self.same, "a": list(self.a), "b": list(self.b),
+                "a_refs": list(self.a_refs), "b_refs": list(self.b_refs), "line": self.line}
+
+
+def _images(series: Sequence[Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    ids, refs = set(), set()
+    for s in series:
+        image = (_f(s.run, "provenance") or {}).get("image") or {}
+        ids.add(image.get("id") or NO_IMAGE)
+        if image.get("ref"):
+            refs.add(image["ref"])
+    return tuple(sorted(ids)), tuple(sorted(refs))
+
+
+def image_check(cells_a: Sequence[StudyCell], cells_b: Sequence[StudyCell]) -> ImageCheck:
+    (a, a_refs), (b, b_refs) = _images(_ran(cells_a)), _images(_ran(cells_b))
+    return ImageCheck(a or (NO_IMAGE,), b or (NO_IMAGE,), a_refs, b_refs)
+
+
+@dataclass(frozen=True)
+class SiteNetwork:
+    """One side's network as its runs recorded it."""
+
+    links: tuple[tuple[str, float], ...]  # (node, Gbit/s), the run with the most nodes
+    links_from: str                       # "emulated (tc)", "rank 0's NIC ...", "unknown"
+    ceilings: tuple[str, ...]             # what the raw tool measured, or why it did not
+    slow: tuple[str, ...]                 # hosts the pairs rule names slow
+    slow_text: tuple[str, ...]            # the rule's account (or why it was not applied)
+
+    @property
+    def links_text(self) -> str:
+        if not self.links:
+            return self.links_from
+        parts, start = [], 0
+        for i in range(1, len(self.links) + 1):
+            if i == len(self.links) or self.links[i][1] != self.links[start][1]:
+                names = self.links[start][0] if i - 1 == start else \
+                    f"{self.links[start][0]}-{self.links[i - 1][0]}"
+                parts.append(f"{names} {self.links[start][1]:g} Gbit/s")
+                start = i
+        return f"{', '.join(parts)} ({self.links_from})"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"links": [{"node": n, "gbit_s": g} for n, g in self.links],
+                "links_from": self.links_from, "links_text": self.links_text,
+                "ceilings": list(self.ceilings), "slow": list(self.slow),
+                "slow_text": list(self.slow_text)}
+
+
+def _links(series: Sequence[Any]) -> tuple[tuple[tuple[str, float], ...], str]:
+    runs = sorted((s.run for s in series), key=lambda r: _f(r, "nodes") or 0, reverse=True)
+    for run in runs:
+        emulated = _f(run, "emulation")
+        if emulated:
+            return (tuple((x["node"], x["speed_gbit_s"]) for x in emulated["links"]),
+                    "emulated links, tc")
+    for run in runs:
+        nics = [n for n in (_f(run, "provenance") or {}).get("nics", [])
+                if n.get("speed_mbit_s") and n.get("kind") != "loopback"]
+        if nics:
+            nic = max(nics, key=lambda n: n["speed_mbit_s"])
+            host = (_f(run, "provenance") or {}).get("host", "?")
+            return ((host, nic["speed_mbit_s"] / 1000),), f"rank 0's fastest NIC, {nic['name']}"
+    return (), "link rates unknown (no emulation, no NIC speed recorded)"
+
+
+def _ceilings(series: Sequence[Any]) -> tuple[str, ...]:
+    measured, failed = [], set()
+    for s in series:
+        for c in s.ceilings:
+            client, server = _f(c, "client")["host"], _f(c, "server")["host"]
+            if _f(c, "error") or _f(c, "per_direction_gbit_s") is None:
+                failed.add(f"{_f(c, 'tool')} {client}→{server}: not measured "
+                           f"({_f(c, 'error') or 'no result'})")
+            else:
+                measured.append(f"{_f(c, 'tool')} {_f(c, 'mode')} {client}→{server} "
+                                f"{_f(c, 'per_direction_gbit_s'):.3g} Gbit/s per direction")
+    if not measured and not failed:
+        return ("no ceiling measured (no run spanned two hosts with --ceiling)",)
+    return (*dict.fromkeys(measured), *sorted(failed))
+
+
+def _slow(series: Sequence[Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    slow, text = [], []
+    for s in series:
+        if not s.pairs:
+            continue
+        verdict = pairs_rule.analyse(s.pairs)
+        if verdict is None:
+            continue
+        slow += [n.host for n in verdict.slow]
+        text += verdict.text
+    if not text:
+        return (), ("no pairs cell: the slow node was not looked for",)
+    return tuple(dict.fromkeys(slow)), tuple(dict.fromkeys(text))
+
+
+def site_network(cells: Sequence[StudyCell]) -> SiteNetwork:
+    series = _ran(cells)
+    links, links_from = _links(series)
+    slow, slow_text = _slow(series)
+    return SiteNetwork(links, links_from, _ceilings(series), slow, slow_text)
+
+
+@dataclass(frozen=True)
+class Sites:
+    """The image check and both sides' networks."""
+
+    image: ImageCheck
+    a: SiteNetwork
+    b: SiteNetwork
+    notes: list[str] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        """The network differences, for people."""
+        out = []
+        if [g for _, g in self.a.links] != [g for _, g in self.b.links]:
+            out.append(f"links differ: A {self.a.links_text}; B {self.b.links_text}")
+        else:
+            out.append(f"links the same: {self.a.links_text}")
+        out.append("measured ceilings: A " + "; ".join(self.a.ceilings) + " | B "
+                   + "; ".join(self.b.ceilings))
+        for side, net in (("A", self.a), ("B", self.b)):
+            if net.slow:
+                out.append(f"slow node at {side}: {', '.join(net.slow)} ("
+                           + " ".join(net.slow_text) + ")")
+            else:
+                out.append(f"no slow node at {side}: " + " ".join(net.slow_text))
+        return out
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"image": self.image.as_dict(), "a": self.a.as_dict(), "b": self.b.as_dict(),
+                "lines": self.lines()}
+
+
+def compare_sites(cells_a: Sequence[StudyCell], cells_b: Sequence[StudyCell]) -> Sites:
+    return Sites(image_check(cells_a, cells_b), site_network(cells_a), site_network(cells_b))
