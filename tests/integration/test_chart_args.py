@@ -1,7 +1,9 @@
 """The chart's `fabbench run` arguments, rendered by Helm's own library from
 files/run-options.yaml (generated from fabbench.config), equal RunConfig.to_argv() for generated
 configurations: the chart, Slurm, Kubernetes and the study write one argv
-(tests/unit/test_config.py checks the others)."""
+(tests/unit/test_config.py checks the others). The chart's whole launch line (mpirun over the
+operator's hostfile, torchrun, or the rank alone), filled in from files/launchers.yaml, equals
+the launcher table's (launch.table.pod_launch, as `fabbench render k8s` writes it)."""
 
 from __future__ import annotations
 
@@ -10,11 +12,14 @@ import re
 import pytest
 import yaml
 from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 from conftest import REPO
 from fabbench.config import COUNTS, NAMES, RunConfig, fields
 from fabbench.errors import UsageError
 from fabbench.render.chart import chart_options
+from fabbench.render.context import Benchmark, K8sJob
+from fabbench.render.k8s import pod_argv
 from unit.test_config import configs, renderable, slurm_args
 
 helm_python = pytest.importorskip("helm_python", reason="needs helm-python-sdk (dev extra)")
@@ -41,6 +46,20 @@ def chart_values(c: RunConfig) -> dict:
             value = ""
         (values[option["in"]] if option["in"] else values)[option["value"]] = value
     return values
+
+
+def chart_launch(values: dict) -> list[str]:
+    """The command and arguments of the container that starts the ranks, as the manifest holds
+    them (Kubernetes' syntax): the Job's pod, or the MPIJob's launcher."""
+    out = helm_python.Chart.load(str(CHART)).render(values, name="fb", namespace="bench")
+    for name, text in sorted(out.items()):
+        for doc in yaml.safe_load_all(text) if not name.endswith("NOTES.txt") else ():
+            if doc and doc["kind"] in ("Job", "MPIJob"):
+                pod = doc["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"] \
+                    if doc["kind"] == "MPIJob" else doc["spec"]["template"]["spec"]
+                [container] = pod["containers"]
+                return [*container["command"], *container["args"]]
+    raise AssertionError("no Job or MPIJob in the chart's manifests")
 
 
 def chart_args(values: dict) -> list[str]:
@@ -75,3 +94,66 @@ def test_the_chart_writes_the_configuration_argv(c):
     except UsageError:
         assume(False)
     assert chart_args(chart_values(r)) == r.to_argv()
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow])
+@given(configs(), st.sampled_from([1, 2, 8]), st.integers(1, 3))
+def test_the_chart_launches_as_the_launcher_table(c, gpus, nodes):
+    """For any configuration, GPUs per node (one: torchrun is left out) and node count, the
+    chart's launch line is the table's, word for word, the profile's MCA parameters and
+    exported variables included."""
+    r = renderable(c)
+    assume(r is not None)
+    assume(r.iface is None or re.fullmatch(r"[A-Za-z0-9_.:@-]{0,15}", r.iface))
+    try:
+        slurm_args(r)
+    except UsageError:
+        assume(False)
+    values = chart_values(r)
+    values["gpusPerNode"] = gpus if r.device == "cuda" else 0
+    values["nodes"] = 1 if r.fabric == "shm" else nodes
+    job = K8sJob(name="fb-fabbench", nodes=values["nodes"], gpus_per_node=values["gpusPerNode"],
+                 benchmark=Benchmark(config=r))
+    assert chart_launch(values) == pod_argv(job)
+
+
+def _launch_cases():
+    from fabbench.fabrics.profile import WIRES, load_profile
+    from fabbench.render.chart import chart_profiles
+
+    for fabric in sorted(chart_profiles()):
+        profile = load_profile(fabric)
+        for wire in WIRES:
+            if wire != "native" and wire not in profile.wires:
+                continue
+            for primitive in ("mpi", "gloo", "nccl", "horovod"):
+                for gpus in (0, 1, 4):
+                    if primitive == "nccl" and not gpus:
+                        continue
+                    for gpudirect in ("auto", "on", "off") if gpus else ("auto",):
+                        yield fabric, wire, primitive, gpus, gpudirect
+
+
+@pytest.mark.parametrize("fabric,wire,primitive,gpus,gpudirect", list(_launch_cases()))
+def test_every_fabric_wire_and_primitive_launches_as_the_table(fabric, wire, primitive, gpus,
+                                                                 gpudirect):
+    """Every fabric, wire and primitive, on 0, 1 and 4 GPUs per pod, with the interface and RDMA
+    device named (the profile's placeholders filled: its variables exported with -x): the
+    chart's launch line is the table's; a job Python refuses, the chart refuses too."""
+    nodes = 1 if fabric == "shm" else 2
+    argv = ["--fabric", fabric, "--wire", wire, "--primitive", primitive,
+            "--device", "cuda" if gpus else "cpu", "--gpudirect", gpudirect,
+            "--iface", "eth1", "--rdma-device", "mlx5_1"]
+    if primitive == "horovod":
+        argv += ["--horovod-over", "mpi"]
+    c = RunConfig.from_argv(argv)
+    values = {**chart_values(c), "gpusPerNode": gpus, "nodes": nodes}
+    try:
+        want = pod_argv(K8sJob(name="fb-fabbench", nodes=nodes, gpus_per_node=gpus,
+                               benchmark=Benchmark(config=c)))
+    except UsageError:
+        with pytest.raises(helm_python.HelmError):
+            chart_launch(values)
+        return
+    assert chart_launch(values) == want

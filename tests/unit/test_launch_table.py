@@ -181,6 +181,26 @@ def test_mpirun_over_the_operators_hostfile_and_torchrun():
     assert all(isinstance(w, Shell) for w in table.torchrun(2, 4)[4:])
 
 
+def test_pod_launch_fills_the_lines_the_chart_reads():
+    """launch.table.PODS is what files/launchers.yaml holds: mpirun over the operator's hostfile
+    with the MCA parameters and exports in name order, torchrun for a pod of several ranks and
+    the program alone for a pod of one."""
+    program = ["fabbench", "run"]
+    assert table.pod_launch("mpi", nodes=2, per_node=1, program=program,
+                            mca={"pml": "ucx", "btl": "^openib"}, exports=["UCX_TLS", "A"]) == \
+        ["mpirun", "--hostfile", "/etc/mpi/hostfile", "-np", "2", "--bind-to", "none",
+         "--mca", "btl", "^openib", "--mca", "pml", "ucx", "-x", "A", "-x", "UCX_TLS", *program]
+    assert table.pod_launch("rendezvous", nodes=3, per_node=4, program=program,
+                            mca={"pml": "ucx"}) == [*table.torchrun(3, 4), *program]
+    assert table.pod_launch("rendezvous", nodes=3, per_node=1, program=program) == program
+    from fabbench.comm import registry
+
+    assert set(table.PODS) == set(registry.RENDER_FAMILY.values())
+    line = table.mpirun_hostfile_line()
+    assert table.fill(line, {"hostfile": "h", "ranks": 4}, {"mca": [], "exports": []}) == \
+        ["mpirun", "--hostfile", "h", "-np", "4", "--bind-to", "none"]
+
+
 RESULTS = Shell('"$results_dir"')
 BINDS = ("/dev/infiniband", "/opt/site:/site", "/sys/class/infiniband")
 

@@ -154,6 +154,54 @@ controller and the device are decided here, as `fabbench render k8s` decides the
 {{- toJson (concat $args (list "--out" $out)) }}
 {{- end }}
 
+{{/* What a pod runs, as fabbench.launch.table.pod_launch composes it (files/launchers.yaml,
+generated from the table): the render family's line, unless a pod of one rank runs the program
+bare, with {name} filled in and each group written per MCA parameter or exported variable (in
+name order), then the program. As JSON, every word in Kubernetes' syntax: the line's words as
+the file holds them, the values filled in and the program's words with a '$' as '$$'. Takes a
+dict: ctx (the chart's context), family, program (words), mca (name -> value), exports (a dict
+whose names are exported). */}}
+{{- define "fabbench.podLaunch" -}}
+{{- $data := .ctx.Files.Get "files/launchers.yaml" | fromYaml }}
+{{- $pod := get $data.pods .family }}
+{{- if not $pod }}{{ fail (printf "render family %q is not in files/launchers.yaml" .family) }}{{ end }}
+{{- $perNode := include "fabbench.ranksPerNode" .ctx | int }}
+{{- $nodes := int .ctx.Values.nodes }}
+{{- $values := dict "hostfile" $data.hostfile "ranks" (mul $nodes $perNode) "nodes" $nodes "per_node" $perNode }}
+{{- $lists := dict "mca" list "exports" list }}
+{{- range $k, $v := .mca }}{{ $_ := set $lists "mca" (append $lists.mca (dict "key" $k "value" $v)) }}{{ end }}
+{{- range $k, $_ := .exports }}{{ $_ := set $lists "exports" (append $lists.exports (dict "key" $k)) }}{{ end }}
+{{- $out := list }}
+{{- if not (and $pod.bareWhenOne (eq $perNode 1)) }}
+{{- range $part := $pod.line }}
+{{- if kindIs "string" $part }}
+{{- $out = append $out (include "fabbench.fillWord" (list $part $values)) }}
+{{- else }}
+{{- range $item := get $lists $part.each }}
+{{- range $word := $part.words }}{{ $out = append $out (include "fabbench.fillWord" (list $word $item)) }}{{ end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- range .program }}{{ $out = append $out (replace "$" "$$" (toString .)) }}{{ end }}
+{{- toJson $out }}
+{{- end }}
+
+{{/* A word of files/launchers.yaml with each {name} of the dict given filled in (the value
+with a '$' as '$$'). Takes (list word dict). */}}
+{{- define "fabbench.fillWord" -}}
+{{- $word := index . 0 }}
+{{- range $name, $value := index . 1 }}{{ $word = replace (printf "{%s}" $name) (replace "$" "$$" (toString $value)) $word }}{{ end }}
+{{- $word }}
+{{- end }}
+
+{{/* Words already in Kubernetes' syntax, one list item each. */}}
+{{- define "fabbench.wordList" -}}
+{{- range . }}
+- {{ toString . | toJson }}
+{{- end }}
+{{- end }}
+
 {{/* Container arguments: Kubernetes expands $(VAR), so a literal '$' is written '$$'. */}}
 {{- define "fabbench.argList" -}}
 {{- range . }}

@@ -20,12 +20,16 @@ and around a rank's command the container runtime (RUNTIMES: apptainer, charliec
 none). A new launcher is one entry of TABLE; a new container runtime one entry of RUNTIMES.
 
 Words of a command are plain strings (quoted for their target when written out) or ``Shell``
-text (a shell variable, a Kubernetes $(VAR)), which is placed as it is.
+text (a shell variable, a Kubernetes $(VAR)), which is placed as it is. A line someone else fills
+in too (the Helm chart cannot call Python) is a ``Line``, words with {name} placeholders and
+``Each`` groups; the chart reads the Kubernetes lines (PODS) from files/launchers.yaml, which
+fabbench.render.chart generates from them.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import socket
 import sys
@@ -56,6 +60,39 @@ class Shell(str):
 def shell_line(words: Sequence[str]) -> str:
     """``words`` as one line of bash: literals quoted, Shell text as it is."""
     return " ".join(w if isinstance(w, Shell) else shlex.quote(w) for w in words)
+
+
+# --- lines with placeholders ----------------------------------------------------------------
+@dataclass(frozen=True)
+class Each:
+    """Words written once per item of one of a line's lists: ``mca`` (an MCA parameter: {key},
+    {value}) or ``exports`` (a variable exported to every rank: {key})."""
+
+    items: str
+    words: tuple[str, ...]
+
+
+Line = tuple[str | Each, ...]  # words with {name} placeholders, and Each groups
+_PLACEHOLDER = re.compile(r"\{(\w+)\}")
+
+
+def _fill_word(word: str, values: Mapping[str, object]) -> str:
+    text = _PLACEHOLDER.sub(lambda m: str(values[m.group(1)]), word)
+    return Shell(text) if isinstance(word, Shell) else text
+
+
+def fill(line: Line, values: Mapping[str, object],
+         lists: Mapping[str, Sequence[Mapping[str, str]]] = MappingProxyType({})) -> list[str]:
+    """``line``'s words with {name} filled from ``values``, each Each group once per item of
+    ``lists[group.items]`` (filled from the item); Shell words stay Shell."""
+    out: list[str] = []
+    for part in line:
+        if isinstance(part, Each):
+            for item in lists.get(part.items, ()):
+                out += [_fill_word(w, item) for w in part.words]
+        else:
+            out.append(_fill_word(part, values))
+    return out
 
 
 # --- the port rule --------------------------------------------------------------------------
@@ -131,23 +168,25 @@ def mpirun_settings(resolved: Resolved) -> list[str]:
     return argv
 
 
+def mpirun_hostfile_line(*, per_node: bool = False, as_root: bool = False) -> Line:
+    """mpirun over a hostfile someone else wrote (the MPI operator's): {hostfile}, {ranks},
+    with ``per_node`` {per_node} ranks on each host (else as the hostfile's slots say), the
+    MCA parameters and the exported variables (-x) in the order given."""
+    return ("mpirun", "--hostfile", "{hostfile}", "-np", "{ranks}",
+            *(("--map-by", "ppr:{per_node}:node") if per_node else ()), "--bind-to", "none",
+            *(_as_root() if as_root else ()), Each("mca", ("--mca", "{key}", "{value}")),
+            Each("exports", ("-x", "{key}")))
+
+
 def mpirun_over_hostfile(hostfile: str, ranks: int, *, per_node: int | None = None,
                          mca: Mapping[str, str] = MappingProxyType({}),
                          exports: Sequence[str] = (), as_root: bool = False) -> list[str]:
-    """mpirun over a hostfile someone else wrote (the MPI operator's): ``per_node`` ranks on
-    each host (None: as the hostfile's slots say), ``mca`` parameters and ``exports`` (-x) in
-    the order given."""
-    argv = ["mpirun", "--hostfile", hostfile, "-np", str(ranks)]
-    if per_node is not None:
-        argv += ["--map-by", f"ppr:{per_node}:node"]
-    argv += ["--bind-to", "none"]
-    if as_root:
-        argv += _as_root()
-    for key, value in mca.items():
-        argv += ["--mca", key, value]
-    for key in exports:
-        argv += ["-x", key]
-    return argv
+    """mpirun_hostfile_line filled in: ``per_node`` ranks on each host (None: as the
+    hostfile's slots say), ``mca`` parameters and ``exports`` (-x) in the order given."""
+    return fill(mpirun_hostfile_line(per_node=per_node is not None, as_root=as_root),
+                {"hostfile": hostfile, "ranks": ranks, "per_node": per_node},
+                {"mca": [{"key": k, "value": v} for k, v in mca.items()],
+                 "exports": [{"key": k} for k in exports]})
 
 
 def srun(nodes: int, per_node: int, launcher: str) -> list[str]:
@@ -156,12 +195,51 @@ def srun(nodes: int, per_node: int, launcher: str) -> list[str]:
     return [*argv, "--mpi=pmix"] if launcher == "mpirun" else argv
 
 
+# torchrun starting {per_node} ranks of one of {nodes} pods of an Indexed Job (its node rank and
+# the rendezvous from the pod's environment, Kubernetes' $(VAR)); the rank command follows
+TORCHRUN_LINE: Line = (
+    "torchrun", "--no-python", "--nnodes={nodes}", "--nproc-per-node={per_node}",
+    Shell("--node-rank=$(FABBENCH_NODE_RANK)"), Shell("--master-addr=$(MASTER_ADDR)"),
+    Shell("--master-port=$(MASTER_PORT)"))
+
+
 def torchrun(nodes: int, per_node: int) -> list[str]:
-    """torchrun starting ``per_node`` ranks of a pod of an Indexed Job (its node rank and the
-    rendezvous from the pod's environment); the rank command follows."""
-    return ["torchrun", "--no-python", f"--nnodes={nodes}", f"--nproc-per-node={per_node}",
-            Shell("--node-rank=$(FABBENCH_NODE_RANK)"), Shell("--master-addr=$(MASTER_ADDR)"),
-            Shell("--master-port=$(MASTER_PORT)")]
+    """TORCHRUN_LINE filled in."""
+    return fill(TORCHRUN_LINE, {"nodes": nodes, "per_node": per_node})
+
+
+# --- Kubernetes: how a pod starts the ranks (also the chart's, files/launchers.yaml) --------
+@dataclass(frozen=True, kw_only=True)
+class PodLaunch:
+    """The line a pod runs before the program ({hostfile}, {ranks}, {nodes}, {per_node}, the
+    lists ``mca`` and ``exports``); ``bare_when_one``: a pod of one rank runs the program
+    itself."""
+
+    line: Line
+    bare_when_one: bool = False
+
+
+# render family (comm.registry.RENDER_FAMILY) -> the pod launch: an MPIJob's launcher pod runs
+# mpirun over the operator's hostfile; an Indexed Job's pod runs torchrun for several ranks
+PODS: Mapping[str, PodLaunch] = MappingProxyType({
+    "mpi": PodLaunch(line=mpirun_hostfile_line()),
+    "rendezvous": PodLaunch(line=TORCHRUN_LINE, bare_when_one=True)})
+
+
+def pod_launch(family: str, *, nodes: int, per_node: int, program: Sequence[str],
+               mca: Mapping[str, str] = MappingProxyType({}),
+               exports: Sequence[str] = ()) -> list[str]:
+    """What a pod of a Kubernetes job of render family ``family`` runs: the ranks of ``nodes``
+    pods of ``per_node`` ranks each running ``program``, with ``mca`` parameters and ``exports``
+    passed to every rank, in name order (as the chart's templates range over them), where the
+    launcher takes them (mpirun)."""
+    pod = PODS[family]
+    if pod.bare_when_one and per_node == 1:
+        return list(program)
+    return [*fill(pod.line, {"hostfile": HOSTFILE_K8S, "ranks": nodes * per_node,
+                             "nodes": nodes, "per_node": per_node},
+                  {"mca": [{"key": k, "value": mca[k]} for k in sorted(mca)],
+                   "exports": [{"key": k} for k in sorted(exports)]}), *program]
 
 
 def _horovodrun(plan: Plan, hosts: str, iface: str | None, program: Sequence[str]) -> list[str]:

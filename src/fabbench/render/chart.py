@@ -11,7 +11,10 @@ differs from what this module generates. Regenerate with ``python -m fabbench.re
                          section, render family, controller and whether it needs GPUs;
   files/run-options.yaml the run configuration's fields in argv order (fabbench.config
                          .chart_options), from which the chart's fabbench.runArgs writes the
-                         arguments RunConfig.to_argv writes.
+                         arguments RunConfig.to_argv writes;
+  files/launchers.yaml   the launcher table's Kubernetes pod launches (launch.table.PODS): per
+                         render family the line before the program, which the chart's
+                         fabbench.podLaunch fills in as launch.table.pod_launch does.
 """
 
 from __future__ import annotations
@@ -24,7 +27,9 @@ from typing import Any
 from fabbench import config
 from fabbench.comm import registry
 from fabbench.fabrics.profile import BUILTIN_DIR, PRIMITIVE_SECTIONS, WIRES, load_profile
+from fabbench.launch import table
 from fabbench.render.context import rendered_over
+from fabbench.render.engine import k8s_arg
 
 _HEADER = ("# Generated from {source} by fabbench.render.chart; do not edit\n"
            "# (tests/unit/test_render_k8s.py fails when it differs). Regenerate:\n"
@@ -111,9 +116,27 @@ def chart_run_options() -> dict:
     return {"options": chart_options()}
 
 
+def chart_launchers() -> dict:
+    """{hostfile, pods: render family -> {line, bareWhenOne}}: a line's words in Kubernetes'
+    syntax (a literal '$' as '$$', the table's $(VAR) kept), an Each group as {each, words}."""
+    def word(w: str) -> str:
+        return str(w) if isinstance(w, table.Shell) else k8s_arg(w)
+
+    def part(p: str | table.Each) -> str | dict:
+        if isinstance(p, table.Each):
+            return {"each": p.items, "words": [word(w) for w in p.words]}
+        return word(p)
+
+    return {"hostfile": table.HOSTFILE_K8S,
+            "pods": {family: {"line": [part(p) for p in pod.line],
+                              "bareWhenOne": pod.bare_when_one}
+                     for family, pod in table.PODS.items()}}
+
+
 FILES = {"files/fabrics.yaml": ("src/fabbench/fabrics/profiles/*.toml", chart_profiles),
          "files/primitives.yaml": ("src/fabbench/comm/registry.py", chart_primitives),
-         "files/run-options.yaml": ("src/fabbench/config.py", chart_run_options)}
+         "files/run-options.yaml": ("src/fabbench/config.py", chart_run_options),
+         "files/launchers.yaml": ("src/fabbench/launch/table.py", chart_launchers)}
 
 
 def generated(path: str) -> str:

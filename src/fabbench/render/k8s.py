@@ -9,7 +9,7 @@ from fabbench import __version__
 from fabbench.launch import table
 from fabbench.render.context import K8sJob
 from fabbench.render.engine import k8s_arg, render
-from fabbench.render.fabric import fabric_env
+from fabbench.render.fabric import FabricEnv, fabric_env
 
 
 def labels(job: K8sJob, managed_by: str = "fabbench-render") -> dict[str, str]:
@@ -21,36 +21,40 @@ def labels(job: K8sJob, managed_by: str = "fabbench-render") -> dict[str, str]:
 
 def render_k8s(job: K8sJob) -> str:
     bench = job.benchmark
-    cfg = bench.config
-    fab = fabric_env(cfg.fabric, bench.backend, cfg.wire, gpudirect=cfg.gpudirect,
-                     iface=cfg.iface, rdma_device=cfg.rdma_device)
-    out = f"{job.results_path.rstrip('/')}/{job.name}-{bench.label}.jsonl"
-    run = [*bench.run_args(), "--out", out]
+    fab = _fabric(job)
     resources = {}
     if job.gpus_per_node:
         resources[job.gpu_resource] = job.gpus_per_node
     if job.rdma_resource:
         resources[job.rdma_resource] = job.rdma_per_node
     env = dict(sorted(fab.env.items()))
-    context = {"job": job, "bench": bench, "fabric": fab, "env": env, "run": run,
+    context = {"job": job, "bench": bench, "fabric": fab, "env": env,
                "resources": resources, "labels": labels(job),
                "selector": {k: v for k, v in labels(job).items()
                             if k in ("app.kubernetes.io/name", "app.kubernetes.io/instance")},
                "hostfile": table.HOSTFILE_K8S,
-               "devices": fab.profile.device_files(cfg.wire)}
-    if bench.launch == "mpi":
-        argv = [*table.mpirun_over_hostfile(
-            table.HOSTFILE_K8S, job.ranks, mca=dict(sorted(fab.mca.items())),
-            exports=sorted(k for k in env if not k.startswith("OMPI_MCA_"))),
-            job.fabbench_command, *run]
-        return render("k8s-mpijob.yaml.j2", **context, **_container(argv))
-    pod = table.torchrun(job.nodes, job.ranks_per_node) if job.ranks_per_node > 1 else []
-    return render("k8s-job.yaml.j2", **context,
-                  **_container([*pod, job.fabbench_command, *run]))
+               "devices": fab.profile.device_files(bench.config.wire)}
+    words = pod_argv(job, fab)
+    template = "k8s-mpijob.yaml.j2" if bench.launch == "mpi" else "k8s-job.yaml.j2"
+    return render(template, **context, command=words[:1], args=words[1:])
 
 
-def _container(argv: list[str]) -> dict[str, list[str]]:
-    """A container's command and args: literal words escaped ($ as $$), the table's
-    $(VAR) references kept."""
-    words = [w if isinstance(w, table.Shell) else k8s_arg(w) for w in argv]
-    return {"command": words[:1], "args": words[1:]}
+def _fabric(job: K8sJob) -> FabricEnv:
+    bench = job.benchmark
+    cfg = bench.config
+    return fabric_env(cfg.fabric, bench.backend, cfg.wire, gpudirect=cfg.gpudirect,
+                      iface=cfg.iface, rdma_device=cfg.rdma_device)
+
+
+def pod_argv(job: K8sJob, fab: FabricEnv | None = None) -> list[str]:
+    """The command line of the pod that starts the ranks (launch.table.pod_launch: an MPIJob's
+    launcher, an Indexed Job's pods) in Kubernetes' syntax: literal words escaped ($ as $$),
+    the table's $(VAR) references kept. The chart's fabbench.podLaunch writes the same."""
+    bench = job.benchmark
+    fab = fab or _fabric(job)
+    out = f"{job.results_path.rstrip('/')}/{job.name}-{bench.label}.jsonl"
+    argv = table.pod_launch(bench.launch, nodes=job.nodes, per_node=job.ranks_per_node,
+                            program=[job.fabbench_command, *bench.run_args(), "--out", out],
+                            mca=fab.mca,
+                            exports=[k for k in fab.env if not k.startswith("OMPI_MCA_")])
+    return [w if isinstance(w, table.Shell) else k8s_arg(w) for w in argv]
