@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from fabbench.errors import UsageError
+from fabbench.results.records import Collective
 from fabbench.scaling.costs import Params, busbw_gbyte_s, time_s
 from fabbench.scaling.fit import fit_points, fit_records
 
@@ -23,9 +24,9 @@ def records(alpha, beta, op="allreduce", p=8, noise=0.0, seed=0, transport="ob1/
     for s in SIZES:
         t = time_s(op, alg, p, s, Params(alpha_s=alpha, beta_s_per_byte=beta))
         t *= 1 + noise * rng.standard_normal()
-        out.append({"kind": "collective", "run_id": "r", "op": op, "bytes": s, "ranks": p,
-                    "transport": transport, "time_us": {"p50": t * 1e6},
-                    "busbw_gbyte_s": busbw_gbyte_s(op, p, s, t)})
+        out.append(Collective.read({"run_id": "r", "op": op, "bytes": s, "ranks": p,
+                                    "transport": transport, "time_us": {"p50": t * 1e6},
+                                    "busbw_gbyte_s": busbw_gbyte_s(op, p, s, t)}))
     return out
 
 

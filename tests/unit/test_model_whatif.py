@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from fabbench.errors import UsageError
+from fabbench.results.records import Train
 from fabbench.scaling import whatif
 from fabbench.scaling.predict import ModelOptions, build
 
@@ -73,22 +74,22 @@ def test_scaling_falls_with_nodes_and_rises_with_bandwidth():
 
 
 def test_record_with_buckets_and_no_ready_times_is_spread_and_said():
-    rec = {"model": "resnet50", "parameters": 25557032, "compute_ms": 100.0,
-           "step_ms": 120.0, "comm_ms": 20.0, "grad_bytes": 102228128,
-           "buckets": {"count": 3, "bytes": [1 << 20, 50_000_000, 51_179_552]},
-           "batch_per_rank": 32, "ranks": 2}
+    rec = Train.read({"model": "resnet50", "parameters": 25557032, "compute_ms": 100.0,
+                      "step_ms": 120.0, "comm_ms": 20.0, "grad_bytes": 102228128,
+                      "buckets": {"count": 3, "bytes": [1 << 20, 50_000_000, 51_179_552]},
+                      "batch_per_rank": 32, "ranks": 2})
     prof = whatif.profile_from_record(rec, backward_fraction=0.5)
     assert prof.iteration_s == pytest.approx(0.1) and prof.backward_s == pytest.approx(0.05)
-    assert [b.nbytes for b in prof.buckets] == rec["buckets"]["bytes"]
+    assert [b.nbytes for b in prof.buckets] == rec.buckets["bytes"]
     assert prof.buckets[-1].ready_s == pytest.approx(0.05)
-    assert prof.buckets[0].ready_s == pytest.approx(0.05 * (1 << 20) / sum(rec["buckets"]["bytes"]))
+    assert prof.buckets[0].ready_s == pytest.approx(0.05 * (1 << 20) / sum(rec.buckets["bytes"]))
     assert any("spread uniformly" in n for n in prof.notes)
 
 
 def test_record_with_ready_times_uses_them():
-    rec = {"model": "m", "parameters": 10, "compute_ms": 10.0, "step_ms": 12.0, "comm_ms": 2.0,
-           "backward_ms": 6.0, "grad_bytes": 40,
-           "buckets": {"count": 2, "bytes": [20, 20], "ready_ms": [2.0, 6.0]}}
+    rec = Train.read({"model": "m", "parameters": 10, "compute_ms": 10.0, "step_ms": 12.0,
+                      "comm_ms": 2.0, "backward_ms": 6.0, "grad_bytes": 40,  # a newer writer's
+                      "buckets": {"count": 2, "bytes": [20, 20], "ready_ms": [2.0, 6.0]}})
     prof = whatif.profile_from_record(rec)
     assert [b.ready_s for b in prof.buckets] == pytest.approx([0.002, 0.006])
     assert prof.backward_s == pytest.approx(0.006) and not prof.notes

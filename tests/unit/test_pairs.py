@@ -11,6 +11,7 @@ import pytest
 from fabbench.errors import UsageError
 from fabbench.report.late import late_ranks
 from fabbench.report.pairs import SLOW_SHARE, analyse
+from fabbench.results.records import Collective, Pairs
 from fabbench.timing.engine import TimingPolicy, measure
 from fabbench.workloads.faults import Fault
 from fabbench.workloads.pairs import endpoints, round_robin
@@ -39,7 +40,7 @@ def test_endpoints_one_rank_per_node_or_every_rank_on_one_host():
 
 
 def fleet(n: int, bw: dict[int, float] | None = None, base: float = 0.1, noise: float = 0.0,
-          seed: int = 0, sizes=(8, 1 << 20)) -> list[dict]:
+          seed: int = 0, sizes=(8, 1 << 20)) -> list[Pairs]:
     """pairs records of n nodes whose links run at base GB/s, or bw[node]: a pair runs at the
     slower end's rate, times a uniform noise of ±noise."""
     rng = random.Random(seed)
@@ -50,11 +51,11 @@ def fleet(n: int, bw: dict[int, float] | None = None, base: float = 0.1, noise: 
             for size in sizes:
                 rate = min(bw.get(a, base), bw.get(b, base)) * (1 + rng.uniform(-noise, noise))
                 p50 = size / (rate * 1e9) * 1e6 + 50.0
-                recs.append({"kind": "pairs", "op": "sendrecv", "round": number, "unit": "node",
+                recs.append(Pairs.read({"op": "sendrecv", "round": number, "unit": "node",
                              "a": a, "b": b, "a_rank": a, "b_rank": b, "a_host": f"n{a}",
                              "b_host": f"n{b}", "bytes": size, "dtype": "float32",
                              "transport": "ob1/tcp", "time_us": {"p50": p50},
-                             "bw_gbyte_s": size / (p50 * 1e-6) / 1e9, "correct": None})
+                             "bw_gbyte_s": size / (p50 * 1e-6) / 1e9, "correct": None}))
     return recs
 
 
@@ -103,8 +104,8 @@ def test_no_pairs_records_no_verdict():
     assert analyse([]) is None
 
 
-def collective(op: str, per_rank: list[list[float]]) -> dict:
-    return {"kind": "collective", "op": op, "rank_samples_us": per_rank}
+def collective(op: str, per_rank: list[list[float]]) -> Collective:
+    return Collective.read({"op": op, "rank_samples_us": per_rank})
 
 
 def test_late_rank_named_from_each_ranks_own_time():

@@ -92,8 +92,8 @@ def findings(s: Series) -> dict:
     """Which node is slow (pairs records) and which rank arrives late (each rank's own times in
     the collective records) in one run."""
     verdict = pairs.analyse(s.pairs)
-    late, points = late_ranks(s.collectives, s.run.get("rank_hosts"))
-    return {"series": s.label, "run_id": s.run["run_id"],
+    late, points = late_ranks(s.collectives, s.run.rank_hosts)
+    return {"series": s.label, "run_id": s.run.run_id,
             "pairs": verdict.as_dict() if verdict is not None else None,
             "late_ranks": [r.as_dict() for r in late], "late_points_judged": points,
             "_verdict": verdict, "_late": late}
@@ -107,7 +107,7 @@ def findings_text(s: Series) -> str:
         out += (f"# {s.label}: pairs, {verdict.pairs} pairs of {len(verdict.nodes)} "
                 f"{verdict.unit}s, bandwidth at {verdict.bw_bytes} B\n{pairs.table(verdict)}")
         out += "".join(f"# {line}\n" for line in verdict.text)
-    out += "".join(f"# {s.label}: {r.sentence(s.run['nodes'])}\n" for r in f["_late"])
+    out += "".join(f"# {s.label}: {r.sentence(s.run.nodes)}\n" for r in f["_late"])
     return out
 
 
@@ -131,8 +131,8 @@ def make_compare(paths: Sequence[str | Path], *, html: Path | None = None,
 
 def compare_rows(c: Comparison) -> list[dict]:
     return [{"op": r.op, "dtype": r.dtype, "bytes": r.bytes, "ranks": r.ranks,
-             "a": c.baseline.label, "b": r.other.label, "a_p50_us": r.a["time_us"]["p50"],
-             "b_p50_us": r.b["time_us"]["p50"], "ratio": r.verdict.ratio,
+             "a": c.baseline.label, "b": r.other.label, "a_p50_us": r.a.time_us["p50"],
+             "b_p50_us": r.b.time_us["p50"], "ratio": r.verdict.ratio,
              "ci_low": r.verdict.ci_low, "ci_high": r.verdict.ci_high,
              "p_value": r.verdict.p_value, "verdict": r.verdict.verdict, "notes": r.notes}
             for r in c.rows]

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
 
 from fabbench.errors import UsageError
 from fabbench.report.stats import Verdict, compare_samples, median_ratio
 from fabbench.report.tables import OP_ORDER, unstable
+from fabbench.results.records import Collective, Run, Train
 from fabbench.results.runs import Series
 
 # launcher bookkeeping that differs on every run and says nothing about the set-up
@@ -28,8 +28,8 @@ class ComparedPoint:
     dtype: str
     bytes: int
     ranks: int
-    a: dict[str, Any]
-    b: dict[str, Any]
+    a: Collective
+    b: Collective
     other: Series
     verdict: Verdict
 
@@ -44,8 +44,8 @@ class ComparedPoint:
 class TrainRow:
     model: str
     ranks: int
-    a: dict[str, Any] | None
-    b: dict[str, Any] | None
+    a: Train | None
+    b: Train | None
     other: Series
 
 
@@ -70,13 +70,14 @@ class Comparison:
         return out
 
 
-def _key(rec: dict[str, Any]) -> tuple[str, str, int, int]:
-    return rec["op"], rec["dtype"], rec["bytes"], rec["ranks"]
+def _key(rec: Collective) -> tuple[str, str, int, int]:
+    return rec.op, rec.dtype, rec.bytes, rec.ranks
 
 
-def _verdict(a: dict[str, Any], b: dict[str, Any]) -> Verdict:
-    return compare_samples(a.get("samples_us") or [], b.get("samples_us") or [],
-                           ratio=median_ratio(a["time_us"]["p50"], b["time_us"]["p50"]))
+def _verdict(a: Collective, b: Collective) -> Verdict:
+    """B against A from their samples (none recorded: "no samples", a fabbench/1 point)."""
+    return compare_samples(a.samples_us or [], b.samples_us or [],
+                           ratio=median_ratio(a.time_us["p50"], b.time_us["p50"]))
 
 
 def compare(series: list[Series]) -> Comparison:
@@ -96,8 +97,8 @@ def compare(series: list[Series]) -> Comparison:
         if only:
             result.unmatched.append(f"{only} points are in only one of {base.label} and "
                                     f"{other.label} (different ops, sizes, dtypes or ranks)")
-        a_train = {(t["model"], t["ranks"]): t for t in base.train}
-        b_train = {(t["model"], t["ranks"]): t for t in other.train}
+        a_train = {(t.model, t.ranks): t for t in base.train}
+        b_train = {(t.model, t.ranks): t for t in other.train}
         for model, ranks in sorted(a_train.keys() | b_train.keys()):
             result.train.append(TrainRow(model, ranks, a_train.get((model, ranks)),
                                          b_train.get((model, ranks)), other))
@@ -112,14 +113,15 @@ def _op_index(op: str) -> int:
     return OP_ORDER.index(op) if op in OP_ORDER else len(OP_ORDER)
 
 
-def flatten_provenance(run: dict[str, Any]) -> dict[str, str]:
-    """The run's set-up as "field: value" strings, launcher bookkeeping left out."""
+def flatten_provenance(run: Run) -> dict[str, str]:
+    """The run's set-up as "field: value" strings, launcher bookkeeping left out (a field the
+    run did not record, e.g. in a fabbench/1 file, is left out too)."""
     out: dict[str, str] = {}
     for key in ("fabric", "wire", "primitive", "horovod_over", "device", "ranks", "nodes",
                 "transport"):
-        if run.get(key) is not None:
-            out[key] = str(run[key])
-    prov = run["provenance"]
+        if getattr(run, key) is not None:
+            out[key] = str(getattr(run, key))
+    prov = run.provenance
     for key in ("host", "os", "container", "scheduler", "gpudirect_rdma"):
         if key in prov:
             out[key] = str(prov[key])

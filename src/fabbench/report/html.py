@@ -16,6 +16,7 @@ from fabbench.report.plots import Plot
 from fabbench.report.stats import ALPHA
 from fabbench.report.tables import count_of, efficiency_lines, ops_of, unstable, unstable_points
 from fabbench.results.link import format_gbit_s, link_of
+from fabbench.results.records import Train
 from fabbench.results.runs import Series
 from fabbench.timing.stats import STABLE_REL
 
@@ -120,29 +121,29 @@ and the bootstrap 95% interval of the median ratio excludes 1.{% endif %}</p>
 """
 
 
-def _fmt_sps(t: dict | None) -> str:
-    return "-" if t is None else f"{t['samples_per_s']['p50']:.1f}"
+def _fmt_sps(t: Train | None) -> str:
+    return "-" if t is None else f"{t.samples_per_s['p50']:.1f}"
 
 
-def _fmt_eff(t: dict | None) -> str:
-    if t is None or t.get("scaling_efficiency") is None:
+def _fmt_eff(t: Train | None) -> str:
+    if t is None or t.scaling_efficiency is None:
         return "-"
-    return f"{100 * t['scaling_efficiency']:.0f}%"
+    return f"{100 * t.scaling_efficiency:.0f}%"
 
 
 def _table_rows(s: Series, op: str) -> list[dict]:
     link = link_of(s.run)
     rows = []
-    for r in (c for c in s.collectives if c["op"] == op):
-        rel = r["median_ci95_rel"]
-        rows.append({"bytes": r["bytes"], "count": count_of(r), "dtype": r["dtype"],
-                     "p50": r["time_us"]["p50"], "p99": r["time_us"]["p99"],
-                     "algbw": r["algbw_gbyte_s"], "busbw": r["busbw_gbyte_s"],
-                     "wrong": "N/A" if r.get("wrong") is None else r["wrong"],
+    for r in (c for c in s.collectives if c.op == op):
+        rel = r.median_ci95_rel
+        rows.append({"bytes": r.bytes, "count": count_of(r), "dtype": r.dtype,
+                     "p50": r.time_us["p50"], "p99": r.time_us["p99"],
+                     "algbw": r.algbw_gbyte_s, "busbw": r.busbw_gbyte_s,
+                     "wrong": "N/A" if r.wrong is None else r.wrong,
                      "ci": "-" if rel is None else f"{100 * rel:.1f}",
-                     "samples": r.get("samples") or len(r.get("samples_us") or []),
-                     "link": "-" if link is None else f"{100 * link.efficiency(r['busbw_gbyte_s']):.1f}",
-                     "transport": r["transport"], "unstable": unstable(r) or ""})
+                     "samples": r.samples or len(r.samples_us or []),
+                     "link": "-" if link is None else f"{100 * link.efficiency(r.busbw_gbyte_s):.1f}",
+                     "transport": r.transport, "unstable": unstable(r) or ""})
     return rows
 
 
@@ -178,5 +179,5 @@ def render(series: Sequence[Series], plots: Sequence[Plot], *, title: str,
         efficiency=efficiency_lines(series), comparison=comparison, figures=figures,
         train=[(s, t) for s in series for t in s.train],
         tables=[(s, op, _table_rows(s, op)) for s in series for op in ops_of([s])],
-        provenance=[json.dumps(s.run["provenance"], indent=1, sort_keys=True) for s in series],
+        provenance=[json.dumps(s.run.provenance, indent=1, sort_keys=True) for s in series],
         fmt_sps=_fmt_sps, fmt_eff=_fmt_eff)

@@ -14,9 +14,11 @@ it is late in more than half of the run's points; the wait is the others' median
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from fabbench.results.records import Collective
 
 LATE_SHARE = 0.5
 SYNCHRONISING = ("allreduce", "allgather", "reduce_scatter", "alltoall")
@@ -45,14 +47,14 @@ class LateRank:
                 f"{100 * self.own_share:.0f}% of theirs")
 
 
-def late_ranks(records: Iterable[dict[str, Any]], hosts: list[str] | None = None
+def late_ranks(records: Iterable[Collective], hosts: Sequence[str] | None = None
                ) -> tuple[list[LateRank], int]:
     """The late ranks of one run's collective records, and how many points were judged."""
     late: dict[int, list[tuple[str, float, float]]] = {}
     points = 0
     for r in records:
-        per_rank = r.get("rank_samples_us")
-        if r.get("op") not in SYNCHRONISING or not per_rank or len(per_rank) < 2 \
+        per_rank = r.rank_samples_us  # None: not recorded (fabbench/1)
+        if r.op not in SYNCHRONISING or not per_rank or len(per_rank) < 2 \
                 or not all(per_rank):
             continue
         points += 1
@@ -60,7 +62,7 @@ def late_ranks(records: Iterable[dict[str, Any]], hosts: list[str] | None = None
         for rank, mine in enumerate(p50):
             others = statistics.median(p50[:rank] + p50[rank + 1:])
             if others > 0 and mine < LATE_SHARE * others:
-                late.setdefault(rank, []).append((r["op"], mine / others, others - mine))
+                late.setdefault(rank, []).append((r.op, mine / others, others - mine))
     found = []
     for rank, hits in sorted(late.items()):
         if len(hits) * 2 > points:

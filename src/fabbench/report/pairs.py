@@ -22,6 +22,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from fabbench.results.records import Pairs
+
 SLOW_SHARE = 0.75
 
 
@@ -81,12 +83,12 @@ class PairsVerdict:
                 "nodes": [n.as_dict() for n in self.nodes], "text": self.text}
 
 
-def _p50_by_pair(records: list[dict[str, Any]], nbytes: int, what: str) -> dict[tuple, float]:
+def _p50_by_pair(records: list[Pairs], nbytes: int, what: str) -> dict[tuple, float]:
     out: dict[tuple[int, int], list[float]] = {}
     for r in records:
-        if r["bytes"] == nbytes:
-            value = r["bw_gbyte_s"] if what == "bw" else r["time_us"]["p50"]
-            out.setdefault((r["a"], r["b"]), []).append(value)
+        if r.bytes == nbytes:
+            value = r.bw_gbyte_s if what == "bw" else r.time_us["p50"]
+            out.setdefault((r.a, r.b), []).append(value)
     return {k: statistics.median(v) for k, v in out.items()}
 
 
@@ -95,20 +97,20 @@ def _name(unit: str, n: NodeStat) -> str:
         f"rank {n.rank} ({n.host})"
 
 
-def analyse(records: Iterable[dict[str, Any]]) -> PairsVerdict | None:
+def analyse(records: Iterable[Pairs]) -> PairsVerdict | None:
     """The verdict for one run's pairs records; None when there are none."""
-    records = [r for r in records if r.get("kind", "pairs") == "pairs"]
+    records = list(records)
     if not records:
         return None
-    unit = records[0]["unit"]
-    sizes = sorted({r["bytes"] for r in records})
+    unit = records[0].unit
+    sizes = sorted({r.bytes for r in records})
     big, small = sizes[-1], (sizes[0] if len(sizes) > 1 else None)
     bw = _p50_by_pair(records, big, "bw")
     lat = _p50_by_pair(records, small, "lat") if small is not None else {}
     where = {}
     for r in records:
-        where[r["a"]] = (r["a_host"], r["a_rank"])
-        where[r["b"]] = (r["b_host"], r["b_rank"])
+        where[r.a] = (r.a_host, r.a_rank)
+        where[r.b] = (r.b_host, r.b_rank)
     verdict = PairsVerdict(unit=unit, bw_bytes=big, latency_bytes=small, pairs=len(bw),
                            median_gbyte_s=statistics.median(bw.values()))
     for k in sorted(where):

@@ -19,6 +19,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
 from fabbench.report.tables import ops_of, unstable  # noqa: E402
+from fabbench.results.records import Train  # noqa: E402
 from fabbench.results.runs import Series  # noqa: E402
 from fabbench.timing.stats import STABLE_RULE  # noqa: E402
 from fabbench.units import format_size  # noqa: E402
@@ -113,19 +114,19 @@ def size_sweeps(series: Sequence[Series]) -> list[Plot]:
             unstable_shown = False
             for ax, op in zip(axes, ops, strict=True):
                 for s in series:
-                    recs = sorted((c for c in s.collectives if c["op"] == op),
-                                  key=lambda c: c["bytes"])
+                    recs = sorted((c for c in s.collectives if c.op == op),
+                                  key=lambda c: c.bytes)
                     if not recs:
                         continue
-                    x = [c["bytes"] for c in recs]
+                    x = [c.bytes for c in recs]
                     if metric == "busbw":
-                        (line,) = ax.plot(x, [c["busbw_gbyte_s"] for c in recs], marker="o",
+                        (line,) = ax.plot(x, [c.busbw_gbyte_s for c in recs], marker="o",
                                           markersize=3, label=s.label)
                     else:
-                        (line,) = ax.plot(x, [c["time_us"]["p50"] for c in recs], marker="o",
+                        (line,) = ax.plot(x, [c.time_us["p50"] for c in recs], marker="o",
                                           markersize=3, label=s.label)
-                        ax.fill_between(x, [c["time_us"]["min"] for c in recs],
-                                        [c["time_us"]["p99"] for c in recs],
+                        ax.fill_between(x, [c.time_us["min"] for c in recs],
+                                        [c.time_us["p99"] for c in recs],
                                         color=line.get_color(), alpha=0.15, linewidth=0)
                     line.set_gid(f"series-{s.label}")
                     shaky = [(xi, yi) for xi, yi, c in zip(x, line.get_ydata(), recs,
@@ -147,20 +148,20 @@ def size_sweeps(series: Sequence[Series]) -> list[Plot]:
 
 def training(series: Sequence[Series]) -> list[Plot]:
     """samples/s (p50, ± ci95) vs ranks: a line per fabric/primitive and model."""
-    curves: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    curves: dict[str, list[Train]] = defaultdict(list)
     for s in series:
         for r in s.train:
-            curves[f"{s.base_label} {r['model']}"].append(r)
+            curves[f"{s.base_label} {r.model}"].append(r)
     if not curves:
         return []
     with plt.rc_context(_STYLE):
         fig, axes = _grid(1, "training throughput vs ranks")
         ax = axes[0]
         for label, recs in sorted(curves.items()):
-            recs.sort(key=lambda r: r["ranks"])
-            container = ax.errorbar([r["ranks"] for r in recs],
-                                    [r["samples_per_s"]["p50"] for r in recs],
-                                    yerr=[r["samples_per_s"]["ci95"] for r in recs],
+            recs.sort(key=lambda r: r.ranks)
+            container = ax.errorbar([r.ranks for r in recs],
+                                    [r.samples_per_s["p50"] for r in recs],
+                                    yerr=[r.samples_per_s["ci95"] for r in recs],
                                     marker="o", markersize=4, capsize=3, label=label)
             container.lines[0].set_gid(f"series-{label}")
         ax.set_xscale("log", base=2)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fabbench.results.records import Run
 from fabbench.results.runs import Series, split_runs
 from fabbench.study import manifest as study_manifest
 
@@ -28,7 +29,7 @@ class StudyCell:
         return self.entry["axes"]
 
     @property
-    def run(self) -> dict[str, Any] | None:
+    def run(self) -> Run | None:
         return self.series[-1].run if self.series else None
 
 

@@ -10,11 +10,11 @@ times of `collective` (at the largest size every cell of the group measured).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from fabbench.report.stats import Verdict, compare_samples, median_ratio
 from fabbench.report.study_cells import StudyCell
 from fabbench.results.link import link_of
+from fabbench.results.records import Train
 from fabbench.units import format_size
 
 METRIC = {"train": "step time", "halo": "iteration time", "collectives": "time"}
@@ -83,12 +83,12 @@ def rank(group: CellGroup) -> None:
     group.rows.sort(key=lambda r: r.median)
 
 
-def train_record(c: StudyCell) -> dict[str, Any] | None:
+def train_record(c: StudyCell) -> Train | None:
     """The cell's train record at its full rank count (a --scaling file holds several)."""
     recs = [t for s in c.series for t in s.train]
     if not recs:
         return None
-    return max(recs, key=lambda t: t["ranks"])
+    return max(recs, key=lambda t: t.ranks)
 
 
 def train_groups(cells: list[StudyCell]) -> list[CellGroup]:
@@ -97,17 +97,16 @@ def train_groups(cells: list[StudyCell]) -> list[CellGroup]:
         rec = train_record(c)
         if rec is None:
             continue
-        key = (c.axes["workload"], rec["model"], c.axes["nodes"])
-        g = groups.setdefault(key, CellGroup("train", rec["model"], c.axes["nodes"]))
-        step = rec["step_ms"]
-        share = rec.get("comm_fraction")
-        if share is None and step > 0 and rec.get("compute_ms") is not None:
-            share = max(0.0, step - rec["compute_ms"]) / step
+        key = (c.axes["workload"], rec.model, c.axes["nodes"])
+        g = groups.setdefault(key, CellGroup("train", rec.model, c.axes["nodes"]))
+        step = rec.step_ms
+        share = rec.comm_fraction
+        if share is None and step > 0 and rec.compute_ms is not None:
+            share = max(0.0, step - rec.compute_ms) / step
         g.rows.append(CellResult(
-            cell=c, median=step, samples=list(rec.get("step_ms_samples") or []),
-            throughput=rec["samples_per_s"]["p50"], comm_share=share,
-            scaling=rec.get("scaling_efficiency"),
-            transport=str(rec.get("transport", "?"))))
+            cell=c, median=step, samples=list(rec.step_ms_samples or []),
+            throughput=rec.samples_per_s["p50"], comm_share=share,
+            scaling=rec.scaling_efficiency, transport=rec.transport or "?"))
     _cross_node_scaling(list(groups.values()))
     return list(groups.values())
 
@@ -141,12 +140,12 @@ def halo_groups(cells: list[StudyCell]) -> list[CellGroup]:
         rec = recs[-1]
         key = (c.axes["workload"], c.axes["nodes"])
         g = groups.setdefault(key, CellGroup("halo", c.axes["workload"], c.axes["nodes"]))
-        t = rec["time_us"]["p50"]
-        ex = (rec.get("exchange_us") or {}).get("p50")
-        g.rows.append(CellResult(cell=c, median=t, samples=list(rec.get("samples_us") or []),
-                          throughput=rec.get("exchange_gbyte_s"),
+        t = rec.time_us["p50"]
+        ex = (rec.exchange_us or {}).get("p50")
+        g.rows.append(CellResult(cell=c, median=t, samples=list(rec.samples_us or []),
+                          throughput=rec.exchange_gbyte_s,
                           comm_share=(ex / t) if ex is not None and t > 0 else None,
-                          transport=str(rec.get("transport", "?"))))
+                          transport=rec.transport or "?"))
     return list(groups.values())
 
 
@@ -158,10 +157,10 @@ def collective_groups(cells: list[StudyCell]) -> list[CellGroup]:
             by_key.setdefault((c.axes["workload"], c.axes["nodes"]), []).append(c)
     groups = []
     for (_, nodes), members in by_key.items():
-        ops = sorted({r["op"] for c in members for s in c.series for r in s.collectives})
+        ops = sorted({r.op for c in members for s in c.series for r in s.collectives})
         for op in ops:
-            points = {c.id: {(r["bytes"], r["dtype"]): r for s in c.series for r in s.collectives
-                             if r["op"] == op} for c in members}
+            points = {c.id: {(r.bytes, r.dtype): r for s in c.series for r in s.collectives
+                             if r.op == op} for c in members}
             common = set.intersection(*(set(p) for p in points.values()))
             if not common:
                 continue
@@ -171,10 +170,10 @@ def collective_groups(cells: list[StudyCell]) -> list[CellGroup]:
                 r = points[c.id][(size, dtype)]
                 link = link_of(c.run) if c.run else None
                 g.rows.append(CellResult(
-                    cell=c, median=r["time_us"]["p50"], samples=list(r.get("samples_us") or []),
-                    throughput=r["busbw_gbyte_s"],
-                    link_pct=100 * link.efficiency(r["busbw_gbyte_s"])
-                    if link else None, transport=r["transport"]))
+                    cell=c, median=r.time_us["p50"], samples=list(r.samples_us or []),
+                    throughput=r.busbw_gbyte_s,
+                    link_pct=100 * link.efficiency(r.busbw_gbyte_s)
+                    if link else None, transport=r.transport))
             groups.append(g)
     return groups
 

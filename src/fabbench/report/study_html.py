@@ -112,27 +112,25 @@ def wire_lines(a: StudyAnswer) -> list[str]:
     link's rate; and as a share of the wire's measured ceiling when the cell's file holds ceiling
     records (iperf3 and the like, per direction)."""
     from fabbench.emulate.spec import parse_rate
-    from fabbench.results.reader import read_results
 
     lines = []
     for c in a.cells:
         points = [r for s in c.series for r in s.collectives]
         if not points:
             continue
-        largest = max(points, key=lambda r: r["bytes"])
-        busbw = largest["busbw_gbyte_s"]
-        at = f"busbw {busbw:.3g} GB/s at {largest['bytes']} B ({largest['op']})"
+        largest = max(points, key=lambda r: r.bytes)
+        busbw = largest.busbw_gbyte_s
+        at = f"busbw {busbw:.3g} GB/s at {largest.bytes} B ({largest.op})"
         if c.axes.get("link"):
             rate = parse_rate(c.axes["link"]) / 1e9
             lines.append(f"{c.id}: {at} is {100 * busbw * 8 / rate:.0f}% of the emulated "
                          f"{c.axes['link']} link")
         else:
             lines += [f"{c.id}: {line}" for line in efficiency_lines(c.series)]
-        ceilings = [r for r in read_results(a.directory / c.entry["file"]).of_kind("ceiling")
-                    if r.get("per_direction_gbit_s")]
+        ceilings = [r for s in c.series for r in s.ceilings if r.per_direction_gbit_s]
         if ceilings:
-            top = max(r["per_direction_gbit_s"] for r in ceilings)
-            tools = ", ".join(sorted({f"{r['tool']} {r['mode']}" for r in ceilings}))
+            top = max(r.per_direction_gbit_s or 0.0 for r in ceilings)
+            tools = ", ".join(sorted({f"{r.tool} {r.mode}" for r in ceilings}))
             lines.append(f"{c.id}: {at} is {100 * busbw * 8 / top:.0f}% of the wire's measured "
                          f"ceiling, {top:.3g} Gbit/s per direction ({tools})")
     return lines

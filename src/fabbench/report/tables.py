@@ -9,6 +9,7 @@ from typing import Any
 
 from fabbench.report.stats import why_unstable
 from fabbench.results.link import LinkRate, MeasuredCeiling, ceiling_of, format_gbit_s, link_of
+from fabbench.results.records import Collective
 from fabbench.results.runs import Series
 
 # nccl-tests names and columns
@@ -19,20 +20,21 @@ OP_ORDER = ("allreduce", "allgather", "reduce_scatter", "broadcast", "alltoall",
 
 
 def ops_of(series: Iterable[Series]) -> list[str]:
-    found = {c["op"] for s in series for c in s.collectives}
+    found = {c.op for s in series for c in s.collectives}
     return [op for op in OP_ORDER if op in found] + sorted(found - set(OP_ORDER))
 
 
-def count_of(rec: dict[str, Any]) -> int:
-    return rec.get("count") or rec["bytes"] // {"float64": 8, "float32": 4}.get(rec["dtype"], 2)
+def count_of(rec: Collective) -> int:
+    """Elements per rank: as recorded, or (a fabbench/1 point without it) from bytes and dtype."""
+    return rec.count or rec.bytes // {"float64": 8, "float32": 4}.get(rec.dtype, 2)
 
 
 def nccl_table(s: Series, op: str) -> str:
     """One op of one run in the layout nccl-tests users read every day (plus p99, spread, link)."""
     link, ceiling = link_of(s.run), ceiling_of(s.ceilings)
-    recs = [c for c in s.collectives if c["op"] == op]
-    head = (f"# {s.label}: {op}, {s.run['ranks']} ranks on {s.run['nodes']} node(s), transport "
-            f"{', '.join(sorted({c['transport'] for c in recs}))}, link "
+    recs = [c for c in s.collectives if c.op == op]
+    head = (f"# {s.label}: {op}, {s.run.ranks} ranks on {s.run.nodes} node(s), transport "
+            f"{', '.join(sorted({c.transport for c in recs}))}, link "
             f"{f'{link.what}' if link else 'n/a'}"
             + (f", ceiling {ceiling.what}" if ceiling else "") + "\n")
     cols = (f"#{'size':>11} {'count':>12} {'type':>8} {'redop':>6} {'root':>5} {'time':>10} "
@@ -43,25 +45,25 @@ def nccl_table(s: Series, op: str) -> str:
             f"{'':>6}\n")
     lines = []
     for r in recs:
-        wrong = "N/A" if r.get("wrong") is None else str(r["wrong"])
-        rel = r["median_ci95_rel"]
+        wrong = "N/A" if r.wrong is None else str(r.wrong)
+        rel = r.median_ci95_rel
         flag = " !" if unstable(r) else ""
         lines.append(
-            f" {r['bytes']:>11} {count_of(r):>12} {NCCL_TYPE.get(r['dtype'], r['dtype']):>8} "
-            f"{REDOP.get(op, 'none'):>6} {ROOT.get(op, -1):>5} {r['time_us']['p50']:>10.2f} "
-            f"{r['algbw_gbyte_s']:>8.3f} {r['busbw_gbyte_s']:>8.3f} {wrong:>6} "
-            f"{r['time_us']['p99']:>10.2f} {'-' if rel is None else f'{100 * rel:.1f}':>6} "
-            f"{r['samples']:>4} {_pct(link, r):>6} {_pct(ceiling, r):>6}{flag}")
+            f" {r.bytes:>11} {count_of(r):>12} {NCCL_TYPE.get(r.dtype, r.dtype):>8} "
+            f"{REDOP.get(op, 'none'):>6} {ROOT.get(op, -1):>5} {r.time_us['p50']:>10.2f} "
+            f"{r.algbw_gbyte_s:>8.3f} {r.busbw_gbyte_s:>8.3f} {wrong:>6} "
+            f"{r.time_us['p99']:>10.2f} {'-' if rel is None else f'{100 * rel:.1f}':>6} "
+            f"{r.samples:>4} {_pct(link, r):>6} {_pct(ceiling, r):>6}{flag}")
     return head + cols + "\n".join(lines) + "\n"
 
 
-def unstable(point: dict[str, Any]) -> str | None:
+def unstable(point: Collective) -> str | None:
     """Why a collective point is not stable by the one rule (report.stats.why_unstable)."""
-    return why_unstable(point["stable"], point["median_ci95_rel"], point["samples"])
+    return why_unstable(point.stable, point.median_ci95_rel, point.samples or 0)
 
 
-def _pct(link: LinkRate | MeasuredCeiling | None, rec: dict[str, Any]) -> str:
-    return "-" if link is None else f"{100 * link.efficiency(rec['busbw_gbyte_s']):.1f}"
+def _pct(link: LinkRate | MeasuredCeiling | None, rec: Collective) -> str:
+    return "-" if link is None else f"{100 * link.efficiency(rec.busbw_gbyte_s):.1f}"
 
 
 def efficiency_lines(series: Iterable[Series]) -> list[str]:
@@ -70,17 +72,17 @@ def efficiency_lines(series: Iterable[Series]) -> list[str]:
     for s in series:
         link, ceiling = link_of(s.run), ceiling_of(s.ceilings)
         for op in ops_of([s]):
-            recs = [c for c in s.collectives if c["op"] == op]
-            best = max(recs, key=lambda r: r["busbw_gbyte_s"])
-            text = (f"{s.label} {op}: peak busbw {best['busbw_gbyte_s']:.3f} GB/s "
-                    f"at {best['bytes']} B")
+            recs = [c for c in s.collectives if c.op == op]
+            best = max(recs, key=lambda r: r.busbw_gbyte_s)
+            text = (f"{s.label} {op}: peak busbw {best.busbw_gbyte_s:.3f} GB/s "
+                    f"at {best.bytes} B")
             if link is not None:
-                text += (f" is {100 * link.efficiency(best['busbw_gbyte_s']):.0f}% of the "
+                text += (f" is {100 * link.efficiency(best.busbw_gbyte_s):.0f}% of the "
                          f"{format_gbit_s(link.speed_gbit_s)} link ({link.what})")
             else:
                 text += " (link speed unknown: no efficiency)"
             if ceiling is not None:
-                share = ceiling.efficiency(best['busbw_gbyte_s'])
+                share = ceiling.efficiency(best.busbw_gbyte_s)
                 text += (f" and {100 * share:.0f}% of the measured ceiling ({ceiling.what})")
                 if share > 1.05:
                     text += ("; above the ceiling: the raw test was held back by something "
@@ -98,7 +100,7 @@ def unstable_points(s: Series) -> list[str]:
     for r in s.collectives:
         why = unstable(r)
         if why:
-            out.append(f"{r['op']} {r['bytes']} B: {why}")
+            out.append(f"{r.op} {r.bytes} B: {why}")
     return out
 
 
@@ -114,8 +116,8 @@ TRAIN_CSV_FIELDS = ("series", "file", "run_id", "host", "fabric", "primitive", "
 
 
 def _common(s: Series) -> dict[str, Any]:
-    return {"series": s.label, "file": str(s.path), "run_id": s.run["run_id"], "host": s.host,
-            "fabric": s.run["fabric"], "primitive": s.run["primitive"]}
+    return {"series": s.label, "file": str(s.path), "run_id": s.run.run_id, "host": s.host,
+            "fabric": s.run.fabric, "primitive": s.run.primitive}
 
 
 def collective_rows(series: Iterable[Series]) -> list[dict[str, Any]]:
@@ -123,21 +125,21 @@ def collective_rows(series: Iterable[Series]) -> list[dict[str, Any]]:
     for s in series:
         link, ceiling = link_of(s.run), ceiling_of(s.ceilings)
         for r in s.collectives:
-            t = r["time_us"]
+            t = r.time_us
             rows.append({
-                **_common(s), "wire": s.run.get("wire", "native"), "op": r["op"],
-                "bytes": r["bytes"], "count": count_of(r), "dtype": r["dtype"],
-                "ranks": r["ranks"], "nodes": s.run["nodes"], "transport": r["transport"],
+                **_common(s), "wire": s.run.wire or "native", "op": r.op,
+                "bytes": r.bytes, "count": count_of(r), "dtype": r.dtype,
+                "ranks": r.ranks, "nodes": s.run.nodes, "transport": r.transport,
                 "time_us_min": t["min"], "time_us_p50": t["p50"], "time_us_mean": t["mean"],
                 "time_us_p99": t["p99"], "time_us_max": t["max"], "time_us_stdev": t.get("stdev"),
-                "samples": r["samples"], "algbw_gbyte_s": r["algbw_gbyte_s"],
-                "busbw_gbyte_s": r["busbw_gbyte_s"],
+                "samples": r.samples, "algbw_gbyte_s": r.algbw_gbyte_s,
+                "busbw_gbyte_s": r.busbw_gbyte_s,
                 "link_gbit_s": link.speed_gbit_s if link else None,
-                "link_pct": round(100 * link.efficiency(r["busbw_gbyte_s"]), 3) if link else None,
+                "link_pct": round(100 * link.efficiency(r.busbw_gbyte_s), 3) if link else None,
                 "ceiling_gbit_s": ceiling.speed_gbit_s if ceiling else None,
-                "ceiling_pct": round(100 * ceiling.efficiency(r["busbw_gbyte_s"]), 3)
+                "ceiling_pct": round(100 * ceiling.efficiency(r.busbw_gbyte_s), 3)
                 if ceiling else None,
-                "correct": r["correct"], "median_ci95_rel": r["median_ci95_rel"],
+                "correct": r.correct, "median_ci95_rel": r.median_ci95_rel,
                 "unstable": unstable(r) or ""})
     return rows
 
@@ -146,13 +148,12 @@ def train_rows(series: Iterable[Series]) -> list[dict[str, Any]]:
     rows = []
     for s in series:
         for r in s.train:
-            sps = r["samples_per_s"]
-            rows.append({**_common(s), "model": r["model"], "parameters": r["parameters"],
-                         "batch_per_rank": r["batch_per_rank"], "ranks": r["ranks"],
+            sps = r.samples_per_s
+            rows.append({**_common(s), "model": r.model, "parameters": r.parameters,
+                         "batch_per_rank": r.batch_per_rank, "ranks": r.ranks,
                          "samples_per_s_p50": sps["p50"], "samples_per_s_mean": sps["mean"],
-                         "samples_per_s_ci95": sps["ci95"], "step_ms": r["step_ms"],
-                         "comm_ms": r["comm_ms"],
-                         "scaling_efficiency": r.get("scaling_efficiency")})
+                         "samples_per_s_ci95": sps["ci95"], "step_ms": r.step_ms,
+                         "comm_ms": r.comm_ms, "scaling_efficiency": r.scaling_efficiency})
     return rows
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.table import Table
 
 from fabbench.report.compare import Comparison
+from fabbench.results.records import Train
 
 _STYLE = {"faster": "green", "slower": "red", "same": "dim"}
 
@@ -36,14 +37,14 @@ def compare_tables(c: Comparison) -> list[Table]:
         for t in c.train:
             a, b = t.a, t.b
 
-            def sps(x: dict | None) -> str:
-                return "-" if x is None else f"{x['samples_per_s']['p50']:.1f}"
+            def sps(x: Train | None) -> str:
+                return "-" if x is None else f"{x.samples_per_s['p50']:.1f}"
 
-            def eff(x: dict | None) -> str:
-                return "-" if x is None or x.get("scaling_efficiency") is None else \
-                    f"{100 * x['scaling_efficiency']:.0f}%"
+            def eff(x: Train | None) -> str:
+                return "-" if x is None or x.scaling_efficiency is None else \
+                    f"{100 * x.scaling_efficiency:.0f}%"
 
-            ratio = f"{b['samples_per_s']['p50'] / a['samples_per_s']['p50']:.3f}" \
+            ratio = f"{b.samples_per_s['p50'] / a.samples_per_s['p50']:.3f}" \
                 if a and b else "-"
             table.add_row(t.other.label, t.model, str(t.ranks), sps(a), sps(b), ratio, eff(a),
                           eff(b))

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from fabbench.errors import UsageError
+from fabbench.results.records import Collective
 from fabbench.scaling.costs import BUSBW_ALGORITHM, Params, coefficients
 
 MIN_SIZES = 2  # distinct sizes a fit needs (two unknowns)
@@ -129,22 +130,21 @@ def fit_points(op: str, transport: str, ranks: int, sizes: list[int], times_s: l
                warnings=tuple(warnings))
 
 
-def fit_records(records: Iterable[dict[str, Any]]) -> tuple[list[Fit], list[str]]:
+def fit_records(records: Iterable[Collective]) -> tuple[list[Fit], list[str]]:
     """One fit per (run, op, transport, ranks) that has enough sizes; the rest are warnings.
     UsageError when there are no collective records or none can be fitted."""
-    groups: dict[tuple[str, str, str, int], list[dict[str, Any]]] = defaultdict(list)
+    groups: dict[tuple[str, str, str, int], list[Collective]] = defaultdict(list)
     for r in records:
-        if r.get("kind", "collective") == "collective":
-            groups[(r.get("run_id", ""), r["op"], r["transport"], int(r["ranks"]))].append(r)
+        groups[(r.run_id, r.op, r.transport, int(r.ranks))].append(r)
     if not groups:
         raise UsageError("no collective records to fit")
     fits, skipped = [], []
     for (run_id, op, transport, ranks), recs in sorted(groups.items()):
-        largest = max(recs, key=lambda r: r["bytes"])
+        largest = max(recs, key=lambda r: r.bytes)
         try:
-            fits.append(fit_points(op, transport, ranks, [r["bytes"] for r in recs],
-                                   [r["time_us"]["p50"] * 1e-6 for r in recs],
-                                   float(largest["busbw_gbyte_s"]), run_id))
+            fits.append(fit_points(op, transport, ranks, [r.bytes for r in recs],
+                                   [r.time_us["p50"] * 1e-6 for r in recs],
+                                   float(largest.busbw_gbyte_s), run_id))
         except UsageError as exc:
             skipped.append(f"not fitted: {exc}")
     if not fits:

@@ -13,6 +13,7 @@ from typing import Any
 
 from fabbench.errors import UsageError
 from fabbench.results.link import ceiling_of, link_of
+from fabbench.results.records import Train
 from fabbench.results.runs import load
 from fabbench.scaling import costs, hierarchy, whatif
 from fabbench.scaling.fit import Fit, fit_records
@@ -141,9 +142,8 @@ def build(paths: Iterable[str | Path], options: ModelOptions) -> dict[str, Any]:
         by_bw = [whatif.predict(profile, options.nodes, b, **kw).as_dict()
                  for b in sorted({*map(parse_bandwidth, BANDWIDTHS), bw})]
         train_out.append({
-            "model": profile.model, "batch_per_rank": rec["batch_per_rank"],
-            "measured_ranks": rec["ranks"],
-            "measured_scaling": rec.get("scaling_efficiency"),
+            "model": profile.model, "batch_per_rank": rec.batch_per_rank,
+            "measured_ranks": rec.ranks, "measured_scaling": rec.scaling_efficiency,
             "iteration_ms": profile.iteration_s * 1e3, "backward_ms": profile.backward_s * 1e3,
             "grad_bytes": profile.grad_bytes, "buckets": len(profile.buckets),
             "notes": list(profile.notes), "by_nodes": by_nodes, "by_bandwidth": by_bw})
@@ -156,13 +156,13 @@ def build(paths: Iterable[str | Path], options: ModelOptions) -> dict[str, Any]:
             "train": train_out, "assumptions": assumptions, "warnings": warnings}
 
 
-def _train_profiles(trains: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _train_profiles(trains: list[Train]) -> list[Train]:
     """One record per (model, batch, input): the one with the fewest ranks (the cleanest
     compute time)."""
-    chosen: dict[tuple, dict[str, Any]] = {}
+    chosen: dict[tuple, Train] = {}
     for rec in trains:
-        key = (rec["model"], rec["batch_per_rank"], rec.get("input_size"), rec.get("precision"))
-        if key not in chosen or rec["ranks"] < chosen[key]["ranks"]:
+        key = (rec.model, rec.batch_per_rank, rec.input_size, rec.precision)
+        if key not in chosen or rec.ranks < chosen[key].ranks:
             chosen[key] = rec
     return list(chosen.values())
 
@@ -177,7 +177,7 @@ def _hierarchical(options: ModelOptions, fits: list[Fit], series: list, bw: floa
         intra = parse_bandwidth(options.intra_bandwidth)
         source = f"--intra-bandwidth {options.intra_bandwidth}"
     else:
-        single = {c["transport"] for s in series if s.run["nodes"] == 1 for c in s.collectives}
+        single = {c.transport for s in series if s.run.nodes == 1 for c in s.collectives}
         fit = _allreduce_fit(fits, single)
         if fit is None or fit.beta_s_per_byte == 0:
             assumptions.append("no intra-node bandwidth (no single-node allreduce fit, no "

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fabbench.errors import UsageError
+from fabbench.results.records import Train
 
 FLUSH_S = 5e-3        # Zhang et al.: buckets flushed at 5 ms ...
 FLUSH_BYTES = 64e6    # ... or 64 MB
@@ -117,17 +118,21 @@ def reference_profile(model: str) -> TrainProfile:
                         notes=("Zhang et al.'s inputs (one V100, batch 32)",))
 
 
-def profile_from_record(rec: dict[str, Any], backward_fraction: float | None = None
+def profile_from_record(rec: Train, backward_fraction: float | None = None
                         ) -> TrainProfile:
-    """A `train` record as a profile; what it lacks is assumed, and said in ``notes``."""
+    """A `train` record as a profile; what it lacks is assumed, and said in ``notes``. A
+    measured backward time (``backward_ms``) and per-bucket ready times (``buckets.ready_ms``)
+    are used when a record carries them: this fabbench does not write them, so a
+    ``backward_ms`` is read from the fields a newer writer added (``rec.extra``)."""
     notes = []
-    if rec.get("compute_ms"):
-        iteration = rec["compute_ms"] / 1e3
+    if rec.compute_ms:
+        iteration = rec.compute_ms / 1e3
     else:
-        iteration = (rec["step_ms"] - max(0.0, rec["comm_ms"])) / 1e3
+        iteration = (rec.step_ms - max(0.0, rec.comm_ms)) / 1e3
         notes.append("no compute-only time in the record: step − comm used")
-    if rec.get("backward_ms") and backward_fraction is None:
-        backward = rec["backward_ms"] / 1e3
+    measured_backward = rec.extra.get("backward_ms")
+    if measured_backward and backward_fraction is None:
+        backward = measured_backward / 1e3
     else:
         fraction = BACKWARD_FRACTION if backward_fraction is None else backward_fraction
         if not 0 < fraction <= 1:
@@ -135,10 +140,10 @@ def profile_from_record(rec: dict[str, Any], backward_fraction: float | None = N
         backward = fraction * iteration
         notes.append(f"backward time taken as {fraction:.2f} of the compute step "
                      f"(Zhang et al. measured 0.51-0.57)")
-    grad_bytes = rec.get("grad_bytes") or 4 * rec["parameters"]
-    if not rec.get("grad_bytes"):
+    grad_bytes = rec.grad_bytes or 4 * rec.parameters
+    if not rec.grad_bytes:
         notes.append("no gradient bytes in the record: 4 B (fp32) per parameter")
-    buckets_rec = rec.get("buckets") or {}
+    buckets_rec = rec.buckets or {}
     sizes = [b for b in buckets_rec.get("bytes", []) if b > 0]
     ready = buckets_rec.get("ready_ms")
     if sizes and ready and len(ready) == len(sizes):
@@ -153,8 +158,8 @@ def profile_from_record(rec: dict[str, Any], backward_fraction: float | None = N
         notes.append(f"no bucket schedule in the record: {len(buckets)} buckets flushed every "
                      f"{FLUSH_S * 1e3:g} ms or {FLUSH_BYTES / 1e6:g} MB over a uniform backward")
     if grad_bytes < 1:
-        raise UsageError(f"{rec.get('model')}: no gradient bytes")
-    return TrainProfile(model=rec["model"], iteration_s=iteration, backward_s=backward,
+        raise UsageError(f"{rec.model}: no gradient bytes")
+    return TrainProfile(model=rec.model, iteration_s=iteration, backward_s=backward,
                         buckets=tuple(buckets), notes=tuple(notes))
 
 
