@@ -64,6 +64,8 @@ fabbench() {
   [ -f "$src/pyproject.toml" ] || die "usage: python-stack.sh fabbench SOURCE_TREE"
   log "fabbench from $src"
   pip install -q --no-build-isolation "${src}[comm]"
+  # the runtime stage has no compiler: the MPI batch loop is built here, into the venv
+  "$py" -m fabbench.comm.batch_loop
   "$FABBENCH_VENV/bin/fabbench" version
   "$py" -c 'import torch, mpi4py.MPI, horovod.torch, fabbench; print("imports ok")'
 }

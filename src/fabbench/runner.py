@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from fabbench import emulate
-from fabbench.comm import registry
+from fabbench.comm import batch_loop, registry
 from fabbench.comm.cuda_aware import ask_ompi_info
 from fabbench.config import RunConfig
 from fabbench.errors import UsageError
@@ -45,6 +45,7 @@ def make_plan(c: RunConfig, *, local_launch: bool, argv: tuple[str, ...] = ()
         primitive, why = registry.default_primitive(gpus_visible())
         picked.append(f"primitive={primitive} ({why})")
     spec = registry.get(primitive)
+    batch_loop.wanted()  # FABBENCH_MPI_LOOP checked here, before any rank starts
     device = c.device or ("cuda" if spec.gpu_only or gpus_visible() else "cpu")
     fabric = c.fabric
     if fabric == "auto":

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from fabbench.comm import batch_loop
 from fabbench.comm.base import (
     INIT_DIED,
     Communicator,
@@ -130,6 +131,8 @@ class MpiComm(Communicator):
         from mpi4py import MPI
 
         self._MPI = MPI
+        # built (or found) and checked before MPI_Init: no fork under a running MPI
+        self._loop = batch_loop.load(MPI) if batch_loop.wanted() else None
         try:
             with captured_stderr(died=INIT_DIED, **report.capture) as captured:
                 if not MPI.Is_initialized():
@@ -181,6 +184,10 @@ class MpiComm(Communicator):
 
     def bind(self, op: str, send: Any, recv: Any) -> Callable[[], None]:
         comm, SUM = self._comm, self._MPI.SUM
+        if self._loop is not None:  # batch_loop: a sample's operations in one C call
+            nxt, prv = (self.rank + 1) % self.size, (self.rank - 1) % self.size
+            return batch_loop.Batched(self._loop, self._MPI, comm, op, send, recv, dest=nxt,
+                                      source=prv)
         if op == "allreduce":
             return lambda: comm.Allreduce(send, recv, SUM)
         if op == "allgather":
@@ -198,6 +205,9 @@ class MpiComm(Communicator):
 
     def exchange(self, peer: int, send: Any, recv: Any) -> Callable[[], None]:
         comm = self._comm
+        if self._loop is not None:
+            return batch_loop.Batched(self._loop, self._MPI, comm, "sendrecv", send, recv,
+                                      dest=peer, source=peer, tag=1)
         return lambda: comm.Sendrecv(send, peer, 1, recv, peer, 1)
 
     def shift(self, send: Any, dest: int, recv: Any, source: int, tag: str) -> None:

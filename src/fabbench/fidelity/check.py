@@ -9,10 +9,8 @@ emulated nodes when this runs under `fabbench emulate`. fabbench is run as a use
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
 import re
-import shutil
 import signal
 import statistics
 import subprocess
@@ -23,6 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from fabbench.comm.batch_loop import build_with_mpicc
 from fabbench.errors import RunError, UsageError
 from fabbench.procs import stop_groups
 from fabbench.timing.engine import TimingPolicy
@@ -112,25 +111,11 @@ def cache_dir() -> Path:
 
 def build_c_loop() -> Path:
     """mpi_loop.c compiled with this host's mpicc, cached by the source and mpicc's identity."""
-    mpicc = shutil.which("mpicc")
-    if mpicc is None:
-        raise UsageError("the C reference loop needs mpicc (Debian: libopenmpi-dev); "
-                         "leave the reference 'c' out to compare with the mpi4py loop only")
-    version = subprocess.run([mpicc, "--showme:version"], capture_output=True, text=True,
-                             timeout=30, check=False).stdout + subprocess.run(
-        [mpicc, "--showme"], capture_output=True, text=True, timeout=30, check=False).stdout
-    key = hashlib.sha256(C_LOOP.read_bytes() + version.encode()).hexdigest()[:16]
-    exe = cache_dir() / f"mpi_loop-{key}"
-    if not exe.exists():
-        exe.parent.mkdir(parents=True, exist_ok=True)
-        tmp = exe.with_suffix(f".{os.getpid()}")
-        built = subprocess.run([mpicc, "-O2", "-o", str(tmp), str(C_LOOP)], capture_output=True,
-                               text=True, timeout=300, check=False)
-        if built.returncode != 0:
-            raise RunError(f"mpicc could not build the C reference loop: "
-                           f"{(built.stderr.strip().splitlines() or ['?'])[-1]}")
-        tmp.replace(exe)
-    return exe
+    try:
+        return build_with_mpicc(C_LOOP, cache_dir(), shared=False, what="the C reference loop")
+    except UsageError as exc:
+        raise UsageError(f"{exc}; leave the reference 'c' out to compare with the mpi4py loop "
+                         "only") from None
 
 
 def reference_program(reference: str, op: str) -> list[str]:

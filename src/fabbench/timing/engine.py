@@ -62,6 +62,13 @@ class Group:
     def max_scalar(self, value: float) -> float: ...
 
 
+def _loop(op: Callable[[], None]) -> Callable[[int], None]:
+    def run(n: int) -> None:
+        for _ in range(n):
+            op()
+    return run
+
+
 def _clamp(value: float, lo: int, hi: int) -> int:
     return int(max(lo, min(hi, value)))
 
@@ -83,6 +90,7 @@ def measure(op: Callable[[], None], group: Group, policy: TimingPolicy,
             arm: Callable[[float, str], None], timeout_s: float, what: str,
             pause_s: float = 0.0) -> Measurement:
     """Time ``op``. ``arm(seconds, label)`` sets the watchdog before each blocking stretch.
+    An ``op`` with a ``batch(n)`` method (comm.batch_loop) runs a batch in one call.
 
     Besides the slowest rank's time, each rank keeps its own: its time per operation from the
     sample's common start to the end of its batch. ``pause_s`` (a test hook: a rank that arrives
@@ -91,6 +99,7 @@ def measure(op: Callable[[], None], group: Group, policy: TimingPolicy,
     held = _HeldBack(op, pause_s) if pause_s > 0 else None
     if held is not None:
         op = held
+    run = getattr(op, "batch", None) or _loop(op)
     clock = time.perf_counter
     arm(timeout_s, f"{what} (first call)")
     group.barrier()
@@ -103,8 +112,7 @@ def measure(op: Callable[[], None], group: Group, policy: TimingPolicy,
     arm(timeout_s + warmup * t_one * 4, f"{what} (warm-up)")
     group.barrier()
     t0 = clock()
-    for _ in range(warmup):
-        op()
+    run(warmup)
     group.synchronize()
     t_op = max(group.max_scalar((clock() - t0) / warmup), 1e-7)
 
@@ -117,8 +125,7 @@ def measure(op: Callable[[], None], group: Group, policy: TimingPolicy,
         group.barrier()
         slept = held.slept if held is not None else 0.0
         t0 = clock()
-        for _ in range(batch):
-            op()
+        run(batch)
         group.synchronize()
         elapsed = clock() - t0
         mine = elapsed / batch

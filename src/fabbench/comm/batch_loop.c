@@ -1,0 +1,59 @@
+/* fabbench's MPI batch loop: n back-to-back operations of one kind, called once per sample by
+ * the timing engine (fabbench.comm.batch_loop), so that a sample times the library and not the
+ * Python interpreter's call into it (about 1-2 us per call through mpi4py, which is the whole
+ * latency of a shared-memory allreduce of a few bytes). Handles arrive as Fortran integers
+ * (mpi4py's py2f) and are converted here, which works with every MPI's C handle type.
+ * Returns MPI_SUCCESS or the first error code (the communicator returns errors). */
+#include <mpi.h>
+#include <stdio.h>
+
+enum { ALLREDUCE, ALLGATHER, REDUCE_SCATTER, BROADCAST, ALLTOALL, SENDRECV };
+
+/* The MPI whose header this was compiled against, as "vendor major.minor", checked against the
+ * library mpi4py loaded before the loop is used. */
+const char *fb_mpi_header(void) {
+    static char text[64];
+#if defined(OMPI_MAJOR_VERSION)
+    snprintf(text, sizeof text, "Open MPI %d.%d", OMPI_MAJOR_VERSION, OMPI_MINOR_VERSION);
+#elif defined(MPICH_NUMVERSION)
+    snprintf(text, sizeof text, "MPICH %d.%d", MPICH_NUMVERSION / 10000000,
+             MPICH_NUMVERSION / 100000 % 100);
+#else
+    snprintf(text, sizeof text, "unknown %d.%d", MPI_VERSION, MPI_SUBVERSION);
+#endif
+    return text;
+}
+
+int fb_batch(int op, MPI_Fint fcomm, const void *send, void *recv, int count, MPI_Fint ftype,
+             MPI_Fint fop, int dest, int source, int tag, long n) {
+    MPI_Comm comm = MPI_Comm_f2c(fcomm);
+    MPI_Datatype type = MPI_Type_f2c(ftype);
+    MPI_Op reduce = MPI_Op_f2c(fop);
+    int rc = MPI_SUCCESS;
+    for (long i = 0; i < n && rc == MPI_SUCCESS; i++) {
+        switch (op) {
+        case ALLREDUCE:
+            rc = MPI_Allreduce(send, recv, count, type, reduce, comm);
+            break;
+        case ALLGATHER:
+            rc = MPI_Allgather(send, count, type, recv, count, type, comm);
+            break;
+        case REDUCE_SCATTER:
+            rc = MPI_Reduce_scatter_block(send, recv, count, type, reduce, comm);
+            break;
+        case BROADCAST:
+            rc = MPI_Bcast(recv, count, type, 0, comm);
+            break;
+        case ALLTOALL:
+            rc = MPI_Alltoall(send, count, type, recv, count, type, comm);
+            break;
+        case SENDRECV:
+            rc = MPI_Sendrecv(send, count, type, dest, tag, recv, count, type, source, tag, comm,
+                              MPI_STATUS_IGNORE);
+            break;
+        default:
+            return MPI_ERR_OP;
+        }
+    }
+    return rc;
+}
