@@ -17,7 +17,10 @@ each path (the C loop for MPI); the others are printed beside it.
 Run under `fabbench emulate up` (FABBENCH_EMULATION set) the same comparison runs across the
 emulated nodes. `--osu DIR` adds OSU's own binaries from DIR (built by the user: OSU's sources
 are not downloadable on every host), started with the same mpirun line and interleaved in the same
-rounds: osu_allreduce for allreduce, osu_bibw for sendrecv (per direction).
+rounds: osu_allreduce for allreduce, osu_bibw for sendrecv (per direction). Beside them runs the C
+loop with OSU's protocol ("c-osu": one operation between barriers, the mean over iterations and
+ranks): OSU's binary and c-osu agree, and what sets both apart from fabbench and the C loop is
+the protocol, not the host side.
 
 Usage: python bench/fidelity.py [--rounds 3] [--sizes 8,256K,1M,4M,16M] [--paths all] [--again]
 Exit 0 when every judged point is within the band, 1 otherwise.
@@ -97,7 +100,10 @@ def main() -> int:
         if args.osu is not None and path.primitive == "mpi":
             others["osu"] = functools.partial(osu_times, path, args.osu, args.op, sizes, 900.0)
         try:
+            # beside OSU's binary, the C loop with OSU's protocol: what the protocol makes of it
+            refs = path.references + (("c-osu",) if others else ())
             points = check.compare(path, args.op, sizes, rounds=args.rounds, ranks=args.ranks,
+                                   references=refs,
                                    budget_s=args.budget, others=others, again=args.again,
                                    progress=lambda s: print(f"# {s}", file=sys.stderr,
                                                             flush=True))

@@ -90,7 +90,8 @@ PATHS: dict[str, FidelityPath] = {p.label: p for p in (
     FidelityPath(label="horovod-gloo", fabric="ethernet", primitive="horovod",
                  horovod_over="gloo", references=("horovod",)),
 )}
-REFERENCES = {"c": "C MPI loop", "mpi4py": "mpi4py loop", "torch": "torch.distributed loop",
+REFERENCES = {"c": "C MPI loop", "c-osu": "C MPI loop with OSU's protocol",
+              "mpi4py": "mpi4py loop", "torch": "torch.distributed loop",
               "horovod": "Horovod allreduce_ loop"}
 
 
@@ -121,6 +122,8 @@ def build_c_loop() -> Path:
 def reference_program(reference: str, op: str) -> list[str]:
     if reference == "c":
         return [str(build_c_loop()), op]
+    if reference == "c-osu":  # the C loop with OSU's protocol (mpi_loop.c, --osu)
+        return [str(build_c_loop()), op, "--osu"]
     return [sys.executable, str(PY_LOOP), reference, op]
 
 

@@ -5,7 +5,12 @@
  * engine's in its essentials (and OSU's and nccl-tests'): 10 calibration operations; 20 ms of
  * warm-up; a batch of back-to-back operations that takes FABBENCH_LOOP_BATCH_S seconds
  * (default 0.005; 1..1000 operations); 25 samples, each after a barrier; a sample's time is
- * the slowest rank's time per operation; the median sample is printed. */
+ * the slowest rank's time per operation; the median sample is printed.
+ * With --osu before the sizes: OSU's own protocol instead (osu_allreduce, osu_bibw's sendrecv
+ * counterpart): per size 200 skipped + 1000 timed single operations (10 + 100 above 8 KiB), a
+ * barrier after each, each rank's mean time, and the mean over the ranks printed: OSU's "Avg
+ * Latency", which the fidelity benchmark prints beside OSU's binary to show what the two
+ * protocols make of the same library. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,13 +38,15 @@ int main(int argc, char **argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (argc < 2 || (strcmp(argv[1], "allreduce") && strcmp(argv[1], "sendrecv"))) {
-        if (rank == 0) fprintf(stderr, "usage: mpi_loop allreduce|sendrecv BYTES...\n");
+        if (rank == 0) fprintf(stderr, "usage: mpi_loop allreduce|sendrecv [--osu] BYTES...\n");
         MPI_Finalize();
         return 2;
     }
     int sendrecv = strcmp(argv[1], "sendrecv") == 0;
+    int first = 2, osu = argc > 2 && strcmp(argv[2], "--osu") == 0;
+    if (osu) first = 3;
     int next = (rank + 1) % size, prev = (rank + size - 1) % size;
-    for (int a = 2; a < argc; a++) {
+    for (int a = first; a < argc; a++) {
         long bytes = atol(argv[a]);
         long count = bytes / (long)sizeof(float);
         if (count < 1) count = 1;
@@ -50,6 +57,27 @@ int main(int argc, char **argv) {
             MPI_Abort(MPI_COMM_WORLD, 1);
         for (long i = 0; i < count; i++) send[i] = (float)((i + 7 * rank) % 5);
         memset(recv, 0, count * sizeof(float));
+        if (osu) {
+            int skip = bytes > 8192 ? 10 : 200, iters = bytes > 8192 ? 100 : 1000;
+            double timer = 0.0, sum = 0.0;
+            MPI_Barrier(MPI_COMM_WORLD);
+            for (int i = 0; i < iters + skip; i++) {
+                double t0 = MPI_Wtime();
+                op_once(sendrecv, send, recv, count, next, prev);
+                double t1 = MPI_Wtime();
+                MPI_Barrier(MPI_COMM_WORLD);
+                if (i >= skip) timer += t1 - t0;
+            }
+            double mine = timer * 1e6 / iters;
+            MPI_Reduce(&mine, &sum, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+            if (rank == 0) {
+                printf("%ld %.3f %d 1\n", count * (long)sizeof(float), sum / size, iters);
+                fflush(stdout);
+            }
+            free(send);
+            free(recv);
+            continue;
+        }
         MPI_Barrier(MPI_COMM_WORLD);
         double t0 = MPI_Wtime();
         for (int i = 0; i < CALIBRATE; i++) op_once(sendrecv, send, recv, count, next, prev);
