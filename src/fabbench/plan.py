@@ -80,8 +80,8 @@ class Plan:
     def __post_init__(self) -> None:
         for f in _COMMON:
             f.option.validate(f.name, getattr(self, f.name))
-        if self.horovod_over is not None and (self.primitive != "horovod"
-                                              or self.horovod_over not in HOROVOD_OVER):
+        if self.horovod_over is not None and \
+                self.horovod_over not in registry.get(self.primitive).controllers:
             raise UsageError(f"--horovod-over takes {' or '.join(HOROVOD_OVER)} and only with "
                              "--primitive horovod")
         if registry.get(self.primitive).gpu_only and self.device != "cuda":
@@ -120,7 +120,7 @@ class Plan:
         TrainConfig(model=self.model, batch_size=self.batch_size, image_size=self.image_size,
                     steps=self.steps, warmup_steps=self.warmup_steps, scaling=self.scaling,
                     bucket_mb=self.bucket_mb, fusion_mb=self.fusion_mb, precision=self.precision)
-        if self.fusion_mb is not None and self.primitive != "horovod":
+        if self.fusion_mb is not None and not registry.get(self.primitive).fusion:
             raise UsageError("--fusion-mb is Horovod's fusion threshold: use it with "
                              "--primitive horovod (DDP and mpi take --bucket-mb)")
         if self.precision == "fp16" and self.device != "cuda":

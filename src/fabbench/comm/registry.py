@@ -39,6 +39,10 @@ class Primitive:
     point_to_point: bool = True  # has a send/receive pair (the halo and pairs workloads need it)
     gpudirect: bool = True  # can move GPU buffers over the network without host staging
     module: str | None = None  # a Python package it needs beyond fabbench's own dependencies
+    fusion: bool = False  # takes a tensor-fusion threshold (--fusion-mb)
+    # variables that make its library write its own report of the transport it chose to a file
+    # under "{dir}" (a folder of the rank's own), which its communicator reads back
+    report_env: Mapping[str, str] = field(default_factory=dict)
     description: str = ""
     controllers: tuple[str, ...] = field(init=False)
 
@@ -60,6 +64,7 @@ class Primitive:
         if ":" not in self.communicator:
             raise UsageError(f"primitive {self.name!r}: communicator must be 'module:Class'")
         object.__setattr__(self, "launchers", MappingProxyType(dict(self.launchers)))
+        object.__setattr__(self, "report_env", MappingProxyType(dict(self.report_env)))
         controllers = tuple(b for b in self.launchers if b != self.name)
         object.__setattr__(self, "controllers", controllers)
 
@@ -120,12 +125,14 @@ REGISTRY.add(Primitive(
 REGISTRY.add(Primitive(
     name="nccl", ops=ALL_OPS, dtypes=ALL_DTYPES, communicator="fabbench.comm.torchdist:TorchComm",
     launchers={"nccl": "spawn"}, train_engine="ddp", torch_backend="nccl", gpu_only=True,
+    report_env={"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET",
+                "NCCL_DEBUG_FILE": "{dir}/nccl.%h.%p"},  # read by comm.nccl_report
     description="torch.distributed NCCL"))
 REGISTRY.add(Primitive(
     name="horovod", ops=ALL_OPS[:-1],  # Horovod has no point-to-point operation (sendrecv)
     dtypes=("float32", "float64", "float16"), communicator="fabbench.comm.horovod:HorovodComm",
     launchers={"mpi": "mpirun", "gloo": "horovodrun"}, train_engine="horovod",
-    point_to_point=False, module="horovod",
+    point_to_point=False, module="horovod", fusion=True,
     description="Horovod over its MPI or Gloo controller"))
 
 # Read-only views for validation messages and loops (known without importing any library).

@@ -19,6 +19,7 @@ from typing import Any
 from fabbench import emulate
 from fabbench.ceiling import measure as ceiling
 from fabbench.ceiling.tools import tool_for
+from fabbench.comm import registry
 from fabbench.comm.base import create_communicator
 from fabbench.errors import (
     DataCheckFailed,
@@ -51,10 +52,10 @@ def run_rank(plan: Plan, state: RunState, me: RankEnv) -> int:
     chosen = workloads.load(plan.workload)  # imported now, before the library starts
     for workload in chosen:
         workload.prepare(plan)
-    if plan.backend == "nccl":
-        os.environ.update({"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET",
-                           "NCCL_DEBUG_FILE": os.path.join(tempfile.mkdtemp(prefix="fabbench-"),
-                                                           "nccl.%h.%p")})
+    report_env = registry.get(plan.backend).report_env  # the library's transport report
+    if report_env:
+        folder = tempfile.mkdtemp(prefix="fabbench-")
+        os.environ.update({k: v.replace("{dir}", folder) for k, v in report_env.items()})
     # a rank started by another launcher claims the file itself (fabbench's launcher holds it)
     writer = ResultWriter(plan.out, claim=not state.claimed) if me.rank == 0 else None
     counts = {"collective": 0, "train": 0, "halo": 0, "ceiling": 0, "pairs": 0}
