@@ -127,6 +127,27 @@ def test_horovodrun_here_and_across(tmp_path):
     assert spec.env[0]["PATH"].startswith(f"{c.agent.parent}:")
 
 
+@pytest.mark.parametrize("primitive", ["mpi", "gloo"])
+def test_launch_spec_forwards_variables_to_every_rank(primitive, tmp_path, monkeypatch):
+    """launch_spec(forward=...): every rank's environment has them, and mpirun exports them
+    with -x (ranks on other nodes, emulated ones too), beside the plan and run state."""
+    from fabbench import emulate
+    from fabbench.launch.settings import resolve
+    from fabbench.plan import PLAN_ENV, STATE_ENV, Plan
+
+    plan = Plan(fabric="ethernet", primitive=primitive, ops=("allreduce",), sizes=(8,),
+                out="r.jsonl", run_id="r", argv=("fabbench", "run"))
+    forward = {"FABBENCH_LOOP_DEVICE": "cpu", "FABBENCH_LOOP_BATCH_S": "0.005"}
+    for cluster in (None, _cluster(tmp_path)):
+        monkeypatch.setattr(emulate, "current", lambda c=cluster: c)
+        spec = table.launch_spec(plan, resolve(plan), PROGRAM, forward=forward)
+        assert spec.env and all(env.items() >= forward.items() for env in spec.env)
+        if primitive == "mpi":
+            [argv] = spec.commands
+            exported = {argv[i + 1] for i, w in enumerate(argv) if w == "-x"}
+            assert exported >= {*forward, PLAN_ENV, STATE_ENV}
+
+
 def test_every_primitive_launcher_has_an_entry():
     from fabbench.comm import registry
 

@@ -180,16 +180,10 @@ def run_reference(path: FidelityPath, reference: str, op: str, sizes: list[int],
 
     plan = plan_for(path, ranks, sizes, op)
     spec = launch_spec(plan, resolve(plan), reference_program(reference, op) + list(
-        map(str, sizes)))
-    loop_env = {**os.environ, "FABBENCH_LOOP_DEVICE": path.device,
-                "FABBENCH_LOOP_BATCH_S": repr(batch_s)}
-    commands = []
-    for argv, env in zip(spec.commands, spec.env, strict=True):
-        if "mpirun" in argv:  # exported to ranks on other (emulated) nodes too
-            at = argv.index("mpirun") + 1
-            argv = [*argv[:at], "-x", "FABBENCH_LOOP_DEVICE", "-x", "FABBENCH_LOOP_BATCH_S",
-                    *argv[at:]]
-        commands.append((argv, {**loop_env, **env}))
+        map(str, sizes)), forward={"FABBENCH_LOOP_DEVICE": path.device,
+                                   "FABBENCH_LOOP_BATCH_S": repr(batch_s)})
+    commands = [(argv, {**os.environ, **env})
+                for argv, env in zip(spec.commands, spec.env, strict=True)]
     # one command (mpirun, horovodrun) or one per rank (a spawn): rank 0 prints
     outs = run_commands(commands, timeout_s, f"the {REFERENCES[reference]} on {path.label}")
     return parse_loop_output(outs[0])

@@ -157,13 +157,14 @@ def _as_root() -> list[str]:
     return ["--allow-run-as-root"] if os.geteuid() == 0 else []
 
 
-def mpirun_settings(resolved: Resolved) -> list[str]:
+def mpirun_settings(resolved: Resolved, payload: Mapping[str, str]) -> list[str]:
     """mpirun's options that carry the profile: root's permission, MCA parameters, and the
-    environment variables exported to every rank (the plan and run state among them)."""
+    environment variables exported to every rank: the profile's and the ``payload``'s (the
+    plan and run state, and what the caller forwards)."""
     argv = _as_root()
     for key, value in resolved.settings.mca.items():
         argv += ["--mca", key, value]
-    for key in sorted([*resolved.settings.env, PLAN_ENV, STATE_ENV]):
+    for key in sorted({*resolved.settings.env, *payload}):
         argv += ["-x", key]
     return argv
 
@@ -259,8 +260,8 @@ class Where:
     cluster: Cluster | None = None
 
 
-# (plan, its profile settings, where, the program each rank runs, the environment that hands
-# each rank its plan and run state) -> what to start
+# (plan, its profile settings, where, the program each rank runs, the environment every rank
+# gets: its plan and run state, and what the caller forwards) -> what to start
 Builder = Callable[["Plan", "Resolved", Where, Sequence[str], Mapping[str, str]], LaunchSpec]
 
 
@@ -270,9 +271,9 @@ def _mpirun(plan: Plan, resolved: Resolved, where: Where, program: Sequence[str]
     cluster = where.cluster
     if cluster is None:
         argv = ["mpirun", "-np", str(plan.ranks), "--oversubscribe", "--bind-to", "none"]
-        return LaunchSpec([[*argv, *mpirun_settings(resolved), *program]], [env])
+        return LaunchSpec([[*argv, *mpirun_settings(resolved, payload), *program]], [env])
     return LaunchSpec([cluster.on(0, [*mpirun_across(cluster, plan.ranks),
-                                      *mpirun_settings(resolved), *program])], [env])
+                                      *mpirun_settings(resolved, payload), *program])], [env])
 
 
 def mpirun_across(cluster: Cluster, ranks: int) -> list[str]:
@@ -325,15 +326,17 @@ TABLE: Mapping[str, Builder] = MappingProxyType({
 
 
 def launch_spec(plan: Plan, resolved: Resolved, program: Sequence[str] = RANK_MODULE,
-                state: RunState | None = None) -> LaunchSpec:
+                state: RunState | None = None,
+                forward: Mapping[str, str] = MappingProxyType({})) -> LaunchSpec:
     """The ranks of ``plan`` (and its launch's ``state``; None: a fresh launch's) on this host,
     or across the emulated cluster this process runs under, each running ``program``:
     fabbench's rank module, or (the fidelity check) a reference loop started exactly as
-    fabbench's ranks are."""
+    fabbench's ranks are. ``forward``: variables every rank gets besides the plan's, on other
+    (emulated) nodes too (mpirun exports them with -x)."""
     from fabbench import emulate
 
     return TABLE[plan.launcher](plan, resolved, Where(cluster=emulate.current()), program,
-                                rank_env(plan, state or RunState()))
+                                {**forward, **rank_env(plan, state or RunState())})
 
 
 # --- schedulers: the study's launch of one cell inside an allocation -----------------------
