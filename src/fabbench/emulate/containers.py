@@ -111,18 +111,7 @@ def launch_spec(cluster: Cluster, runtime: str, image: str, argv: list[str]) -> 
     # file is not in the image, so the ranks do not look for it
     env = {"FABBENCH_EXPECT_NODES": str(len(cluster.nodes)), ENV: "",
            **(APPTAINER_PMIX if runtime == "apptainer" else {})}
-    if launcher == "mpirun":
-        exports = [w for key in sorted(env) for w in ("-x", key)]
-        return LaunchSpec([cluster.on(0, [*table.mpirun_across(cluster, cluster.ranks),
-                                          *(["--allow-run-as-root"] if os.geteuid() == 0
-                                            else []), *exports, *rank])], [env])
-    port = table.free_port()
-    rpn = cluster.ranks_per_node
-    return LaunchSpec(
-        [cluster.on(cluster.node_of_rank(r).index, rank) for r in range(cluster.ranks)],
-        [{**env, **table.rendezvous_env(rank=r, world=cluster.ranks, local_rank=r % rpn,
-                                        local_world=rpn, addr=cluster.nodes[0].address,
-                                        port=port)} for r in range(cluster.ranks)])
+    return table.ranks_across(cluster, launcher, rank, env)
 
 
 def run_in_image(emulation: Emulation, runtime: str, image: str, argv: list[str],

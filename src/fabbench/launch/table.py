@@ -169,6 +169,12 @@ def mpirun_settings(resolved: Resolved, payload: Mapping[str, str]) -> list[str]
     return argv
 
 
+def _lists(mca: Mapping[str, str], exports: Sequence[str]) -> dict[str, list[dict[str, str]]]:
+    """A line's Each lists: the MCA parameters ({key}, {value}) and exports ({key}), in order."""
+    return {"mca": [{"key": k, "value": v} for k, v in mca.items()],
+            "exports": [{"key": k} for k in exports]}
+
+
 def mpirun_hostfile_line(*, per_node: bool = False, as_root: bool = False) -> Line:
     """mpirun over a hostfile someone else wrote (the MPI operator's): {hostfile}, {ranks},
     with ``per_node`` {per_node} ranks on each host (else as the hostfile's slots say), the
@@ -186,8 +192,7 @@ def mpirun_over_hostfile(hostfile: str, ranks: int, *, per_node: int | None = No
     hostfile's slots say), ``mca`` parameters and ``exports`` (-x) in the order given."""
     return fill(mpirun_hostfile_line(per_node=per_node is not None, as_root=as_root),
                 {"hostfile": hostfile, "ranks": ranks, "per_node": per_node},
-                {"mca": [{"key": k, "value": v} for k, v in mca.items()],
-                 "exports": [{"key": k} for k in exports]})
+                _lists(mca, exports))
 
 
 def srun(nodes: int, per_node: int, launcher: str) -> list[str]:
@@ -239,8 +244,7 @@ def pod_launch(family: str, *, nodes: int, per_node: int, program: Sequence[str]
         return list(program)
     return [*fill(pod.line, {"hostfile": HOSTFILE_K8S, "ranks": nodes * per_node,
                              "nodes": nodes, "per_node": per_node},
-                  {"mca": [{"key": k, "value": mca[k]} for k in sorted(mca)],
-                   "exports": [{"key": k} for k in sorted(exports)]}), *program]
+                  _lists(dict(sorted(mca.items())), sorted(exports))), *program]
 
 
 def _horovodrun(plan: Plan, hosts: str, iface: str | None, program: Sequence[str]) -> list[str]:
@@ -303,21 +307,41 @@ def _horovod(plan: Plan, resolved: Resolved, where: Where, program: Sequence[str
 
 def _spawn(plan: Plan, resolved: Resolved, where: Where, program: Sequence[str],
            payload: Mapping[str, str]) -> LaunchSpec:
-    env = {**resolved.env(), **payload}
+    return _spawned(where.cluster, plan.ranks, program, {**resolved.env(), **payload})
+
+
+def _spawned(cluster: Cluster | None, ranks: int, program: Sequence[str],
+             env: Mapping[str, str]) -> LaunchSpec:
+    """One process per rank, each with ``env`` and its rendezvous (node 0, a free port)."""
     port = free_port()
-    cluster = where.cluster
     commands, envs = [], []
-    for rank in range(plan.ranks):
+    for rank in range(ranks):
         if cluster is None:
             commands.append(list(program))
-            place = {"local_rank": rank, "local_world": plan.ranks, "addr": "127.0.0.1"}
+            place = {"local_rank": rank, "local_world": ranks, "addr": "127.0.0.1"}
         else:
             rpn = cluster.ranks_per_node
             commands.append(cluster.on(cluster.node_of_rank(rank).index, list(program)))
             place = {"local_rank": rank % rpn, "local_world": rpn,
                      "addr": cluster.nodes[0].address}
-        envs.append({**env, **rendezvous_env(rank=rank, world=plan.ranks, port=port, **place)})
+        envs.append({**env, **rendezvous_env(rank=rank, world=ranks, port=port, **place)})
     return LaunchSpec(commands, envs)
+
+
+def ranks_across(cluster: Cluster, launcher: str, program: Sequence[str],
+                 env: Mapping[str, str]) -> LaunchSpec:
+    """``program`` in every slot of ``cluster``, started from this host by ``launcher`` (mpirun
+    over the cluster's hostfile and agent, exporting ``env``; or a spawn, the rendezvous at
+    node 0), with ``env`` and no profile of fabbench's: emulate's containerised ranks
+    (emulate/containers.py), whose own fabbench applies the profile inside the image."""
+    if launcher == "mpirun":
+        exports = [w for key in sorted(env) for w in ("-x", key)]
+        return LaunchSpec([cluster.on(0, [*mpirun_across(cluster, cluster.ranks), *_as_root(),
+                                          *exports, *program])], [dict(env)])
+    if launcher == "spawn":
+        return _spawned(cluster, cluster.ranks, program, env)
+    raise UsageError(f"{launcher} cannot start ranks across an emulated cluster from outside "
+                     "its own rendezvous")
 
 
 # how (comm.registry's launcher of the primitive) -> its builder for this host and emulated nodes
