@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from fabbench.emulate.site import SITE_ENV, Site
 from fabbench.report import pairs as pairs_rule
 from fabbench.report.study_cells import StudyCell
 
@@ -114,6 +115,13 @@ def _links(series: Sequence[Any]) -> tuple[tuple[tuple[str, float], ...], str]:
         if emulated:
             return (tuple((x["node"], x["speed_gbit_s"]) for x in emulated["links"]),
                     "emulated links, tc")
+    for run in runs:  # ranks in an image do not see the cluster; the site's launch says
+        site = ((_f(run, "provenance") or {}).get("env") or {}).get(SITE_ENV)
+        if site:
+            e = Site.from_json(site).emulation
+            nodes = min(_f(run, "nodes") or e.nodes, e.nodes)
+            return (tuple((f"node{i}", e.link_of(i).rate_bit_s / 1e9) for i in range(nodes)),
+                    f"emulated links, tc, as the run's {SITE_ENV} set them")
     for run in runs:
         nics = [n for n in (_f(run, "provenance") or {}).get("nics", [])
                 if n.get("speed_mbit_s") and n.get("kind") != "loopback"]
