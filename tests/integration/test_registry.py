@@ -19,7 +19,6 @@ import re
 import shutil
 import ssl
 import subprocess
-import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -32,7 +31,6 @@ from conftest import REPO
 from fabbench.results.reader import read_results
 from fabbench.sysinfo.inventory import image_id
 from integration.oci_registry import REGISTRY_BIN, answers, free_port, port_is_free, tls_registry
-from integration.test_apptainer import image_manifest
 from integration.test_podman_run import podman_run
 
 BUILD_TIMEOUT_S = 5400 + 2400  # a cold image and SIF build (test_image.py, test_apptainer.py)
@@ -70,16 +68,8 @@ def sh(argv: list[str], timeout: float, env: dict[str, str] | None = None, **kw
                           timeout=timeout, check=False, env=env or clean_env(), **kw)
 
 
-@pytest.fixture(scope="session")
-def registry(tmp_path_factory):
-    """One TLS registry for the session (certificate made here, port free afterwards)."""
-    folder = tmp_path_factory.mktemp("registry")
-    try:
-        with tls_registry(folder) as reg:
-            yield reg
-        assert port_is_free(reg.port)
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)  # its storage holds every pushed blob
+# the registry and the published image are session fixtures (tests/integration/conftest.py):
+# test_two_sites.py pulls the same digest
 
 
 def test_registry_serves_v2_over_verified_tls_only(registry):
@@ -125,28 +115,6 @@ def keypair(folder: Path, name: str) -> None:
                   folder / f"{name}-pub.pem"]):
         res = sh(argv, 60)
         assert res.returncode == 0, res.stderr
-
-
-@pytest.fixture(scope="module")
-def published(registry, tmp_path_factory) -> Published:
-    keys = tmp_path_factory.mktemp("keys")
-    keypair(keys, "key")
-    keypair(keys, "other")
-    start = time.monotonic()
-    res = sh([REPO / ".ci/publish.sh", "--registry", registry.host, "--cert-dir",
-              registry.cert_dir, "--sign-key", keys / "key.pem"], BUILD_TIMEOUT_S + 1200,
-             env=clean_env(FLAVOR="cpu"))
-    seconds = time.monotonic() - start
-    assert res.returncode == 0, res.stderr[-6000:]
-    lines = res.stdout.strip().splitlines()
-    pushed = [tuple(line.split()[1:]) for line in lines if line.startswith("pushed ")]
-    oci = next(line.split()[1] for line in lines if line.startswith("oci "))
-    sif = next(line.split()[1] for line in lines if line.startswith("sif "))
-    tag = re.search(r"\[publish\] image (\S+)", res.stderr).group(1)
-    version, commit = re.search(r"\[publish\] version (\S+) commit (\S+)", res.stderr).groups()
-    print(f"publish: {seconds:.0f}s; {oci}; {sif}")
-    return Published(registry, tag, oci, sif, pushed, version, commit,
-                     image_id(image_manifest(tag)), keys, seconds)
 
 
 def manifest_digest(ref: str, cert_dir: Path) -> str:

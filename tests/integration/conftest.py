@@ -1,0 +1,55 @@
+"""Session fixtures of the integration tests that more than one module uses: the TLS registry on
+loopback and the image published to it (.ci/publish.sh), so that test_registry.py (pull with
+each runtime) and test_two_sites.py (two sites pull the same digest) publish once a session."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import time
+
+import pytest
+
+from conftest import REPO
+from fabbench.sysinfo.inventory import image_id
+from integration.oci_registry import port_is_free, tls_registry
+from integration.test_apptainer import image_manifest
+from integration.test_registry import BUILD_TIMEOUT_S, Published, clean_env, keypair, sh
+
+
+@pytest.fixture(scope="session")
+def registry(tmp_path_factory):
+    """One TLS registry for the session (certificate made here, port free afterwards)."""
+    folder = tmp_path_factory.mktemp("registry")
+    try:
+        with tls_registry(folder) as reg:
+            yield reg
+        assert port_is_free(reg.port)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)  # its storage holds every pushed blob
+
+
+
+
+@pytest.fixture(scope="session")
+def published(registry, tmp_path_factory) -> Published:
+    keys = tmp_path_factory.mktemp("keys")
+    keypair(keys, "key")
+    keypair(keys, "other")
+    start = time.monotonic()
+    res = sh([REPO / ".ci/publish.sh", "--registry", registry.host, "--cert-dir",
+              registry.cert_dir, "--sign-key", keys / "key.pem"], BUILD_TIMEOUT_S + 1200,
+             env=clean_env(FLAVOR="cpu"))
+    seconds = time.monotonic() - start
+    assert res.returncode == 0, res.stderr[-6000:]
+    lines = res.stdout.strip().splitlines()
+    pushed = [tuple(line.split()[1:]) for line in lines if line.startswith("pushed ")]
+    oci = next(line.split()[1] for line in lines if line.startswith("oci "))
+    sif = next(line.split()[1] for line in lines if line.startswith("sif "))
+    tag = re.search(r"\[publish\] image (\S+)", res.stderr).group(1)
+    version, commit = re.search(r"\[publish\] version (\S+) commit (\S+)", res.stderr).groups()
+    print(f"publish: {seconds:.0f}s; {oci}; {sif}")
+    return Published(registry, tag, oci, sif, pushed, version, commit,
+                     image_id(image_manifest(tag)), keys, seconds)
+
+
