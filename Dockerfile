@@ -2,9 +2,11 @@
 #   cpu   Debian bookworm; the fabric stack (Open MPI, UCX, libfabric, PSM2) from Debian;
 #         Python wheels from the context's wheels/ folder when there (builds here, offline from
 #         Docker Hub and GitHub: .ci/image-build.sh)
-#   cuda  NVIDIA's CUDA devel/runtime pair; gdrcopy, UCX, libfabric, Open MPI, NCCL and
-#         aws-ofi-nccl built from pinned, checksummed sources (needs a build host that reaches
-#         GitHub, open-mpi.org and Docker Hub; its GPU is not needed to build, only to run)
+#   cuda  the same Debian base; CUDA's runtime and headers from PyPI's nvidia-* wheels
+#         (containers/cuda-toolkit.sh), UCX and Open MPI built --with-cuda from Debian's
+#         checksummed source tarballs, NCCL from its PyPI wheel; the host's driver gives
+#         libcuda.so.1 at run time (builds here: .ci/image-build.sh with FLAVOR=cuda, make
+#         image-cuda; no GPU is needed to build, only to run)
 # Every version is pinned in containers/versions.env; each component has its own script in
 # containers/; the stages below only compose them and copy what the runtime needs.
 #
@@ -17,29 +19,24 @@
 
 ARG FLAVOR=cpu
 ARG DEBIAN_IMAGE=localhost/debian:bookworm
-ARG CUDA_DEVEL_IMAGE=docker.io/nvidia/cuda:12.8.1-devel-ubuntu22.04
-ARG CUDA_RUNTIME_IMAGE=docker.io/nvidia/cuda:12.8.1-runtime-ubuntu22.04
 
 # ---- cpu: build stage: Debian's fabric stack with headers and compilers ---------------------
 FROM ${DEBIAN_IMAGE} AS cpu-build
 COPY containers/versions.env containers/lib.sh containers/distro-fabric.sh /opt/fabbench/containers/
 RUN /opt/fabbench/containers/distro-fabric.sh cpu-build
 
-# ---- cuda: build stage: the fabric stack from pinned sources into /opt/fabric ---------------
-FROM ${CUDA_DEVEL_IMAGE} AS cuda-build
+# ---- cuda: build stage: CUDA from PyPI's wheels, the fabric stack from sources into /opt/fabric
+FROM ${DEBIAN_IMAGE} AS cuda-build
 ENV PREFIX=/opt/fabric CUDA_HOME=/usr/local/cuda
 COPY containers/versions.env containers/lib.sh containers/distro-fabric.sh /opt/fabbench/containers/
 RUN /opt/fabbench/containers/distro-fabric.sh cuda-build
-COPY containers/gdrcopy.sh containers/ucx.sh containers/libfabric.sh containers/openmpi.sh \
-     containers/nccl.sh containers/aws-ofi-nccl.sh /opt/fabbench/containers/
-RUN /opt/fabbench/containers/gdrcopy.sh \
-    && /opt/fabbench/containers/ucx.sh \
-    && /opt/fabbench/containers/libfabric.sh \
+COPY containers/cuda-toolkit.sh /opt/fabbench/containers/
+RUN /opt/fabbench/containers/cuda-toolkit.sh
+COPY containers/ucx.sh containers/openmpi.sh /opt/fabbench/containers/
+RUN /opt/fabbench/containers/ucx.sh \
     && /opt/fabbench/containers/openmpi.sh \
-    && /opt/fabbench/containers/nccl.sh \
-    && /opt/fabbench/containers/aws-ofi-nccl.sh \
     && rm -rf /tmp/fabbench-src
-ENV PATH=/opt/fabric/bin:${PATH} LD_LIBRARY_PATH=/opt/fabric/lib
+ENV PATH=/opt/fabric/bin:${PATH} LD_LIBRARY_PATH=/opt/fabric/lib:/usr/local/cuda/lib64
 
 # ---- the Python stack, on the flavour's build stage -----------------------------------------
 # torch, mpi4py against the image's MPI, Horovod (containers/horovod.sh), then fabbench in its
@@ -61,12 +58,16 @@ FROM ${DEBIAN_IMAGE} AS cpu-runtime
 COPY containers/versions.env containers/lib.sh containers/distro-fabric.sh /opt/fabbench/containers/
 RUN /opt/fabbench/containers/distro-fabric.sh cpu-runtime
 
-FROM ${CUDA_RUNTIME_IMAGE} AS cuda-runtime
+# the CUDA runtime library and the fabric stack; never the link-time stubs (lib64/stubs): the
+# host's driver gives libcuda.so.1 and libnvidia-ml.so.1
+FROM ${DEBIAN_IMAGE} AS cuda-runtime
 COPY containers/versions.env containers/lib.sh containers/distro-fabric.sh /opt/fabbench/containers/
 RUN /opt/fabbench/containers/distro-fabric.sh cuda-runtime
+COPY --from=cuda-build /usr/local/cuda/lib64/libcudart.so.12 /usr/local/cuda/lib64/
+COPY --from=cuda-build /usr/local/cuda/version.json /usr/local/cuda/
 COPY --from=cuda-build /opt/fabric /opt/fabric
-ENV PREFIX=/opt/fabric PATH=/opt/fabric/bin:${PATH} \
-    LD_LIBRARY_PATH=/opt/fabric/lib:${LD_LIBRARY_PATH}
+ENV PREFIX=/opt/fabric CUDA_HOME=/usr/local/cuda PATH=/opt/fabric/bin:${PATH} \
+    LD_LIBRARY_PATH=/opt/fabric/lib:/usr/local/cuda/lib64
 
 # ---- the image ------------------------------------------------------------------------------
 FROM ${FLAVOR}-runtime AS runtime

@@ -8,7 +8,7 @@ STAMP := $(VENV)/.setup-done
 SETUP_INPUTS := pyproject.toml .ci/setup.sh .ci/apt-packages.txt containers/versions.env containers/horovod.sh
 TEST_TIMEOUT ?= 4800
 
-.PHONY: setup demo test test-fast lint bench clean
+.PHONY: setup demo test test-fast lint bench clean image-cuda test-image-cuda
 
 setup: $(STAMP)
 
@@ -30,6 +30,16 @@ lint: setup
 
 bench: setup
 	$(VENV)/bin/python bench/fidelity.py
+
+# The cuda flavour of the image (long: UCX and Open MPI from source; not part of `make test`),
+# then its own checks (tests/integration/test_image_cuda.py). A horovod wheel in the cache
+# (made by .ci/setup.sh for the same Python and Open MPI 4.1) saves compiling it in the build.
+image-cuda:
+	FLAVOR=cuda IMAGE_WHEELS="$${IMAGE_WHEELS-$$(ls $(FABBENCH_CACHE)/wheels/horovod-*-cp311-*.whl 2>/dev/null)}" \
+	  nice -n 10 bash .ci/image-build.sh
+
+test-image-cuda: setup image-cuda
+	FABBENCH_TEST_CUDA_IMAGE=1 $(VENV)/bin/python -m pytest -p no:cacheprovider tests/integration/test_image_cuda.py
 
 clean:
 	rm -rf $(VENV) results .pytest_cache

@@ -46,13 +46,9 @@ if timeout 60 podman image exists "$tag"; then
   exit 0
 fi
 
-case $FLAVOR in
-  cpu)
-    base=$DEBIAN_IMAGE
-    BASE_IMAGE=$base "$root/containers/base-image.sh" >&2 ;;
-  cuda)
-    base=$CUDA_RUNTIME_IMAGE ;;
-esac
+# Both flavours start from the Debian base (the cuda flavour adds CUDA from PyPI's wheels).
+base=$DEBIAN_IMAGE
+BASE_IMAGE=$base "$root/containers/base-image.sh" >&2
 
 # The build context: only what the recipe uses (no .venv, no results, no .git).
 ctx=$cache/image-context/$FLAVOR
@@ -62,7 +58,7 @@ for item in "${inputs[@]}"; do
   cp -a "$root/$item" "$ctx/$item"
 done
 find "$ctx/src" -name '__pycache__' -type d -prune -exec rm -rf {} +
-if [ "$FLAVOR" = cpu ] && ! ls "$ctx"/wheels/torch-"$TORCH_VERSION"*.whl >/dev/null 2>&1; then
+if ! ls "$ctx"/wheels/torch-"$TORCH_VERSION"*.whl >/dev/null 2>&1; then
   log "torch $TORCH_VERSION (CPU) into the context's wheels/"
   timeout 1800 python3 -m pip download -q --no-deps -d "$ctx/wheels" "torch==$TORCH_VERSION" \
     || die "could not get the torch $TORCH_VERSION wheel"
@@ -87,7 +83,6 @@ timeout "$build_timeout" podman build --isolation chroot --network host --layers
   --build-arg FLAVOR="$FLAVOR" --build-arg VERSION="$version" --build-arg VCS_REF="$vcs_ref" \
   --build-arg INPUTS_HASH="$inputs_hash" \
   --build-arg BASE_IMAGE="$base" --build-arg DEBIAN_IMAGE="$DEBIAN_IMAGE" \
-  --build-arg CUDA_DEVEL_IMAGE="$CUDA_DEVEL_IMAGE" --build-arg CUDA_RUNTIME_IMAGE="$CUDA_RUNTIME_IMAGE" \
   -t "$tag" -t "$IMAGE_REPO:$FLAVOR" -f "$ctx/Dockerfile" "$ctx" >&2 \
   || die "podman build failed after $((SECONDS - start))s"
 log "built $tag in $((SECONDS - start))s"

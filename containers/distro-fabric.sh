@@ -5,7 +5,7 @@
 #                 that build mpi4py and Horovod against it
 #   cpu-runtime   the same stack without headers or compilers
 #   cuda-build    the prerequisites of the from-source stack (verbs, psm2, PMIx, hwloc, libevent,
-#                 autotools) and of the Python stack
+#                 libfabric, autotools), pip for CUDA's wheels, and those of the Python stack
 #   cuda-runtime  their run-time libraries
 # The installed versions are recorded in /etc/fabbench/build.json by manifest.sh.
 set -euo pipefail
@@ -22,12 +22,12 @@ case $stage in
     pkgs=("${common[@]}" openmpi-bin libopenmpi3 libfabric1 libfabric-bin libucx0 ucx-utils
           libpsm2-2 libibverbs1 ibverbs-providers librdmacm1) ;;
   cuda-build)
-    pkgs=("${common[@]}" python3-dev python3-venv build-essential cmake curl autoconf automake
-          libtool pkg-config libibverbs-dev librdmacm-dev libpsm2-dev libnuma-dev libpmix-dev
-          libevent-dev libhwloc-dev check) ;;
+    pkgs=("${common[@]}" python3-dev python3-venv python3-pip build-essential cmake curl
+          autoconf automake libtool pkg-config libibverbs-dev librdmacm-dev libpsm2-dev
+          libnuma-dev libpmix-dev libevent-dev libhwloc-dev libfabric-dev) ;;
   cuda-runtime)
     pkgs=("${common[@]}" libibverbs1 ibverbs-providers librdmacm1 libpsm2-2 libnuma1 libpmix2
-          libevent-core-2.1-7 libevent-pthreads-2.1-7 libhwloc15) ;;
+          libevent-core-2.1-7 libevent-pthreads-2.1-7 libhwloc15 libfabric1 libfabric-bin) ;;
   *) die "usage: distro-fabric.sh cpu-build|cpu-runtime|cuda-build|cuda-runtime" ;;
 esac
 

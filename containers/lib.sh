@@ -29,7 +29,11 @@ fetch() {
   file=$SRC_DIR/$(basename "$url")
   if [ ! -f "$file" ]; then
     log "downloading $url" >&2
-    timeout 1800 curl -fsSL --retry 3 -o "$file.part" "$url" || die "download failed: $url"
+    # the trust store a build host lends (python-stack.sh's BUILD_CA) where its TLS is intercepted
+    local ca=${BUILD_CA:-/usr/local/share/fabbench/build-ca.crt} cacert=()
+    [ -s "$ca" ] && cacert=(--cacert "$ca")
+    timeout 1800 curl -fsSL --retry 3 "${cacert[@]}" -o "$file.part" "$url" \
+      || die "download failed: $url"
     mv -f "$file.part" "$file"
   fi
   if ! printf '%s  %s\n' "$sha" "$file" | sha256sum --check --quiet >/dev/null 2>&1; then
@@ -48,13 +52,7 @@ unpack() {
 }
 
 require_cuda() {
-  [ -x "$CUDA_HOME/bin/nvcc" ] || die "nvcc not found in CUDA_HOME=$CUDA_HOME: this component" \
-    "is part of the cuda flavour and builds on an nvidia/cuda devel image"
-}
-
-# gencode flags for nvcc from CUDA_ARCHS ("70 80 90")
-nvcc_gencode() {
-  local arch out=""
-  for arch in $CUDA_ARCHS; do out+=" -gencode=arch=compute_$arch,code=sm_$arch"; done
-  printf '%s\n' "${out# }"
+  [ -f "$CUDA_HOME/include/cuda.h" ] && [ -e "$CUDA_HOME/lib64/libcudart.so" ] \
+    || die "no CUDA headers and runtime in CUDA_HOME=$CUDA_HOME: this component is part of the" \
+      "cuda flavour and builds after containers/cuda-toolkit.sh"
 }

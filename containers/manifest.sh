@@ -56,6 +56,7 @@ def match(pattern, text):
     return m.group(1) if m else None
 
 
+errors = []
 debs = dict(item.split("=", 1) for item in env.get("MANIFEST_DEBS", "").split() if "=" in item)
 reported = {
     "openmpi": match(r"v?(\d+\.\d+\.\d+)", env.get("MANIFEST_OMPI")),
@@ -63,27 +64,39 @@ reported = {
     "libfabric": match(r"(\d+\.\d+\.\d+)", env.get("MANIFEST_FI")),
 }
 components = {}
-fabric = {"openmpi": ("OPENMPI", "openmpi-bin"), "ucx": ("UCX", "libucx0"),
-          "libfabric": ("LIBFABRIC", "libfabric1"), "psm2": (None, "libpsm2-2"),
-          "nccl": ("NCCL", None), "aws-ofi-nccl": ("AWS_OFI_NCCL", None),
-          "gdrcopy": ("GDRCOPY", None)}
-for name, (pin, deb) in fabric.items():
-    if flavor == "cpu":
-        if deb is None:
-            components[name] = {"version": None, "source": "not in the cpu flavour"}
-            continue
+# cuda flavour: UCX and Open MPI built from pinned source tarballs, CUDA and NCCL from PyPI's
+# wheels, the rest from Debian
+built = {"openmpi": "OPENMPI", "ucx": "UCX"} if flavor == "cuda" else {}
+fabric = {"openmpi": "openmpi-bin", "ucx": "libucx0", "libfabric": "libfabric1",
+          "psm2": "libpsm2-2"}
+for name, deb in fabric.items():
+    pin = built.get(name)
+    if pin:
+        pinned = env.get(f"{pin}_VERSION")
+        components[name] = {"version": reported.get(name), "pinned": pinned,
+                            "source": env.get(f"{pin}_URL"), "sha256": env.get(f"{pin}_SHA256"),
+                            "prefix": env.get("PREFIX")}
+        if reported.get(name) != pinned:
+            errors.append(f"{name}: installed {reported.get(name)}, pinned {pinned}")
+    else:
         components[name] = {"version": reported.get(name) or debs.get(deb) or None,
                             "source": "debian", "package": f"{deb}={debs.get(deb) or '?'}"}
-    else:
-        if pin is None:
-            components[name] = {"version": debs.get(deb) or None, "source": "distribution",
-                                "package": f"{deb}={debs.get(deb) or '?'}"}
-            continue
-        components[name] = {"version": reported.get(name) or env.get(f"{pin}_VERSION"),
-                            "pinned": env.get(f"{pin}_VERSION"), "source": env.get(f"{pin}_URL"),
-                            "sha256": env.get(f"{pin}_SHA256"), "prefix": env.get("PREFIX")}
+if flavor == "cuda":
+    with open("/usr/local/cuda/version.json") as f:
+        cuda = json.load(f)
+    components["cuda"] = {"version": cuda["cuda"], "source": "pypi", "wheels": cuda["wheels"],
+                          "driver": "the host's (libcuda.so.1 is not in the image)"}
+    nccl = dist("nvidia-nccl-cu12")
+    components["nccl"] = {"version": nccl, "pinned": env.get("NCCL_VERSION"), "source": "pypi",
+                          "wheel": env.get("NCCL_WHEEL")}
+    if nccl != env.get("NCCL_VERSION"):
+        errors.append(f"nccl: installed {nccl}, pinned {env.get('NCCL_VERSION')}")
+    for name in ("gdrcopy", "aws-ofi-nccl"):
+        components[name] = {"version": None, "source": "not in this build (sources on GitHub only)"}
+else:
+    for name in ("cuda", "nccl", "gdrcopy", "aws-ofi-nccl"):
+        components[name] = {"version": None, "source": "not in the cpu flavour"}
 
-errors = []
 for name, pin in (("torch", "TORCH"), ("mpi4py", "MPI4PY"), ("horovod", "HOROVOD")):
     installed = dist(name)
     pinned = env.get(f"{pin}_VERSION")

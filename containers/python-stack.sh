@@ -4,12 +4,12 @@
 # only the last, cheap layer of the image:
 #   python-stack.sh deps REQS        torch (pinned; from $WHEELS when the wheel is there),
 #                                    mpi4py compiled against the image's MPI (the mpicc on PATH),
-#                                    Horovod with MPI and Gloo (and NCCL in the cuda flavour)
-#                                    through horovod.sh, and fabbench's run-time dependencies
+#                                    Horovod with MPI and Gloo through horovod.sh, NCCL's wheel
+#                                    (cuda flavour), and fabbench's run-time dependencies
 #                                    (REQS: a requirements file made from pyproject.toml)
 #   python-stack.sh fabbench SRC     fabbench itself, from its source tree
 # Environment: BUILD_CA (see below), FLAVOR (cpu|cuda), WHEELS (a folder of prebuilt wheels, default /tmp/wheels;
-# a horovod wheel there is used instead of building one), PREFIX (cuda: the fabric stack).
+# a horovod wheel there is used instead of building one).
 set -euo pipefail
 # shellcheck source=containers/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -43,12 +43,19 @@ deps() {
   MPICC=$(command -v mpicc) pip install -q --no-binary mpi4py "mpi4py==$MPI4PY_VERSION"
 
   if [ "$FLAVOR" = cuda ]; then
-    # torch must load the NCCL that Horovod and aws-ofi-nccl were built against.
-    local torch_nccl
-    torch_nccl=$("$py" -c 'import torch; print(".".join(map(str, torch.cuda.nccl.version())))')
-    [ "$torch_nccl" = "${NCCL_VERSION%-*}" ] || die "torch $TORCH_VERSION loads NCCL" \
-      "$torch_nccl but versions.env pins NCCL_VERSION=$NCCL_VERSION: update the pin"
-    export HOROVOD_GPU_OPERATIONS=NCCL HOROVOD_NCCL_HOME=$PREFIX HOROVOD_CUDA_HOME=$CUDA_HOME
+    log "NCCL: $NCCL_WHEEL (hash-checked)"
+    printf '%s --hash=sha256:%s\n' "$NCCL_WHEEL" "$NCCL_WHEEL_SHA256" >/tmp/nccl-requirements.txt
+    pip install -q --no-deps --require-hashes -r /tmp/nccl-requirements.txt
+    rm -f /tmp/nccl-requirements.txt
+    if "$py" -c 'import sys, torch; sys.exit(torch.version.cuda is None)'; then
+      # a CUDA build of torch must load the pinned NCCL
+      local torch_nccl
+      torch_nccl=$("$py" -c 'import torch; print(".".join(map(str, torch.cuda.nccl.version())))')
+      [ "$torch_nccl" = "$NCCL_VERSION" ] || die "torch $TORCH_VERSION loads NCCL" \
+        "$torch_nccl but versions.env pins NCCL_VERSION=$NCCL_VERSION: update the pin"
+    else
+      log "torch $TORCH_VERSION is a CPU build: torch and Horovod use host memory in this image"
+    fi
   fi
   log "horovod $HOROVOD_VERSION (containers/horovod.sh; a wheel in $WHEELS is used as is)"
   PYTHON=$py WHEEL_DIR=$WHEELS FABBENCH_CACHE=/tmp/fabbench-cache "$containers_dir/horovod.sh"

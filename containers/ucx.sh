@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# UCX (cuda flavour) with CUDA, gdrcopy and verbs (rc, ud, dc, mlx5): Open MPI's pml ucx, the
-# `infiniband` fabric profile. Installs into $PREFIX; needs gdrcopy.sh first.
+# UCX (cuda flavour) with CUDA (cuda_copy, cuda_ipc; gdrcopy is not in this flavour) and verbs
+# (rc, ud, dc, mlx5): Open MPI's pml ucx, the `infiniband` fabric profile. Built from Debian's
+# source tarball (no configure script in it: autogen.sh) against $CUDA_HOME (cuda-toolkit.sh
+# first). Installs into $PREFIX.
 set -euo pipefail
 # shellcheck source=containers/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -10,11 +12,24 @@ archive=$(fetch "$UCX_URL" "$UCX_SHA256")
 src=$(unpack "$archive")
 log "building UCX $UCX_VERSION in $src"
 cd "$src"
+# UCX compiles with -Werror; the CUDA 12.8 headers deprecate calls this release makes, which
+# are warnings, not errors, for this build.
+sed -i 's/^BASE_CFLAGS="-g -Wall -Werror"$/BASE_CFLAGS="-g -Wall"/' config/m4/compiler.m4
+grep -q '^BASE_CFLAGS="-g -Wall"$' config/m4/compiler.m4 || die "config/m4/compiler.m4 changed"
+# Debian's tarball keeps upstream's packaging folder as debian.upstream; configure.ac names it
+[ -d debian ] || mv debian.upstream debian
+./autogen.sh >/dev/null 2>&1 || { ./autogen.sh; die "autogen.sh failed"; }
 ./contrib/configure-release --prefix="$PREFIX" --enable-mt --disable-doxygen-doc \
-  --with-cuda="$CUDA_HOME" --with-gdrcopy="$PREFIX" --with-verbs --with-rdmacm \
-  --with-rc --with-ud --with-dc --with-mlx5 --with-dm --enable-cma --without-java --without-go
+  --with-cuda="$CUDA_HOME" --without-gdrcopy --with-verbs --with-rdmacm --with-rc --with-ud \
+  --with-dc --with-mlx5-dv --with-dm --enable-cma --without-java --without-go --without-rocm \
+  --without-knem --without-xpmem
 make -j"$JOBS"
 make install
 cd / && rm -rf "$src"
 "$PREFIX/bin/ucx_info" -v | head -n2
-log "installed UCX $UCX_VERSION into $PREFIX"
+[ -f "$PREFIX/lib/ucx/libuct_cuda.so" ] || die "UCX was built without its CUDA transports"
+# the link-time stubs must never be a run-time path
+if readelf -d "$PREFIX"/lib/*.so "$PREFIX"/lib/ucx/*.so | grep -E 'R(UN)?PATH' | grep -q stubs; then
+  die "a UCX library keeps the CUDA stubs directory as its run-time path"
+fi
+log "installed UCX $UCX_VERSION (with CUDA) into $PREFIX"

@@ -16,6 +16,7 @@ import re
 import shutil
 import subprocess
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,10 +59,13 @@ class Image:
         return sh(cmd, timeout)
 
 
-@pytest.fixture(scope="module")
-def image(tmp_path_factory) -> Iterator[Image]:
+@contextmanager
+def mounted_image(flavor: str, tmp_path_factory, build_env: dict[str, str] | None = None
+                  ) -> Iterator[Image]:
+    """Build (or find) the image of a flavour, mount it and bind what a run needs into it;
+    everything is unmounted on the way out."""
     built = sh([str(ROOT / ".ci" / "image-build.sh")], BUILD_TIMEOUT_S,
-               env={**os.environ, "FLAVOR": "cpu"})
+               env={**os.environ, **(build_env or {}), "FLAVOR": flavor})
     assert built.returncode == 0, built.stderr[-6000:]
     tag = built.stdout.strip().splitlines()[-1]
 
@@ -94,6 +98,12 @@ def image(tmp_path_factory) -> Iterator[Image]:
         for where in reversed(done):
             sh(["umount", "-l", str(where)], 60)
         sh(["podman", "image", "unmount", tag], 120)
+
+
+@pytest.fixture(scope="module")
+def image(tmp_path_factory) -> Iterator[Image]:
+    with mounted_image("cpu", tmp_path_factory) as mounted:
+        yield mounted
 
 
 def manifest_of(image: Image) -> dict:
@@ -176,9 +186,3 @@ def test_apptainer_self_test(image: Image):
     assert res.returncode == 0, (res.stdout + res.stderr)[-6000:]
     assert "fabbench self-test passed" in res.stdout
 
-
-@pytest.mark.needs_gpu
-def test_cuda_flavour_builds():
-    pytest.skip("the cuda flavour needs a GPU build host: NVIDIA's CUDA base images (Docker Hub) "
-                "and the pinned sources (GitHub, open-mpi.org) are not reachable here; its "
-                "recipe is checked by tests/unit/test_containers.py")
