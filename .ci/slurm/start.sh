@@ -135,6 +135,12 @@ for pidfile in "$dir"/slurmctld.pid "$dir"/slurmd-*.pid; do
   rm -f "$pidfile"
 done
 sleep 0.5
+# slurmstepd's PMIx server (PMIx 4.2) offers its clients only the security modules it activated
+# (PMIX_SECURITY_MODE, munge,native by default), and its `none` module activates only when named
+# in PMIX_MCA_psec. Named here, after the defaults: a rank keeps munge/native unless it asks for
+# none itself (PMIX_MCA_psec=none in its environment), as the tests' Apptainer ranks must: the job
+# runs as root, the ranks as the unprivileged user, so native's uid check refuses them.
+export PMIX_MCA_psec=munge,native,none
 log "starting slurmctld (port $ctld_port)"
 timeout 30 slurmctld -f "$conf" -c
 for name in "${names[@]}"; do

@@ -1,12 +1,14 @@
 """The rendered `fabbench render slurm --runtime apptainer` and `--runtime charliecloud` jobs on
 4 emulated Slurm nodes (.ci/slurm/start.sh four, in a directory and on a port of its own): srun
 --mpi=pmix starts one containerised rank per node; the job must reach COMPLETED and write a
-valid file with nodes=4, every rank in the container. The Apptainer job does not yet (xfail,
-strict: it is reported the day it passes).
+valid file with nodes=4, every rank in the container.
 
 Apptainer is .ci/apptainer.sh's (sid's 1.4, as the unprivileged user): an `apptainer` on the
 job's PATH enters it. The ranks run as the user and slurmstepd's PMIx server as root (the job's
-user here), so the job exports PMIX_MCA_psec=none and PMIX_MCA_gds=hash (docs/containers.md).
+user here), so PMIx's native uid check would refuse them: the job exports PMIX_MCA_psec=none,
+which the server accepts because start.sh names `none` in the slurmds' PMIX_MCA_psec (PMIx
+activates its none module only when named), and PMIX_MCA_gds=hash (the server's shared-memory
+store is in root's session directory, which the container does not see). docs/containers.md.
 """
 
 from __future__ import annotations
@@ -82,11 +84,6 @@ def test_rendered_charliecloud_job_on_four_nodes(image, four_nodes, tmp_path):  
     check(tmp_path / "results" / f"{job['id']}-collectives.jsonl", "charliecloud")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "not yet: under srun --mpi=pmix the user's Apptainer ranks fail PMIx_Init against the root "
-    "job's slurmstepd PMIx server (ext3x_client.c:112, 'not built with SLURM's PMI support'), "
-    "PMIX_MCA_psec=none/gds=hash in the job notwithstanding; Apptainer runs only as the user "
-    "here (docs/containers.md)"))
 def test_rendered_apptainer_job_on_four_nodes(sif: Sif, four_nodes, user_dir,  # noqa: F811
                                               tmp_path):
     shim = tmp_path / "bin" / "apptainer"  # apptainer as a site has it on PATH
@@ -103,6 +100,7 @@ def test_rendered_apptainer_job_on_four_nodes(sif: Sif, four_nodes, user_dir,  #
     shutil.chown(user_dir / "results", USER, USER)
     env = {**clean_env(), "SLURM_CONF": four_nodes["SLURM_CONF"],
            "PATH": f"{shim.parent}:{os.environ['PATH']}",
+           # the job is root's, its ranks the user's (above); a site's job needs neither
            "PMIX_MCA_psec": "none", "PMIX_MCA_gds": "hash"}
     job = submit_and_wait(p.stdout, tmp_path, env, deadline_s=300)
     assert job["JobState"] == "COMPLETED" and job["ExitCode"] == "0:0", job["log"]
