@@ -129,5 +129,5 @@ def test_results_files_read_or_refuse(tmp_path_factory, lines, cut):
     except UsageError as exc:
         assert str(path) in str(exc) and "\n" not in str(exc)
         return
-    assert results.records[0]["kind"] == "run"
+    assert results.records[0].kind == "run"
     assert path.read_text() == text  # reading never changes a file

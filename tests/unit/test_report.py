@@ -39,7 +39,7 @@ def test_load_labels_runs_uniquely_and_names_hosts_when_they_differ():
 def test_a_directory_stands_for_its_results_files():
     series = load([RESULTS])
     assert len(series) == 5
-    assert {s.run["ranks"] for s in series} == {1, 4, 8, 16}
+    assert {s.run.ranks for s in series} == {1, 4, 8, 16}
     assert any(s.label.endswith("×8") for s in series)  # ranks differ: they are in the label
 
 

@@ -11,6 +11,7 @@ from fabbench.console import console
 from fabbench.errors import FabbenchError
 from fabbench.fabrics.profile import available_profiles, read_profile
 from fabbench.results.reader import read_results
+from fabbench.results.records import Summary
 
 MEASUREMENTS = ("collective", "train", "halo", "pairs")  # record kinds counted after a run
 
@@ -34,9 +35,9 @@ def show_run(path: str) -> None:
             out.print(escape(text), soft_wrap=True)
     measured = ", ".join(f"{len(results.of_kind(kind))} {kind}" for kind in MEASUREMENTS
                          if results.of_kind(kind))
-    summary = results.of_kind("summary")
-    status = "[green]ok[/]" if summary and summary[-1]["ok"] else \
-        f"[red]failed: {escape(summary[-1]['error'] if summary else 'no summary')}[/]"
+    summary = results.of_kind(Summary)
+    status = "[green]ok[/]" if summary and summary[-1].ok else \
+        f"[red]failed: {escape(str(summary[-1].error) if summary else 'no summary')}[/]"
     out.print(f"results: {escape(path)} ({status}; {measured or 'no measurements'})")
 
 

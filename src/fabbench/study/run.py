@@ -117,15 +117,16 @@ def _error_of(log: Path, code: int) -> str:
 def _file_ok(path: Path) -> bool:
     """A complete cell: its results file ends with ok summaries for every run in it."""
     from fabbench.results.reader import read_results
+    from fabbench.results.records import Run, Summary
 
     if not path.is_file():
         return False
     try:
-        records = read_results(path).records
+        results = read_results(path)
     except UsageError:
         return False
-    runs = [r["run_id"] for r in records if r["kind"] == "run"]
-    ok = {r["run_id"] for r in records if r["kind"] == "summary" and r["ok"]}
+    runs = [r.run_id for r in results.of_kind(Run)]
+    ok = {r.run_id for r in results.of_kind(Summary) if r.ok}
     return bool(runs) and all(r in ok for r in runs)
 
 
