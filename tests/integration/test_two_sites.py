@@ -23,8 +23,6 @@ import shutil
 import subprocess
 import sys
 import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -36,6 +34,7 @@ from fabbench.results.reader import read_results
 from integration.oci_registry import REGISTRY_BIN
 from integration.test_apptainer import APPTAINER, USER, clean_env
 from integration.test_containers_across_nodes import user_processes_end
+from integration.test_registry import user_dir  # noqa: F401  (fixture)
 
 pytestmark = [
     pytest.mark.integration,
@@ -82,20 +81,6 @@ SITES = {"siteA": ["--link", "10gbit"],
          "siteB": ["--link", "1gbit", "--slow-node", "3:250mbit"]}
 
 
-@pytest.fixture
-def work() -> Iterator[Path]:
-    """A folder in the Apptainer user's home, owned by the user (the ranks write there)."""
-    home = Path(os.path.expanduser(f"~{USER}"))
-    folder = home / f"fabbench-sites-{uuid.uuid4().hex[:8]}"
-    folder.mkdir()
-    shutil.chown(folder, USER, USER)
-    try:
-        yield folder
-    finally:
-        user_processes_end()
-        shutil.rmtree(folder, ignore_errors=True)
-
-
 def site_study(site: str, sif: Path, ref: str, work: Path) -> subprocess.CompletedProcess:
     """`fabbench emulate --nodes 4 LINKS --image SIF --runtime apptainer -- study run` in WORK.
     The umask lets the ranks (the user) write into the folders the study (root) makes."""
@@ -114,7 +99,8 @@ def stale_clusters(before: set[int]) -> dict[int, list[str]]:
             if pid not in before and not net.alive(pid)}
 
 
-def test_two_sites_one_image(published, work, tmp_path):
+def test_two_sites_one_image(published, user_dir, tmp_path):  # noqa: F811
+    work = user_dir  # in the Apptainer user's home, owned by the user (the ranks write there)
     reg = published.registry
     digest = published.sif.split("@")[1]
     (work / "two-sites.toml").write_text(STUDY)
