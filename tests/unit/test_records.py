@@ -309,3 +309,29 @@ def test_mapping_access_for_readers_not_yet_moved_reads_the_line_as_it_was():
     assert run.plan is None and "plan" not in run and run.get("plan", "absent") == "absent"
     with pytest.raises(KeyError):
         run["plan"]
+
+
+def test_report_compare_model_and_show_read_no_record_as_a_mapping(capsys, tmp_path,
+                                                                   monkeypatch):
+    """The readers moved to attributes do not lean on the mapping access kept for the rest."""
+    from fabbench.cli.show import show_run
+
+    path = tmp_path / "all.jsonl"
+    writer = ResultWriter(path)
+    for record in examples().values():
+        writer.write(record)
+    writer.close()
+
+    def refused(self, name):
+        raise AssertionError(f"{type(self).__name__}[{name!r}]: read as a mapping")
+    monkeypatch.setattr(records.Record, "__getitem__", refused)
+    monkeypatch.setattr(records.Record, "get", refused)
+    runs = sorted(V1.glob("*.jsonl"))
+    for argv in (["report", str(path), *map(str, runs), "--csv", str(tmp_path / "x.csv")],
+                 ["report", str(path), "--json"],
+                 ["compare", str(V1 / "siteA-ib.jsonl"), str(V1 / "siteB-ib.jsonl")],
+                 ["model", "--from", str(path), "--from", str(V1 / "siteA-ib.jsonl")]):
+        code, _, err = cli(capsys, *argv)
+        assert code == 0, (argv, err)
+    show_run(str(path))
+    assert "results: " in capsys.readouterr().out

@@ -79,7 +79,7 @@ def workload_tables(s: Series) -> str:
     out = ""
     if s.ceilings and not s.collectives:
         out += "".join(f"{lines.ceiling(c)}\n" for c in s.ceilings)
-    where = f"{s.run['ranks']} ranks on {s.run['nodes']} node(s)"
+    where = f"{s.run.ranks} ranks on {s.run.nodes} node(s)"
     for what, recs, header, line in (("train", s.train, lines.TRAIN_HEADER, lines.train),
                                      ("halo", s.halo, lines.HALO_HEADER, lines.halo)):
         if recs:
