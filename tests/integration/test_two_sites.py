@@ -76,6 +76,8 @@ min_samples = 8
 
 [workload.pairs]
 kind = "pairs"
+sizes = "8,4M"
+budget = 0.3
 """
 SITES = {"siteA": ["--link", "10gbit"],
          "siteB": ["--link", "1gbit", "--slow-node", "3:250mbit"]}

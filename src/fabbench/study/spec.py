@@ -62,7 +62,10 @@ _TOML = {"text": (str,), "int": (int,), "float": (int, float), "switch": (bool,)
 _OWN_KEYS = {"ranks_per_node": ((int,), None), "deadline": ((int, float), None)}
 KEYS: Mapping[str, tuple[tuple[type, ...], tuple[str, ...] | None]] = MappingProxyType({
     **_OWN_KEYS,
-    **{key: (_TOML[f.option.kind.name], None if f.section is None else (f.section,))
+    **{key: (_TOML[f.option.kind.name], None if f.section is None else
+             # a pairs workload measures sendrecv over the collectives' sizes, dtypes, budget
+             (f.section, "pairs") if f.section == "collectives" and key != "ops" else
+             (f.section,))
        for key, f in STUDY_KEYS.items()
        if not f.option.placed and key not in (*AXES, "kind")}})
 DEFAULT_DEADLINE_S = 600.0
