@@ -36,7 +36,13 @@ def _rank_main(args: argparse.Namespace) -> None:
     from fabbench.comm.torchdist import TorchComm
     from fabbench.networks import build
     from fabbench.plan import Plan
-    from fabbench.workloads.train.protocol import Trainer, _slowest, _timed, set_threads
+    from fabbench.workloads.train.protocol import (
+        Trainer,
+        _slowest,
+        _timed,
+        set_threads,
+        timed_steps,
+    )
 
     rank, size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     comm = TorchComm(args.primitive, rank=rank, size=size, local_rank=rank, device=args.device,
@@ -95,7 +101,7 @@ def _rank_main(args: argparse.Namespace) -> None:
         sync()
         bare = global_batch * args.steps / slowest(time.perf_counter() - t0)
         comm.barrier()
-        times = _slowest(comm, _timed(fab.step, args.steps, no_watchdog, 60, "step"))
+        times = _slowest(comm, timed_steps(fab, fab.step, args.steps, no_watchdog, 60, "step"))
         rates = [global_batch / t for t in times]
         rows.append({"round": r + 1, "bare": bare, "fab_p50": statistics.median(rates),
                      "fab_mean": global_batch * len(times) / sum(times)})

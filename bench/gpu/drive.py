@@ -349,8 +349,11 @@ class Kit:
             f"{step.figures['step_ms']:.4g} ms, {step.figures['precision']}")
 
     def gloo(self, step: Step) -> None:
+        from fabbench.comm import registry
+
         failed = {}
         step.figures = {"device": self.args.device, "ops": {}}
+        able = registry.get("gloo").ops_on(self.args.device)
         for op in self.scale.gloo_ops:
             if self.left() < 20:
                 failed[op] = "not run: deadline"
@@ -359,6 +362,12 @@ class Kit:
                 "--primitive", "gloo", "--ranks", "2", "--fabric", "ethernet",
                 "--device", self.args.device, "--ops", op, "--sizes", self.scale.gloo_sizes,
                 "--check", "--timeout", "60"], 120, f"gloo-{op}")
+            if op not in able:  # the registry says Gloo cannot: refused before any rank starts
+                said = p.stderr.strip().splitlines()
+                step.figures["ops"][op] = {"refused": said[-1] if said else ""}
+                if p.returncode != 2 or len(said) != 1 or recs:
+                    failed[op] = f"not refused in one line (exit {p.returncode})"
+                continue
             run = next((r for r in recs if r["kind"] == "run"), {})
             problems = _run_problems(p, recs)
             if run and run.get("device") != self.args.device:
@@ -369,8 +378,11 @@ class Kit:
                 failed[op] = "; ".join(problems)
         step.figures["failed"] = failed
         step.status = "failed" if failed else "ok"
+        refused = [op for op in self.scale.gloo_ops if op not in able]
         step.reason = "; ".join(f"{op}: {why}" for op, why in failed.items()) if failed else \
-            f"{', '.join(self.scale.gloo_ops)} on {self.args.device} tensors, every result correct"
+            f"{', '.join(op for op in self.scale.gloo_ops if op in able)} on " \
+            f"{self.args.device} tensors, every result correct" + (
+                f"; {', '.join(refused)} refused in one line" if refused else "")
 
     # ---- output
     def write(self) -> None:
@@ -458,7 +470,9 @@ def _markdown(summary: dict, env: dict) -> str:
                       "largest bytes | busbw GB/s at largest | correct |",
                       "|---|---:|---:|---:|---:|---|"]
             for op, f in ops.items():
-                if f:
+                if f and "refused" in f:
+                    lines.append(f"| {op} | refused: {f['refused']} | | | | |")
+                elif f:
                     lines.append(f"| {op} | {f['points']} | {f['smallest_p50_us']:.2f} | "
                                  f"{f['largest_bytes']} | {_num(f['largest_busbw_gbyte_s'])} | "
                                  f"{f['correct']} |")
@@ -481,6 +495,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="seconds for every step together (default 540: 9 minutes)")
     ap.add_argument("--site", help="where run.sh installed the kit (fabbench must come from it)")
     ap.add_argument("--kit", help="the kit's folder (its MANIFEST.json names the Python)")
+    ap.add_argument("--only", default="", help="comma list of steps to run (install and env "
+                    "always run): to measure again what a change touched")
     args = ap.parse_args(argv)
     bad = (f"--device takes cuda or cpu, not {args.device!r}"
            if args.device not in ("cuda", "cpu") else
@@ -497,18 +513,20 @@ def main(argv: list[str] | None = None) -> int:
     for stale in OUT_FILES:
         Path(args.out, stale).unlink(missing_ok=True)
     kit = Kit(args)
+    steps = [("install", kit.install), ("env", kit.environment), ("doctor", kit.doctor),
+             ("nccl", kit.nccl), ("gpudirect-on", kit.gpudirect_on),
+             ("nccl-2-ranks", kit.nccl_two_ranks), ("fidelity-image", kit.fidelity, "image"),
+             ("fidelity-tokens", kit.fidelity, "tokens"), ("train-image", kit.train, "image"),
+             ("train-tokens", kit.train, "tokens"), ("gloo-2-ranks", kit.gloo)]
+    only = {n.strip() for n in args.only.split(",") if n.strip()}
+    if only - {s[0] for s in steps}:
+        print(f"gpukit: error: --only names no step {sorted(only - {s[0] for s in steps})[0]!r}"
+              f" (steps: {', '.join(s[0] for s in steps)})", file=sys.stderr)
+        return 2
     try:
-        kit.do("install", kit.install)
-        kit.do("env", kit.environment)
-        kit.do("doctor", kit.doctor)
-        kit.do("nccl", kit.nccl)
-        kit.do("gpudirect-on", kit.gpudirect_on)
-        kit.do("nccl-2-ranks", kit.nccl_two_ranks)
-        kit.do("fidelity-image", kit.fidelity, "image")
-        kit.do("fidelity-tokens", kit.fidelity, "tokens")
-        kit.do("train-image", kit.train, "image")
-        kit.do("train-tokens", kit.train, "tokens")
-        kit.do("gloo-2-ranks", kit.gloo)
+        for name, fn, *a in steps:
+            if not only or name in only or name in ("install", "env"):
+                kit.do(name, fn, *a)
     finally:
         shutil.rmtree(kit.work, ignore_errors=True)
     for s in kit.steps:

@@ -90,10 +90,15 @@ class Plan:
         if self.gpudirect != "auto" and self.device != "cuda":
             raise UsageError(f"--gpudirect {self.gpudirect} is about GPU buffers: it needs "
                              "--device cuda")
+        spec = registry.get(self.primitive)
         for op in self.ops:
             if op not in OPS[self.primitive]:
                 raise UsageError(f"primitive {self.primitive!r} has no operation {op!r} "
                                  f"(it has: {', '.join(OPS[self.primitive])})")
+            if op not in spec.ops_on(self.device):
+                raise UsageError(f"{self.primitive} cannot {op} {self.device} buffers (its point-"
+                                 "to-point messages take host memory only): use --device cpu, "
+                                 f"or leave {op} out")
         if not self.ops:
             raise UsageError("no operations to run")
         for dtype in self.dtypes:
@@ -110,11 +115,20 @@ class Plan:
             raise UsageError(f"--pair-schedule takes auto, {', '.join(PAIR_SCHEDULES)}, not "
                              f"{self.pair_schedule!r}")
         if workload_names.runs(self.workload, "pairs") and \
-                not registry.get(self.primitive).point_to_point:
-            *some, last = [n for n in registry.PRIMITIVES if registry.get(n).point_to_point]
+                not spec.point_to_point_on(self.device):
+            *some, last = [n for n in registry.PRIMITIVES
+                           if registry.get(n).point_to_point_on(self.device)]
             able = f"{', '.join(some)} or {last}" if some else last
+            on = f" on {self.device} buffers" if spec.point_to_point else ""
             raise UsageError(f"--workload pairs needs point-to-point messages, which "
-                             f"{self.primitive} does not have: use --primitive {able}")
+                             f"{self.primitive} does not have{on}: use --primitive {able}")
+        # the halo shifts through the communicator (Horovod's through its MPI); a library
+        # that sends host memory only cannot shift device buffers
+        if workload_names.runs(self.workload, "halo") and self.device != "cpu" \
+                and "sendrecv" in spec.host_only_ops:
+            raise UsageError(f"--workload halo exchanges point to point, which {self.primitive} "
+                             f"cannot do with {self.device} buffers: use --primitive mpi or "
+                             "nccl, or --device cpu")
 
     def _check_train(self) -> None:
         TrainConfig(model=self.model, batch_size=self.batch_size, image_size=self.image_size,
@@ -137,7 +151,8 @@ class Plan:
         sizes = coll.sizes or (PAIRS_SIZES if c.workload == "pairs" else DEFAULT_SIZES[device])
         return cls(
             fabric=fabric, primitive=primitive, horovod_over=c.horovod_over, wire=c.wire,
-            ranks=ranks, ops=coll.ops or registry.get(primitive).ops, sizes=parse_sizes(sizes),
+            ranks=ranks, ops=coll.ops or registry.get(primitive).ops_on(device),
+            sizes=parse_sizes(sizes),
             dtypes=coll.dtypes, check=coll.check, device=device, gpudirect=c.gpudirect,
             timeout_s=c.timeout_s,
             policy=TimingPolicy(budget_s=coll.budget_s, min_samples=coll.min_samples,

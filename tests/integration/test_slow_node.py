@@ -96,4 +96,4 @@ def test_pairs_over_horovod_is_refused_in_one_line(tmp_path):
     assert p.returncode == 2
     assert p.stderr.strip().splitlines() == [
         "fabbench: error: --workload pairs needs point-to-point messages, which horovod does "
-        "not have: use --primitive mpi, gloo or nccl"]
+        "not have: use --primitive mpi or gloo"]  # on host buffers: nccl moves GPU buffers only

@@ -24,6 +24,8 @@ CASES = {
     "ibext.log": ("nccl/IBext_v8", "on", 4, 4, 2, []),
     "one-host-p2p-shm.log": ("nccl/P2P/CUMEM/read", None, 0, 0, 2, []),
     "one-rank.log": ("nccl/Socket", None, 0, 0, 32, []),
+    # real: NCCL 2.28.9 on an NVIDIA H100 80GB HBM3 (the GPU kit, 2026-11-24)
+    "h100-one-rank-real.log": ("nccl/Socket", None, 0, 0, 64, []),
 }
 
 

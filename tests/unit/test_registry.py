@@ -66,3 +66,33 @@ def test_plan_render_and_train_read_the_registry():
 def test_one_default_primitive_rule():
     assert registry.default_primitive(True) == ("nccl", "GPUs visible")
     assert registry.default_primitive(False) == ("mpi", "no GPU visible")
+
+
+def test_gloo_sends_point_to_point_from_host_memory_only():
+    # found on an H100 by the GPU kit: torch's Gloo pair wrote a CUDA tensor's device pointer
+    # ("writev [127.0.0.1]:24788: Bad address") and the ranks died
+    gloo = registry.get("gloo")
+    assert "sendrecv" in gloo.ops_on("cpu") and "sendrecv" not in gloo.ops_on("cuda")
+    assert gloo.point_to_point_on("cpu") and not gloo.point_to_point_on("cuda")
+    assert registry.get("nccl").point_to_point_on("cuda")
+    assert not registry.get("nccl").point_to_point_on("cpu")  # GPU buffers only
+    with pytest.raises(UsageError, match="gloo cannot sendrecv cuda buffers .* use --device cpu"):
+        Plan(fabric="ethernet", primitive="gloo", device="cuda", ops=("sendrecv",), sizes=(8,),
+             out="-", run_id="r")
+    with pytest.raises(UsageError, match="which gloo does not have on cuda buffers: use "
+                                         "--primitive mpi or nccl"):
+        Plan(fabric="ethernet", primitive="gloo", device="cuda", workload="pairs",
+             ops=("allreduce",), sizes=(8,), out="-", run_id="r")
+    with pytest.raises(UsageError, match="host_only_ops must be among its ops"):
+        Primitive(name="x", ops=("allreduce",), dtypes=("float32",), communicator="m:C",
+                  launchers={"x": "spawn"}, train_engine="ddp", host_only_ops=("sendrecv",))
+
+
+def test_a_gpu_run_leaves_out_by_default_what_the_primitive_cannot_do_there():
+    from fabbench.config import CollectivesConfig
+
+    plan = Plan.of(RunConfig(primitive="gloo", device="cuda",
+                             collectives=CollectivesConfig()), fabric="ethernet",
+                   primitive="gloo", device="cuda", ranks=2, iface=None, out="-", run_id="r",
+                   pair_schedule="rounds")
+    assert "sendrecv" not in plan.ops and "allreduce" in plan.ops

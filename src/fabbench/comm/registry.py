@@ -37,6 +37,9 @@ class Primitive:
     torch_backend: str | None = None  # the torch.distributed backend it starts
     gpu_only: bool = False  # moves GPU buffers only
     point_to_point: bool = True  # has a send/receive pair (the halo and pairs workloads need it)
+    # operations it can do on host buffers only: torch's Gloo backend sends a CUDA tensor's
+    # device pointer through its TCP pair ("writev ...: Bad address"); its collectives stage
+    host_only_ops: tuple[str, ...] = ()
     gpudirect: bool = True  # can move GPU buffers over the network without host staging
     module: str | None = None  # a Python package it needs beyond fabbench's own dependencies
     fusion: bool = False  # takes a tensor-fusion threshold (--fusion-mb)
@@ -45,6 +48,16 @@ class Primitive:
     report_env: Mapping[str, str] = field(default_factory=dict)
     description: str = ""
     controllers: tuple[str, ...] = field(init=False)
+
+    def ops_on(self, device: str) -> tuple[str, ...]:
+        """The operations it can do on buffers of ``device`` ("cpu", "cuda")."""
+        return self.ops if device == "cpu" else tuple(
+            op for op in self.ops if op not in self.host_only_ops)
+
+    def point_to_point_on(self, device: str) -> bool:
+        """Sends and receives buffers of ``device`` (the halo and pairs workloads need it)."""
+        return self.point_to_point and "sendrecv" in self.ops_on(device) and not (
+            self.gpu_only and device == "cpu")
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier():
@@ -65,6 +78,8 @@ class Primitive:
             raise UsageError(f"primitive {self.name!r}: communicator must be 'module:Class'")
         object.__setattr__(self, "launchers", MappingProxyType(dict(self.launchers)))
         object.__setattr__(self, "report_env", MappingProxyType(dict(self.report_env)))
+        if any(op not in self.ops for op in self.host_only_ops):
+            raise UsageError(f"primitive {self.name!r}: host_only_ops must be among its ops")
         controllers = tuple(b for b in self.launchers if b != self.name)
         object.__setattr__(self, "controllers", controllers)
 
@@ -121,6 +136,7 @@ REGISTRY.add(Primitive(
     name="gloo", ops=ALL_OPS, dtypes=ALL_DTYPES, communicator="fabbench.comm.torchdist:TorchComm",
     launchers={"gloo": "spawn"}, train_engine="ddp", torch_backend="gloo",
     gpudirect=False,  # stages GPU buffers through the host
+    host_only_ops=("sendrecv",),
     description="torch.distributed Gloo"))
 REGISTRY.add(Primitive(
     name="nccl", ops=ALL_OPS, dtypes=ALL_DTYPES, communicator="fabbench.comm.torchdist:TorchComm",
