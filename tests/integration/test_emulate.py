@@ -314,3 +314,31 @@ def test_ceiling_of_ucx_and_ofi_over_tcp(fabric, tool, tmp_path):
     (c,) = [r for r in _records(out) if r["kind"] == "ceiling"]
     assert c["tool"] == tool and c["error"] is None, c
     assert 0.01 < c["per_direction_gbit_s"] <= 1.05, c
+
+
+def test_down_stops_only_the_cluster_it_is_told_to():
+    """On a shared host `emulate down` must not stop somebody else's cluster: it stops the one
+    FABBENCH_EMULATION names, or the only one standing, and refuses to guess among several."""
+    ups, holders = [], []
+    try:
+        for _ in range(2):
+            p = _emulate("up", "--nodes", "2", timeout=120)
+            assert p.returncode == 0, p.stderr[-2000:]
+            state = Path(p.stdout.strip().splitlines()[-1].split("=", 1)[1])
+            ups.append(state)
+            holders.append(int(state.parent.name))
+        p = _emulate("down", timeout=120)
+        assert p.returncode == 2
+        assert p.stderr.strip().splitlines() == [
+            f"fabbench: error: 2 emulated clusters stand (holders "
+            f"{', '.join(map(str, sorted(holders)))}): name one with --pid, or stop them all "
+            "with --all"]
+        p = fabbench("emulate", "down", timeout=120, env={"FABBENCH_EMULATION": str(ups[0])})
+        assert p.returncode == 0, p.stderr
+        assert p.stdout.strip().endswith(f"stopped 1 standing cluster(s) (holders {holders[0]})")
+        assert net.alive(holders[1]) and not ups[0].exists()
+        p = _emulate("down", timeout=120)  # the only one left
+        assert p.returncode == 0 and f"(holders {holders[1]})" in p.stdout
+    finally:
+        for holder in holders:
+            _emulate("down", "--pid", str(holder), timeout=120)

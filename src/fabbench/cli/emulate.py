@@ -36,7 +36,10 @@ def emulate(
         help="The container runtime of --image: apptainer or charliecloud.",
         show_default=False)] = None,
     pid: Annotated[int | None, typer.Option(
-        help="down: the holder pid of the cluster to stop (default: all standing).")] = None,
+        help="down: the holder pid of the cluster to stop (default: the one "
+        "FABBENCH_EMULATION names, else the only one standing).")] = None,
+    every: Annotated[bool, typer.Option(
+        "--all", help="down: stop every standing cluster, other users' included.")] = False,
 ) -> None:
     """Emulated nodes on this host: a network namespace each (own interface fbnet0, address in
     198.18.0.0/15, hostname), veth links through a bridge, tc shaping rate, delay and loss both
@@ -60,12 +63,14 @@ def emulate(
     args = list(args or [])
     action = args[0] if args and args[0] in ("up", "down") else "run"
     if action == "down":
-        stopped = session.down(pid)
+        if pid is not None and every:
+            raise UsageError("emulate down takes --pid or --all, not both")
+        stopped = session.down(pid, every=every)
         print(f"fabbench: emulate: stopped {len(stopped)} standing cluster(s)"
               + (f" (holders {', '.join(map(str, stopped))})" if stopped else ""))
         return
-    if pid is not None:
-        raise UsageError("--pid is for `fabbench emulate down`")
+    if pid is not None or every:
+        raise UsageError("--pid and --all are for `fabbench emulate down`")
     emulation = make_emulation(nodes=nodes, link=link, delay=delay, loss=loss,
                                slow_nodes=tuple(slow_node or ()),
                                lossy_nodes=tuple(lossy_node or ()),

@@ -180,10 +180,26 @@ def standing() -> list[Cluster]:
     return found
 
 
-def down(pid: int | None = None) -> list[int]:
-    """Stop standing clusters (all, or the one held by ``pid``), wait for their teardown, then
-    sweep what stopped emulations left. Returns the holders stopped."""
+def down(pid: int | None = None, *, every: bool = False) -> list[int]:
+    """Stop a standing cluster, wait for its teardown, then sweep what stopped emulations left;
+    the holders stopped. Which: the one held by ``pid``; else the one FABBENCH_EMULATION names;
+    else the only one standing; all of them only when ``every`` says so (on a shared host another
+    user's cluster is not this command's to stop)."""
     net.require_privileges()
+    if pid is None and not every:
+        here = os.environ.get(ENV)
+        if here:
+            try:
+                pid = Cluster.from_json(Path(here).read_text()).owner_pid
+            except (OSError, ValueError, TypeError, KeyError) as exc:
+                raise UsageError(f"{ENV}={here}: not a standing cluster's state file ({exc}); "
+                                 "name the cluster with --pid") from None
+        else:
+            holders = sorted(c.owner_pid for c in standing())
+            if len(holders) > 1:
+                raise UsageError(f"{len(holders)} emulated clusters stand (holders "
+                                 f"{', '.join(map(str, holders))}): name one with --pid, or "
+                                 "stop them all with --all")
     clusters = [c for c in standing() if pid is None or c.owner_pid == pid]
     if pid is not None and not clusters and net.alive(pid):
         raise UsageError(f"pid {pid} holds no standing emulated cluster")
