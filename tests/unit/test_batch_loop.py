@@ -1,5 +1,6 @@
 """The MPI batch loop: which loop a rank takes, how it is built and the checks before use."""
 
+import re
 import shutil
 import subprocess
 import sys
@@ -73,3 +74,44 @@ def test_the_module_builds_the_loop_into_a_given_path(tmp_path):
                          capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == str(target) and target.exists()
     assert [p.name for p in target.parent.iterdir()] == ["batch_loop.so"]
+
+
+def _this_mpi():
+    """An MPI module stand-in naming the MPI of this host's mpicc, as mpi4py would."""
+    said = subprocess.run(["mpicc", "--showme:version"], capture_output=True, text=True,
+                          timeout=30, check=True).stdout + subprocess.run(
+        ["mpicc", "--showme:version"], capture_output=True, text=True, timeout=30).stderr
+    found = re.search(r"(Open MPI|MPICH)\D*(\d+)\.(\d+)", said)
+    assert found, said
+
+    class ThisMPI:
+        @staticmethod
+        def get_vendor():
+            return found.group(1), (int(found.group(2)), int(found.group(3)), 0)
+
+    return ThisMPI
+
+
+@needs_mpicc
+def test_a_read_only_cache_builds_the_loop_in_a_folder_of_its_own(monkeypatch, tmp_path):
+    # an image's build test runs with a read-only home: the loop is built aside and removed
+    monkeypatch.setenv("FABBENCH_CACHE", "/proc/fabbench-not-writable")
+    monkeypatch.setattr(batch_loop, "PREBUILT", tmp_path / "absent.so")
+    monkeypatch.setattr(batch_loop.tempfile, "tempdir", str(tmp_path))
+    lib = batch_loop.load(_this_mpi())
+    assert lib.fb_mpi_header().decode().startswith(_this_mpi().get_vendor()[0])
+    assert list(tmp_path.iterdir()) == []  # nothing left behind
+
+
+@needs_mpicc
+def test_the_environments_own_loop_comes_first_when_it_matches(monkeypatch, tmp_path):
+    prebuilt = tmp_path / "batch_loop.so"
+    subprocess.run([sys.executable, "-m", "fabbench.comm.batch_loop", str(prebuilt)],
+                   capture_output=True, text=True, timeout=120, check=True)
+    monkeypatch.setattr(batch_loop, "PREBUILT", prebuilt)
+
+    def no_build(*_a, **_k):
+        raise AssertionError("built although the environment has a matching loop")
+
+    monkeypatch.setattr(batch_loop, "build_with_mpicc", no_build)
+    assert batch_loop.load(_this_mpi()) is not None

@@ -4,10 +4,11 @@ Through mpi4py every operation costs a Python call, about 1-2 us here, which is 
 shared-memory allreduce of a few bytes and 15 % of one of 32 KiB: a figure with it is the
 interpreter's, not the library's. The C loop makes the sample's operations one call.
 
-Where the library comes from, in order: built with the ``mpicc`` on PATH into the cache
-($FABBENCH_CACHE/mpi-loop, keyed by the source and mpicc's identity), or, where no mpicc is
-(the images' runtime stage), the one built into the environment when it was made
-(``python -m fabbench.comm.batch_loop`` writes ``<prefix>/lib/fabbench/batch_loop.so``). The
+Where the library comes from: the one built into the environment when it was made (``python
+-m fabbench.comm.batch_loop`` writes ``<prefix>/lib/fabbench/batch_loop.so``; the images do
+this, their runtime stage has no compiler) when it was compiled against the MPI mpi4py loaded;
+else built with the ``mpicc`` on PATH into the cache ($FABBENCH_CACHE/mpi-loop, keyed by the
+source and mpicc's identity; a folder of the process's own where the cache is read-only). The
 MPI it was compiled against must be the one mpi4py loaded (vendor and version), else the run
 stops. ``FABBENCH_MPI_LOOP=python`` times through mpi4py calls instead (slower by that call per
 operation; the variable is in every run's provenance).
@@ -21,6 +22,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -72,20 +74,7 @@ def build_with_mpicc(source: Path, into: Path, *, shared: bool, what: str) -> Pa
     return out
 
 
-def _library_path() -> Path:
-    if shutil.which("mpicc") is not None:
-        return build_with_mpicc(SOURCE, cache_dir() / "mpi-loop", shared=True,
-                                what="fabbench's MPI batch loop")
-    if PREBUILT.exists():
-        return PREBUILT
-    raise RunError(f"fabbench's MPI batch loop is not built here and there is no mpicc to "
-                   f"build it (Debian: libopenmpi-dev); {ENV}=python times through mpi4py "
-                   "calls instead, about 1-2 us slower per operation")
-
-
-def load(MPI: Any) -> ctypes.CDLL:
-    """The loop's library, checked against the MPI that mpi4py loaded (``MPI``)."""
-    path = _library_path()
+def _open(path: Path) -> ctypes.CDLL:
     try:
         lib = ctypes.CDLL(str(path))
     except OSError as exc:
@@ -95,11 +84,45 @@ def load(MPI: Any) -> ctypes.CDLL:
     lib.fb_batch.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
                              ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int,
                              ctypes.c_int, ctypes.c_long]
-    header = lib.fb_mpi_header().decode()
+    return lib
+
+
+def _built() -> ctypes.CDLL:
+    """Built by this host's mpicc into the cache, or, where the cache cannot be written (a
+    read-only home: an image's build test, a locked-down site), into a folder of this process's
+    own, removed once the library is loaded."""
+    what = "fabbench's MPI batch loop"
+    try:
+        return _open(build_with_mpicc(SOURCE, cache_dir() / "mpi-loop", shared=True, what=what))
+    except OSError:
+        tmp = Path(tempfile.mkdtemp(prefix="fabbench-mpi-loop-"))
+        try:
+            return _open(build_with_mpicc(SOURCE, tmp, shared=True, what=what))
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def load(MPI: Any) -> ctypes.CDLL:
+    """The loop's library, checked against the MPI that mpi4py loaded (``MPI``): the one built
+    into this environment when it matches, else one built by this host's mpicc."""
+    mpicc = shutil.which("mpicc") is not None
+    if not mpicc and not PREBUILT.exists():
+        raise RunError(f"fabbench's MPI batch loop is not built here and there is no mpicc to "
+                       f"build it (Debian: libopenmpi-dev); {ENV}=python times through mpi4py "
+                       "calls instead, about 1-2 us slower per operation")
     vendor, version = MPI.get_vendor()
     running = f"{vendor} {version[0]}.{version[1]}"
+    if PREBUILT.exists():
+        lib, path = _open(PREBUILT), PREBUILT
+        if lib.fb_mpi_header().decode() == running or not mpicc:
+            return _checked(lib, path, running)
+    return _checked(_built(), "built by this host's mpicc", running)
+
+
+def _checked(lib: ctypes.CDLL, path: Path | str, running: str) -> ctypes.CDLL:
+    header = lib.fb_mpi_header().decode()
     if header != running:
-        raise RunError(f"fabbench's MPI batch loop {path} was compiled against {header} but "
+        raise RunError(f"fabbench's MPI batch loop ({path}) was compiled against {header} but "
                        f"mpi4py runs {running}: put that MPI's mpicc first on PATH "
                        f"(or {ENV}=python)")
     return lib
