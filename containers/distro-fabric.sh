@@ -27,7 +27,8 @@ case $stage in
           libnuma-dev libpmix-dev libevent-dev libhwloc-dev libfabric-dev) ;;
   cuda-runtime)
     pkgs=("${common[@]}" libibverbs1 ibverbs-providers librdmacm1 libpsm2-2 libnuma1 libpmix2
-          libevent-core-2.1-7 libevent-pthreads-2.1-7 libhwloc15 libfabric1 libfabric-bin) ;;
+          libevent-core-2.1-7 libevent-pthreads-2.1-7 libhwloc15 libfabric1 libfabric-bin
+          libgomp1) ;;  # libgomp1: ucx_perftest is built with OpenMP
   *) die "usage: distro-fabric.sh cpu-build|cpu-runtime|cuda-build|cuda-runtime" ;;
 esac
 
