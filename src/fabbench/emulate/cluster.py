@@ -174,15 +174,21 @@ def _cgroup_mounts() -> str:
     return "\n".join(lines) or ":"
 
 
-def load(path: str | os.PathLike) -> Cluster:
-    """The cluster a state file describes; a missing or stale one is a UsageError."""
+def read(path: str | os.PathLike) -> Cluster:
+    """The cluster a state file describes, its owner alive or not; a missing or unreadable file
+    is a UsageError."""
     try:
-        cluster = Cluster.from_json(Path(path).read_text())
+        return Cluster.from_json(Path(path).read_text())
     except OSError as exc:
         raise UsageError(f"{ENV}={path}: cannot read the emulated cluster: {exc.strerror}") \
             from None
     except (ValueError, TypeError, KeyError) as exc:
         raise UsageError(f"{ENV}={path}: not an emulated cluster's state file ({exc})") from None
+
+
+def load(path: str | os.PathLike) -> Cluster:
+    """The cluster a state file describes; a missing or stale one is a UsageError."""
+    cluster = read(path)
     if not Path(f"/proc/{cluster.owner_pid}").exists():
         raise UsageError(f"{ENV}={path}: the emulated cluster's owner (pid "
                          f"{cluster.owner_pid}) is gone")

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from fabbench.emulate import net
 from fabbench.emulate.cluster import ENV, STATE_FILE, Cluster
+from fabbench.emulate.cluster import read as read_cluster
 from fabbench.emulate.site import SITE_ENV, Site
 from fabbench.emulate.spec import Emulation, Link
 from fabbench.errors import RunError, UsageError
@@ -188,12 +189,8 @@ def down(pid: int | None = None, *, every: bool = False) -> list[int]:
     net.require_privileges()
     if pid is None and not every:
         here = os.environ.get(ENV)
-        if here:
-            try:
-                pid = Cluster.from_json(Path(here).read_text()).owner_pid
-            except (OSError, ValueError, TypeError, KeyError) as exc:
-                raise UsageError(f"{ENV}={here}: not a standing cluster's state file ({exc}); "
-                                 "name the cluster with --pid") from None
+        if here:  # its owner may be gone: then only what it left is swept
+            pid = read_cluster(here).owner_pid
         else:
             holders = sorted(c.owner_pid for c in standing())
             if len(holders) > 1:

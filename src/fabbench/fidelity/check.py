@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from fabbench.comm import batch_loop
 from fabbench.comm.batch_loop import build_with_mpicc
 from fabbench.errors import RunError, UsageError
 from fabbench.procs import stop_groups
@@ -106,8 +107,7 @@ def paths(names: str) -> list[FidelityPath]:
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("FABBENCH_CACHE", Path.home() / ".cache" / "fabbench"),
-                "fidelity")
+    return batch_loop.cache_dir() / "fidelity"
 
 
 def build_c_loop() -> Path:
