@@ -3,7 +3,7 @@ the same model, the same ranks, the same threads and the same synthetic batch.
 
     .venv/bin/python bench/train_fidelity.py [--model resnet50] [--image-size 64] [--batch 4]
         [--steps 10] [--rounds 3] [--ranks 2] [--device cpu|cuda] [--primitive gloo|nccl]
-        [--precision fp32|bf16|fp16] [--warmup 2] [--json]
+        [--precision fp32|bf16|fp16] [--warmup 2] [--json] [--per-step]
 
 Each rank builds both: the bare loop (a DDP model, SGD, zero_grad/forward/loss/backward/step,
 the whole loop timed once, slowest rank) and fabbench's (workloads.train.Trainer and its timed
@@ -16,6 +16,9 @@ On a GPU (--device cuda; each rank on GPU local_rank % GPUs, as fabbench places 
 synchronises the device before it reads the clock, and with --precision fp16/bf16 it runs under
 torch.autocast, fp16 with a GradScaler, as AMP's recipe has it. --json prints one JSON object
 (the rounds, the medians and the verdict) instead of the table (bench/gpu/drive.py reads it).
+--per-step also times the bare loop per step as fabbench times its steps (CUDA events on a GPU),
+either loop first in alternate rounds, and keeps every step's time of both: where a gap between
+the mean and the p50 comes from.
 """
 
 from __future__ import annotations
@@ -100,11 +103,30 @@ def _rank_main(args: argparse.Namespace) -> None:
         bare_steps(args.steps)
         sync()
         bare = global_batch * args.steps / slowest(time.perf_counter() - t0)
-        comm.barrier()
-        times = _slowest(comm, timed_steps(fab, fab.step, args.steps, no_watchdog, 60, "step"))
+        def fab_loop() -> list[float]:
+            comm.barrier()
+            return _slowest(comm, timed_steps(fab, fab.step, args.steps, no_watchdog, 60, "step"))
+
+        def bare_loop() -> list[float]:  # the bare loop timed per step as fabbench times its
+            comm.barrier()
+            return _slowest(comm, timed_steps(fab, lambda sync=True: bare_steps(1), args.steps,
+                                              no_watchdog, 60, "bare step"))
+
+        if args.per_step and r % 2 == 0:  # either goes first in every other round
+            ev = bare_loop()
+            times = fab_loop()
+        else:
+            times = fab_loop()
+            ev = bare_loop() if args.per_step else []
         rates = [global_batch / t for t in times]
-        rows.append({"round": r + 1, "bare": bare, "fab_p50": statistics.median(rates),
-                     "fab_mean": global_batch * len(times) / sum(times)})
+        row = {"round": r + 1, "bare": bare, "fab_p50": statistics.median(rates),
+               "fab_mean": global_batch * len(times) / sum(times)}
+        if ev:
+            row |= {"bare_ev_p50": statistics.median(global_batch / t for t in ev),
+                    "bare_ev_mean": global_batch * len(ev) / sum(ev),
+                    "fab_ms": [round(t * 1e3, 3) for t in times],
+                    "bare_ev_ms": [round(t * 1e3, 3) for t in ev]}
+        rows.append(row)
     if rank == 0:
         print(json.dumps(rows), flush=True)
     comm.close()
@@ -124,6 +146,10 @@ def main() -> int:
     ap.add_argument("--primitive", choices=("gloo", "nccl"), default="gloo")
     ap.add_argument("--precision", choices=("fp32", "bf16", "fp16"), default="fp32")
     ap.add_argument("--json", action="store_true", help="one JSON object instead of the table")
+    ap.add_argument("--per-step", action="store_true",
+                    help="also time the bare loop per step as fabbench does, and keep every "
+                         "step's time of both (JSON only): where a gap between mean and p50 "
+                         "comes from")
     args = ap.parse_args()
     if "RANK" in os.environ:
         _rank_main(args)

@@ -68,7 +68,7 @@ class Scale:
 SCALES = {
     "full": Scale(nccl_sizes="8:1G", gloo_sizes="8:64M", gloo_ops=ALL_OPS,
                   image=("resnet50", 224, 64), tokens=("gpt-small", 1024, 8),
-                  steps=30, warmup=5, rounds=5),
+                  steps=30, warmup=5, rounds=10),
     # the CPU rehearsal: every step, small enough for 2 cores in a minute or two
     "tiny": Scale(nccl_sizes="8:64K", gloo_sizes="8:64K:8", gloo_ops=("allreduce", "broadcast"),
                   image=("resnet50", 32, 2), tokens=("gpt-tiny", 32, 2),
@@ -300,7 +300,7 @@ class Kit:
     def fidelity(self, step: Step, family: str) -> None:
         model, size, batch = getattr(self.scale, family)
         cuda = self.args.device == "cuda"
-        p = self.sh(step, [sys.executable, str(FIDELITY), "--json", "--ranks", "1",
+        p = self.sh(step, [sys.executable, str(FIDELITY), "--json", "--per-step", "--ranks", "1",
                            "--device", self.args.device,
                            "--primitive", "nccl" if cuda else "gloo",
                            "--precision", "fp16" if cuda else "fp32", "--model", model,

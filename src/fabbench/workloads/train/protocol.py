@@ -107,7 +107,10 @@ class Trainer:
         with torch.autocast(dev_type, dtype=self.autocast_dtype,
                             enabled=self.autocast_dtype is not None):
             out = module(self.x)
-            return torch.nn.functional.cross_entropy(out.reshape(-1, out.shape[-1]).float(),
+            # the loss as AMP's recipe writes it: autocast computes it in float32 itself; a
+            # .float() of the logits first cost GPT-small (50257 logits per token) 5-7 % of
+            # its step on an H100 against the bare loop
+            return torch.nn.functional.cross_entropy(out.reshape(-1, out.shape[-1]),
                                                      self.y.reshape(-1))
 
     def sync(self) -> None:
