@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 import sys
 from typing import Annotated
 
@@ -124,16 +125,28 @@ def main(argv: list[str] | None = None) -> None:
         code = _command()(args=argv or ["--help"], standalone_mode=False)
     except TyperException as exc:  # usage errors of the parser: bad option, bad value
         print(f"fabbench: error: {exc.format_message()}", file=sys.stderr)
-        sys.exit(exc.exit_code)
+        _leave(exc.exit_code)
     except Exit as exc:
-        sys.exit(exc.exit_code)
+        _leave(exc.exit_code)
     except (Abort, KeyboardInterrupt):
         print("fabbench: interrupted", file=sys.stderr)
-        sys.exit(130)
+        _leave(130)
     except Terminated as exc:  # what this process started is stopped already (finally blocks)
         print(f"fabbench: stopped by signal {exc.signum}", file=sys.stderr)
-        sys.exit(128 + exc.signum)
+        _leave(128 + exc.signum)
     except FabbenchError as exc:
         print(f"fabbench: error: {exc}", file=sys.stderr)
-        sys.exit(exc.exit_code)
-    sys.exit(code if isinstance(code, int) else 0)
+        _leave(exc.exit_code)
+    _leave(code if isinstance(code, int) else 0)
+
+
+def _leave(code: int | None) -> None:
+    """sys.exit, except in a process that became a rank of a launched job (launch/rank.py:
+    a library's threads may outlive its work): flushed, then os._exit."""
+    code = code if isinstance(code, int) else 0
+    rank = sys.modules.get("fabbench.launch.rank")
+    if rank is not None and rank.entered:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)

@@ -41,9 +41,16 @@ from fabbench.timing.deadline import Watchdog
 from fabbench.workloads import registry as workloads
 from fabbench.workloads.faults import Fault
 
+#: True once this process became a rank. A library's threads (Gloo's, MPI's, Horovod's) may then
+#: outlive the rank's work, and a normal interpreter exit aborts in C++ ("terminate called without
+#: an active exception", a second line after fabbench's one): such a process leaves by os._exit.
+entered = False
+
 
 def run_rank(plan: Plan, state: RunState, me: RankEnv) -> int:
     """Returns the exit code: 0 all fine, 1 a data check failed; raises on other failures."""
+    global entered
+    entered = True
     started = time.monotonic()
     rundir.mark_started(me.rank)
     resolved = resolve(plan)
