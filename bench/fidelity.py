@@ -20,9 +20,12 @@ are not downloadable on every host), started with the same mpirun line and inter
 rounds: osu_allreduce for allreduce, osu_bibw for sendrecv (per direction). Beside them runs the C
 loop with OSU's protocol ("c-osu": one operation between barriers, the mean over iterations and
 ranks): OSU's binary and c-osu agree, and what sets both apart from fabbench and the C loop is
-the protocol, not the host side.
+the protocol, not the host side. `--timing osu` runs fabbench with OSU's protocol too (`fabbench
+run --timing osu`) and judges it against c-osu (MPI paths only: the protocol is OSU's, and OSU
+is an MPI benchmark): the same protocol on both sides, so the ratio is the host side alone.
 
 Usage: python bench/fidelity.py [--rounds 3] [--sizes 8,256K,1M,4M,16M] [--paths all] [--again]
+                               [--osu DIR] [--timing batch|osu]
 Exit 0 when every judged point is within the band, 1 otherwise. With --again a miss where the
 reference against itself is out of the band too is marked "(A/A out too)": on that host and size
 the band is finer than the noise, and the miss says nothing either way (it still counts).
@@ -82,6 +85,8 @@ def main() -> int:
                     help="run the first reference twice a round: its A/A ratio, the noise floor")
     ap.add_argument("--osu", type=Path, default=None,
                     help="folder with OSU's osu_allreduce and osu_bibw, interleaved on MPI paths")
+    ap.add_argument("--timing", default="batch", choices=("batch", "osu"),
+                    help="fabbench's --timing; osu: judged against c-osu, MPI paths only")
     args = ap.parse_args()
     try:
         sizes = list(parse_sizes(args.sizes))
@@ -93,19 +98,26 @@ def main() -> int:
     print(f"# fidelity: fabbench vs bare loops, {args.op}, {where}, median of {args.rounds} "
           f"paired rounds (ABBA); band: ratio 1+-{check.BAND_REL:g} at >= "
           f"{check.BAND_FROM_BYTES >> 10} KiB, +-{check.LATENCY_ADDED_US:g} us (mpi) or "
-          f"1+-{check.LATENCY_REL:g} at <= {check.LATENCY_MAX_BYTES} B")
+          f"1+-{check.LATENCY_REL:g} at <= {check.LATENCY_MAX_BYTES} B; fabbench --timing "
+          f"{args.timing}")
     print(f"{'path':>12} {'reference':>9} {'bytes':>10} {'ref p50 us':>11} {'fb p50 us':>10} "
           f"{'ratio':>6} {'rounds':>11} {'added us':>9} {'verdict':>16}")
     ok = True
+    osu_timing = args.timing == "osu"
     for path in chosen:
+        if osu_timing and path.primitive != "mpi":
+            print(f"{path.label:>12} skipped: --timing osu is judged against OSU's protocol, "
+                  "which only the MPI paths have", flush=True)
+            continue
         others = {}
         if args.osu is not None and path.primitive == "mpi":
             others["osu"] = functools.partial(osu_times, path, args.osu, args.op, sizes, 900.0)
         try:
             # beside OSU's binary, the C loop with OSU's protocol: what the protocol makes of it
-            refs = path.references + (("c-osu",) if others else ())
+            refs = ("c-osu",) if osu_timing else \
+                path.references + (("c-osu",) if others else ())
             points = check.compare(path, args.op, sizes, rounds=args.rounds, ranks=args.ranks,
-                                   references=refs,
+                                   references=refs, timing=args.timing,
                                    budget_s=args.budget, others=others, again=args.again,
                                    progress=lambda s: print(f"# {s}", file=sys.stderr,
                                                             flush=True))
@@ -115,7 +127,7 @@ def main() -> int:
             continue
         floor = {p.bytes: p for p in points if p.reference == check.AGAIN}
         for p in points:
-            judged = p.reference == path.references[0]
+            judged = p.reference == ("c-osu" if osu_timing else path.references[0])
             met, goal = p.verdict(path.primitive)
             verdict = (f"{goal} {'ok' if met else 'MISS'}" if met is not None else "-") \
                 if judged else "(shown)"

@@ -33,6 +33,7 @@ from fabbench.comm.registry import ALL_DTYPES, ALL_OPS, HOROVOD_OVER, PRIMITIVES
 from fabbench.errors import UsageError
 from fabbench.fabrics.profile import GPUDIRECT, WIRES
 from fabbench.networks.registry import MODELS
+from fabbench.timing.engine import PROTOCOLS
 from fabbench.units import parse_sizes
 from fabbench.workloads import names as workload_names
 
@@ -232,6 +233,11 @@ class CollectivesConfig:
                               check=_at_least(1, "--min-samples"))
     max_samples: int = option(200, INT, "--max-samples", "Samples per point, at most.",
                               check=_at_least(1, "--max-samples"))
+    timing: str = option(
+        "batch", TEXT, "--timing", "batch: a sample times back-to-back operations (as "
+        "nccl-tests); osu: each operation timed alone, a barrier after it (as OSU's osu_* "
+        "programs). Compare a figure with another tool's under that tool's protocol.",
+        choices=PROTOCOLS, refusal="{flag} takes {known}, not {value!r}")
 
     def __post_init__(self) -> None:
         _validate(self)

@@ -156,7 +156,7 @@ class Plan:
             dtypes=coll.dtypes, check=coll.check, device=device, gpudirect=c.gpudirect,
             timeout_s=c.timeout_s,
             policy=TimingPolicy(budget_s=coll.budget_s, min_samples=coll.min_samples,
-                                max_samples=coll.max_samples),
+                                max_samples=coll.max_samples, protocol=coll.timing),
             out=out, iface=iface, rdma_device=c.rdma_device, run_id=run_id, argv=argv,
             workload=c.workload, model=train.model,
             batch_size=train.batch_size, image_size=train.image_size, steps=train.steps,

@@ -14,18 +14,23 @@ pytestmark = [pytest.mark.integration, needs_mpirun]
 OPS = "allreduce,allgather,reduce_scatter,broadcast,alltoall,sendrecv"
 
 
-@pytest.mark.parametrize("loop", ["c", "python"])
-def test_every_op_is_correct_through_either_loop(tmp_path, loop):
+@pytest.mark.parametrize(("loop", "timing"), [("c", "batch"), ("python", "batch"),
+                                              ("c", "osu"), ("python", "osu")])
+def test_every_op_is_correct_through_either_loop(tmp_path, loop, timing):
+    """Either loop, under either protocol (--timing osu: fb_each in C, the engine's own loop
+    through mpi4py)."""
     out = tmp_path / "r.jsonl"
     env = {"FABBENCH_MPI_LOOP": loop} if loop == "python" else {}
     p = fabbench("run", "--fabric", "shm", "--ops", OPS, "--sizes", "8,64K", "--dtypes",
-                 "float32,float64", "--budget", "0.02", "--check", "--out", str(out),
-                 timeout=240, env=env)
+                 "float32,float64", "--budget", "0.02", "--check", "--timing", timing,
+                 "--out", str(out), timeout=240, env=env)
     assert p.returncode == 0, p.stderr[-3000:]
     results = read_results(out)
     points = results.of_kind("collective")
     assert {r["op"] for r in points} == set(OPS.split(","))
     assert all(r["correct"] is True and r["wrong"] == 0 for r in points)
+    assert {r["timing"] for r in points} == {timing}
+    assert results.records[0]["timing"]["protocol"] == timing
     said = results.records[0]["provenance"]["env"].get("FABBENCH_MPI_LOOP")
     assert said == (loop if loop == "python" else None)
 

@@ -142,3 +142,20 @@ def test_compare_needs_two_runs_with_something_in_common(capsys, tmp_path):
     with pytest.raises(SystemExit) as exit_info:
         main(["compare", str(RESULTS / "siteA-train-1.jsonl"), str(SITE_B)])
     assert exit_info.value.code == 2 and "nothing to compare" in capsys.readouterr().err
+
+
+def test_points_timed_under_different_protocols_are_not_compared(tmp_path):
+    """A figure under --timing osu and one under batch time different things: no row pairs
+    them, and the unmatched note names --timing."""
+    import json
+
+    lines = SITE_B.read_text().splitlines()
+    osu = tmp_path / "siteB-osu.jsonl"
+    osu.write_text("".join(
+        json.dumps({**rec, "timing": "osu"} if rec.get("kind") == "collective" else rec) + "\n"
+        for rec in map(json.loads, lines)))
+    same = compare(load([SITE_A, SITE_B]))
+    differ = compare(load([SITE_A, osu]))  # the fixtures' training rows still pair up
+    assert same.rows and not same.unmatched
+    assert not differ.rows and differ.train
+    assert any("--timing" in u for u in differ.unmatched)

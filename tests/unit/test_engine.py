@@ -75,7 +75,7 @@ def test_every_blocking_stretch_is_armed(one_rank):
 
 @pytest.mark.parametrize("kwargs", [{"budget_s": 0}, {"min_samples": 0},
                                     {"min_samples": 10, "max_samples": 5}, {"max_batch": 0},
-                                    {"patience": 0.5}])
+                                    {"patience": 0.5}, {"protocol": "fast"}])
 def test_bad_policy(kwargs):
     with pytest.raises(UsageError):
         TimingPolicy(**kwargs)
@@ -120,3 +120,52 @@ def test_a_noisy_point_gets_more_time_then_is_recorded_unstable(monkeypatch, one
     spent = m.batch * sum(m.samples_us) * 1e-6
     assert m.batch == 1 and not is_stable(median_ci95_rel(m.samples_us))
     assert policy.budget_s * policy.patience <= spent < policy.budget_s * policy.patience + 0.004
+
+
+class _SlowBarrier:
+    """The real one-rank group, each barrier made 3 ms slower and counted."""
+
+    def __init__(self, group):
+        self.group, self.barriers = group, 0
+
+    def barrier(self):
+        self.barriers += 1
+        time.sleep(0.003)
+        self.group.barrier()
+
+    def synchronize(self):
+        self.group.synchronize()
+
+    def max_scalar(self, value):
+        return self.group.max_scalar(value)
+
+
+def test_the_osu_protocol_times_each_operation_alone_and_leaves_the_barriers_out(one_rank):
+    group = _SlowBarrier(one_rank)
+    calls = []
+    m = measure(lambda: (calls.append(1), time.sleep(0.001)), group,
+                TimingPolicy(budget_s=0.02, min_samples=3, max_samples=5, protocol="osu"),
+                lambda s, w: None, 5.0, "sleep")
+    assert group.barriers >= m.iters + m.warmup - 1  # a barrier after each operation
+    assert len(calls) == m.iters + m.warmup
+    # each sample is its operations' own time: 1 ms and a little, never the 3 ms barriers
+    assert all(1000 <= s < 2500 for s in m.samples_us), m.samples_us
+
+
+def test_the_osu_protocol_takes_a_c_loops_own_times(one_rank):
+    class Each:  # what comm.batch_loop.Batched offers: OSU's loop in C, its summed op times
+        def __init__(self):
+            self.asked = []
+
+        def each(self, n):
+            self.asked.append(n)
+            return n * 40e-6
+
+        def __call__(self):
+            pass
+
+    op = Each()
+    m = measure(op, one_rank, TimingPolicy(budget_s=0.02, min_samples=5, max_samples=5,
+                                           protocol="osu"), lambda s, w: None, 5.0, "op")
+    assert m.samples_us == pytest.approx([40.0] * 5)
+    assert op.asked[0] == m.warmup - 1 and all(n == m.batch for n in op.asked[1:])

@@ -39,7 +39,8 @@ def _collective(nbytes: int, t_us: float) -> records.Collective:
     algbw = nbytes / (times["p50"] * 1e-6) / 1e9
     return records.Collective(
         run_id=RUN_ID, op="allreduce", bytes=nbytes, count=nbytes // 4, dtype="float32",
-        ranks=2, transport="tcp", iters=200, samples=20, batch=10, warmup=3, time_us=times,
+        ranks=2, transport="tcp", iters=200, samples=20, batch=10, warmup=3, timing="batch",
+        time_us=times,
         samples_us=samples, rank_samples_us=[samples, samples], algbw_gbyte_s=algbw,
         busbw_gbyte_s=algbw,
         busbw_mean_gbyte_s=algbw, correct=True, wrong=0, wrong_ranks=[],
@@ -95,7 +96,8 @@ def examples() -> dict[str, records.Record]:
         "pairs": records.Pairs(
             run_id=RUN_ID, op="sendrecv", round=1, rounds=3, unit="node", units=4, a=0, b=1,
             a_rank=0, b_rank=1, a_host="n0", b_host="n1", bytes=1024, dtype="float32",
-            transport="tcp", iters=100, samples=10, batch=10, warmup=3, time_us=TIMES,
+            transport="tcp", iters=100, samples=10, batch=10, warmup=3, timing="batch",
+            time_us=TIMES,
             samples_us=[10.0] * 10, bw_gbyte_s=0.1, correct=True),
         "summary": records.Summary(run_id=RUN_ID, ok=True, counts={"collective": 1},
                                    wall_s=1.5, error=None),

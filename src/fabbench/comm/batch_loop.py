@@ -80,10 +80,13 @@ def _open(path: Path) -> ctypes.CDLL:
     except OSError as exc:
         raise RunError(f"cannot load fabbench's MPI batch loop {path}: {exc}") from None
     lib.fb_mpi_header.restype = ctypes.c_char_p
+    args = [ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int,
+            ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
     lib.fb_batch.restype = ctypes.c_int
-    lib.fb_batch.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
-                             ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int,
-                             ctypes.c_int, ctypes.c_long]
+    lib.fb_batch.argtypes = args
+    if hasattr(lib, "fb_each"):  # absent from a build of an older source (then not used)
+        lib.fb_each.restype = ctypes.c_int
+        lib.fb_each.argtypes = [*args, ctypes.POINTER(ctypes.c_double)]
     return lib
 
 
@@ -114,7 +117,12 @@ def load(MPI: Any) -> ctypes.CDLL:
     running = f"{vendor} {version[0]}.{version[1]}"
     if PREBUILT.exists():
         lib, path = _open(PREBUILT), PREBUILT
-        if lib.fb_mpi_header().decode() == running or not mpicc:
+        current = hasattr(lib, "fb_each")  # built from this source's functions
+        if (lib.fb_mpi_header().decode() == running and current) or not mpicc:
+            if not current:
+                raise RunError(f"fabbench's MPI batch loop {path} was built from an older "
+                               f"fabbench and there is no mpicc to rebuild it: run python -m "
+                               f"fabbench.comm.batch_loop where one is (or {ENV}=python)")
             return _checked(lib, path, running)
     return _checked(_built(), "built by this host's mpicc", running)
 
@@ -130,7 +138,8 @@ def _checked(lib: ctypes.CDLL, path: Path | str, running: str) -> ctypes.CDLL:
 
 class Batched:
     """One MPI operation on fixed buffers: called, it runs once; ``batch(n)`` runs it n times
-    back to back in C. Buffers are numpy arrays or (CUDA-aware MPI) torch tensors."""
+    back to back in C, ``each(n)`` n times with OSU's protocol. Buffers are numpy arrays or
+    (CUDA-aware MPI) torch tensors."""
 
     def __init__(self, lib: ctypes.CDLL, MPI: Any, comm: Any, op: str, send: Any, recv: Any,
                  *, dest: int = 0, source: int = 0, tag: int = 0) -> None:
@@ -151,6 +160,15 @@ class Batched:
         rc = self._lib.fb_batch(*self._args, n)
         if rc != self._MPI.SUCCESS:
             raise self._MPI.Exception(rc)
+
+    def each(self, n: int) -> float:
+        """OSU's protocol: n operations, each timed alone in C with a barrier after it; the
+        seconds the operations took, summed (the barriers left out)."""
+        spent = ctypes.c_double(0.0)
+        rc = self._lib.fb_each(*self._args, n, ctypes.byref(spent))
+        if rc != self._MPI.SUCCESS:
+            raise self._MPI.Exception(rc)
+        return spent.value
 
     def __call__(self) -> None:
         self.batch(1)

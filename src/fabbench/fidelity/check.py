@@ -190,15 +190,16 @@ def run_reference(path: FidelityPath, reference: str, op: str, sizes: list[int],
 
 
 def run_fabbench(path: FidelityPath, op: str, sizes: list[int], ranks: int | None,
-                 budget_s: float, timeout_s: float) -> dict[int, float]:
-    """`fabbench run` as a user runs it; the p50 of each point from its results file."""
+                 budget_s: float, timeout_s: float, timing: str = "batch") -> dict[int, float]:
+    """`fabbench run` as a user runs it (``--timing``: the protocol); the p50 of each point
+    from its results file."""
     from fabbench.results.reader import read_results
 
     with tempfile.TemporaryDirectory(prefix="fabbench-fidelity-") as tmp:
         out = Path(tmp, "r.jsonl")
         argv = [sys.executable, "-m", "fabbench", "run", *path.run_args(), "--ops", op,
                 "--sizes", ",".join(map(str, sizes)), "--budget", str(budget_s),
-                "--no-ceiling", "--out", str(out)]
+                "--no-ceiling", "--timing", timing, "--out", str(out)]
         if ranks is not None:
             argv += ["--ranks", str(ranks)]
         run_commands([(argv, dict(os.environ))], timeout_s, f"fabbench on {path.label}")
@@ -252,7 +253,7 @@ def compare(path: FidelityPath, op: str, sizes: list[int], *, rounds: int = 3,
             ranks: int | None = None, budget_s: float = 0.15, timeout_s: float = 600.0,
             references: tuple[str, ...] | None = None,
             others: Mapping[str, Callable[[], dict[int, float]]] | None = None,
-            again: bool = False,
+            again: bool = False, timing: str = "batch",
             progress: Callable[[str], None] | None = None) -> list[Point]:
     """Run the references, any ``others`` (a name and a run giving its time per size in
     microseconds, e.g. OSU's binaries) and fabbench once per round, ``rounds`` times, the order
@@ -260,7 +261,8 @@ def compare(path: FidelityPath, op: str, sizes: list[int], *, rounds: int = 3,
     Points of fabbench against each reference in turn, then each of the others, from the rounds'
     paired ratios. With ``again`` the first reference also runs a second time in every round and
     a last set of Points, reference ``AGAIN``, compares it with itself: the spread this machine
-    gives two identical programs, against which a miss can be read."""
+    gives two identical programs, against which a miss can be read. ``timing``: fabbench's
+    --timing (compare ``osu`` with references of OSU's protocol: c-osu, OSU's binaries)."""
     if rounds < 1:
         raise UsageError("--rounds must be at least 1")
     refs = references or path.references
@@ -270,7 +272,7 @@ def compare(path: FidelityPath, op: str, sizes: list[int], *, rounds: int = 3,
                                   batch_s) for ref in refs},
         **(others or {}),
         "fabbench": functools.partial(run_fabbench, path, op, sizes, ranks, budget_s,
-                                      timeout_s)}
+                                      timeout_s, timing)}
     if again:
         runs[AGAIN] = runs[refs[0]]
     taken: list[dict[str, dict[int, float]]] = []

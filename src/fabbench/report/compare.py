@@ -74,6 +74,10 @@ def _key(rec: Collective) -> tuple[str, str, int, int]:
     return rec.op, rec.dtype, rec.bytes, rec.ranks
 
 
+def _timing(rec: Collective) -> str:
+    return rec.timing or "batch"  # a record older than --timing: batch, the only protocol then
+
+
 def _verdict(a: Collective, b: Collective) -> Verdict:
     """B against A from their samples (none recorded: "no samples", a fabbench/1 point)."""
     return compare_samples(a.samples_us or [], b.samples_us or [],
@@ -86,17 +90,20 @@ def compare(series: list[Series]) -> Comparison:
                          f"{len(series)}")
     base, others = series[0], series[1:]
     result = Comparison(base, others)
-    a_points = {_key(c): c for c in base.collectives}
+    a_points = {(_key(c), _timing(c)): c for c in base.collectives}
     for other in others:
-        b_points = {_key(c): c for c in other.collectives}
-        for key in sorted(a_points.keys() & b_points.keys(),
-                          key=lambda k: (_op_index(k[0]), k[1], k[3], k[2])):
-            a, b = a_points[key], b_points[key]
+        b_points = {(_key(c), _timing(c)): c for c in other.collectives}
+        for key, timing in sorted(a_points.keys() & b_points.keys(),
+                                  key=lambda k: (_op_index(k[0][0]), k[0][1], k[0][3],
+                                                 k[0][2], k[1])):
+            a, b = a_points[key, timing], b_points[key, timing]
             result.rows.append(ComparedPoint(*key, a=a, b=b, other=other, verdict=_verdict(a, b)))
         only = len(a_points.keys() ^ b_points.keys())
         if only:
-            result.unmatched.append(f"{only} points are in only one of {base.label} and "
-                                    f"{other.label} (different ops, sizes, dtypes or ranks)")
+            result.unmatched.append(
+                f"{only} points are in only one of {base.label} and {other.label} (different "
+                "ops, sizes, dtypes, ranks or --timing: a batch figure and an osu figure of "
+                "the same point are not compared)")
         a_train = {(t.model, t.ranks): t for t in base.train}
         b_train = {(t.model, t.ranks): t for t in other.train}
         for model, ranks in sorted(a_train.keys() | b_train.keys()):

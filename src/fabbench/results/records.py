@@ -240,6 +240,7 @@ class Collective(Record):
     samples: int | None
     batch: int | None
     warmup: int | None
+    timing: str | None  # the protocol (timing.engine.PROTOCOLS); absent: batch
     time_us: Times
     samples_us: Sequence[float] | None
     algbw_gbyte_s: float
@@ -363,6 +364,7 @@ class Pairs(Record):
     samples: int | None
     batch: int | None
     warmup: int | None
+    timing: str | None  # the protocol (timing.engine.PROTOCOLS); absent: batch
     time_us: Times
     samples_us: Sequence[float] | None
     bw_gbyte_s: float

@@ -9,6 +9,13 @@ otherwise stop when the time budget of this point is spent and the point is stab
 or, for a point that is not, when ``patience`` budgets are spent and it has the samples the rule
 needs to judge it (twice that time at most); the record then says it is not stable. Never take
 more than ``max_samples``.
+
+Two protocols (``TimingPolicy.protocol``, ``--timing``): ``batch`` (the default, as nccl-tests
+time) times a sample's operations back to back as one stretch; ``osu`` (as OSU's osu_* programs
+time) times each operation alone and puts a barrier after it, and a sample is the mean of its
+operations' own times. The same operations, the same statistics: only what one time covers
+differs, and with it the figure (a pipeline of operations against operations that each start in
+step), so a figure is compared with another tool's only under that tool's protocol.
 """
 
 from __future__ import annotations
@@ -20,6 +27,8 @@ from dataclasses import dataclass
 from fabbench.errors import UsageError
 from fabbench.timing.stats import MIN_CI_SAMPLES, STABLE_REL, is_stable, median_ci95_rel
 
+PROTOCOLS = ("batch", "osu")
+
 
 @dataclass(frozen=True, kw_only=True)
 class TimingPolicy:
@@ -30,8 +39,11 @@ class TimingPolicy:
     max_batch: int = 1000
     warmup_s: float = 0.02
     patience: float = 3.0  # budgets an unstable point may take to become stable
+    protocol: str = "batch"  # or "osu" (PROTOCOLS)
 
     def __post_init__(self) -> None:
+        if self.protocol not in PROTOCOLS:
+            raise UsageError(f"--timing takes {' or '.join(PROTOCOLS)}, not {self.protocol!r}")
         if not self.budget_s > 0:
             raise UsageError("budget must be > 0 seconds")
         if not 1 <= self.min_samples <= self.max_samples:
@@ -69,6 +81,23 @@ def _loop(op: Callable[[], None]) -> Callable[[int], None]:
     return run
 
 
+def _each(op: Callable[[], None], group: Group) -> Callable[[int], float]:
+    """OSU's protocol from Python (for a primitive without a C loop): each operation timed
+    alone to its completion, a barrier after it; returns the operations' seconds, summed."""
+    clock = time.perf_counter
+
+    def run(n: int) -> float:
+        spent = 0.0
+        for _ in range(n):
+            t0 = clock()
+            op()
+            group.synchronize()
+            spent += clock() - t0
+            group.barrier()
+        return spent
+    return run
+
+
 def _clamp(value: float, lo: int, hi: int) -> int:
     return int(max(lo, min(hi, value)))
 
@@ -90,7 +119,8 @@ def measure(op: Callable[[], None], group: Group, policy: TimingPolicy,
             arm: Callable[[float, str], None], timeout_s: float, what: str,
             pause_s: float = 0.0) -> Measurement:
     """Time ``op``. ``arm(seconds, label)`` sets the watchdog before each blocking stretch.
-    An ``op`` with a ``batch(n)`` method (comm.batch_loop) runs a batch in one call.
+    An ``op`` with a ``batch(n)`` method (comm.batch_loop) runs a batch in one call, and one
+    with ``each(n)`` the osu protocol's.
 
     Besides the slowest rank's time, each rank keeps its own: its time per operation from the
     sample's common start to the end of its batch. ``pause_s`` (a test hook: a rank that arrives
@@ -99,8 +129,12 @@ def measure(op: Callable[[], None], group: Group, policy: TimingPolicy,
     held = _HeldBack(op, pause_s) if pause_s > 0 else None
     if held is not None:
         op = held
-    run = getattr(op, "batch", None) or _loop(op)
+    osu = policy.protocol == "osu"
     clock = time.perf_counter
+    if osu:  # each operation timed alone: a stretch's time is the operations' own
+        each = getattr(op, "each", None) or _each(op, group)
+    else:
+        batched = getattr(op, "batch", None) or _loop(op)
     arm(timeout_s, f"{what} (first call)")
     group.barrier()
     t0 = clock()
@@ -109,12 +143,18 @@ def measure(op: Callable[[], None], group: Group, policy: TimingPolicy,
     t_one = max(group.max_scalar(clock() - t0), 1e-7)
 
     warmup = _clamp(policy.warmup_s / t_one, 2, policy.max_batch)
+    def stretch(n: int) -> float:
+        """Seconds that n operations took on this rank, under the protocol."""
+        if osu:
+            return each(n)
+        t0 = clock()
+        batched(n)
+        group.synchronize()
+        return clock() - t0
+
     arm(timeout_s + warmup * t_one * 4, f"{what} (warm-up)")
     group.barrier()
-    t0 = clock()
-    run(warmup)
-    group.synchronize()
-    t_op = max(group.max_scalar((clock() - t0) / warmup), 1e-7)
+    t_op = max(group.max_scalar(stretch(warmup) / warmup), 1e-7)
 
     batch = _clamp(policy.budget_s / policy.samples_target / t_op, 1, policy.max_batch)
     samples: list[float] = []
@@ -124,10 +164,7 @@ def measure(op: Callable[[], None], group: Group, policy: TimingPolicy,
         arm(timeout_s + batch * t_op * 4, what)
         group.barrier()
         slept = held.slept if held is not None else 0.0
-        t0 = clock()
-        run(batch)
-        group.synchronize()
-        elapsed = clock() - t0
+        elapsed = stretch(batch)
         mine = elapsed / batch
         if held is not None:
             elapsed -= held.slept - slept

@@ -90,7 +90,7 @@ def sweep(comm: Communicator, plan: Plan, transport: str, arm: Callable[[float, 
                 yield records.Collective(
                     run_id=plan.run_id, op=op_name, bytes=size, count=max(counts), dtype=dtype,
                     ranks=n, transport=transport, iters=m.iters, samples=len(m.samples_us),
-                    batch=m.batch, warmup=m.warmup, time_us=times,
+                    batch=m.batch, warmup=m.warmup, timing=plan.policy.protocol, time_us=times,
                     samples_us=[round(s, 3) for s in m.samples_us], rank_samples_us=own,
                     algbw_gbyte_s=algbw, busbw_gbyte_s=algbw * op.busbw_factor(n),
                     busbw_mean_gbyte_s=size / (times["mean"] * 1e-6) / 1e9 * op.busbw_factor(n),

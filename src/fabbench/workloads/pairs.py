@@ -138,6 +138,7 @@ def _record(found: dict[str, Any], number: int, rounds: int, ranks: list[int], h
         a_host=hosts[ranks[a]], b_host=hosts[ranks[b]], bytes=size, dtype=dtype,
         transport=transport, iters=found["batch"] * len(samples),
         samples=len(samples), batch=found["batch"], warmup=found["warmup"],
+        timing=plan.policy.protocol,
         time_us=times, samples_us=[round(s, 3) for s in samples],
         bw_gbyte_s=size / (times["p50"] * 1e-6) / 1e9, correct=found["correct"])
 
