@@ -46,10 +46,15 @@ log() { printf '[slurm-%s] %s\n' "$mode" "$*" >&2; }
 
 # 1. munge (shared by both clusters)
 if ! timeout 10 munge -n </dev/null 2>/dev/null | timeout 10 unmunge >/dev/null 2>&1; then
-  log "starting munged"
-  install -d -o munge -g munge -m 0755 /run/munge
-  install -d -o munge -g munge -m 0700 /var/lib/munge /var/log/munge
-  timeout 30 runuser -u munge -- /usr/sbin/munged
+  # a munged that is running but slow to answer (a loaded host) is waited for, not started twice
+  if ! pgrep -x munged >/dev/null; then
+    log "starting munged"
+    install -d -o munge -g munge -m 0755 /run/munge
+    install -d -o munge -g munge -m 0700 /var/lib/munge /var/log/munge
+    timeout 30 runuser -u munge -- /usr/sbin/munged
+  else
+    log "munged is running but did not answer within 10 s: waiting for it"
+  fi
   for _ in $(seq 50); do
     timeout 5 munge -n </dev/null 2>/dev/null | timeout 5 unmunge >/dev/null 2>&1 && break
     sleep 0.2
