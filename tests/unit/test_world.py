@@ -146,3 +146,22 @@ def test_under_srun_the_node_is_slurms_name_for_it():
     assert node_name(me, {"SLURMD_NODENAME": "n2"}) == "n2"
     other = discover({"PMI_RANK": "0", "PMI_SIZE": "2"})
     assert node_name(other, {"SLURMD_NODENAME": "n2"}) == socket.gethostname()
+
+
+# ---- the transport check ------------------------------------------------------------------------
+
+def test_the_transport_check_names_the_rank_that_used_another_transport():
+    from fabbench.errors import TransportMismatch
+    from fabbench.launch.rank import _check_transport
+
+    peers = [("nccl/P2P/CUMEM", "g1", None), ("nccl/Socket", "g1", None)]
+    with pytest.raises(TransportMismatch, match="rank 1 on g1 used 'nccl/Socket'"):
+        _check_transport(peers, ("nccl/P2P*", "nccl/SHM*"), "shm", "native")
+    _check_transport(peers[:1], ("nccl/P2P*",), "shm", "native")  # the one that matches
+
+
+def test_a_world_of_one_rank_has_no_transport_to_check():
+    """One GPU, --fabric shm: NCCL names the network it set up (Socket) and connects nothing."""
+    from fabbench.launch.rank import _check_transport
+
+    _check_transport([("nccl/Socket", "g1", None)], ("nccl/P2P*", "nccl/SHM*"), "shm", "native")
