@@ -145,9 +145,12 @@ def test_the_osu_protocol_times_each_operation_alone_and_leaves_the_barriers_out
     calls = []
     m = measure(lambda: (calls.append(1), time.sleep(0.001)), group,
                 TimingPolicy(budget_s=0.02, min_samples=3, max_samples=5, protocol="osu"),
-                lambda s, w: None, 5.0, "sleep")
+                lambda s, w: None, 5.0, "sleep", nbytes=1 << 20)
     assert group.barriers >= m.iters + m.warmup - 1  # a barrier after each operation
-    assert len(calls) == m.iters + m.warmup
+    # OSU's counts above 8 KiB, whatever the policy says: 10 skipped (the first call among
+    # them), 100 timed in 10 samples
+    assert (m.warmup, m.iters, len(m.samples_us)) == (10, 100, 10)
+    assert len(calls) == 110
     # each sample is its operations' own time: 1 ms and a little, never the 3 ms barriers
     assert all(1000 <= s < 2500 for s in m.samples_us), m.samples_us
 
@@ -166,6 +169,14 @@ def test_the_osu_protocol_takes_a_c_loops_own_times(one_rank):
 
     op = Each()
     m = measure(op, one_rank, TimingPolicy(budget_s=0.02, min_samples=5, max_samples=5,
-                                           protocol="osu"), lambda s, w: None, 5.0, "op")
-    assert m.samples_us == pytest.approx([40.0] * 5)
-    assert op.asked[0] == m.warmup - 1 and all(n == m.batch for n in op.asked[1:])
+                                           protocol="osu"), lambda s, w: None, 5.0, "op",
+                nbytes=8)
+    assert m.samples_us == pytest.approx([40.0] * 10)  # 1000 timed up to 8 KiB: 10 x 100
+    assert op.asked == [199] + [100] * 10 and m.warmup == 200
+
+
+def test_the_osu_counts_are_osus():
+    from fabbench.timing.engine import osu_counts
+
+    assert osu_counts(8) == osu_counts(8192) == (200, 1000)
+    assert osu_counts(8193) == osu_counts(64 << 20) == (10, 100)

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from fabbench.errors import UsageError
+from fabbench.errors import RunError, UsageError
 from fabbench.fidelity import check
 from fabbench.fidelity.check import Point
 
@@ -116,3 +116,15 @@ def test_compare_again_runs_the_first_reference_twice_a_round_for_the_noise_floo
     assert [p.reference for p in points] == ["c", check.AGAIN]
     aa = points[1]
     assert aa.ratios == (10.0 / 11.0, 9.0 / 11.0)
+
+
+def test_osu_average_is_the_mean_over_ranks_of_each_ranks_mean():
+    """OSU's Avg Latency from a --timing osu record: rank means (equal batches), then their
+    mean; not the slowest rank's p50 fabbench's table shows."""
+    from types import SimpleNamespace
+
+    rec = SimpleNamespace(op="allreduce", bytes=1024,
+                          rank_samples_us=[[10.0, 12.0, 14.0], [8.0, 8.0, 11.0]])
+    assert check.osu_average_us(rec) == pytest.approx((12.0 + 9.0) / 2)
+    with pytest.raises(RunError, match="no per-rank samples"):
+        check.osu_average_us(SimpleNamespace(op="allreduce", bytes=8, rank_samples_us=[[], []]))

@@ -20,12 +20,16 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fabbench.comm import batch_loop
 from fabbench.comm.batch_loop import build_with_mpicc
 from fabbench.errors import RunError, UsageError
 from fabbench.procs import stop_groups
 from fabbench.timing.engine import TimingPolicy
+
+if TYPE_CHECKING:
+    from fabbench.results.records import Collective
 
 LOOPS = Path(__file__).resolve().parent / "loops"
 PY_LOOP = LOOPS / "py_loop.py"
@@ -191,9 +195,10 @@ def run_reference(path: FidelityPath, reference: str, op: str, sizes: list[int],
 
 def run_fabbench(path: FidelityPath, op: str, sizes: list[int], ranks: int | None,
                  budget_s: float, timeout_s: float, timing: str = "batch") -> dict[int, float]:
-    """`fabbench run` as a user runs it (``--timing``: the protocol); the p50 of each point
-    from its results file."""
+    """`fabbench run` as a user runs it (``--timing``: the protocol); each point's figure from
+    its results file: the p50 (batch), or OSU's own statistic (osu: osu_average_us)."""
     from fabbench.results.reader import read_results
+    from fabbench.results.records import Collective
 
     with tempfile.TemporaryDirectory(prefix="fabbench-fidelity-") as tmp:
         out = Path(tmp, "r.jsonl")
@@ -203,7 +208,21 @@ def run_fabbench(path: FidelityPath, op: str, sizes: list[int], ranks: int | Non
         if ranks is not None:
             argv += ["--ranks", str(ranks)]
         run_commands([(argv, dict(os.environ))], timeout_s, f"fabbench on {path.label}")
-        return {r["bytes"]: r["time_us"]["p50"] for r in read_results(out).of_kind("collective")}
+        points = read_results(out).of_kind(Collective)
+        if timing == "osu":
+            return {r.bytes: osu_average_us(r) for r in points}
+        return {r.bytes: r.time_us["p50"] for r in points}
+
+
+def osu_average_us(rec: Collective) -> float:
+    """OSU's "Avg Latency" of a point timed with --timing osu: each rank's mean time per
+    operation over all its operations, averaged over the ranks (OSU reduces the ranks' means
+    with a sum / size). The record keeps every rank's own time per sample (rank_samples_us),
+    each the mean of a batch of equal size, so their mean is the rank's mean."""
+    ranks = rec.rank_samples_us
+    if not ranks or not all(ranks):
+        raise RunError(f"the {rec.op} point of {rec.bytes} bytes has no per-rank samples")
+    return statistics.fmean(statistics.fmean(own) for own in ranks)
 
 
 @dataclass(frozen=True)
