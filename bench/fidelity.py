@@ -127,7 +127,7 @@ def main() -> int:
             continue
         floor = {p.bytes: p for p in points if p.reference == check.AGAIN}
         for p in points:
-            judged = p.reference == ("c-osu" if osu_timing else path.references[0])
+            judged = p.reference == refs[0]
             met, goal = p.verdict(path.primitive)
             verdict = (f"{goal} {'ok' if met else 'MISS'}" if met is not None else "-") \
                 if judged else "(shown)"

@@ -96,6 +96,16 @@ def _rank_main(args: argparse.Namespace) -> None:
     no_watchdog = lambda seconds, what: None  # noqa: E731
     bare_steps(args.warmup)  # on a GPU with fp16 also the GradScaler's first, skipped, steps
     _timed(fab.step, args.warmup, no_watchdog, 60, "warm-up")
+
+    def fab_loop() -> list[float]:
+        comm.barrier()
+        return _slowest(comm, timed_steps(fab, fab.step, args.steps, no_watchdog, 60, "step"))
+
+    def bare_loop() -> list[float]:  # the bare loop timed per step as fabbench times its steps
+        comm.barrier()
+        return _slowest(comm, timed_steps(fab, lambda sync=True: bare_steps(1), args.steps,
+                                          no_watchdog, 60, "bare step"))
+
     rows = []
     for r in range(args.rounds):
         comm.barrier()  # all-reduce and device synchronise (dist.barrier guesses NCCL's device)
@@ -103,15 +113,6 @@ def _rank_main(args: argparse.Namespace) -> None:
         bare_steps(args.steps)
         sync()
         bare = global_batch * args.steps / slowest(time.perf_counter() - t0)
-        def fab_loop() -> list[float]:
-            comm.barrier()
-            return _slowest(comm, timed_steps(fab, fab.step, args.steps, no_watchdog, 60, "step"))
-
-        def bare_loop() -> list[float]:  # the bare loop timed per step as fabbench times its
-            comm.barrier()
-            return _slowest(comm, timed_steps(fab, lambda sync=True: bare_steps(1), args.steps,
-                                              no_watchdog, 60, "bare step"))
-
         if args.per_step and r % 2 == 0:  # either goes first in every other round
             ev = bare_loop()
             times = fab_loop()

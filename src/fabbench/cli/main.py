@@ -137,10 +137,10 @@ def main(argv: list[str] | None = None) -> None:
     except FabbenchError as exc:
         print(f"fabbench: error: {exc}", file=sys.stderr)
         _leave(exc.exit_code)
-    _leave(code if isinstance(code, int) else 0)
+    _leave(code)
 
 
-def _leave(code: int | None) -> None:
+def _leave(code: object) -> None:
     """sys.exit, except in a process that became a rank of a launched job (launch/rank.py:
     a library's threads may outlive its work): flushed, then os._exit."""
     code = code if isinstance(code, int) else 0

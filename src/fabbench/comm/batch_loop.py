@@ -116,14 +116,16 @@ def load(MPI: Any) -> ctypes.CDLL:
     vendor, version = MPI.get_vendor()
     running = f"{vendor} {version[0]}.{version[1]}"
     if PREBUILT.exists():
-        lib, path = _open(PREBUILT), PREBUILT
+        lib = _open(PREBUILT)
         current = hasattr(lib, "fb_each")  # built from this source's functions
-        if (lib.fb_mpi_header().decode() == running and current) or not mpicc:
+        if not mpicc:  # the only one there is: it must do
             if not current:
-                raise RunError(f"fabbench's MPI batch loop {path} was built from an older "
+                raise RunError(f"fabbench's MPI batch loop {PREBUILT} was built from an older "
                                f"fabbench and there is no mpicc to rebuild it: run python -m "
                                f"fabbench.comm.batch_loop where one is (or {ENV}=python)")
-            return _checked(lib, path, running)
+            return _checked(lib, PREBUILT, running)
+        if current and lib.fb_mpi_header().decode() == running:
+            return lib
     return _checked(_built(), "built by this host's mpicc", running)
 
 

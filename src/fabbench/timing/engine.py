@@ -12,8 +12,8 @@ more than ``max_samples``.
 
 Two protocols (``TimingPolicy.protocol``, ``--timing``): ``batch`` (the default, as nccl-tests
 time) times a sample's operations back to back as one stretch; ``osu`` (as OSU's osu_* programs
-time) times each operation alone and puts a barrier after it, and a sample is the mean of its
-operations' own times. The same operations, the same statistics: only what one time covers
+time) times each operation alone and puts a barrier after it, with OSU's counts of skipped and
+timed operations, and a sample is the mean of its operations' own times. What one time covers
 differs, and with it the figure (a pipeline of operations against operations that each start in
 step), so a figure is compared with another tool's only under that tool's protocol.
 """
