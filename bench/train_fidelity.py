@@ -37,6 +37,7 @@ def _rank_main(args: argparse.Namespace) -> None:
     import torch
 
     from fabbench.comm.torchdist import TorchComm
+    from fabbench.config import TrainConfig
     from fabbench.networks import build
     from fabbench.plan import Plan
     from fabbench.workloads.train.protocol import (
@@ -52,9 +53,10 @@ def _rank_main(args: argparse.Namespace) -> None:
                      timeout_s=120)
     plan = Plan(fabric="ethernet", primitive=args.primitive, ranks=size, workload="train",
                 ops=("allreduce",), sizes=(8,), out="/dev/null", run_id="fidelity",
-                device=args.device, precision=args.precision,
-                model=args.model, batch_size=args.batch, image_size=args.image_size,
-                steps=args.steps, warmup_steps=args.warmup)
+                device=args.device,
+                train=TrainConfig(model=args.model, batch_size=args.batch,
+                                  image_size=args.image_size, steps=args.steps,
+                                  warmup_steps=args.warmup, precision=args.precision))
     fab = Trainer(plan, comm)  # sets the threads per rank as fabbench does
     fab.go_distributed()
     if args.device == "cpu":
@@ -64,7 +66,7 @@ def _rank_main(args: argparse.Namespace) -> None:
     torch.manual_seed(0)
     device = torch.device(comm.device)
     model = build(args.model).to(device)
-    ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=plan.bucket_mb)
+    ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=plan.train.bucket_mb)
     opt = torch.optim.SGD(model.parameters(), lr=1e-6, momentum=0.9)
     x, y = fab.x, fab.y  # the same synthetic batch
     amp = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[args.precision]

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from fabbench import config
 from fabbench.comm import registry
 from fabbench.comm.registry import DTYPES, HOROVOD_OVER, OPS
 from fabbench.config import HaloConfig, RunConfig, TrainConfig
 from fabbench.errors import UsageError
-from fabbench.networks.registry import MODELS
 from fabbench.timing.engine import TimingPolicy
 from fabbench.units import parse_sizes
 from fabbench.workloads import names as workload_names
@@ -32,6 +32,8 @@ PAIR_SCHEDULES = ("rounds", "serial")  # pairs, decided: a round's pairs at once
 # the configuration's common fields a plan holds under the same name (their rules apply as they
 # are; --out is the claim's to check when the run starts)
 _COMMON = tuple(f for f in config.fields() if f.section is None and f.name != "out")
+# the configuration's sections a plan holds as they are (the others it holds decided)
+_SECTIONS = {"train": TrainConfig, "halo": HaloConfig}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -57,25 +59,16 @@ class Plan:
     rdma_device: str | None = None
     run_id: str
     argv: tuple[str, ...] = ()
-    # train (workloads/train/)
-    model: str = "resnet50"
-    batch_size: int = 32  # per rank
-    image_size: int | None = None  # image side (pixels) or sequence length (tokens); None: model's
-    steps: int = 20
-    warmup_steps: int = 5
-    bucket_mb: float = 25.0  # DDP bucket_cap_mb; also the bucket size of the mpi engine
-    fusion_mb: float | None = None  # HOROVOD_FUSION_THRESHOLD in MiB; None: Horovod's default
-    precision: str = "fp32"
-    scaling: tuple[int, ...] = ()  # rank counts run one after another (runner.run)
+    # the sections of the workloads that take options beyond the common ones, as decided: the
+    # train's scaling series includes 1 (runner.run); None, no series
+    train: TrainConfig = field(default_factory=TrainConfig)
+    halo: HaloConfig = field(default_factory=HaloConfig)
     # the wire's ceiling (ceiling/measure.py) before the workload: None = when the ranks span
     # more than one host
     ceiling: bool | None = None
     ceiling_s: float = 2.0
     # pairs (workloads/pairs.py): "rounds" (a round's disjoint pairs at once) or "serial"
     pair_schedule: str = "rounds"
-    # halo (workloads/halo.py)
-    cells_per_rank: int = 64**3
-    halo_iters: int = 50
 
     def __post_init__(self) -> None:
         for f in _COMMON:
@@ -109,8 +102,6 @@ class Plan:
             raise UsageError("no sizes to run")
         if workload_names.runs(self.workload, "train"):
             self._check_train()
-        if self.workload == "halo":
-            HaloConfig(cells_per_rank=self.cells_per_rank, halo_iters=self.halo_iters)
         if self.pair_schedule not in PAIR_SCHEDULES:
             raise UsageError(f"--pair-schedule takes auto, {', '.join(PAIR_SCHEDULES)}, not "
                              f"{self.pair_schedule!r}")
@@ -131,13 +122,10 @@ class Plan:
                              "nccl, or --device cpu")
 
     def _check_train(self) -> None:
-        TrainConfig(model=self.model, batch_size=self.batch_size, image_size=self.image_size,
-                    steps=self.steps, warmup_steps=self.warmup_steps, scaling=self.scaling,
-                    bucket_mb=self.bucket_mb, fusion_mb=self.fusion_mb, precision=self.precision)
-        if self.fusion_mb is not None and not registry.get(self.primitive).fusion:
+        if self.train.fusion_mb is not None and not registry.get(self.primitive).fusion:
             raise UsageError("--fusion-mb is Horovod's fusion threshold: use it with "
                              "--primitive horovod (DDP and mpi take --bucket-mb)")
-        if self.precision == "fp16" and self.device != "cuda":
+        if self.train.precision == "fp16" and self.device != "cuda":
             raise UsageError("fp16 mixed precision needs --device cuda (on CPU use bf16)")
 
     @classmethod
@@ -147,7 +135,7 @@ class Plan:
         """The plan of configuration ``c`` with what it leaves open decided by the caller
         (``fabric`` named, not auto; the primitive, device, ranks, ...); the sizes and
         operations it leaves open are the primitive's and device's defaults."""
-        coll, train, halo = c.collectives, c.train, c.halo
+        coll, train = c.collectives, c.train
         sizes = coll.sizes or (PAIRS_SIZES if c.workload == "pairs" else DEFAULT_SIZES[device])
         return cls(
             fabric=fabric, primitive=primitive, horovod_over=c.horovod_over, wire=c.wire,
@@ -158,18 +146,10 @@ class Plan:
             policy=TimingPolicy(budget_s=coll.budget_s, min_samples=coll.min_samples,
                                 max_samples=coll.max_samples, protocol=coll.timing),
             out=out, iface=iface, rdma_device=c.rdma_device, run_id=run_id, argv=argv,
-            workload=c.workload, model=train.model,
-            batch_size=train.batch_size, image_size=train.image_size, steps=train.steps,
-            warmup_steps=train.warmup_steps,
-            scaling=tuple(sorted({*train.scaling, 1})) if train.scaling else (),
-            bucket_mb=train.bucket_mb, fusion_mb=train.fusion_mb, precision=train.precision,
-            cells_per_rank=halo.cells_per_rank, halo_iters=halo.halo_iters, ceiling=c.ceiling,
-            ceiling_s=c.ceiling_s, pair_schedule=pair_schedule)
-
-    @property
-    def input_size(self) -> int:
-        """The model's input: image side in pixels or sequence length in tokens."""
-        return self.image_size or MODELS[self.model].default_input
+            workload=c.workload, halo=c.halo, ceiling=c.ceiling, ceiling_s=c.ceiling_s,
+            train=dataclasses.replace(train, scaling=tuple(sorted({*train.scaling, 1}))
+                                      if train.scaling else None),
+            pair_schedule=pair_schedule)
 
     @property
     def backend(self) -> str:
@@ -193,13 +173,23 @@ class Plan:
     def from_json(cls, text: str) -> Plan:
         """A plan from ``to_json``, also one a results file of an older fabbench holds: a
         timing knob since removed (stable_rel) and the run-time state plans once carried
-        (now RunState's) are left out."""
+        (now RunState's) are left out; the train and halo options it held flat, each under
+        its own name, are read into their sections (its "no scaling series", [], is None)."""
         data = json.loads(text)
         known = {f.name for f in dataclasses.fields(TimingPolicy)}
         data["policy"] = TimingPolicy(**{k: v for k, v in data["policy"].items() if k in known})
+        for name, section in _SECTIONS.items():
+            if name not in data:  # an older plan: the section's fields flat
+                data[name] = {f.name: data.pop(f.name) for f in dataclasses.fields(section)
+                              if f.name in data}
+        data["train"]["scaling"] = data["train"].get("scaling") or None
+        data.update({name: section(**_tuples(data[name])) for name, section in _SECTIONS.items()})
         fields = {f.name for f in dataclasses.fields(cls)}
-        data = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k in fields}
-        return cls(**data)
+        return cls(**{k: v for k, v in _tuples(data).items() if k in fields})
+
+
+def _tuples(data: dict[str, Any]) -> dict[str, Any]:
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -221,8 +211,7 @@ class RunState:
 
     @classmethod
     def from_json(cls, text: str) -> RunState:
-        data = json.loads(text)
-        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
+        return cls(**_tuples(json.loads(text)))
 
 
 # The environment that hands a launched rank its plan and state (launch.table puts it in every

@@ -137,7 +137,7 @@ def run(c: RunConfig, argv: tuple[str, ...] = ()) -> Outcome:
     held = claim(plan.out)  # one run per results file; held until the ranks are done
     try:
         state = dataclasses.replace(state, claimed=True)
-        if plan.scaling:
+        if plan.train.scaling:
             return _run_scaling(plan, state)
         code, error = _launch(plan, state, resolved)
         return Outcome(code, plan, launched=True, error=error)
@@ -174,7 +174,7 @@ def _run_scaling(plan: Plan, state: RunState) -> Outcome:
     if not workload_names.runs(plan.workload, "train"):
         raise UsageError("--scaling is for --workload train (or all)")
     baseline: float | None = None
-    for n in plan.scaling:
+    for n in plan.train.scaling:
         step = dataclasses.replace(plan, ranks=n, run_id=f"{plan.run_id}-n{n}")
         code, _ = _launch(step, dataclasses.replace(state, baseline_samples_per_s=baseline),
                           resolve(step))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from fabbench.config import HaloConfig, TrainConfig
 from fabbench.errors import UsageError
 from fabbench.networks import MODELS, build, get, parameter_count
 from fabbench.networks.registry import ModelSpec
@@ -46,24 +47,25 @@ def test_registry_refuses_duplicates_and_unknown_names():
         get("alexnet")
 
 
-def _plan(**kw):
-    base = dict(fabric="ethernet", primitive="gloo", ops=("allreduce",), sizes=(8,), out="x",
-                run_id="r", workload="train")
-    return Plan(**{**base, **kw})
+def _plan(workload="train", train=None, halo=None, **kw):
+    """A plan of ``workload`` whose train and halo sections have the fields given."""
+    return Plan(fabric="ethernet", primitive="gloo", ops=("allreduce",), sizes=(8,), out="x",
+                run_id="r", workload=workload, train=TrainConfig(**train or {}),
+                halo=HaloConfig(**halo or {}), **kw)
 
 
 @pytest.mark.parametrize("kw,needle", [
-    ({"model": "alexnet"}, "unknown model 'alexnet'"),
-    ({"batch_size": 0}, "batch size must be at least 1"),
-    ({"image_size": 100}, "multiple of 32"),
-    ({"image_size": 16}, "too small"),
-    ({"model": "gpt-tiny", "image_size": 512}, "context"),
-    ({"batch_size": 1, "image_size": 32}, "batch norm"),
-    ({"steps": 1}, "steps"),
-    ({"precision": "fp8"}, "unknown precision"),
-    ({"precision": "fp16"}, "--device cuda"),
-    ({"fusion_mb": 8.0}, "--primitive horovod"),
-    ({"workload": "halo", "cells_per_rank": 1}, "cells per rank"),
+    ({"train": {"model": "alexnet"}}, "unknown model 'alexnet'"),
+    ({"train": {"batch_size": 0}}, "batch size must be at least 1"),
+    ({"train": {"image_size": 100}}, "multiple of 32"),
+    ({"train": {"image_size": 16}}, "too small"),
+    ({"train": {"model": "gpt-tiny", "image_size": 512}}, "context"),
+    ({"train": {"batch_size": 1, "image_size": 32}}, "batch norm"),
+    ({"train": {"steps": 1}}, "steps"),
+    ({"train": {"precision": "fp8"}}, "unknown precision"),
+    ({"train": {"precision": "fp16"}}, "--device cuda"),
+    ({"train": {"fusion_mb": 8.0}}, "--primitive horovod"),
+    ({"workload": "halo", "halo": {"cells_per_rank": 1}}, "cells per rank"),
     ({"workload": "mining"}, "unknown workload"),
 ])
 def test_bad_train_options_are_usage_errors(kw, needle):
@@ -72,9 +74,10 @@ def test_bad_train_options_are_usage_errors(kw, needle):
 
 
 def test_plan_round_trips_with_train_fields():
-    plan = _plan(model="gpt-tiny", batch_size=2, image_size=32, scaling=(1, 2))
+    plan = _plan(train={"model": "gpt-tiny", "batch_size": 2, "image_size": 32,
+                        "scaling": (1, 2)})
     assert Plan.from_json(plan.to_json()) == plan
-    assert plan.input_size == 32 and _plan().input_size == 224
+    assert plan.train.input_size == 32 and _plan().train.input_size == 224
 
 
 def test_bucket_plan_and_process_grid():

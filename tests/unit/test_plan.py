@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
+from fabbench.config import HaloConfig, RunConfig, TrainConfig
 from fabbench.plan import PLAN_ENV, STATE_ENV, Plan, RunState, rank_env
 
 STATE_FIELDS = {"picked", "skip", "resumed", "claimed", "baseline_samples_per_s"}
@@ -40,3 +41,40 @@ def test_a_plan_an_older_fabbench_wrote_still_reads():
                baseline_samples_per_s=None)
     old["policy"]["stable_rel"] = 0.05
     assert Plan.from_json(json.dumps(old)) == _plan()
+
+
+# a train+halo plan as fabbench wrote it into its run records up to e27af91: the train and halo
+# options flat beside the common ones
+FLAT_PLAN = (
+    '{"fabric": "ethernet", "primitive": "gloo", "horovod_over": null, "wire": "native", '
+    '"ranks": 2, "workload": "all", "ops": ["allreduce"], "sizes": [8, 1024], "dtypes": '
+    '["float32"], "check": false, "device": "cpu", "gpudirect": "auto", "timeout_s": 30.0, '
+    '"policy": {"budget_s": 0.1, "min_samples": 5, "max_samples": 200, "samples_target": 20, '
+    '"max_batch": 1000, "warmup_s": 0.02, "patience": 3.0, "protocol": "batch"}, "out": '
+    '"r.jsonl", "iface": null, "rdma_device": null, "run_id": "r", "argv": ["fabbench", "run"], '
+    '"model": "gpt-tiny", "batch_size": 4, "image_size": 64, "steps": 10, "warmup_steps": 2, '
+    '"bucket_mb": 5.0, "fusion_mb": null, "precision": "bf16", "scaling": [1, 2], "ceiling": '
+    'null, "ceiling_s": 2.0, "pair_schedule": "rounds", "cells_per_rank": 4096, '
+    '"halo_iters": 30}')
+
+
+def test_a_flat_plan_an_older_fabbench_wrote_reads_into_its_sections():
+    plan = Plan.from_json(FLAT_PLAN)
+    assert plan.train == TrainConfig(model="gpt-tiny", batch_size=4, image_size=64, steps=10,
+                                     warmup_steps=2, bucket_mb=5.0, precision="bf16",
+                                     scaling=(1, 2))
+    assert plan.halo == HaloConfig(cells_per_rank=4096, halo_iters=30)
+    assert (plan.workload, plan.sizes, plan.argv) == ("all", (8, 1024), ("fabbench", "run"))
+    assert Plan.from_json(plan.to_json()) == plan
+    # its "no scaling series" was []; today's is None
+    no_series = json.loads(FLAT_PLAN) | {"scaling": []}
+    assert Plan.from_json(json.dumps(no_series)).train.scaling is None
+
+
+def test_a_plan_holds_the_train_and_halo_sections_of_its_configuration():
+    c = RunConfig(workload="all", train=TrainConfig(model="gpt-tiny", scaling=(4, 2)),
+                  halo=HaloConfig(halo_iters=7))
+    plan = Plan.of(c, fabric="ethernet", primitive="gloo", device="cpu", ranks=2, iface=None,
+                   out="r.jsonl", run_id="r", pair_schedule="rounds")
+    assert plan.train == dataclasses.replace(c.train, scaling=(1, 2, 4)) and plan.halo == c.halo
+    assert json.loads(plan.to_json())["halo"] == {"cells_per_rank": 64**3, "halo_iters": 7}

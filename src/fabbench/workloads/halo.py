@@ -130,13 +130,13 @@ class HaloExchange:
 
 def run_halo(comm: Communicator, plan: Plan, transport: str,
              arm: Callable[[float, str], None]) -> records.Halo:
-    side = side_of(plan.cells_per_rank)
+    side = side_of(plan.halo.cells_per_rank)
     halo = HaloExchange(comm, side)
     arm(plan.timeout_s * 2, "halo exchange check")
     wrong = comm.gather_objects(halo.check())
     clock = time.perf_counter
     iteration, exchange = [], []
-    for i in range(3 + plan.halo_iters):
+    for i in range(3 + plan.halo.halo_iters):
         arm(plan.timeout_s, f"halo iteration {i + 1}")
         t0 = clock()
         halo.exchange()
@@ -155,7 +155,7 @@ def run_halo(comm: Communicator, plan: Plan, transport: str,
     ex = summarize(slow_exch)
     return records.Halo(
         run_id=plan.run_id, cells_per_rank=side**3, side=side, grid=halo.dims,
-        ranks=comm.size, iterations=plan.halo_iters, dtype="float64",
+        ranks=comm.size, iterations=plan.halo.halo_iters, dtype="float64",
         transport=transport, time_us=summarize(slow_iter), exchange_us=ex,
         samples_us=[round(t, 3) for t in slow_iter],  # per iteration, the slowest rank's
         compute_us_p50=statistics.median(slow_iter) - ex["p50"],

@@ -80,7 +80,7 @@ class DdpEngine(Engine):
         from torch.nn.parallel import DistributedDataParallel as DDP
 
         ids = [t.torch.device(t.device).index] if t.device.startswith("cuda") else None
-        self.ddp = DDP(t.model, device_ids=ids, bucket_cap_mb=t.plan.bucket_mb)
+        self.ddp = DDP(t.model, device_ids=ids, bucket_cap_mb=t.plan.train.bucket_mb)
 
     def step(self, t: TrainerInterface) -> None:
         t.backward_and_step(t.loss(self.ddp))
@@ -92,9 +92,9 @@ class DdpEngine(Engine):
         # logging data says so only when it refreshed the sizes
         if found and data.get("has_rebuilt_buckets"):
             self.source = "ddp"
-            return [int(s) for s in str(found).split(",") if s.strip()], t.plan.bucket_mb
-        return (bucket_plan(t.grad_sizes(), int(t.plan.bucket_mb * 2**20), DDP_FIRST_BUCKET),
-                t.plan.bucket_mb)
+            return [int(s) for s in str(found).split(",") if s.strip()], t.plan.train.bucket_mb
+        cap_mb = t.plan.train.bucket_mb
+        return bucket_plan(t.grad_sizes(), int(cap_mb * 2**20), DDP_FIRST_BUCKET), cap_mb
 
     def exchange_alone(self, t: TrainerInterface, bufs: list[Any]) -> Callable[[], None]:
         import torch.distributed as dist
@@ -159,7 +159,7 @@ class MpiEngine(Engine):
             host = tensor.detach().to("cpu").contiguous()
             MPI.COMM_WORLD.Bcast(host.numpy(), root=0)
             tensor.data.copy_(host)
-        groups = bucket_groups(t.grad_sizes(), int(t.plan.bucket_mb * 1024 * 1024))
+        groups = bucket_groups(t.grad_sizes(), int(t.plan.train.bucket_mb * 1024 * 1024))
         self.param_buckets = [[t.params[i] for i in group] for group in groups]
 
     def _allreduce_grads(self, t: TrainerInterface) -> None:
@@ -181,7 +181,7 @@ class MpiEngine(Engine):
 
     def buckets(self, t: TrainerInterface) -> tuple[list[int], float]:
         return [sum(p.numel() * p.element_size() for p in b) for b in self.param_buckets], \
-            t.plan.bucket_mb
+            t.plan.train.bucket_mb
 
     def exchange_alone(self, t: TrainerInterface, bufs: list[Any]) -> Callable[[], None]:
         MPI = self.mpi
@@ -204,5 +204,6 @@ def engine_for(plan: Plan) -> Engine:
 
 def prepare_env(plan: Plan) -> None:
     """Settings a library reads when it starts: call before the communicator is created."""
-    if registry.get(plan.primitive).train_engine == "horovod" and plan.fusion_mb is not None:
-        os.environ["HOROVOD_FUSION_THRESHOLD"] = str(int(plan.fusion_mb * 1024 * 1024))
+    fusion_mb = plan.train.fusion_mb
+    if registry.get(plan.primitive).train_engine == "horovod" and fusion_mb is not None:
+        os.environ["HOROVOD_FUSION_THRESHOLD"] = str(int(fusion_mb * 1024 * 1024))

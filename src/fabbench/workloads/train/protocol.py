@@ -51,16 +51,17 @@ def set_threads(torch: Any, ranks_here: int) -> int:
 def synthetic_batch(torch: Any, plan: Plan, device: str, rank: int) -> tuple[Any, Any]:
     """Random inputs and labels made on the device, different on every rank (so that the
     gradient check means something)."""
-    spec = get_model(plan.model)
+    train = plan.train
+    spec = get_model(train.model)
     gen = torch.Generator(device=device).manual_seed(1234 + rank)
-    size = plan.input_size
+    size = train.input_size
     if spec.family == "image":
-        x = torch.randn(plan.batch_size, 3, size, size, device=device, generator=gen)
-        y = torch.randint(0, 1000, (plan.batch_size,), device=device, generator=gen)
+        x = torch.randn(train.batch_size, 3, size, size, device=device, generator=gen)
+        y = torch.randint(0, 1000, (train.batch_size,), device=device, generator=gen)
     else:
         vocab = spec.kwargs["vocab"]
-        x = torch.randint(0, vocab, (plan.batch_size, size), device=device, generator=gen)
-        y = torch.randint(0, vocab, (plan.batch_size, size), device=device, generator=gen)
+        x = torch.randint(0, vocab, (train.batch_size, size), device=device, generator=gen)
+        y = torch.randint(0, vocab, (train.batch_size, size), device=device, generator=gen)
     return x, y
 
 
@@ -84,16 +85,16 @@ class Trainer:
         self.device = comm.device
         self.engine = engine_for(plan)
         # the same cores per rank at every rank count of --scaling (else 1 rank gets them all)
-        ranks_here = max(local_world_size(comm.size), *plan.scaling, 1)
+        ranks_here = max(local_world_size(comm.size), *(plan.train.scaling or ()), 1)
         self.threads = set_threads(torch, ranks_here) if self.device == "cpu" \
             else torch.get_num_threads()
         torch.manual_seed(0)  # the same initial weights everywhere (they are broadcast anyway)
-        self.model = model_registry.build(plan.model).to(self.device)
+        self.model = model_registry.build(plan.train.model).to(self.device)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.x, self.y = synthetic_batch(torch, plan, self.device, comm.rank)
         self.autocast_dtype = {"fp32": None, "bf16": torch.bfloat16,
-                               "fp16": torch.float16}[plan.precision]
-        self.scaler = torch.amp.GradScaler("cuda") if plan.precision == "fp16" else None
+                               "fp16": torch.float16}[plan.train.precision]
+        self.scaler = torch.amp.GradScaler("cuda") if plan.train.precision == "fp16" else None
         self.optimizer = self._optimizer()
 
     def _optimizer(self) -> Any:
@@ -211,22 +212,23 @@ def run_train(comm: Communicator, plan: Plan, transport: str,
     """Train, measure, check; returns the train record on every rank (with the scaling
     efficiency against ``baseline_samples_per_s``, a 1-rank run's, when given)."""
     trainer = Trainer(plan, comm)
+    warmup, steps = plan.train.warmup_steps, plan.train.steps
     first = plan.timeout_s * 4  # the first steps allocate, and DDP builds its buckets
     # 1. compute only
     _timed(trainer.local_step, 1, arm, first, "compute-only warm-up step")
-    _timed(trainer.local_step, max(0, plan.warmup_steps - 1), arm, plan.timeout_s,
+    _timed(trainer.local_step, max(0, warmup - 1), arm, plan.timeout_s,
            "compute-only warm-up step")
-    compute = _slowest(comm, timed_steps(trainer, trainer.local_step, plan.steps, arm,
+    compute = _slowest(comm, timed_steps(trainer, trainer.local_step, steps, arm,
                                          plan.timeout_s, "compute-only step"))
     local_grads = digest([p.grad for p in trainer.params])
     # 2. the same state everywhere, then 3. data-parallel steps
     arm(first, "starting the data-parallel engine")
     trainer.go_distributed()
     _timed(trainer.step, 1, arm, first, "warm-up step")
-    _timed(trainer.step, max(0, plan.warmup_steps - 1), arm, plan.timeout_s, "warm-up step")
+    _timed(trainer.step, max(0, warmup - 1), arm, plan.timeout_s, "warm-up step")
     comm.barrier()
     with NetSampler(plan.iface) as net:
-        full = _slowest(comm, timed_steps(trainer, trainer.step, plan.steps, arm,
+        full = _slowest(comm, timed_steps(trainer, trainer.step, steps, arm,
                                           plan.timeout_s, "training step"))
     # 4. every rank holds the same gradients and weights
     arm(plan.timeout_s, "comparing gradients across ranks")
@@ -241,7 +243,7 @@ def run_train(comm: Communicator, plan: Plan, transport: str,
     alone_fn = trainer.allreduce_alone(buckets)
     _timed(alone_fn, 2, arm, first, "gradient all-reduce alone (warm-up)")
     comm.barrier()
-    alone = _slowest(comm, _timed(alone_fn, max(3, min(plan.steps, 10)), arm, plan.timeout_s,
+    alone = _slowest(comm, _timed(alone_fn, max(3, min(steps, 10)), arm, plan.timeout_s,
                                   "gradient all-reduce alone"))
     return train_record(
         plan, baseline_samples_per_s=baseline_samples_per_s, ranks=comm.size,

@@ -32,9 +32,10 @@ def train_record(plan: Plan, *, baseline_samples_per_s: float | None, ranks: int
     """The record from the measured step times (the slowest rank's, seconds),
     the bucket schedule, the interface summary and every rank's digests; its scaling
     efficiency against ``baseline_samples_per_s`` (a 1-rank run's) when given."""
-    spec = get_model(plan.model)
+    train = plan.train
+    spec = get_model(train.model)
     n = ranks
-    global_batch = plan.batch_size * n
+    global_batch = train.batch_size * n
     rates = [global_batch / t for t in full]
     step_ms, compute_ms = p50(full) * 1e3, p50(compute) * 1e3
     total = {"p50": p50(rates), "mean": statistics.fmean(rates), "ci95": ci95(rates)}
@@ -42,13 +43,13 @@ def train_record(plan: Plan, *, baseline_samples_per_s: float | None, ranks: int
     if baseline_samples_per_s:
         efficiency = total["p50"] / (n * baseline_samples_per_s)
     return records.Train(
-        run_id=plan.run_id, model=plan.model, parameters=parameters,
+        run_id=plan.run_id, model=train.model, parameters=parameters,
         reference_parameters=spec.reference_parameters, family=spec.family,
-        input_size=plan.input_size, batch_per_rank=plan.batch_size,
+        input_size=train.input_size, batch_per_rank=train.batch_size,
         global_batch=global_batch, ranks=n, engine=engine,
         primitive=plan.primitive, horovod_over=plan.horovod_over, transport=transport,
-        device=plan.device, precision=plan.precision, threads_per_rank=threads,
-        steps=plan.steps, warmup_steps=plan.warmup_steps,
+        device=plan.device, precision=train.precision, threads_per_rank=threads,
+        steps=train.steps, warmup_steps=train.warmup_steps,
         samples_per_s=total,
         samples_per_s_per_rank={k: v / n for k, v in total.items()},
         step_ms=step_ms, step_ms_mean=statistics.fmean(full) * 1e3,
