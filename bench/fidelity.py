@@ -23,6 +23,11 @@ ranks): OSU's binary and c-osu agree, and what sets both apart from fabbench and
 the protocol, not the host side. `--timing osu` runs fabbench with OSU's protocol too (`fabbench
 run --timing osu`) and judges it against c-osu (MPI paths only: the protocol is OSU's, and OSU
 is an MPI benchmark): the same protocol on both sides, so the ratio is the host side alone.
+With `--osu` every side runs OSU's ladder of sizes (the smallest size asked, doubled up to the
+largest), as OSU's binary does, and is judged at the sizes asked: a rank's figure under OSU's
+short warm-up depends on the operations the process has done before (docs/methods.md, "Fidelity":
+a C loop's 1 MiB allreduce over vader takes 270, then 195, then 165 us in three passes of 110
+operations), so the sides must have done the same ones.
 
 Usage: python bench/fidelity.py [--rounds 3] [--sizes 8,256K,1M,4M,16M] [--paths all] [--again]
                                [--osu DIR] [--timing batch|osu]
@@ -110,13 +115,15 @@ def main() -> int:
                   "which only the MPI paths have", flush=True)
             continue
         others = {}
+        run_sizes = sizes
         if args.osu is not None and path.primitive == "mpi":
             others["osu"] = functools.partial(osu_times, path, args.osu, args.op, sizes, 900.0)
+            run_sizes = check.osu_ladder(sizes)  # every side does the operations OSU's binary does
         try:
             # beside OSU's binary, the C loop with OSU's protocol: what the protocol makes of it
             refs = ("c-osu",) if osu_timing else \
                 path.references + (("c-osu",) if others else ())
-            points = check.compare(path, args.op, sizes, rounds=args.rounds, ranks=args.ranks,
+            points = check.compare(path, args.op, run_sizes, rounds=args.rounds, ranks=args.ranks,
                                    references=refs, timing=args.timing,
                                    budget_s=args.budget, others=others, again=args.again,
                                    progress=lambda s: print(f"# {s}", file=sys.stderr,
@@ -126,7 +133,7 @@ def main() -> int:
             ok = False
             continue
         floor = {p.bytes: p for p in points if p.reference == check.AGAIN}
-        for p in points:
+        for p in (p for p in points if p.bytes in sizes):
             judged = p.reference == refs[0]
             met, goal = p.verdict(path.primitive)
             verdict = (f"{goal} {'ok' if met else 'MISS'}" if met is not None else "-") \

@@ -128,3 +128,11 @@ def test_osu_average_is_the_mean_over_ranks_of_each_ranks_mean():
     assert check.osu_average_us(rec) == pytest.approx((12.0 + 9.0) / 2)
     with pytest.raises(RunError, match="no per-rank samples"):
         check.osu_average_us(SimpleNamespace(op="allreduce", bytes=8, rank_samples_us=[[], []]))
+
+
+def test_beside_osu_every_side_runs_osus_ladder_of_sizes():
+    # osu_allreduce -m 32768:4194304 runs 32 KiB doubled up to 4 MiB
+    assert check.osu_ladder([32768, 262144, 4194304]) == [32768 << k for k in range(8)]
+    # a size off the ladder is still run (OSU reports no figure there)
+    assert check.osu_ladder([8, 100]) == [8, 16, 32, 64, 100]
+    assert check.osu_ladder([1 << 20]) == [1 << 20]

@@ -214,6 +214,20 @@ def run_fabbench(path: FidelityPath, op: str, sizes: list[int], ranks: int | Non
         return {r.bytes: r.time_us["p50"] for r in points}
 
 
+def osu_ladder(sizes: list[int]) -> list[int]:
+    """The sizes OSU's binary runs for ``-m lo:hi``: lo doubled while it is at most hi, with
+    the sizes asked that fall off that ladder added (OSU does not report those). Beside OSU's
+    binary every side runs these, so that each has done the same operations before a size:
+    under OSU's short warm-up a figure depends on them (docs/methods.md, "Fidelity")."""
+    lo, hi = min(sizes), max(sizes)
+    ladder = []
+    size = lo
+    while size <= hi:
+        ladder.append(size)
+        size *= 2
+    return sorted({*ladder, *sizes})
+
+
 def osu_average_us(rec: Collective) -> float:
     """OSU's "Avg Latency" of a point timed with --timing osu: each rank's mean time per
     operation over all its operations, averaged over the ranks (OSU reduces the ranks' means
