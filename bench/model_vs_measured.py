@@ -65,6 +65,7 @@ import tempfile
 from pathlib import Path
 
 from fabbench.results.reader import read_results
+from fabbench.results.records import Ceiling, Collective, Train
 from fabbench.scaling import costs
 from fabbench.scaling.predict import ModelOptions, build
 
@@ -105,14 +106,14 @@ def allreduce_rows(link: str, nodes: list[int], fit_sizes: str, sizes: str, tmp:
                               beta_s_per_byte=1 / answer["bandwidth_bytes_per_s"])
         measured_file = tmp / f"measured-{n}.jsonl"
         emulated(n, link, [*mpi, "--sizes", sizes], measured_file, env=env)
-        for rec in read_results(measured_file).of_kind("collective"):
-            algorithm, t = costs.best("allreduce", n, rec["bytes"], params)
-            ring = costs.time_s("allreduce", "ring", n, rec["bytes"], params)
-            rows.append({"what": "allreduce", "link": link, "nodes": n, "bytes": rec["bytes"],
+        for rec in read_results(measured_file).of_kind(Collective):
+            algorithm, t = costs.best("allreduce", n, rec.bytes, params)
+            ring = costs.time_s("allreduce", "ring", n, rec.bytes, params)
+            rows.append({"what": "allreduce", "link": link, "nodes": n, "bytes": rec.bytes,
                          "predicted_us": t * 1e6, "algorithm": algorithm, "ring_us": ring * 1e6,
-                         "measured_us": rec["time_us"]["p50"],
-                         "measured_ci95_rel": rec["median_ci95_rel"], "samples": rec["samples"],
-                         "error": rec["time_us"]["p50"] / (t * 1e6) - 1,
+                         "measured_us": rec.time_us["p50"],
+                         "measured_ci95_rel": rec.median_ci95_rel, "samples": rec.samples,
+                         "error": rec.time_us["p50"] / (t * 1e6) - 1,
                          "fit_bandwidth_gbyte_s": answer["bandwidth_bytes_per_s"] / 1e9,
                          "fit_alpha_us": answer["alpha_us"]})
     return rows
@@ -124,9 +125,9 @@ def training_rows(links: list[str], tmp: Path, repeats: int) -> list[dict]:
         out = tmp / f"train-{link}-{repeat}.jsonl"
         emulated(2, link, TRAIN, out, ceiling=True)
         results = read_results(out)
-        measured = next(t for t in results.of_kind("train") if t["ranks"] == 2)
-        ceiling = min(c["per_direction_gbit_s"] for c in results.of_kind("ceiling")
-                      if c["mode"] == "bidir" and c.get("per_direction_gbit_s"))
+        measured = next(t for t in results.of_kind(Train) if t.ranks == 2)
+        ceiling = min(c.per_direction_gbit_s for c in results.of_kind(Ceiling)
+                      if c.mode == "bidir" and c.per_direction_gbit_s)
         at_ceiling, profile = (
             build([out], ModelOptions(nodes=2, bandwidth=rate))["train"][0]
             for rate in (f"{ceiling}Gbit", _model_rate(link)))
@@ -137,16 +138,16 @@ def training_rows(links: list[str], tmp: Path, repeats: int) -> list[dict]:
                      "ceiling_gbit_s": ceiling,
                      "predicted_scaling": predicted["scaling"],
                      "predicted_scaling_nominal": nominal["scaling"],
-                     "measured_scaling": measured["scaling_efficiency"],
-                     "error": measured["scaling_efficiency"] - predicted["scaling"],
+                     "measured_scaling": measured.scaling_efficiency,
+                     "error": measured.scaling_efficiency - predicted["scaling"],
                      "iteration_ms": profile["iteration_ms"],
                      "predicted_overhead_ms": predicted["overhead_ms"],
-                     "measured_step_ms": measured["step_ms"],
-                     "measured_compute_ms": measured["compute_ms"],
-                     "network_scaling": measured["compute_ms"] / measured["step_ms"],
-                     "network_error": measured["compute_ms"] / measured["step_ms"]
+                     "measured_step_ms": measured.step_ms,
+                     "measured_compute_ms": measured.compute_ms,
+                     "network_scaling": measured.compute_ms / measured.step_ms,
+                     "network_error": measured.compute_ms / measured.step_ms
                      - predicted["scaling"],
-                     "compute_drift": measured["compute_ms"] / profile["iteration_ms"] - 1,
+                     "compute_drift": measured.compute_ms / profile["iteration_ms"] - 1,
                      "grad_bytes": profile["grad_bytes"], "notes": profile["notes"]})
     return rows
 

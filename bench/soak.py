@@ -20,6 +20,7 @@ from pathlib import Path
 
 from fabbench.errors import UsageError
 from fabbench.results.reader import read_results
+from fabbench.results.records import Collective
 
 LARGE = 8 << 20
 SIZES = [8 * 4 ** i for i in range(12) if 8 * 4 ** i <= 16 << 20]
@@ -43,11 +44,11 @@ def round_once(primitive: str, victim: int, timeout_s: int, workdir: Path) -> tu
     if f"rank {victim}" not in p.stderr:
         return "FAIL", f"rank {victim} not named: {p.stderr.strip().splitlines()[-1:]}"
     try:
-        recs = read_results(out).of_kind("collective")
+        recs = read_results(out).of_kind(Collective)
     except UsageError as exc:
         return "LOST", str(exc)
     expect = [s for s in SIZES if s < LARGE]
-    if [r["bytes"] for r in recs] != expect:
+    if [r.bytes for r in recs] != expect:
         return "LOST", f"{len(recs)} of {len(expect)} points before the kill"
     return "ok", f"{elapsed:.1f} s, code {p.returncode}"
 

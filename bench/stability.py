@@ -28,6 +28,7 @@ from pathlib import Path
 
 from fabbench.report.tables import unstable as why_unstable
 from fabbench.results.reader import read_results
+from fabbench.results.records import Collective
 from fabbench.timing.stats import STABLE_RULE
 
 TIMEOUT_S = 600
@@ -43,10 +44,10 @@ def one_run(fabbench: list[str], args: list[str]) -> dict:
         if done.returncode != 0:
             sys.exit(f"stability: {shlex.join(cmd)} exited {done.returncode}: "
                      f"{(done.stderr.strip().splitlines() or [''])[-1]}")
-        points = read_results(out).of_kind("collective")
-    unstable = [f"{p['op']} {p['bytes']} B: {why}" for p in points if (why := why_unstable(p))]
-    spread_ok = sum(1 for p in points if p["samples"] >= 10
-                    and p["time_us"].get("stdev", 0) < 0.1 * p["time_us"]["mean"])
+        points = read_results(out).of_kind(Collective)
+    unstable = [f"{p.op} {p.bytes} B: {why}" for p in points if (why := why_unstable(p))]
+    spread_ok = sum(1 for p in points if (p.samples or 0) >= 10
+                    and p.time_us.get("stdev", 0) < 0.1 * p.time_us["mean"])
     return {"wall_s": wall, "points": len(points), "stable": len(points) - len(unstable),
             "spread_ok": spread_ok, "unstable": unstable}
 

@@ -25,6 +25,7 @@ from fabbench.emulate.session import emulated
 from fabbench.fabrics.profile import BUILTIN_DIR
 from fabbench.results.link import ceiling_of
 from fabbench.results.reader import read_results
+from fabbench.results.records import Ceiling, Collective
 
 OPS = ("allreduce", "sendrecv")
 TIMEOUT_S = 900
@@ -49,12 +50,13 @@ def run_one(label: str, args: list[str], cluster_state: str, out: Path) -> dict:
                        env={**os.environ, ENV: cluster_state})
     if p.returncode != 0:
         sys.exit(f"bench/wire.py: {label} failed ({p.returncode}):\n{p.stderr[-3000:]}")
-    records = read_results(out).records
-    ceiling = ceiling_of([r for r in records if r["kind"] == "ceiling"])
-    one_way = [r for r in records if r["kind"] == "ceiling" and r["mode"] == "one-way"]
-    busbw = {r["op"]: r["busbw_gbyte_s"] for r in records if r["kind"] == "collective"}
+    results = read_results(out)
+    ceilings = results.of_kind(Ceiling)
+    ceiling = ceiling_of(ceilings)
+    one_way = [r for r in ceilings if r.mode == "one-way"]
+    busbw = {r.op: r.busbw_gbyte_s for r in results.of_kind(Collective)}
     return {"busbw": busbw, "ceiling": ceiling.speed_gbit_s if ceiling else None,
-            "one_way": one_way[0]["per_direction_gbit_s"] if one_way else None}
+            "one_way": one_way[0].per_direction_gbit_s if one_way else None}
 
 
 def main() -> int:

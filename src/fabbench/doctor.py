@@ -36,6 +36,7 @@ from fabbench.fabrics.detect import detect_fabric
 from fabbench.fabrics.profile import Profile, Settings, load_profile
 from fabbench.launch.discover import discover
 from fabbench.results.reader import read_results
+from fabbench.results.records import Collective, Run, Summary
 from fabbench.sysinfo.gpus import gpu_count, gpus_visible
 from fabbench.sysinfo.inventory import container_runtime
 from fabbench.sysinfo.sysfs import (
@@ -442,17 +443,16 @@ def smoke_test(o: DoctorOptions, primitive: str) -> Check:
             results = read_results(out)
         except FabbenchError as exc:
             return Check("smoke test", FAIL, f"no results ({exc})", _tail(log))
-        run = results.records[0]
-        summary = results.of_kind("summary")
-        transports = sorted({c["transport"] for c in results.of_kind("collective")})
-        wanted = ", ".join(run.get("expected_transport") or []) or "?"
-        if outcome.code != 0 or not summary or not summary[-1]["ok"]:
-            error = summary[-1].get("error") if summary else f"exit code {outcome.code}"
+        run = results.of_kind(Run)[0]
+        summary = results.of_kind(Summary)
+        transports = sorted({c.transport for c in results.of_kind(Collective)})
+        wanted = ", ".join(run.expected_transport or []) or "?"
+        if outcome.code != 0 or not summary or not summary[-1].ok:
+            error = summary[-1].error if summary else f"exit code {outcome.code}"
             return Check("smoke test", FAIL, f"{ranks}-rank allreduce failed: {error}",
                          _tail(log))
-        if run["ranks"] != ranks:
-            return Check("smoke test", FAIL,
-                         f"asked for {ranks} ranks, the run had {run['ranks']}")
+        if run.ranks != ranks:
+            return Check("smoke test", FAIL, f"asked for {ranks} ranks, the run had {run.ranks}")
         return Check("smoke test", PASS, f"{ranks} rank{'s' if ranks > 1 else ''}{alone}, "
                      f"allreduce 8 B and 64 KiB over {', '.join(transports)} (the profile "
                      f"accepts {wanted})")

@@ -25,7 +25,7 @@ from fabbench.plan import Plan, RunState
 from fabbench.procs import Terminated
 from fabbench.results.claim import claim
 from fabbench.results.reader import read_results, salvage
-from fabbench.results.records import Summary
+from fabbench.results.records import Collective, Run, Summary, Train
 from fabbench.results.writer import ResultWriter
 from fabbench.sysinfo.gpus import gpus_visible
 from fabbench.workloads import names as workload_names
@@ -188,9 +188,9 @@ def _run_scaling(plan: Plan, state: RunState) -> Outcome:
 def _train_rate(plan: Plan) -> float | None:
     """samples/s (p50) of the train record of this run in its results file."""
     rate = None
-    for rec in read_results(plan.out).of_kind("train"):
-        if rec["run_id"] == plan.run_id:
-            rate = rec["samples_per_s"]["p50"]
+    for rec in read_results(plan.out).of_kind(Train):
+        if rec.run_id == plan.run_id:
+            rate = rec.samples_per_s["p50"]
     return rate
 
 
@@ -254,20 +254,19 @@ def resume(path: str, argv: tuple[str, ...]) -> Outcome:
     # a results file at all? (schema-checked; a cut last line is skipped, then cut off)
     records = read_results(file).records
     _drop_partial_line(file)
-    runs = [r for r in records if r["kind"] == "run"]
-    if not runs or "plan" not in runs[-1]:
+    runs = [r for r in records if isinstance(r, Run)]
+    if not runs or runs[-1].plan is None:
         raise UsageError(f"cannot resume {path}: its run record has no plan "
                          "(written by an older fabbench)")
-    plan = Plan.from_json(json.dumps(runs[-1]["plan"]))
-    mine = [r for r in records if r.get("run_id") == plan.run_id]
-    if mine[-1]["kind"] == "summary" and mine[-1]["ok"]:
+    plan = Plan.from_json(json.dumps(runs[-1].plan))
+    mine = [r for r in records if r.run_id == plan.run_id]
+    if isinstance(mine[-1], Summary) and mine[-1].ok:
         raise UsageError(f"{path}: run {plan.run_id} finished; nothing to resume")
     if plan.workload != "collectives":
         raise UsageError("--resume continues collectives sweeps only")
-    done = tuple(point_key(r["op"], r["dtype"], r["bytes"]) for r in mine
-                 if r["kind"] == "collective")
+    done = tuple(point_key(r.op, r.dtype, r.bytes) for r in mine if isinstance(r, Collective))
     plan = dataclasses.replace(plan, out=str(file), argv=argv)
-    state = RunState(picked=tuple(runs[-1].get("picked") or ()), skip=done, resumed=True,
+    state = RunState(picked=tuple(runs[-1].picked or ()), skip=done, resumed=True,
                      claimed=True)
     held = claim(file, append=True)
     try:

@@ -30,6 +30,7 @@ import pytest
 
 from conftest import REPO
 from fabbench.results.reader import read_results
+from fabbench.results.records import Run
 
 BUILD_TIMEOUT_S = 5400  # a cold image build (test_image.py); cached afterwards
 SIF_TIMEOUT_S = 2400    # the sid root (a minute or two) and the SIF (minutes), cached afterwards
@@ -134,16 +135,16 @@ def user_dir(sif) -> Iterator[Path]:
         assert after == before, f"left behind: {after} (before: {before})"
 
 
-def check_results(path: Path, sif: Sif, ranks: int, transport: str) -> dict:
+def check_results(path: Path, sif: Sif, ranks: int, transport: str) -> Run:
     assert path.stat().st_uid == int(sh(["id", "-u", USER], 10).stdout)  # the user wrote it
     results = read_results(path)  # validated against the schema
     run, summary = results.records[0], results.records[-1]
-    assert run["kind"] == "run" and run["ranks"] == ranks and run["transport"] == transport
-    prov = run["provenance"]
+    assert run.kind == "run" and run.ranks == ranks and run.transport == transport
+    prov = run.provenance
     assert prov["container"] == "apptainer"
     assert prov["container_version"] == sif.version
     assert prov["build"] == sif.manifest  # the image's own, read inside it
-    assert summary["kind"] == "summary" and summary["ok"] is True, summary
+    assert summary.kind == "summary" and summary.ok is True, summary
     assert results.of_kind("collective")
     return run
 
@@ -166,7 +167,7 @@ def test_run_fabric_ethernet_as_a_user(sif, user_dir):
     files = list(user_dir.rglob("*.jsonl"))
     assert len(files) == 1, (files, res.stdout[-2000:])
     run = check_results(files[0], sif, 2, "ob1/tcp")
-    assert run["fabric"] == "ethernet" and run["nodes"] == 1
+    assert run.fabric == "ethernet" and run.nodes == 1
 
 
 def test_run_help(sif, user_dir):

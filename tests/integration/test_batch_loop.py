@@ -27,11 +27,11 @@ def test_every_op_is_correct_through_either_loop(tmp_path, loop, timing):
     assert p.returncode == 0, p.stderr[-3000:]
     results = read_results(out)
     points = results.of_kind("collective")
-    assert {r["op"] for r in points} == set(OPS.split(","))
-    assert all(r["correct"] is True and r["wrong"] == 0 for r in points)
-    assert {r["timing"] for r in points} == {timing}
-    assert results.records[0]["timing"]["protocol"] == timing
-    said = results.records[0]["provenance"]["env"].get("FABBENCH_MPI_LOOP")
+    assert {r.op for r in points} == set(OPS.split(","))
+    assert all(r.correct is True and r.wrong == 0 for r in points)
+    assert {r.timing for r in points} == {timing}
+    assert results.records[0].timing["protocol"] == timing
+    said = results.records[0].provenance["env"].get("FABBENCH_MPI_LOOP")
     assert said == (loop if loop == "python" else None)
 
 

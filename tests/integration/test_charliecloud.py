@@ -98,11 +98,11 @@ def ch_run(image: Path, work: Path, argv: list[str], launcher: list[str] | None 
 def check_results(path: Path, image: ChImage, primitive: str, transport: str) -> None:
     results = read_results(path)  # validated against the schema
     run, summary = results.records[0], results.records[-1]
-    assert run["kind"] == "run" and run["ranks"] == 2 and run["primitive"] == primitive
-    assert run["transport"] == transport
-    assert run["provenance"]["container"] == "charliecloud"
-    assert run["provenance"]["build"] == image.manifest  # the image's, read inside it
-    assert summary["kind"] == "summary" and summary["ok"] is True
+    assert run.kind == "run" and run.ranks == 2 and run.primitive == primitive
+    assert run.transport == transport
+    assert run.provenance["container"] == "charliecloud"
+    assert run.provenance["build"] == image.manifest  # the image's, read inside it
+    assert summary.kind == "summary" and summary.ok is True
     assert len(results.of_kind("collective")) == 4
 
 

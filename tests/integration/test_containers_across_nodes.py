@@ -24,6 +24,7 @@ import pytest
 
 from conftest import REPO
 from fabbench.results.reader import read_results
+from fabbench.results.records import Run
 from integration.test_apptainer import (  # noqa: F401  (fixtures)
     APPTAINER,
     BUILD_TIMEOUT_S,
@@ -88,19 +89,19 @@ def user_processes_end(deadline_s: float = 20) -> None:
         time.sleep(0.5)
 
 
-def check(path: Path, runtime: str, primitive: str) -> dict:
+def check(path: Path, runtime: str, primitive: str) -> Run:
     results = read_results(path)  # validated against the schema
     run, summary = results.records[0], results.records[-1]
-    assert summary["kind"] == "summary" and summary["ok"] is True, summary
-    assert run["ranks"] == 2 and run["nodes"] == 2, run["rank_hosts"]
-    assert run["rank_hosts"] == ["node0", "node1"]
-    assert run["transport"] == TRANSPORT[primitive] and run["interface"] == "fbnet0"
-    assert run["provenance"]["container"] == runtime
-    assert run["rank_containers"] == [runtime, runtime]  # every rank, not only rank 0
-    big = [c for c in results.of_kind("collective") if c["bytes"] == SIZE]
+    assert summary.kind == "summary" and summary.ok is True, summary
+    assert run.ranks == 2 and run.nodes == 2, run.rank_hosts
+    assert run.rank_hosts == ["node0", "node1"]
+    assert run.transport == TRANSPORT[primitive] and run.interface == "fbnet0"
+    assert run.provenance["container"] == runtime
+    assert run.rank_containers == [runtime, runtime]  # every rank, not only rank 0
+    big = [c for c in results.of_kind("collective") if c.bytes == SIZE]
     assert len(big) == 1, results.of_kind("collective")
     # the bytes crossed the 1 Gbit/s wire: a loopback or shared-memory path would be far faster
-    assert 0 < big[0]["busbw_gbyte_s"] <= 1.05 * LINK_GBYTE_S, big[0]
+    assert 0 < big[0].busbw_gbyte_s <= 1.05 * LINK_GBYTE_S, big[0]
     return run
 
 
@@ -113,7 +114,7 @@ def test_apptainer_ranks_across_two_nodes(sif: Sif, user_dir: Path, primitive): 
         assert res.returncode == 0, (res.stdout + res.stderr)[-6000:]
         assert "apptainer exec" in res.stderr  # the launcher line, as emulate printed it
         run = check(user_dir / "r.jsonl", "apptainer", primitive)
-        assert run["provenance"]["container_version"] == sif.version
+        assert run.provenance["container_version"] == sif.version
         assert (user_dir / "r.jsonl").stat().st_uid == int(subprocess.run(
             ["id", "-u", USER], capture_output=True, text=True, timeout=10).stdout)
     finally:

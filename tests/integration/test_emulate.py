@@ -18,6 +18,7 @@ import pytest
 from conftest import fabbench, horovod_available
 from fabbench.emulate import net
 from fabbench.results.reader import read_results
+from fabbench.results.records import Record
 
 pytestmark = [pytest.mark.integration, pytest.mark.needs_root]
 
@@ -42,7 +43,7 @@ def _emulate(*args: str, timeout: float = 400) -> subprocess.CompletedProcess:
     return fabbench("emulate", *args, timeout=timeout)
 
 
-def _records(path: Path) -> list[dict]:
+def _records(path: Path) -> list[Record]:
     return read_results(path).records
 
 
@@ -55,23 +56,23 @@ def test_bytes_cross_a_1gbit_wire(primitive, tmp_path):
     assert p.returncode == 0, p.stderr[-3000:]
     records = _records(out)
     run = records[0]
-    assert run["nodes"] == 2 and run["ranks"] == 2
-    assert run["interface"] == "fbnet0"
-    assert "fbnet0" in run["profile_env"].values()
-    assert [x["speed_gbit_s"] for x in run["emulation"]["links"]] == [1.0, 1.0]
-    assert run["provenance"]["host"] == "node0"
-    ceilings = {c["mode"]: c for c in records if c["kind"] == "ceiling"}
+    assert run.nodes == 2 and run.ranks == 2
+    assert run.interface == "fbnet0"
+    assert "fbnet0" in run.profile_env.values()
+    assert [x["speed_gbit_s"] for x in run.emulation["links"]] == [1.0, 1.0]
+    assert run.provenance["host"] == "node0"
+    ceilings = {c.mode: c for c in records if c.kind == "ceiling"}
     assert set(ceilings) == {"one-way", "bidir"}
     for c in ceilings.values():
-        assert c["error"] is None and c["tool"] == "iperf3"
-        assert {c["client"]["host"], c["server"]["host"]} == {"node0", "node1"}
-        assert 0.01 < c["per_direction_gbit_s"] <= 1.05, c
-    assert len(ceilings["bidir"]["directions"]) == 2
-    measured = {(c["op"], c["bytes"]): c for c in records if c["kind"] == "collective"}
+        assert c.error is None and c.tool == "iperf3"
+        assert {c.client["host"], c.server["host"]} == {"node0", "node1"}
+        assert 0.01 < c.per_direction_gbit_s <= 1.05, c
+    assert len(ceilings["bidir"].directions) == 2
+    measured = {(c.op, c.bytes): c for c in records if c.kind == "collective"}
     assert set(measured) == {("allreduce", 64 << 20), ("sendrecv", 64 << 20)}
     for c in measured.values():
         # a shortcut through loopback or shared memory would be ten times the wire
-        assert 0 < c["busbw_gbyte_s"] <= 1.05 * WIRE_GBYTE_S, c
+        assert 0 < c.busbw_gbyte_s <= 1.05 * WIRE_GBYTE_S, c
     rep = fabbench("report", str(out), timeout=120)
     assert rep.returncode == 0, rep.stderr
     assert "ceil%" in rep.stdout and "link%" in rep.stdout
@@ -91,11 +92,11 @@ def test_pairs_name_the_node_with_the_slow_link(primitive, slow, tmp_path):
                  "--timeout", "60", "--out", str(out))
     assert p.returncode == 0, p.stderr[-3000:]
     run = _records(out)[0]
-    assert any(x.startswith("pair_schedule=serial") for x in run["picked"])  # auto, emulated
+    assert any(x.startswith("pair_schedule=serial") for x in run.picked)  # auto, emulated
     pairs = read_results(out).of_kind("pairs")
-    assert {r["schedule"] for r in pairs} == {"serial"}
-    assert all(r["unit"] == "node" and r["correct"] for r in pairs)
-    assert {(r["a_host"], r["b_host"]) for r in pairs} == {
+    assert {r.schedule for r in pairs} == {"serial"}
+    assert all(r.unit == "node" and r.correct for r in pairs)
+    assert {(r.a_host, r.b_host) for r in pairs} == {
         (f"node{a}", f"node{b}") for a in range(4) for b in range(a + 1, 4)}
     rep = fabbench("report", str(out), "--json", timeout=120)
     assert rep.returncode == 0, rep.stderr
@@ -115,7 +116,7 @@ def test_horovod_over_gloo_across_nodes(tmp_path):
                  "--sizes", "1M", "--no-ceiling", *SHORT, "--out", str(out))
     assert p.returncode == 0, p.stderr[-3000:]
     run = _records(out)[0]
-    assert run["nodes"] == 2 and run["ranks"] == 2 and run["transport"] == "gloo/tcp"
+    assert run.nodes == 2 and run.ranks == 2 and run.transport == "gloo/tcp"
 
 
 def test_bad_input_and_a_failed_command_leave_nothing(tmp_path):
@@ -311,9 +312,9 @@ def test_ceiling_of_ucx_and_ofi_over_tcp(fabric, tool, tmp_path):
                  "tcp", "--primitive", "mpi", "--ops", "allreduce", "--sizes", "8", *SHORT,
                  "--out", str(out))
     assert p.returncode == 0, p.stderr[-3000:]
-    (c,) = [r for r in _records(out) if r["kind"] == "ceiling"]
-    assert c["tool"] == tool and c["error"] is None, c
-    assert 0.01 < c["per_direction_gbit_s"] <= 1.05, c
+    (c,) = [r for r in _records(out) if r.kind == "ceiling"]
+    assert c.tool == tool and c.error is None, c
+    assert 0.01 < c.per_direction_gbit_s <= 1.05, c
 
 
 def test_down_stops_only_the_cluster_it_is_told_to():

@@ -30,9 +30,9 @@ def assert_kept_what_finished(out, expect_points: int):
     results = read_results(out)  # schema-valid, every line
     recs = results.of_kind("collective")
     assert len(recs) == expect_points  # every point before the fault, none after
-    assert [r["bytes"] for r in recs] == [8 * 4 ** i for i in range(expect_points)]
+    assert [r.bytes for r in recs] == [8 * 4 ** i for i in range(expect_points)]
     summary = results.records[-1]
-    assert summary["kind"] == "summary" and summary["ok"] is False
+    assert summary.kind == "summary" and summary.ok is False
     return summary
 
 
@@ -44,15 +44,15 @@ def test_killed_rank_during_large_allreduce(tmp_path, primitive):
     assert "rank 2" in p.stderr and "died first" in p.stderr
     assert "Traceback" not in p.stderr
     summary = assert_kept_what_finished(out, 10)
-    assert "rank 2" in summary["error"] or "peer" in summary["error"].lower() \
-        or "closed" in summary["error"].lower()
+    assert "rank 2" in summary.error or "peer" in summary.error.lower() \
+        or "closed" in summary.error.lower()
 
 
 def test_killed_rank_zero_keeps_records_and_gets_a_summary(tmp_path):
     p, out, _ = kill_run(tmp_path, "gloo", f"kill:0:allreduce:{LARGE}")
     assert p.returncode == 137
     summary = assert_kept_what_finished(out, 10)
-    assert "rank 0" in summary["error"] and "died first" in summary["error"]
+    assert "rank 0" in summary.error and "died first" in summary.error
 
 
 def test_hung_rank_ends_in_bounded_time_naming_it(tmp_path):
@@ -63,7 +63,7 @@ def test_hung_rank_ends_in_bounded_time_naming_it(tmp_path):
     assert "timed out in allreduce of 8388608 bytes" in last
     assert "rank(s) 2 did not arrive" in last
     summary = assert_kept_what_finished(out, 10)
-    assert "timed out in allreduce of 8388608 bytes" in summary["error"]
+    assert "timed out in allreduce of 8388608 bytes" in summary.error
 
 
 def test_resume_completes_the_same_records(tmp_path):
@@ -82,11 +82,11 @@ def test_resume_completes_the_same_records(tmp_path):
     results = read_results(out)
     assert not results.warnings
     runs = results.of_kind("run")
-    assert len(runs) == 2 and runs[1]["resumed"] and runs[0]["run_id"] == runs[1]["run_id"]
-    assert results.records[-1]["kind"] == "summary" and results.records[-1]["ok"]
+    assert len(runs) == 2 and runs[1].resumed and runs[0].run_id == runs[1].run_id
+    assert results.records[-1].kind == "summary" and results.records[-1].ok
 
     def points(path):
-        return sorted((r["op"], r["dtype"], r["bytes"])
+        return sorted((r.op, r.dtype, r.bytes)
                       for r in read_results(path).of_kind("collective"))
     assert points(out) == points(full)
     p = fabbench("run", "--resume", str(out), timeout=60)

@@ -97,5 +97,5 @@ def test_a_launcher_stopped_by_sigterm_stops_its_ranks_and_closes_the_file(tmp_p
     gone, alive = psutil.wait_procs(ranks, timeout=10)
     assert not alive
     summary = read_results(out).records[-1]
-    assert summary["kind"] == "summary" and summary["ok"] is False
-    assert "stopped by signal 15" in summary["error"]
+    assert summary.kind == "summary" and summary.ok is False
+    assert "stopped by signal 15" in summary.error

@@ -152,9 +152,9 @@ def test_cpu_rehearsal_installs_from_the_kit_and_runs_every_step(tmp_path):
     # every results file kept, one after another, valid against the schema
     results = read_results(out / "results.jsonl")
     runs = results.of_kind("run")
-    assert [r["primitive"] for r in runs] == ["gloo"] * 4
-    assert [r["ranks"] for r in runs] == [1, 1, 2, 2]
-    assert all(s["ok"] for s in results.of_kind("summary"))
+    assert [r.primitive for r in runs] == ["gloo"] * 4
+    assert [r.ranks for r in runs] == [1, 1, 2, 2]
+    assert all(s.ok for s in results.of_kind("summary"))
     assert len(results.of_kind("train")) == 2
     table = (out / "summary.md").read_text()
     assert all(f"| {name} | {steps[name]['status']} |" in table for name in steps)

@@ -202,9 +202,9 @@ def only_results(folder: Path, output: str) -> dict:
     assert len(files) == 1, (files, output[-3000:])
     results = read_results(files[0])  # validated against the schema
     run, summary = results.records[0], results.records[-1]
-    assert run["fabric"] == "ethernet" and run["ranks"] == 2, run
-    assert summary["kind"] == "summary" and summary["ok"] is True, summary
-    return run["provenance"]
+    assert run.fabric == "ethernet" and run.ranks == 2, run
+    assert summary.kind == "summary" and summary.ok is True, summary
+    return run.provenance
 
 
 RUNTIMES = ["podman", "apptainer-docker", "apptainer-oras", "charliecloud"]

@@ -38,21 +38,21 @@ def test_two_rank_path(tmp_path, args, transport):
     assert p.returncode == 0, p.stderr[-3000:]
     results = read_results(out)  # every record validated against the schema
     run = results.records[0]
-    assert run["ranks"] == 2 and run["nodes"] == 1 and run["transport"] == transport
-    assert run["provenance"]["versions"]["fabbench"]
+    assert run.ranks == 2 and run.nodes == 1 and run.transport == transport
+    assert run.provenance["versions"]["fabbench"]
     collectives = results.of_kind("collective")
-    ops = {r["op"] for r in collectives}
+    ops = {r.op for r in collectives}
     assert ops == ({"allreduce", "allgather", "reduce_scatter", "broadcast", "alltoall"}
                    | (set() if "horovod" in args else {"sendrecv"}))
     for r in collectives:
-        assert r["busbw_gbyte_s"] > 0 and r["algbw_gbyte_s"] > 0
-        assert r["correct"] is True and r["wrong"] == 0
-        assert r["transport"] == transport
-        t = r["time_us"]
+        assert r.busbw_gbyte_s > 0 and r.algbw_gbyte_s > 0
+        assert r.correct is True and r.wrong == 0
+        assert r.transport == transport
+        t = r.time_us
         assert 0 < t["min"] <= t["p50"] <= t["max"] and t["min"] <= t["mean"] <= t["max"]
     summary = results.records[-1]
-    assert summary["kind"] == "summary" and summary["ok"] is True
-    assert summary["counts"]["collective"] == len(collectives)
+    assert summary.kind == "summary" and summary.ok is True
+    assert summary.counts["collective"] == len(collectives)
     # the streamed table, printed once: one header, one line per record, then where they are
     assert p.stdout.count("busbw") == 1 and p.stdout.count("results: ") == 1
     assert sum(ln.startswith(" ") and ln.endswith(transport)
@@ -66,8 +66,8 @@ def test_half_precision_over_gloo(tmp_path):
                  "--budget", "0.02", "--check", "--out", str(out), timeout=180)
     assert p.returncode == 0, p.stderr[-2000:]
     recs = read_results(out).of_kind("collective")
-    assert {r["dtype"] for r in recs} == {"float16", "bfloat16"}
-    assert all(r["correct"] for r in recs)
+    assert {r.dtype for r in recs} == {"float16", "bfloat16"}
+    assert all(r.correct for r in recs)
 
 
 def test_four_ranks_whole_array_sizes(tmp_path):
@@ -78,9 +78,9 @@ def test_four_ranks_whole_array_sizes(tmp_path):
     assert p.returncode == 0, p.stderr[-2000:]
     recs = read_results(out).of_kind("collective")
     # 8 bytes cannot be split over 4 ranks of float32: skipped; 100 B rounds down to 96 B
-    assert sorted({r["bytes"] for r in recs}) == [96, 65536]
-    assert all(r["ranks"] == 4 and r["correct"] for r in recs)
-    assert all(r["busbw_gbyte_s"] == pytest.approx(r["algbw_gbyte_s"] * 3 / 4) for r in recs)
+    assert sorted({r.bytes for r in recs}) == [96, 65536]
+    assert all(r.ranks == 4 and r.correct for r in recs)
+    assert all(r.busbw_gbyte_s == pytest.approx(r.algbw_gbyte_s * 3 / 4) for r in recs)
 
 
 def _unavailable_transport(tmp_path):
@@ -124,8 +124,8 @@ def test_transport_mismatch_is_detected(tmp_path):
     assert p.returncode == 1
     assert "asked for transport ob1/tcp" in p.stderr and "'ob1/vader'" in p.stderr
     results = read_results(out)
-    assert results.records[-1]["ok"] is False
-    assert "ob1/vader" in results.records[-1]["error"]
+    assert results.records[-1].ok is False
+    assert "ob1/vader" in results.records[-1].error
     assert not results.of_kind("collective")
 
 
@@ -136,7 +136,7 @@ def test_corrupted_buffer_is_caught(tmp_path):
                  env={"FABBENCH_FAULT": "corrupt:1"})
     assert p.returncode == 1
     recs = read_results(out).of_kind("collective")
-    assert recs and all(r["correct"] is False and r["wrong_ranks"] == [1] and r["wrong"] == 1
+    assert recs and all(r.correct is False and r.wrong_ranks == [1] and r.wrong == 1
                         for r in recs)
     assert "data check failed" in p.stderr
 
@@ -152,11 +152,11 @@ def test_default_sweep_is_whole_and_judged_by_the_one_rule(tmp_path):
     recs = read_results(out).of_kind("collective")
     assert len(recs) == 6 * 24
     for r in recs:
-        assert r["stable_rule"] == STABLE_RULE
+        assert r.stable_rule == STABLE_RULE
         # the engine judged the unrounded samples; the record keeps them rounded
-        again = median_ci95_rel(r["samples_us"])
-        if r["median_ci95_rel"] is None:  # too few samples to know: never called stable
-            assert again is None and r["stable"] is False
+        again = median_ci95_rel(r.samples_us)
+        if r.median_ci95_rel is None:  # too few samples to know: never called stable
+            assert again is None and r.stable is False
         else:
-            assert r["median_ci95_rel"] == pytest.approx(again, rel=0.05, abs=0.002)
-        assert r["stable"] == is_stable(r["median_ci95_rel"])
+            assert r.median_ci95_rel == pytest.approx(again, rel=0.05, abs=0.002)
+        assert r.stable == is_stable(r.median_ci95_rel)

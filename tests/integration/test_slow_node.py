@@ -37,11 +37,11 @@ def test_pairs_names_the_held_back_rank(tmp_path, primitive, schedule):
     assert p.returncode == 0, p.stderr[-2000:]
     recs = read_results(out).of_kind("pairs")
     # auto: rounds, on one host that is not an emulated cluster
-    assert {r["schedule"] for r in recs} == {"rounds" if schedule == "auto" else schedule}
+    assert {r.schedule for r in recs} == {"rounds" if schedule == "auto" else schedule}
     assert len(recs) == 12  # 3 rounds x 2 pairs x 2 sizes, every node meeting every other
-    assert sorted({(r["a"], r["b"]) for r in recs}) == [(0, 1), (0, 2), (0, 3), (1, 2), (1, 3),
+    assert sorted({(r.a, r.b) for r in recs}) == [(0, 1), (0, 2), (0, 3), (1, 2), (1, 3),
                                                         (2, 3)]
-    assert all(r["correct"] is True and r["unit"] == "rank" for r in recs)
+    assert all(r.correct is True and r.unit == "rank" for r in recs)
     assert "slow rank: rank 3" in p.stdout  # the run's own summary
     report = fabbench("report", str(out), "--json")
     assert report.returncode == 0, report.stderr[-2000:]
@@ -61,10 +61,10 @@ def test_late_rank_named_from_the_collective_records(tmp_path, primitive):
                  env={"FABBENCH_FAULT": "delay:2:::20"}, timeout=150)
     assert p.returncode == 0, p.stderr[-2000:]
     recs = read_results(out).of_kind("collective")
-    assert all(len(r["rank_samples_us"]) == 4 for r in recs)
-    assert all(len(xs) == r["samples"] for r in recs for xs in r["rank_samples_us"])
+    assert all(len(r.rank_samples_us) == 4 for r in recs)
+    assert all(len(xs) == r.samples for r in recs for xs in r.rank_samples_us)
     # the slowest rank's time holds the wait (20 ms per operation)
-    assert all(r["time_us"]["p50"] > 20000 for r in recs)
+    assert all(r.time_us["p50"] > 20000 for r in recs)
     found = findings(out)
     assert [r["rank"] for r in found["late_ranks"]] == [2]
     assert found["late_ranks"][0]["wait_us"] > 10000

@@ -114,8 +114,8 @@ def test_one_host_job_completes_with_valid_results(one_host, tmp_path, primitive
     assert job["JobState"] == "COMPLETED" and job["ExitCode"] == "0:0", job["log"]
     results = read_results(tmp_path / "results" / f"{job['id']}-collectives.jsonl")
     run, summary = results.records[0], results.records[-1]
-    assert run["ranks"] == 2 and run["transport"] == transport
-    assert summary["kind"] == "summary" and summary["ok"] is True
+    assert run.ranks == 2 and run.transport == transport
+    assert summary.kind == "summary" and summary.ok is True
     assert len(results.of_kind("collective")) == 2
 
 
@@ -126,7 +126,7 @@ def test_two_emulated_nodes_rendezvous(two_nodes, tmp_path):
     assert job["JobState"] == "COMPLETED" and job["ExitCode"] == "0:0", job["log"]
     assert job["NodeList"] == "n[1-2]"  # one rank on each emulated node
     results = read_results(tmp_path / "results" / f"{job['id']}-collectives.jsonl")
-    assert results.records[0]["ranks"] == 2 and results.records[-1]["ok"] is True
+    assert results.records[0].ranks == 2 and results.records[-1].ok is True
 
 
 def test_failed_step_fails_the_job(one_host, tmp_path):

@@ -64,11 +64,11 @@ def four_nodes() -> Iterator[dict[str, str]]:
 def check(path: Path, runtime: str) -> None:
     results = read_results(path)  # validated against the schema
     run, summary = results.records[0], results.records[-1]
-    assert summary["kind"] == "summary" and summary["ok"] is True, summary
-    assert run["ranks"] == 4 and run["nodes"] == 4, run["rank_hosts"]
-    assert sorted(run["rank_hosts"]) == ["node0", "node1", "node2", "node3"]
-    assert run["transport"] == "ob1/tcp"
-    assert run["rank_containers"] == [runtime] * 4
+    assert summary.kind == "summary" and summary.ok is True, summary
+    assert run.ranks == 4 and run.nodes == 4, run.rank_hosts
+    assert sorted(run.rank_hosts) == ["node0", "node1", "node2", "node3"]
+    assert run.transport == "ob1/tcp"
+    assert run.rank_containers == [runtime] * 4
 
 
 def test_rendered_charliecloud_job_on_four_nodes(image, four_nodes, tmp_path):  # noqa: F811

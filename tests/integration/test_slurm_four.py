@@ -40,9 +40,9 @@ def test_rendered_job_runs_across_four_nodes(four_nodes, tmp_path, primitive, tr
     assert job["NodeList"] == "node[0-3]"
     results = read_results(Path(tmp_path / "results" / f"{job['id']}-collectives.jsonl"))
     run, summary = results.records[0], results.records[-1]
-    assert run["ranks"] == 4 and run["nodes"] == 4 and run["transport"] == transport
-    assert run["interface"] == "fbnet0"
-    assert summary["ok"] is True
+    assert run.ranks == 4 and run.nodes == 4 and run.transport == transport
+    assert run.interface == "fbnet0"
+    assert summary.ok is True
     ceilings = results.of_kind("ceiling")  # the ranks span hosts: measured in the job
-    assert {c["mode"] for c in ceilings} == {"one-way", "bidir"}
-    assert all(c["error"] is None for c in ceilings), ceilings
+    assert {c.mode for c in ceilings} == {"one-way", "bidir"}
+    assert all(c.error is None for c in ceilings), ceilings

@@ -90,8 +90,8 @@ def test_hydra_variables_make_ranks_not_two_launches(tmp_path):
                          "MASTER_PORT": port} for r in (0, 1)], args, tmp_path)
     assert [p.returncode for p in ps] == [0, 0], ps[0].stderr + ps[1].stderr
     records = read_results(tmp_path / "r.jsonl").records
-    assert [r["kind"] for r in records].count("run") == 1  # one run, not two interleaved
-    assert records[0]["ranks"] == 2 and records[-1]["ok"] is True
+    assert [r.kind for r in records].count("run") == 1  # one run, not two interleaved
+    assert records[0].ranks == 2 and records[-1].ok is True
 
 
 def test_two_processes_claiming_one_rank(tmp_path):
@@ -135,7 +135,7 @@ def test_two_runs_on_one_out(tmp_path):
     assert second.returncode == 2
     one_line_failure(second, "r.jsonl is being written by another run")
     records = read_results(tmp_path / "r.jsonl").records
-    assert [r["kind"] for r in records].count("run") == 1 and records[-1]["ok"] is True
+    assert [r.kind for r in records].count("run") == 1 and records[-1].ok is True
 
 
 @pytest.fixture(scope="module")

@@ -102,7 +102,7 @@ def test_site_b_is_faster_for_large_messages_and_same_where_noisy():
     assert big.verdict == "faster" and big.ratio == pytest.approx(0.5, abs=0.02)
     noisy = by["allreduce", 1024]
     assert noisy.verdict.verdict == "same" and "B: median 95% CI ±" in noisy.notes
-    assert c.train[0].a["samples_per_s"]["p50"] == 4800 and c.train[0].b is not None
+    assert c.train[0].a.samples_per_s["p50"] == 4800 and c.train[0].b is not None
 
 
 def test_provenance_diff_names_what_differs_and_skips_launcher_noise():

@@ -305,17 +305,22 @@ def test_a_reader_ignores_a_field_it_does_not_know_a_writer_refuses_it(tmp_path)
         records.checked(newer)
 
 
-def test_mapping_access_for_readers_not_yet_moved_reads_the_line_as_it_was():
+def test_a_record_has_no_mapping_access():
+    """Readers use attributes: a record read or made answers no ``rec["x"]``, ``.get`` or
+    ``in``, so a field an old file lacks is None, never a KeyError."""
     run = read_results(V1 / "siteA-ib.jsonl").of_kind(records.Run)[0]
-    assert run["kind"] == "run" and run["schema"] == run.schema == "fabbench/1"
-    assert run.plan is None and "plan" not in run and run.get("plan", "absent") == "absent"
-    with pytest.raises(KeyError):
-        run["plan"]
+    for record in (run, examples()["collective"]):
+        assert not any(hasattr(record, name) for name in ("__getitem__", "get", "keys"))
+        with pytest.raises(TypeError):
+            record["run_id"]
+        with pytest.raises(TypeError):
+            assert "run_id" in record
+    assert run.plan is None and run.schema == "fabbench/1"
 
 
-def test_report_compare_model_and_show_read_no_record_as_a_mapping(capsys, tmp_path,
-                                                                   monkeypatch):
-    """The readers moved to attributes do not lean on the mapping access kept for the rest."""
+def test_report_compare_model_and_show_read_every_kind(capsys, tmp_path):
+    """The readers of results take every kind of record, and fabbench/1 files, as typed
+    records."""
     from fabbench.cli.show import show_run
 
     path = tmp_path / "all.jsonl"
@@ -323,11 +328,6 @@ def test_report_compare_model_and_show_read_no_record_as_a_mapping(capsys, tmp_p
     for record in examples().values():
         writer.write(record)
     writer.close()
-
-    def refused(self, name):
-        raise AssertionError(f"{type(self).__name__}[{name!r}]: read as a mapping")
-    monkeypatch.setattr(records.Record, "__getitem__", refused)
-    monkeypatch.setattr(records.Record, "get", refused)
     runs = sorted(V1.glob("*.jsonl"))
     for argv in (["report", str(path), *map(str, runs), "--csv", str(tmp_path / "x.csv")],
                  ["report", str(path), "--json"],

@@ -141,7 +141,6 @@ class Record:
             object.__setattr__(record, name, data.get(name))
         object.__setattr__(record, "_extra", MappingProxyType(
             {k: v for k, v in data.items() if k not in names and k != "kind"}))
-        object.__setattr__(record, "_absent", frozenset(names - data.keys()))
         return record
 
     @property
@@ -149,26 +148,6 @@ class Record:
         """Fields of the line that this fabbench's record does not declare (a newer writer's),
         as read; empty for a record made here."""
         return self.__dict__.get("_extra", _NONE)
-
-    # Read-only mapping access as the line was read (a field it lacked is a KeyError), for the
-    # readers still written against dicts: fidelity/check.py's run_fabbench, doctor.py, bench/
-    # and tests/integration. Remove with their last use; new code reads attributes.
-    def __getitem__(self, name: str) -> Any:
-        if name == "kind":
-            return self.kind
-        if (name in self.__dataclass_fields__
-                and name not in self.__dict__.get("_absent", frozenset())):
-            return getattr(self, name)
-        return self.extra[name]
-
-    def get(self, name: str, default: Any = None) -> Any:
-        try:
-            return self[name]
-        except KeyError:
-            return default
-
-    def __contains__(self, name: str) -> bool:
-        return self.get(name, _NONE) is not _NONE
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object of this record, checked against the schema (InvalidRecord if not)."""
