@@ -32,11 +32,11 @@ bench: setup
 	$(VENV)/bin/python bench/fidelity.py
 
 # The cuda flavour of the image (long: UCX and Open MPI from source; not part of `make test`),
-# then its own checks (tests/integration/test_image_cuda.py). A horovod wheel in the cache
-# (made by .ci/setup.sh for the same Python and Open MPI 4.1) saves compiling it in the build.
+# then its own checks (tests/integration/test_image_cuda.py). Like the cpu flavour's builds, it
+# reuses the Horovod wheel of `make setup` when its record names the image's Horovod, Python,
+# torch and MPI (.ci/image-build.sh; its log says whether it did).
 image-cuda:
-	FLAVOR=cuda IMAGE_WHEELS="$${IMAGE_WHEELS-$$(ls $(FABBENCH_CACHE)/wheels/horovod-*-cp311-*.whl 2>/dev/null)}" \
-	  nice -n 10 bash .ci/image-build.sh
+	FLAVOR=cuda nice -n 10 bash .ci/image-build.sh
 
 test-image-cuda: setup image-cuda
 	FABBENCH_TEST_CUDA_IMAGE=1 $(VENV)/bin/python -m pytest -p no:cacheprovider tests/integration/test_image_cuda.py

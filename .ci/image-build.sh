@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # Build the fabbench image with podman (chroot isolation, the host's network), cached by content:
 # the image is tagged localhost/fabbench:<flavor>-<hash of Dockerfile, containers/, src/,
-# pyproject.toml, README.md>, and an image with the current tag is not built again. podman's
-# layer cache (kept in its storage between runs) makes a source-only change cheap: only the last
-# layers are rebuilt. The Debian base image (containers/base-image.sh) is made once.
+# pyproject.toml, README.md, and of the setup's Horovod wheel when one is reused>, and an image
+# with the current tag is not built again. podman's layer cache (kept in its storage between
+# runs) makes a source-only change cheap: only the last layers are rebuilt. The Debian base image
+# (containers/base-image.sh) is made once.
 #
 #   .ci/image-build.sh            build (or find) the image; its tag is the last line printed
 #   .ci/image-build.sh --tag      print the tag the current tree would have; build nothing
 #
 # Environment: FLAVOR (cpu|cuda, default cpu), IMAGE_REPO (default localhost/fabbench),
 # FABBENCH_CACHE (the build context and the wheel folder live under it),
-# IMAGE_WHEELS (extra prebuilt wheels to put into the context, e.g. a horovod wheel built for
-# the same Python and MPI), BUILD_TIMEOUT (seconds, default 5400).
+# IMAGE_WHEELS (extra prebuilt wheels to put into the context; a horovod wheel among them takes
+# the place of the setup's, under the same check, see below), BUILD_TIMEOUT (seconds, default 5400).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -26,10 +27,43 @@ cache=${FABBENCH_CACHE:-$HOME/.cache/fabbench}
 build_timeout=${BUILD_TIMEOUT:-5400}
 case $FLAVOR in cpu|cuda) ;; *) die "FLAVOR must be cpu or cuda, not $FLAVOR" ;; esac
 
+# Horovod: the wheel `make setup` built ($cache/wheels, .ci/setup.sh -> containers/horovod.sh),
+# or one named in IMAGE_WHEELS, goes into the context only when its record (WHEEL.abi) names what
+# the image installs and this script can know before building: the pinned Horovod, this machine's
+# python3 (the one that fetches the image's torch wheel below), the CPU build of the pinned torch,
+# Open MPI $OPENMPI_VERSION (bookworm's, containers/distro-fabric.sh; the cuda flavour builds the
+# same version) and no GPU operations. Inside the build horovod.sh compares every field with the
+# image's own environment (glibc too) and builds from the sdist if one differs. A reused wheel is
+# part of the image's identity (its sha256 joins the hash below); without one the identity is
+# that of the inputs alone, as the recipe then builds Horovod itself.
+horovod_wheel="" horovod_note="" extra_wheels=()
+for w in ${IMAGE_WHEELS:-}; do
+  case ${w##*/} in horovod-*) horovod_wheel=$w ;; *) extra_wheels+=("$w") ;; esac
+done
+if [ -z "$horovod_wheel" ]; then
+  pytag=$(timeout 60 python3 -c 'import sys; print("cp%d%d" % sys.version_info[:2])')
+  for w in "$cache"/wheels/horovod-"$HOROVOD_VERSION"-"$pytag"-*.whl; do
+    [ -f "$w" ] && horovod_wheel=$w
+  done
+fi
+if [ -z "$horovod_wheel" ]; then
+  horovod_note="no horovod $HOROVOD_VERSION wheel in $cache/wheels (make setup)"
+elif ! horovod_note=$("$root/containers/horovod.sh" --check "$horovod_wheel" \
+    "horovod=$HOROVOD_VERSION" \
+    "python=$(timeout 60 python3 -c 'import platform, sys
+print("cp%d%d-%s" % (*sys.version_info[:2], platform.machine()))')" \
+    "torch=$TORCH_VERSION+cpu" "mpi=Open MPI $OPENMPI_VERSION" "gpu_operations=none"); then
+  horovod_note="not using $horovod_wheel: $horovod_note"
+  horovod_wheel=""
+fi
+horovod_sha=""
+[ -z "$horovod_wheel" ] || horovod_sha=$(sha256sum "$horovod_wheel" | cut -d' ' -f1)
+
 inputs=(Dockerfile containers src pyproject.toml README.md)
 content_hash() {
   (cd "$root" && find "${inputs[@]}" -type f ! -name '*.pyc' ! -path '*/__pycache__/*' \
-     ! -name '.*' -print0 | LC_ALL=C sort -z | xargs -0 sha256sum; echo "flavor=$FLAVOR") \
+     ! -name '.*' -print0 | LC_ALL=C sort -z | xargs -0 sha256sum; echo "flavor=$FLAVOR"
+   [ -z "$horovod_sha" ] || echo "horovod-wheel=$horovod_sha") \
     | sha256sum | cut -c1-12
 }
 inputs_hash=$(content_hash)
@@ -66,7 +100,15 @@ fi
 timeout 60 python3 -c 'import sys, tomllib
 print("\n".join(tomllib.load(open(sys.argv[1], "rb"))["project"]["dependencies"]))' \
   "$root/pyproject.toml" >"$ctx/requirements.txt"
-for w in ${IMAGE_WHEELS:-}; do cp -f "$w" "$ctx/wheels/"; done
+rm -f "$ctx"/wheels/horovod-*
+for w in "${extra_wheels[@]}"; do cp -f "$w" "$ctx/wheels/"; done
+if [ -n "$horovod_wheel" ]; then
+  cp -f "$horovod_wheel" "$horovod_wheel.abi" "$ctx/wheels/"
+  log "horovod: reusing $horovod_wheel (sha256 ${horovod_sha:0:12}; its record names the image's" \
+      "Horovod, Python, torch and MPI; the build checks the rest)"
+else
+  log "horovod: built from the sdist inside the image: $horovod_note"
+fi
 
 cert=/etc/ssl/certs/ca-certificates.crt
 volumes=()

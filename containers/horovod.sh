@@ -18,8 +18,10 @@
 #                   found and nccl.h is found, it is set to NCCL; on CPU it stays unset.
 #   HOROVOD_BUILD_TIMEOUT  seconds allowed for the compilation (default: 3600)
 #
-# Idempotent: if a wheel for this Horovod version and this Python already is in WHEEL_DIR, it
-# says so and exits. Concurrent runs are serialised by a lock in WHEEL_DIR.
+# Idempotent: if WHEEL_DIR already has a wheel whose record (WHEEL.abi, written beside each wheel
+# built here) names this environment, it says so and exits. Concurrent runs are serialised by a
+# lock in WHEEL_DIR.
+#   horovod.sh --check WHEEL KEY=VALUE...   only tests WHEEL's record against those fields
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -36,48 +38,48 @@ cache=${FABBENCH_CACHE:-$HOME/.cache/fabbench}
 WHEEL_DIR=${WHEEL_DIR:-$cache/wheels}
 build_timeout=${HOROVOD_BUILD_TIMEOUT:-3600}
 
+sha_of() { sha256sum "$1" | cut -d' ' -f1; }
+# mismatch WHEEL KEY=VALUE...: print why WHEEL's record does not name this file and these values
+# and return 1; return 0 (printing nothing) when it does.
+mismatch() {
+  local wheel=$1 record=$1.abi kv have why=()
+  shift
+  [ -f "$record" ] \
+    || { printf 'it has no record of what it was built for (%s)\n' "${record##*/}"; return 1; }
+  [ "$(sed -n 's/^sha256=//p' "$record")" = "$(sha_of "$wheel")" ] \
+    || { printf 'its record %s describes another file (sha256)\n' "${record##*/}"; return 1; }
+  for kv in "$@"; do
+    have=$(sed -n "s/^${kv%%=*}=//p" "$record")
+    [ "$have" = "${kv#*=}" ] || why+=("${kv%%=*} ${have:-(none)}, not ${kv#*=}")
+  done
+  [ "${#why[@]}" -eq 0 ] \
+    || { printf 'it was built for %s\n' "$(printf '%s; ' "${why[@]}" | sed 's/; $//')"; return 1; }
+}
+
+# horovod.sh --check WHEEL KEY=VALUE...: the same test for a caller that knows some of the fields
+# without the environment (.ci/image-build.sh: what the image will install); says why not, exit 1.
+if [ "${1:-}" = --check ]; then
+  [ -f "${2:-}" ] || die "usage: horovod.sh --check WHEEL [KEY=VALUE...]"
+  mismatch "${@:2}"
+  exit 0
+fi
+
 command -v "$PYTHON" >/dev/null 2>&1 || die "PYTHON=$PYTHON is not an executable"
 # Wheels are specific to the CPython version (and were compiled against this environment's torch).
 pytag=$(timeout 60 "$PYTHON" -c 'import sys; print("cp%d%d" % sys.version_info[:2])')
 mkdir -p "$WHEEL_DIR"
 
-find_wheel() {
-  local w
-  for w in "$WHEEL_DIR"/horovod-"$HOROVOD_VERSION"-"$pytag"-*.whl; do
-    [ -f "$w" ] && { printf '%s\n' "$w"; return 0; }
-  done
-  return 1
-}
-
-if wheel=$(find_wheel); then
-  log "wheel already built: $wheel"
-  exit 0
-fi
-
-# One build at a time per wheel directory; a second caller waits, then finds the wheel.
-exec 9>"$WHEEL_DIR/.horovod-$HOROVOD_VERSION-$pytag.lock"
-log "waiting for the build lock (at most ${build_timeout}s)"
-flock -w "$build_timeout" 9 || die "timed out waiting for the lock in $WHEEL_DIR"
-if wheel=$(find_wheel); then
-  log "wheel built by a concurrent run: $wheel"
-  exit 0
-fi
-
-# ---- Prerequisites of the target environment --------------------------------------------------
-torch_info=$(timeout 300 "$PYTHON" -c \
-  'import sys, torch; print(torch.__version__, torch.version.cuda or "none", sys.executable)') \
+# ---- The target environment -------------------------------------------------------------------
+torch_info=$(timeout 300 "$PYTHON" -c 'import platform, sys, torch
+print(torch.__version__, torch.version.cuda or "none", sys.executable, platform.machine(),
+      "".join(platform.libc_ver()))') \
   || die "torch is not importable with $PYTHON; install torch==${TORCH_VERSION:-?} there first"
-read -r torch_version torch_cuda py_exe <<<"$torch_info"
-log "target: $py_exe ($pytag), torch $torch_version, CUDA $torch_cuda"
+read -r torch_version torch_cuda py_exe machine libc <<<"$torch_info"
 command -v mpicxx >/dev/null 2>&1 || die "mpicxx not found: install an MPI (e.g. libopenmpi-dev)"
-command -v cmake >/dev/null 2>&1 || die "cmake not found"
-log "MPI: $(mpicxx --showme:version 2>&1 | head -n1)"
-
-# --no-build-isolation builds with the target environment's own build tools.
-if ! timeout 120 "$PYTHON" -c 'import setuptools, wheel, packaging' >/dev/null 2>&1; then
-  log "installing the build requirements setuptools, wheel, packaging into the target environment"
-  timeout 600 "$PYTHON" -m pip install --disable-pip-version-check -q setuptools wheel packaging
-fi
+# "mpicxx: Open MPI 4.1.4 (Language: C++)" -> "Open MPI 4.1.4"
+mpi=$(mpicxx --showme:version 2>/dev/null | sed -n '1s/^[^:]*: \(.*\) (Language: C++)$/\1/p')
+[ -n "$mpi" ] || mpi="unidentified $(readlink -f "$(command -v mpicxx)")"
+log "target: $py_exe ($pytag, $machine, $libc), torch $torch_version, CUDA $torch_cuda, MPI $mpi"
 
 # ---- GPU operations ---------------------------------------------------------------------------
 if [ -z "${HOROVOD_GPU_OPERATIONS:-}" ] && [ "$torch_cuda" != none ]; then
@@ -97,13 +99,62 @@ if [ -z "${HOROVOD_GPU_OPERATIONS:-}" ] && [ "$torch_cuda" != none ]; then
         "was not found: building without NCCL (set HOROVOD_NCCL_HOME / HOROVOD_CUDA_HOME)"
   fi
 fi
+
+# ---- What a wheel is compatible with ----------------------------------------------------------
+# Beside each wheel it builds this script writes WHEEL.abi: the fields of `abi_fields` below (the
+# environment the wheel was built for, one key=value a line) and the wheel's sha256. A wheel in
+# WHEEL_DIR is used only when its record names that file and every field equals this
+# environment's: same Horovod, CPython and machine, glibc, torch, MPI (vendor and version) and
+# GPU operations. That is how the image build reuses the wheel of `make setup` (.ci/image-build.sh
+# puts it into the context after checking the fields it can know before the build). Any other
+# wheel is removed, and the log says why and that Horovod is built from the sdist.
+gpu_operations=${HOROVOD_GPU_OPERATIONS:-none}
+abi_fields=("horovod=$HOROVOD_VERSION" "python=$pytag-$machine" "libc=$libc"
+  "torch=$torch_version" "mpi=$mpi" "gpu_operations=$gpu_operations")
+
+# find_wheel: set `wheel` to a usable wheel in WHEEL_DIR. Any other horovod wheel for this
+# Python is removed (so that the pip install after this script cannot pick it), saying why.
+find_wheel() {
+  local w why
+  wheel=""
+  for w in "$WHEEL_DIR"/horovod-"$HOROVOD_VERSION"-"$pytag"-*.whl; do
+    [ -f "$w" ] || continue
+    if why=$(mismatch "$w" "${abi_fields[@]}"); then
+      wheel=$w
+      return 0
+    fi
+    log "not using $w: $why"
+    rm -f "$w" "$w.abi"
+  done
+  return 1
+}
+
+if find_wheel; then
+  log "using the prebuilt $wheel: its record ${wheel##*/}.abi names this environment"
+  exit 0
+fi
+# One build at a time per wheel directory; a second caller waits, then finds the wheel.
+exec 9>"$WHEEL_DIR/.horovod-$HOROVOD_VERSION-$pytag.lock"
+log "no usable horovod $HOROVOD_VERSION wheel for $pytag in $WHEEL_DIR: building from the sdist" \
+  "once the build lock is free (at most ${build_timeout}s)"
+flock -w "$build_timeout" 9 || die "timed out waiting for the lock in $WHEEL_DIR"
+if find_wheel; then
+  log "wheel built by a concurrent run: $wheel"
+  exit 0
+fi
+command -v cmake >/dev/null 2>&1 || die "cmake not found"
+
+# --no-build-isolation builds with the target environment's own build tools.
+if ! timeout 120 "$PYTHON" -c 'import setuptools, wheel, packaging' >/dev/null 2>&1; then
+  log "installing the build requirements setuptools, wheel, packaging into the target environment"
+  timeout 600 "$PYTHON" -m pip install --disable-pip-version-check -q setuptools wheel packaging
+fi
 env | grep -E '^HOROVOD_(GPU|NCCL|CUDA)' | sed 's/^/[horovod] passing through /' || true
 
 # ---- The sdist, checked against its pinned sha256 ---------------------------------------------
 sdist_dir=$cache/sdist
 sdist=$sdist_dir/horovod-$HOROVOD_VERSION.tar.gz
 mkdir -p "$sdist_dir"
-sha_of() { sha256sum "$1" | cut -d' ' -f1; }
 if [ -f "$sdist" ] && [ "$(sha_of "$sdist")" != "$HOROVOD_SHA256" ]; then
   log "cached $sdist does not match HOROVOD_SHA256; downloading it again"
   rm -f "$sdist"
@@ -242,6 +293,17 @@ built=("$out"/horovod-"$HOROVOD_VERSION"-*.whl)
 [ -f "${built[0]}" ] || die "pip wheel produced no horovod-$HOROVOD_VERSION wheel"
 timeout 120 "$PYTHON" -m zipfile -l "${built[0]}" | grep -q 'horovod/torch/mpi_lib_v2' \
   || die "${built[0]} has no torch extension (horovod/torch/mpi_lib_v2*)"
-# Move into place only when complete, so a half-written wheel never looks like a cached one.
+# The record first, then the wheel: moved into place only when complete, so a half-written
+# wheel never looks like a cached one, and a wheel is never there without its record.
+record=$WHEEL_DIR/${built[0]##*/}.abi
+{
+  printf '# what containers/horovod.sh built this wheel for; compared before it is used\n'
+  printf '%s\n' "${abi_fields[@]}" "sha256=$(sha_of "${built[0]}")"
+  printf '# built %s on %s; mpicxx from %s\n' "$(date -u +%FT%TZ)" \
+    "$(. /etc/os-release 2>/dev/null && echo "$PRETTY_NAME")" \
+    "$(dpkg -S "$(readlink -f "$(command -v mpicxx)")" 2>/dev/null | cut -d: -f1 | head -n1 \
+       | xargs -r dpkg-query -W 2>/dev/null | tr '\t' ' ' || echo "no Debian package")"
+} >"$record.part"
+mv -f "$record.part" "$record"
 mv -f "${built[0]}" "$WHEEL_DIR/"
 log "built in $((SECONDS - start))s: $WHEEL_DIR/$(basename "${built[0]}")"

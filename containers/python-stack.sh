@@ -8,8 +8,9 @@
 #                                    (cuda flavour), and fabbench's run-time dependencies
 #                                    (REQS: a requirements file made from pyproject.toml)
 #   python-stack.sh fabbench SRC     fabbench itself, from its source tree
-# Environment: BUILD_CA (see below), FLAVOR (cpu|cuda), WHEELS (a folder of prebuilt wheels, default /tmp/wheels;
-# a horovod wheel there is used instead of building one).
+# Environment: BUILD_CA (see below), FLAVOR (cpu|cuda), WHEELS (a folder of prebuilt wheels, default
+# /tmp/wheels; a horovod wheel there is used instead of building one when its record, WHEEL.abi,
+# names this environment: containers/horovod.sh).
 set -euo pipefail
 # shellcheck source=containers/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -57,7 +58,8 @@ deps() {
       log "torch $TORCH_VERSION is a CPU build: torch and Horovod use host memory in this image"
     fi
   fi
-  log "horovod $HOROVOD_VERSION (containers/horovod.sh; a wheel in $WHEELS is used as is)"
+  log "horovod $HOROVOD_VERSION (containers/horovod.sh: a wheel in $WHEELS is used when its record" \
+      "names this environment, else built from the sdist; the next line says which)"
   PYTHON=$py WHEEL_DIR=$WHEELS FABBENCH_CACHE=/tmp/fabbench-cache "$containers_dir/horovod.sh"
   pip install -q --find-links "$WHEELS" "horovod==$HOROVOD_VERSION"  # its dependencies: PyPI
   rm -rf /tmp/fabbench-cache
@@ -74,7 +76,9 @@ fabbench() {
   # the runtime stage has no compiler: the MPI batch loop is built here, into the venv
   "$py" -m fabbench.comm.batch_loop
   "$FABBENCH_VENV/bin/fabbench" version
-  "$py" -c 'import torch, mpi4py.MPI, horovod.torch, fabbench; print("imports ok")'
+  "$py" -c 'import torch, mpi4py.MPI, horovod.torch as hvd, fabbench
+assert hvd.mpi_built() and hvd.gloo_built(), (hvd.mpi_built(), hvd.gloo_built())
+print("imports ok; horovod built with MPI and Gloo")'
 }
 
 case ${1:-} in

@@ -137,6 +137,15 @@ def test_build_manifest(image: Image):
     assert c["nccl"]["version"] is None  # not in the cpu flavour
 
 
+def test_horovod_is_built_with_mpi_and_gloo(image: Image):
+    """Whether the build reused the setup's wheel or compiled the sdist (the build log says
+    which), the image's Horovod has both controllers."""
+    res = image.run(["/opt/fabbench/venv/bin/python", "-c", "import horovod.torch as hvd; "
+                     "print(hvd.mpi_built(), hvd.gloo_built())"], timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert res.stdout.split() == ["True", "True"], res.stdout
+
+
 def test_entrypoint_runs_two_mpi_ranks_over_ethernet(image: Image):
     res = image.run([*image.entrypoint, "run", "--fabric", "ethernet", "--ranks", "2",
                      "--sizes", "8,64K", "--budget", "0.05"], timeout=900)

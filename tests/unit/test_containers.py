@@ -8,6 +8,7 @@ checked by tests/integration/test_image_cuda.py, opt-in.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import shutil
 import subprocess
@@ -206,3 +207,66 @@ def test_publishing_workflow_is_where_github_actions_runs_it_and_its_paths_exist
     for step in (s for job in workflow["jobs"].values() for s in job.get("steps", [])):
         for path in re.findall(r"(?:tests|\.ci)/[\w/.\-]+\.(?:py|sh)", step.get("run", "")):
             assert (ROOT / path).exists(), path
+
+
+def fake_horovod_wheel(folder: Path, content: bytes, **fields: str) -> Path:
+    """A file named like the setup's Horovod wheel, with a record (WHEEL.abi) naming fields."""
+    pins = versions()
+    folder.mkdir(parents=True, exist_ok=True)
+    wheel = folder / f"horovod-{pins['HOROVOD_VERSION']}-cp311-cp311-linux_x86_64.whl"
+    wheel.write_bytes(content)
+    lines = [f"{k}={v}" for k, v in fields.items()]
+    lines.append(f"sha256={hashlib.sha256(content).hexdigest()}")
+    (folder / f"{wheel.name}.abi").write_text("# a test record\n" + "\n".join(lines) + "\n")
+    return wheel
+
+
+def horovod_check(wheel: Path, *fields: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(CONTAINERS / "horovod.sh"), "--check", str(wheel), *fields],
+                          capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_horovod_wheel_is_used_only_when_its_record_names_the_environment(tmp_path: Path):
+    wheel = fake_horovod_wheel(tmp_path, b"wheel", horovod="0.28.1", torch="2.13.0+cpu",
+                               mpi="Open MPI 4.1.4")
+    assert horovod_check(wheel, "torch=2.13.0+cpu", "mpi=Open MPI 4.1.4").returncode == 0
+    other = horovod_check(wheel, "torch=2.12.0+cpu", "mpi=Open MPI 4.1.4", "libc=glibc2.36")
+    assert other.returncode == 1
+    assert other.stdout.strip() == ("it was built for torch 2.13.0+cpu, not 2.12.0+cpu; "
+                                    "libc (none), not glibc2.36")
+    wheel.write_bytes(b"another wheel")  # the record no longer describes the file
+    assert "describes another file" in horovod_check(wheel).stdout
+    (tmp_path / f"{wheel.name}.abi").unlink()
+    assert "has no record" in horovod_check(wheel).stdout
+
+
+def test_image_identity_includes_a_reused_horovod_wheel_and_only_then(tmp_path: Path):
+    """.ci/image-build.sh --tag: the setup's wheel (in $FABBENCH_CACHE/wheels) joins the image's
+    identity when its record names the image's Horovod, Python, torch and MPI; the same wheel gives
+    the same tag, another wheel another; a wheel it does not use leaves the tag of the inputs."""
+    pins = versions()
+    path = {"PATH": "/usr/bin:/bin"}  # the python3 the script asks, the one it downloads torch with
+    py = subprocess.run(["python3", "-c", "import platform, sys; "
+                         "print('cp%d%d-%s' % (*sys.version_info[:2], platform.machine()))"],
+                        env=path, capture_output=True, text=True, timeout=60,
+                        check=True).stdout.strip()
+    image = dict(horovod=pins["HOROVOD_VERSION"], python=py, torch=f"{pins['TORCH_VERSION']}+cpu",
+                 mpi=f"Open MPI {pins['OPENMPI_VERSION']}", gpu_operations="none")
+
+    def tag(wheels: dict[str, str] | None, content: bytes = b"wheel") -> str:
+        cache = tmp_path / f"cache-{len(list(tmp_path.iterdir()))}"
+        if wheels is not None:
+            fake_horovod_wheel(cache / "wheels", content, **wheels)
+        out = subprocess.run(["bash", str(ROOT / ".ci" / "image-build.sh"), "--tag"],
+                             env={**path, "HOME": str(tmp_path),
+                                  "FABBENCH_CACHE": str(cache), "FLAVOR": "cpu"},
+                             capture_output=True, text=True, timeout=120, check=True)
+        return out.stdout.strip()
+
+    without = tag(None)
+    reused = tag(image)
+    assert reused != without
+    assert tag(image) == reused
+    assert tag(image, b"another build") not in (reused, without)
+    assert tag({**image, "torch": "2.12.0+cpu"}) == without
+    assert tag({**image, "mpi": "MPICH 4.1"}) == without
