@@ -17,12 +17,13 @@ each path (the C loop for MPI); the others are printed beside it.
 Run under `fabbench emulate up` (FABBENCH_EMULATION set) the same comparison runs across the
 emulated nodes. `--osu DIR` adds OSU's own binaries from DIR (built by the user: OSU's sources
 are not downloadable on every host), started with the same mpirun line and interleaved in the same
-rounds: osu_allreduce for allreduce, osu_bibw for sendrecv (per direction). Beside them runs the C
-loop with OSU's protocol ("c-osu": one operation between barriers, the mean over iterations and
-ranks): OSU's binary and c-osu agree, and what sets both apart from fabbench and the C loop is
-the protocol, not the host side. `--timing osu` runs fabbench with OSU's protocol too (`fabbench
-run --timing osu`) and judges it against c-osu (MPI paths only: the protocol is OSU's, and OSU
-is an MPI benchmark): the same protocol on both sides, so the ratio is the host side alone.
+rounds: osu_allreduce for allreduce, osu_bibw -W 1 for sendrecv (per direction). Beside them runs
+the C loop with OSU's protocol ("c-osu": for allreduce one operation between barriers, for
+sendrecv osu_bibw's operations back to back; the mean over iterations and ranks): OSU's binary
+and c-osu agree, and what sets both apart from fabbench and the C loop is the protocol, not the
+host side. `--timing osu` runs fabbench with OSU's protocol too (`fabbench run --timing osu`)
+and judges it against c-osu (MPI paths only: the protocol is OSU's, and OSU is an MPI
+benchmark): the same protocol on both sides, so the ratio is the host side alone.
 With `--osu` every side runs OSU's ladder of sizes (the smallest size asked, doubled up to the
 largest), as OSU's binary does, and is judged at the sizes asked: a rank's figure under OSU's
 short warm-up depends on the operations the process has done before (docs/methods.md, "Fidelity":
@@ -55,8 +56,9 @@ OSU = {"allreduce": "osu_allreduce", "sendrecv": "osu_bibw"}
 def osu_times(path: check.FidelityPath, osu_dir: Path, op: str, sizes: list[int],
               timeout_s: float) -> dict[int, float]:
     """OSU's figure per size as microseconds per operation, started with fabbench's mpirun line:
-    osu_allreduce's average latency; for sendrecv, osu_bibw's bandwidth (both directions
-    together, MB/s) as the time to move ``size`` bytes each way, 2 * size / bibw."""
+    osu_allreduce's average latency; for sendrecv, osu_bibw's bandwidth with a window of one
+    message each way (-W 1: fabbench's sendrecv moves one message each way per operation; both
+    directions together, MB/s) as the time to move ``size`` bytes each way, 2 * size / bibw."""
     from fabbench.launch.settings import resolve
     from fabbench.launch.table import launch_spec
 
@@ -65,7 +67,7 @@ def osu_times(path: check.FidelityPath, osu_dir: Path, op: str, sizes: list[int]
         raise SystemExit(f"bench/fidelity.py: no executable {OSU[op]} in {osu_dir}")
     plan = check.plan_for(path, None, sizes, op)
     lo, hi = min(sizes), max(sizes)
-    argv = [str(exe), "-m", f"{lo}:{hi}"] + (["-f"] if op == "allreduce" else [])
+    argv = [str(exe), "-m", f"{lo}:{hi}"] + (["-f"] if op == "allreduce" else ["-W", "1"])
     spec = launch_spec(plan, resolve(plan), argv)
     (out,) = check.run_commands([(spec.commands[0], {**os.environ, **spec.env[0]})], timeout_s,
                                 OSU[op])

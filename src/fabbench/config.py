@@ -235,8 +235,9 @@ class CollectivesConfig:
                               check=_at_least(1, "--max-samples"))
     timing: str = option(
         "batch", TEXT, "--timing", "batch: a sample times back-to-back operations (as "
-        "nccl-tests); osu: each operation timed alone, a barrier after it (as OSU's osu_* "
-        "programs). Compare a figure with another tool's under that tool's protocol.",
+        "nccl-tests); osu: OSU's counts and way, a collective timed alone with a barrier after "
+        "it (osu_allreduce), sendrecv and pairs back to back with no barrier among them "
+        "(osu_bibw -W 1). Compare a figure with another tool's under that tool's protocol.",
         choices=PROTOCOLS, refusal="{flag} takes {known}, not {value!r}")
 
     def __post_init__(self) -> None:

@@ -18,7 +18,7 @@ OPS = "allreduce,allgather,reduce_scatter,broadcast,alltoall,sendrecv"
                                               ("c", "osu"), ("python", "osu")])
 def test_every_op_is_correct_through_either_loop(tmp_path, loop, timing):
     """Either loop, under either protocol (--timing osu: fb_each in C, the engine's own loop
-    through mpi4py)."""
+    through mpi4py; sendrecv back to back as osu_bibw, through fb_batch or mpi4py)."""
     out = tmp_path / "r.jsonl"
     env = {"FABBENCH_MPI_LOOP": loop} if loop == "python" else {}
     p = fabbench("run", "--fabric", "shm", "--ops", OPS, "--sizes", "8,64K", "--dtypes",
@@ -31,6 +31,12 @@ def test_every_op_is_correct_through_either_loop(tmp_path, loop, timing):
     assert all(r.correct is True and r.wrong == 0 for r in points)
     assert {r.timing for r in points} == {timing}
     assert results.records[0].timing["protocol"] == timing
+    if timing == "osu":  # OSU's counts: osu_bibw's for the exchange, osu_allreduce's else
+        counts = {(r.op, r.bytes): (r.warmup, r.iters) for r in points}
+        assert counts[("sendrecv", 8)] == (10, 100)
+        assert counts[("sendrecv", 64 << 10)] == (2, 20)
+        assert counts[("allreduce", 8)] == (200, 1000)
+        assert counts[("allreduce", 64 << 10)] == (10, 100)
     said = results.records[0].provenance["env"].get("FABBENCH_MPI_LOOP")
     assert said == (loop if loop == "python" else None)
 

@@ -180,3 +180,52 @@ def test_the_osu_counts_are_osus():
 
     assert osu_counts(8) == osu_counts(8192) == (200, 1000)
     assert osu_counts(8193) == osu_counts(64 << 20) == (10, 100)
+    # osu_bibw's (its bandwidth tests')
+    assert osu_counts(8, bandwidth=True) == osu_counts(8192, bandwidth=True) == (10, 100)
+    assert osu_counts(8193, bandwidth=True) == osu_counts(64 << 20, bandwidth=True) == (2, 20)
+
+
+class _Watched:
+    """The real one-rank group; records each barrier and reduction among the operations."""
+
+    def __init__(self, group, log):
+        self.group, self.log = group, log
+
+    def barrier(self):
+        self.log.append("barrier")
+        self.group.barrier()
+
+    def synchronize(self):
+        self.group.synchronize()
+
+    def max_scalar(self, value):
+        self.log.append("max")
+        return self.group.max_scalar(value)
+
+
+@pytest.mark.parametrize("nbytes, skip, timed", [(8, 10, 100), (4 << 20, 2, 20)])
+def test_the_osu_bandwidth_protocol_runs_its_operations_back_to_back(one_rank, nbytes, skip,
+                                                                      timed):
+    log = []
+
+    class Op:  # what comm.batch_loop.Batched offers: back-to-back operations in one call
+        def batch(self, n):
+            log.extend(["op"] * n)
+            time.sleep(n * 0.0002)
+
+        def each(self, n):  # the collective protocol's: never taken for an exchange
+            raise AssertionError("each() called under the bandwidth protocol")
+
+        def __call__(self):
+            self.batch(1)
+
+    m = measure(Op(), _Watched(one_rank, log),
+                TimingPolicy(budget_s=0.02, min_samples=3, max_samples=5, protocol="osu"),
+                lambda s, w: None, 5.0, "exchange", nbytes=nbytes, bandwidth=True)
+    assert (m.warmup, m.iters, len(m.samples_us)) == (skip, timed, 10)
+    # after the first call's checks: one barrier, then every skipped and timed operation
+    # with nothing among them, then the samples' reductions
+    last = len(log) - 1 - log[::-1].index("barrier")
+    assert log[last + 1:] == ["op"] * (skip - 1 + timed) + ["max"] * 10
+    assert all(190 <= s < 5000 for s in m.samples_us), m.samples_us
+    assert len(m.own_us) == 10

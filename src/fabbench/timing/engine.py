@@ -12,10 +12,13 @@ more than ``max_samples``.
 
 Two protocols (``TimingPolicy.protocol``, ``--timing``): ``batch`` (the default, as nccl-tests
 time) times a sample's operations back to back as one stretch; ``osu`` (as OSU's osu_* programs
-time) times each operation alone and puts a barrier after it, with OSU's counts of skipped and
-timed operations, and a sample is the mean of its operations' own times. What one time covers
-differs, and with it the figure (a pipeline of operations against operations that each start in
-step), so a figure is compared with another tool's only under that tool's protocol.
+time) takes OSU's counts of skipped and timed operations and, for a collective (osu_allreduce),
+times each operation alone and puts a barrier after it, a sample being the mean of its
+operations' own times; for an exchange between ranks (``bandwidth``: osu_bibw with a window of
+one message each way) it runs the skipped and timed operations back to back with no barrier
+among them, a sample being a stretch of them. What one time covers differs, and with it the
+figure (a pipeline of operations against operations that each start in step), so a figure is
+compared with another tool's only under that tool's protocol.
 """
 
 from __future__ import annotations
@@ -117,15 +120,20 @@ class _HeldBack:
         self.op()
 
 
-def osu_counts(nbytes: int) -> tuple[int, int]:
+def osu_counts(nbytes: int, bandwidth: bool = False) -> tuple[int, int]:
     """OSU's skipped and timed operations for a message of ``nbytes`` (OSU 7's defaults: 200 and
-    1000 up to 8 KiB, 10 and 100 above)."""
-    return (200, 1000) if nbytes <= OSU_LARGE_BYTES else (10, 100)
+    1000 up to 8 KiB, 10 and 100 above; its bandwidth tests' (``bandwidth``): 10 and 100 up to
+    8 KiB, 2 and 20 above)."""
+    small = nbytes <= OSU_LARGE_BYTES
+    if bandwidth:
+        return (10, 100) if small else (2, 20)
+    return (200, 1000) if small else (10, 100)
 
 
 def measure(op: Callable[[], None], group: Group, policy: TimingPolicy,
             arm: Callable[[float, str], None], timeout_s: float, what: str,
-            pause_s: float = 0.0, nbytes: int | None = None) -> Measurement:
+            pause_s: float = 0.0, nbytes: int | None = None,
+            bandwidth: bool = False) -> Measurement:
     """Time ``op``. ``arm(seconds, label)`` sets the watchdog before each blocking stretch.
     An ``op`` with a ``batch(n)`` method (comm.batch_loop) runs a batch in one call, and one
     with ``each(n)`` the osu protocol's.
@@ -138,13 +146,16 @@ def measure(op: Callable[[], None], group: Group, policy: TimingPolicy,
     Under the osu protocol the counts are OSU's too (osu_counts of ``nbytes``: what a loop
     skips and times changes its mean by a few per cent at mid sizes): the first call and the
     rest of OSU's skipped operations, then OSU's timed operations in OSU_SAMPLES equal samples
-    (their mean is OSU's); the budget and sample bounds do not apply."""
+    (their mean is OSU's); the budget and sample bounds do not apply. ``bandwidth`` (an exchange:
+    sendrecv, pairs): as osu_bibw, the skipped and timed operations run back to back, a barrier
+    before them and none among them (ranks that drift out of step stay so, as in OSU's loop),
+    each sample's time taken on each rank, the slowest rank's gathered after the last."""
     held = _HeldBack(op, pause_s) if pause_s > 0 else None
     if held is not None:
         op = held
     osu = policy.protocol == "osu"
     clock = time.perf_counter
-    if osu:  # each operation timed alone: a stretch's time is the operations' own
+    if osu and not bandwidth:  # each operation timed alone: a stretch's time is their own
         each = getattr(op, "each", None) or _each(op, group)
     else:
         batched = getattr(op, "batch", None) or _loop(op)
@@ -157,7 +168,7 @@ def measure(op: Callable[[], None], group: Group, policy: TimingPolicy,
 
     def stretch(n: int) -> float:
         """Seconds that n operations took on this rank, under the protocol."""
-        if osu:
+        if osu and not bandwidth:
             return each(n)
         t0 = clock()
         batched(n)
@@ -167,8 +178,11 @@ def measure(op: Callable[[], None], group: Group, policy: TimingPolicy,
     if osu:
         if nbytes is None:
             raise ValueError("the osu protocol needs the message size (nbytes)")
-        skip, timed = osu_counts(nbytes)
+        skip, timed = osu_counts(nbytes, bandwidth)
         warmup, batch, wanted = skip - 1, timed // OSU_SAMPLES, OSU_SAMPLES
+        if bandwidth:
+            return _streamed(stretch, group, arm, held, timeout_s, what, t_one,
+                             warmup, batch, wanted)
     else:
         warmup, wanted = _clamp(policy.warmup_s / t_one, 2, policy.max_batch), None
     arm(timeout_s + warmup * t_one * 4, f"{what} (warm-up)")
@@ -201,6 +215,30 @@ def measure(op: Callable[[], None], group: Group, policy: TimingPolicy,
             break
         if n >= policy.min_samples and _done(samples, spent, policy):
             break
+    return Measurement(tuple(s * 1e6 for s in samples), batch, warmup + 1,
+                       tuple(s * 1e6 for s in own))
+
+
+def _streamed(stretch: Callable[[int], float], group: Group,
+              arm: Callable[[float, str], None], held: _HeldBack | None, timeout_s: float,
+              what: str, t_one: float, warmup: int, batch: int, wanted: int) -> Measurement:
+    """OSU's bandwidth protocol: after one barrier, ``warmup`` operations, then ``wanted``
+    samples of ``batch`` operations, all back to back; the slowest rank's time per sample is
+    gathered once they are done, so that no collective falls among the operations."""
+    arm(timeout_s + (warmup + wanted * batch) * t_one * 4, what)
+    group.barrier()
+    if warmup:
+        stretch(warmup)
+    mine: list[float] = []
+    own: list[float] = []
+    for _ in range(wanted):
+        slept = held.slept if held is not None else 0.0
+        elapsed = stretch(batch)
+        mine.append(elapsed / batch)
+        if held is not None:
+            elapsed -= held.slept - slept
+        own.append(max(0.0, elapsed / batch))
+    samples = [group.max_scalar(t) for t in mine]
     return Measurement(tuple(s * 1e6 for s in samples), batch, warmup + 1,
                        tuple(s * 1e6 for s in own))
 

@@ -71,7 +71,7 @@ def _measure_pair(comm: Communicator, plan: Plan, peer: int, nbytes: int, dtype:
     send = comm.array(fill(comm.rank, 0, count), dtype)
     recv = comm.array(np.zeros(count), dtype)
     m = measure(comm.exchange(peer, send, recv), comm.pair(peer), plan.policy, arm,
-                plan.op_timeout(nbytes), what, pause_s, nbytes=nbytes)
+                plan.op_timeout(nbytes), what, pause_s, nbytes=nbytes, bandwidth=True)
     correct = None
     if plan.check:  # fresh buffers, one exchange, the peer's values expected
         recv = comm.array(np.zeros(count), dtype)

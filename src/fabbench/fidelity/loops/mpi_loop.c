@@ -6,11 +6,14 @@
  * warm-up; a batch of back-to-back operations that takes FABBENCH_LOOP_BATCH_S seconds
  * (default 0.005; 1..1000 operations); 25 samples, each after a barrier; a sample's time is
  * the slowest rank's time per operation; the median sample is printed.
- * With --osu before the sizes: OSU's own protocol instead (osu_allreduce, osu_bibw's sendrecv
- * counterpart): per size 200 skipped + 1000 timed single operations (10 + 100 above 8 KiB), a
- * barrier after each, each rank's mean time, and the mean over the ranks printed: OSU's "Avg
- * Latency", which the fidelity benchmark prints beside OSU's binary to show what the two
- * protocols make of the same library. */
+ * With --osu before the sizes: OSU's own protocol instead. allreduce as osu_allreduce: per size
+ * 200 skipped + 1000 timed single operations (10 + 100 above 8 KiB), a barrier after each, each
+ * rank's mean time, and the mean over the ranks printed: OSU's "Avg Latency". sendrecv as
+ * osu_bibw with a window of one message each way (-W 1): 10 skipped + 100 timed operations
+ * (2 + 20 above 8 KiB) back to back after one barrier, none among them, each timed; the mean
+ * over the ranks of each rank's mean printed (osu_bibw prints 2 * bytes / rank 0's mean). The
+ * fidelity benchmark prints it beside OSU's binary to show what the two protocols make of the
+ * same library. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,14 +61,16 @@ int main(int argc, char **argv) {
         for (long i = 0; i < count; i++) send[i] = (float)((i + 7 * rank) % 5);
         memset(recv, 0, count * sizeof(float));
         if (osu) {
-            int skip = bytes > 8192 ? 10 : 200, iters = bytes > 8192 ? 100 : 1000;
+            int large = bytes > 8192;
+            int skip = sendrecv ? (large ? 2 : 10) : (large ? 10 : 200);
+            int iters = sendrecv ? (large ? 20 : 100) : (large ? 100 : 1000);
             double timer = 0.0, sum = 0.0;
             MPI_Barrier(MPI_COMM_WORLD);
             for (int i = 0; i < iters + skip; i++) {
                 double t0 = MPI_Wtime();
                 op_once(sendrecv, send, recv, count, next, prev);
                 double t1 = MPI_Wtime();
-                MPI_Barrier(MPI_COMM_WORLD);
+                if (!sendrecv) MPI_Barrier(MPI_COMM_WORLD); /* osu_bibw has none */
                 if (i >= skip) timer += t1 - t0;
             }
             double mine = timer * 1e6 / iters;
