@@ -7,6 +7,8 @@
 #   cuda-build    the prerequisites of the from-source stack (verbs, psm2, PMIx, hwloc, libevent,
 #                 libfabric, autotools), pip for CUDA's wheels, and those of the Python stack
 #   cuda-runtime  their run-time libraries
+# Both runtime stages carry the ceiling's tools (fabbench.ceiling: iperf3 for Ethernet,
+# ucx_perftest, fi_pingpong), so that a run in the image measures the wire it runs on.
 # The installed versions are recorded in /etc/fabbench/build.json by manifest.sh.
 set -euo pipefail
 # shellcheck source=containers/lib.sh
@@ -20,7 +22,7 @@ case $stage in
           libfabric-dev libfabric-bin libucx-dev ucx-utils libpsm2-dev libibverbs-dev librdmacm-dev) ;;
   cpu-runtime)
     pkgs=("${common[@]}" openmpi-bin libopenmpi3 libfabric1 libfabric-bin libucx0 ucx-utils
-          libpsm2-2 libibverbs1 ibverbs-providers librdmacm1) ;;
+          libpsm2-2 libibverbs1 ibverbs-providers librdmacm1 iperf3) ;;
   cuda-build)
     pkgs=("${common[@]}" python3-dev python3-venv python3-pip build-essential cmake curl
           autoconf automake libtool pkg-config libibverbs-dev librdmacm-dev libpsm2-dev
@@ -28,7 +30,7 @@ case $stage in
   cuda-runtime)
     pkgs=("${common[@]}" libibverbs1 ibverbs-providers librdmacm1 libpsm2-2 libnuma1 libpmix2
           libevent-core-2.1-7 libevent-pthreads-2.1-7 libhwloc15 libfabric1 libfabric-bin
-          libgomp1) ;;  # libgomp1: ucx_perftest is built with OpenMP
+          libgomp1 iperf3) ;;  # libgomp1: ucx_perftest is built with OpenMP
   *) die "usage: distro-fabric.sh cpu-build|cpu-runtime|cuda-build|cuda-runtime" ;;
 esac
 

@@ -24,7 +24,7 @@ MANIFEST_OMPI=$(first_line ompi_info --version)
 MANIFEST_UCX=$(ucx_info -v 2>/dev/null | grep -m1 -i 'version' || true)
 MANIFEST_FI=$(first_line fi_info --version)
 MANIFEST_DEBS=""
-for pkg in openmpi-bin libopenmpi3 libfabric1 libucx0 libpsm2-2 libibverbs1 libpmix2 python3; do
+for pkg in openmpi-bin libopenmpi3 libfabric1 libucx0 libpsm2-2 libibverbs1 libpmix2 python3 iperf3; do
   MANIFEST_DEBS+="$pkg=$(deb_version "$pkg") "
 done
 set -a
@@ -103,6 +103,10 @@ for name, pin in (("torch", "TORCH"), ("mpi4py", "MPI4PY"), ("horovod", "HOROVOD
     components[name] = {"version": installed, "pinned": pinned, "source": "pypi"}
     if installed is None or installed.split("+")[0] != pinned:
         errors.append(f"{name}: installed {installed}, pinned {pinned}")
+components["iperf3"] = {"version": debs.get("iperf3") or None, "source": "debian",
+                        "package": f"iperf3={debs.get('iperf3') or '?'}"}  # the Ethernet ceiling
+if not debs.get("iperf3"):
+    errors.append("iperf3: not installed (the Ethernet ceiling needs it)")
 components["python"] = {"version": ".".join(map(str, sys.version_info[:3])),
                         "source": "distribution"}
 components["fabbench"] = {"version": dist("fabbench"), "source": "this repository"}

@@ -131,7 +131,7 @@ def test_build_manifest(image: Image):
     c = manifest["components"]
     for name, pin in (("torch", "TORCH"), ("mpi4py", "MPI4PY"), ("horovod", "HOROVOD")):
         assert c[name]["version"].split("+")[0] == pins[f"{pin}_VERSION"], name
-    for name in ("openmpi", "ucx", "libfabric", "psm2", "python", "fabbench"):
+    for name in ("openmpi", "ucx", "libfabric", "psm2", "python", "fabbench", "iperf3"):
         assert c[name]["version"], name
     assert c["openmpi"]["version"].startswith("4.1.")
     assert c["nccl"]["version"] is None  # not in the cpu flavour
@@ -144,6 +144,24 @@ def test_horovod_is_built_with_mpi_and_gloo(image: Image):
                      "print(hvd.mpi_built(), hvd.gloo_built())"], timeout=300)
     assert res.returncode == 0, res.stdout + res.stderr
     assert res.stdout.split() == ["True", "True"], res.stdout
+
+
+def test_the_ceilings_tools_are_in_the_image_and_iperf3_measures(image: Image):
+    """A run in the image measures its wire with the tools fabbench.ceiling drives; iperf3
+    really measures, on the image's loopback, one second, as the image's user."""
+    from fabbench.ceiling.tools import TOOLS
+
+    for tool in TOOLS.values():
+        found = image.run(["/bin/sh", "-c", f"command -v {tool.binary}"], timeout=60)
+        assert found.returncode == 0, f"{tool.binary} is not in the image"
+    port = 20000 + os.getpid() % 20000
+    res = image.run(["/bin/sh", "-c",
+                     f"timeout 30 iperf3 -s -1 -B 127.0.0.1 -p {port} >/dev/null 2>&1 & "
+                     f"sleep 1; timeout 30 iperf3 -c 127.0.0.1 -p {port} -t 1 -J; rc=$?; "
+                     "wait; exit $rc"], timeout=120)
+    assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]
+    received = json.loads(res.stdout)["end"]["sum_received"]
+    assert received["bytes"] > 0 and received["bits_per_second"] > 0
 
 
 def test_entrypoint_runs_two_mpi_ranks_over_ethernet(image: Image):
