@@ -41,9 +41,21 @@ ID_1 = "0.9.0-cpu-1111aaaa2222"
 ID_2 = "0.9.0-cpu-3333bbbb4444"
 
 
-def study_dir(folder: Path, run_file: str, image: dict | None) -> Path:
+PAIRS_STUDY = """name = "fleet"
+[matrix]
+fabric = ["ethernet"]
+primitive = ["mpi"]
+workload = ["pairs"]
+nodes = [1]
+[workload.pairs]
+kind = "pairs"
+sizes = "8,64K"
+"""
+
+
+def study_dir(folder: Path, run_file: str, image: dict | None, spec: str = STUDY) -> Path:
     toml = folder.parent / "sites.toml"
-    toml.write_text(STUDY)
+    toml.write_text(spec)
     study = load_study(str(toml))
     (cell,) = study.cells
     entry = {**cell_entry(cell, ["fabbench", "run"]), "status": "ok", "exit_code": 0,
@@ -113,6 +125,45 @@ def test_runs_outside_an_image_and_one_side_in_one(tmp_path):
     c = study_dir(tmp_path / "C", "siteB-ib.jsonl", image(ID_2))
     line = image_line(compare_studies(a, c))
     assert line.startswith("DIFFERENT IMAGES") and NO_IMAGE in line and ID_2 in line
+
+
+def test_a_studys_own_report_names_the_slow_node_its_pairs_cell_found(tmp_path):
+    """`fabbench report STUDY_DIR` applies the pairs rule to a pairs cell, as `fabbench run` did
+    when it ran: the fixture is a real run (fabbench run --workload pairs --ranks 3 --sizes
+    8,64K on one host of this project's 2-core machines), whose own verdict named rank 0."""
+    from fabbench.report import pairs as pairs_rule
+    from fabbench.report.study import answer
+    from fabbench.report.study import as_json as study_json
+    from fabbench.results.reader import read_results
+    from fabbench.results.records import Pairs
+
+    d = study_dir(tmp_path / "fleet", "../pairs/local-pairs.jsonl", None, PAIRS_STUDY)
+    verdict = pairs_rule.analyse(read_results(RUNS.parent / "pairs" / "local-pairs.jsonl")
+                                 .of_kind(Pairs))
+    assert [n.host for n in verdict.slow] == ["vm"]  # what the run itself printed
+    a = answer(d, forecast=False)
+    assert a.slow == ("vm",) and a.slow_text == tuple(verdict.text)
+    assert a.headline[-len(verdict.text):] == list(verdict.text)
+    assert a.headline[-1].startswith("slow rank: rank 0 (vm): its 2 pairs move")
+    assert study_json(a)["slow"] == ["vm"]
+    p = subprocess.run([sys.executable, "-m", "fabbench", "report", str(d)], capture_output=True,
+                       text=True, timeout=120, check=False, env={"COLUMNS": "300",
+                                                                  **_path_env()})
+    assert p.returncode == 0, p.stderr
+    assert "• slow rank: rank 0 (vm): its 2 pairs move" in p.stdout, p.stdout
+
+
+def test_a_study_without_a_pairs_cell_says_nothing_of_a_slow_node(tmp_path):
+    from fabbench.report.study import answer
+
+    a = answer(study_dir(tmp_path / "a", "siteA-ib.jsonl", None), forecast=False)
+    assert a.slow is None and not any("slow" in line for line in a.headline)
+
+
+def _path_env() -> dict[str, str]:
+    import os
+
+    return {k: v for k, v in os.environ.items() if k != "COLUMNS"}
 
 
 def test_network_lines_name_the_link_difference_and_the_slow_node():

@@ -1,8 +1,9 @@
 """The answer of a study directory: per workload (a model, the halo exchange, each collective)
 and node count, every cell's step time and throughput, the exposed-communication share, the
 scaling efficiency, and its difference to the best cell with a 95 % interval and whether it is
-significant (report.study_groups); a headline in plain words on top; what `fabbench model`
-forecasts from the same results, and, over emulated links, measured beside forecast
+significant (report.study_groups); a headline in plain words on top, with the slow node a `pairs`
+cell names (report.pairs' rule, as compare applies it: report.study_sites); what `fabbench
+model` forecasts from the same results, and, over emulated links, measured beside forecast
 (report.study_whatif). Reads the manifest and results files only.
 """
 
@@ -24,6 +25,7 @@ from fabbench.report.study_groups import (
     rank,
     train_groups,
 )
+from fabbench.report.study_sites import site_network
 from fabbench.report.study_whatif import LinkWhatIf, whatif
 from fabbench.scaling.predict import ModelOptions, build, jsonable
 
@@ -42,6 +44,8 @@ class StudyAnswer:
     forecast: dict[str, Any] | None = None
     forecast_error: str | None = None
     whatif: list[LinkWhatIf] = field(default_factory=list)
+    slow: tuple[str, ...] | None = None  # hosts a pairs cell names slow; None: no pairs cell ran
+    slow_text: tuple[str, ...] = ()  # the rule's account
 
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -78,6 +82,10 @@ def answer(directory: str | Path, *, forecast: bool = True) -> StudyAnswer:
             warnings.append(f"cell {c.id} did not finish ({c.entry['status']}); "
                             "fabbench study run --resume continues the study")
     out = StudyAnswer(directory, doc, cells, groups, lines, warnings)
+    if any(s.pairs for c in ran for s in c.series):
+        net = site_network(ran)
+        out.slow, out.slow_text = net.slow, net.slow_text
+        out.headline += list(net.slow_text)  # "slow node: ..." or "no slow rank: ...", as run said
     if forecast:
         out.forecast, out.forecast_error = _forecast(directory, ran)
         out.whatif = whatif(groups)
@@ -113,4 +121,5 @@ def as_json(a: StudyAnswer) -> dict[str, Any]:
         "whatif": [{"what": w.what, "nodes": w.nodes, "agreement": w.agreement,
                     "notes": list(w.notes), "rows": [dataclasses.asdict(r) for r in w.rows]}
                    for w in a.whatif],
+        "slow": None if a.slow is None else list(a.slow), "slow_text": list(a.slow_text),
         "warnings": a.warnings})
