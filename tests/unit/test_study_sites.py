@@ -7,6 +7,7 @@ with the image each side ran put into their provenance."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -147,8 +148,7 @@ def test_a_studys_own_report_names_the_slow_node_its_pairs_cell_found(tmp_path):
     assert a.headline[-1].startswith("slow rank: rank 0 (vm): its 2 pairs move")
     assert study_json(a)["slow"] == ["vm"]
     p = subprocess.run([sys.executable, "-m", "fabbench", "report", str(d)], capture_output=True,
-                       text=True, timeout=120, check=False, env={"COLUMNS": "300",
-                                                                  **_path_env()})
+                       text=True, timeout=120, check=False, env={**os.environ, "COLUMNS": "300"})
     assert p.returncode == 0, p.stderr
     assert "• slow rank: rank 0 (vm): its 2 pairs move" in p.stdout, p.stdout
 
@@ -158,12 +158,6 @@ def test_a_study_without_a_pairs_cell_says_nothing_of_a_slow_node(tmp_path):
 
     a = answer(study_dir(tmp_path / "a", "siteA-ib.jsonl", None), forecast=False)
     assert a.slow is None and not any("slow" in line for line in a.headline)
-
-
-def _path_env() -> dict[str, str]:
-    import os
-
-    return {k: v for k, v in os.environ.items() if k != "COLUMNS"}
 
 
 def test_network_lines_name_the_link_difference_and_the_slow_node():

@@ -154,8 +154,9 @@ def measure(op: Callable[[], None], group: Group, policy: TimingPolicy,
     if held is not None:
         op = held
     osu = policy.protocol == "osu"
+    alone = osu and not bandwidth  # each operation timed alone: a stretch's time is their own
     clock = time.perf_counter
-    if osu and not bandwidth:  # each operation timed alone: a stretch's time is their own
+    if alone:
         each = getattr(op, "each", None) or _each(op, group)
     else:
         batched = getattr(op, "batch", None) or _loop(op)
@@ -168,7 +169,7 @@ def measure(op: Callable[[], None], group: Group, policy: TimingPolicy,
 
     def stretch(n: int) -> float:
         """Seconds that n operations took on this rank, under the protocol."""
-        if osu and not bandwidth:
+        if alone:
             return each(n)
         t0 = clock()
         batched(n)
@@ -197,12 +198,8 @@ def measure(op: Callable[[], None], group: Group, policy: TimingPolicy,
     while True:
         arm(timeout_s + batch * t_op * 4, what)
         group.barrier()
-        slept = held.slept if held is not None else 0.0
-        elapsed = stretch(batch)
-        mine = elapsed / batch
-        if held is not None:
-            elapsed -= held.slept - slept
-        own.append(max(0.0, elapsed / batch))
+        mine, its_own = _sample(stretch, batch, held)
+        own.append(its_own)
         slowest = group.max_scalar(mine)
         samples.append(slowest)
         spent += slowest * batch
@@ -229,18 +226,22 @@ def _streamed(stretch: Callable[[int], float], group: Group,
     group.barrier()
     if warmup:
         stretch(warmup)
-    mine: list[float] = []
-    own: list[float] = []
-    for _ in range(wanted):
-        slept = held.slept if held is not None else 0.0
-        elapsed = stretch(batch)
-        mine.append(elapsed / batch)
-        if held is not None:
-            elapsed -= held.slept - slept
-        own.append(max(0.0, elapsed / batch))
-    samples = [group.max_scalar(t) for t in mine]
+    taken = [_sample(stretch, batch, held) for _ in range(wanted)]
+    samples = [group.max_scalar(mine) for mine, _ in taken]
     return Measurement(tuple(s * 1e6 for s in samples), batch, warmup + 1,
-                       tuple(s * 1e6 for s in own))
+                       tuple(own * 1e6 for _, own in taken))
+
+
+def _sample(stretch: Callable[[int], float], batch: int,
+            held: _HeldBack | None) -> tuple[float, float]:
+    """One sample of ``batch`` operations on this rank: (seconds per operation, the same without
+    the test hook's sleeps: this rank's own time)."""
+    slept = held.slept if held is not None else 0.0
+    elapsed = stretch(batch)
+    mine = elapsed / batch
+    if held is not None:
+        elapsed -= held.slept - slept
+    return mine, max(0.0, elapsed / batch)
 
 
 def _done(samples: list[float], spent: float, policy: TimingPolicy) -> bool:

@@ -73,7 +73,7 @@ def sweep(comm: Communicator, plan: Plan, transport: str, arm: Callable[[float, 
                 pause = fault.pause_s(comm.rank, op_name, size) if fault is not None else 0.0
                 m = measure(comm.bind(op_name, send, recv), comm, plan.policy, arm,
                             plan.op_timeout(size), what, pause, nbytes=size,
-                            bandwidth=op_name == "sendrecv")
+                            bandwidth=op.exchange)
                 del send, recv
                 arm(plan.op_timeout(size), f"{what} (gathering each rank's times)")
                 own = comm.gather_objects([round(s, 3) for s in m.own_us])

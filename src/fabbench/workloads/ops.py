@@ -19,6 +19,11 @@ class Op:
     name: str
     whole_array: bool  # S counts the whole (n x chunk) array
 
+    @property
+    def exchange(self) -> bool:
+        """Point to point between ranks (sendrecv): --timing osu times it as osu_bibw does."""
+        return self.name == "sendrecv"
+
     def busbw_factor(self, n: int) -> float:
         if self.name == "allreduce":
             return 2 * (n - 1) / n
