@@ -1,7 +1,9 @@
 """Kubernetes manifests from `fabbench render k8s` and from the Helm chart, rendered by Helm's own
 library (helm-python-sdk) for every value set in charts/fabbench/ci, linted, validated against
 Kubernetes' schemas (kubernetes-validate --strict), the MPIJob against the kubeflow v2beta1 API
-fields; the chart's schema rejects bad values; chart and `fabbench render k8s` give equal jobs."""
+fields; the chart's schema rejects bad values; chart and `fabbench render k8s` give equal jobs,
+the image (pinned by digest, or this version's flavour) and what the ranks are told of it
+included."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ import pytest
 import yaml
 
 from conftest import REPO, fabbench
+from fabbench import __version__
+from fabbench.sysinfo.inventory import image_reference
 
 helm_python = pytest.importorskip("helm_python", reason="needs helm-python-sdk (dev extra)")
 kv = pytest.importorskip("kubernetes_validate", reason="needs kubernetes-validate (dev extra)")
@@ -122,7 +126,8 @@ def test_value_sets_cover_the_matrix():
     {"benchmark": {"label": "Bad_Label"}}, {"benchmark": {"extraArgs": "--check"}},
     {"results": {"path": "relative"}}, {"hostNetwork": "yes"}, {"masterPort": 80},
     {"rdma": {"resource": "rdma/a b"}}, {"fullnameOverride": "UPPER"},
-    {"gpudirect": "yes"}, {"gpudirect": True},
+    {"gpudirect": "yes"}, {"gpudirect": True}, {"image": {"digest": "sha256:abc"}},
+    {"image": {"digest": "0123456789abcdef" * 4}}, {"image": {"tag": ":x"}},
 ])
 def test_schema_rejects_bad_values(bad):
     with pytest.raises(helm_python.HelmValuesError):
@@ -171,6 +176,12 @@ def cli_args(values: dict) -> list[str]:
         args += ["--node-selector", f"{key}={value}"]
     if v.get("results", {}).get("claim"):
         args += ["--results-claim", v["results"]["claim"]]
+    image = v.get("image", {})
+    if image:  # the chart's: repository@digest, else repository:tag (default: the flavour's)
+        repo = image.get("repository", "fabbench")
+        tag = image.get("tag") or f"{__version__}-{'cuda' if v['gpusPerNode'] else 'cpu'}"
+        args += ["--image", f"{repo}@{image['digest']}" if image.get("digest") else
+                 f"{repo}:{tag}"]
     return args
 
 
@@ -250,3 +261,61 @@ def test_gpudirect_renders_as_the_profile_says(fabric, primitive, mode):
     p = fabbench("render", "k8s", *cli_args(values), timeout=60)
     assert p.returncode == 0, p.stderr
     assert normalised(docs(p.stdout)) == normalised(chart)
+
+
+def images(manifests: list[dict]) -> set[str]:
+    """The image of every container of the manifests' pods."""
+    out = set()
+    for doc in manifests:
+        spec = doc["spec"]
+        pods = [r["template"]["spec"] for r in spec["mpiReplicaSpecs"].values()] \
+            if doc["kind"] == "MPIJob" else [spec["template"]["spec"]] \
+            if doc["kind"] == "Job" else []
+        out |= {c["image"] for pod in pods for c in pod["containers"]}
+    return out
+
+
+DIGEST = "sha256:" + "0123456789abcdef" * 4
+
+
+@pytest.mark.parametrize("primitive", ["gloo", "mpi"])
+def test_a_digest_pins_the_image_and_every_rank_is_told(primitive):
+    """image.digest: every pod runs repository@digest (the tag unused), and the ranks get that
+    reference as FABBENCH_IMAGE_REF (an MPIJob's through its launcher's mpirun -x), from which
+    a run records the digest it was pulled by; `render k8s --image` writes the same."""
+    ref = f"registry.example/fabbench@{DIGEST}"
+    values = {"primitive": primitive,
+              "image": {"repository": "registry.example/fabbench", "tag": "unused",
+                        "digest": DIGEST}}
+    chart = render_chart(values)
+    for doc in chart:
+        validate_manifest(doc)
+    assert images(chart) == {ref}
+    container = _container(chart)
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["FABBENCH_IMAGE_REF"] == ref
+    assert image_reference(None, env).get("digest") == DIGEST
+    if primitive == "mpi":
+        args = container["args"]
+        assert "FABBENCH_IMAGE_REF" in [args[i + 1] for i, a in enumerate(args) if a == "-x"]
+    p = fabbench("render", "k8s", *cli_args(values), timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert "--image" in cli_args(values) and normalised(docs(p.stdout)) == normalised(chart)
+    out = helm_python.Chart.load(str(CHART)).render(values, name=RELEASE, namespace="bench")
+    notes = next(text for name, text in out.items() if name.endswith("NOTES.txt"))
+    assert f"in the image {ref} (each results file records it)." in notes
+
+
+@pytest.mark.parametrize("values,flavour", [
+    ({}, "cpu"), ({"primitive": "gloo"}, "cpu"), ({"primitive": "nccl", "gpusPerNode": 2}, "cuda"),
+    ({"primitive": "mpi", "gpusPerNode": 1}, "cuda"), ({"study": "quick"}, "cpu")])
+def test_the_default_tag_is_the_flavour_the_job_needs(values, flavour):
+    """image.tag "": the chart's appVersion in the cuda flavour when the job asks for GPUs,
+    else the cpu one; a tag the site names is kept."""
+    want = f"fabbench:{__version__}-{flavour}"
+    chart = render_chart(values)
+    assert images(chart) == {want}
+    env = {e["name"]: e.get("value") for e in _container(chart)["env"]}
+    assert env["FABBENCH_IMAGE_REF"] == want
+    named = render_chart({**values, "image": {"repository": "site/fabbench", "tag": "nightly"}})
+    assert images(named) == {"site/fabbench:nightly"}

@@ -1,7 +1,8 @@
 """The rendered `fabbench render slurm --runtime apptainer` and `--runtime charliecloud` jobs on
 4 emulated Slurm nodes (.ci/slurm/start.sh four, in a directory and on a port of its own): srun
 --mpi=pmix starts one containerised rank per node; the job must reach COMPLETED and write a
-valid file with nodes=4, every rank in the container.
+valid file with nodes=4, every rank in the container, and the image the job named in the run's
+provenance (the script's FABBENCH_IMAGE_REF, passed by srun and the runtime to the ranks).
 
 Apptainer is .ci/apptainer.sh's (sid's 1.4, as the unprivileged user): an `apptainer` on the
 job's PATH enters it. The ranks run as the user and slurmstepd's PMIx server as root (the job's
@@ -61,7 +62,7 @@ def four_nodes() -> Iterator[dict[str, str]]:
                 os.environ[k] = v
 
 
-def check(path: Path, runtime: str) -> None:
+def check(path: Path, runtime: str, ref: str) -> None:
     results = read_results(path)  # validated against the schema
     run, summary = results.records[0], results.records[-1]
     assert summary.kind == "summary" and summary.ok is True, summary
@@ -69,6 +70,8 @@ def check(path: Path, runtime: str) -> None:
     assert sorted(run.rank_hosts) == ["node0", "node1", "node2", "node3"]
     assert run.transport == "ob1/tcp"
     assert run.rank_containers == [runtime] * 4
+    assert run.provenance["image"]["ref"] == ref, run.provenance["image"]
+    assert run.provenance["image"]["ref_source"].startswith("FABBENCH_IMAGE_REF")
 
 
 def test_rendered_charliecloud_job_on_four_nodes(image, four_nodes, tmp_path):  # noqa: F811
@@ -81,7 +84,8 @@ def test_rendered_charliecloud_job_on_four_nodes(image, four_nodes, tmp_path):  
                           deadline_s=300)
     assert job["JobState"] == "COMPLETED" and job["ExitCode"] == "0:0", job["log"]
     assert job["NodeList"] == "node[0-3]"
-    check(tmp_path / "results" / f"{job['id']}-collectives.jsonl", "charliecloud")
+    check(tmp_path / "results" / f"{job['id']}-collectives.jsonl", "charliecloud",
+          str(image.dir))
 
 
 def test_rendered_apptainer_job_on_four_nodes(sif: Sif, four_nodes, user_dir,  # noqa: F811
@@ -105,4 +109,4 @@ def test_rendered_apptainer_job_on_four_nodes(sif: Sif, four_nodes, user_dir,  #
     job = submit_and_wait(p.stdout, tmp_path, env, deadline_s=300)
     assert job["JobState"] == "COMPLETED" and job["ExitCode"] == "0:0", job["log"]
     assert job["NodeList"] == "node[0-3]"
-    check(user_dir / "results" / f"{job['id']}-collectives.jsonl", "apptainer")
+    check(user_dir / "results" / f"{job['id']}-collectives.jsonl", "apptainer", sif.path)

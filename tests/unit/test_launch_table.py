@@ -185,6 +185,14 @@ def test_scheduled_slurm_and_mpijob():
     assert argv == ["mpirun", "--hostfile", "/etc/mpi/hostfile", "-np", "4", "--map-by",
                     "ppr:2:node", "--bind-to", "none", *ROOT, "-x", "MASTER_ADDR",
                     "-x", "MASTER_PORT", *program]
+    # what every rank gets besides (the image's reference): mpirun exports it to the workers
+    argv, env = table.scheduled("mpijob", "mpirun", nodes=2, per_node=1, program=program,
+                                master_addr="w0", port=20000, hostfile="/etc/mpi/hostfile",
+                                forward={"FABBENCH_IMAGE_REF": "r/fabbench:1"})
+    assert argv == ["mpirun", "--hostfile", "/etc/mpi/hostfile", "-np", "2", "--map-by",
+                    "ppr:1:node", "--bind-to", "none", *ROOT, "-x", "FABBENCH_IMAGE_REF",
+                    *program]
+    assert env == {"FABBENCH_IMAGE_REF": "r/fabbench:1"}
     with pytest.raises(UsageError, match="horovodrun has its own rendezvous"):
         table.scheduled("slurm", "horovodrun", nodes=1, per_node=1, program=program,
                         master_addr="n1", port=1)

@@ -1,5 +1,6 @@
-"""`fabbench render k8s`: the Job/MPIJob choice, one source of truth for the fabric environment
-(the chart's files/fabrics.yaml equals the profiles), quoting of container arguments, bad input."""
+"""`fabbench render k8s`: exact output of a representative MPIJob and Indexed Job, the Job/MPIJob
+choice, one source of truth for the fabric environment (the chart's files/fabrics.yaml equals the
+profiles), the image every rank is told of, quoting of container arguments, bad input."""
 
 from __future__ import annotations
 
@@ -7,12 +8,280 @@ import pytest
 import yaml
 
 from conftest import REPO, fabbench
+from fabbench import __version__
 from fabbench.comm.registry import PRIMITIVES
 from fabbench.config import RunConfig
 from fabbench.fabrics.profile import BUILTIN_DIR
 from fabbench.render import Benchmark, K8sJob, chart, render_k8s
+from fabbench.sysinfo.inventory import image_reference
 
 CHART = REPO / "charts/fabbench"
+DIGEST = "sha256:" + "0123456789abcdef" * 4
+PINNED = f"registry.example/fabbench@{DIGEST}"
+
+ETHERNET_MPI = """\
+# Rendered by fabbench: `fabbench render k8s`, ethernet fabric, mpi.
+# The MPI operator (kubeflow.org/v2beta1) starts the workers (sshd), writes /etc/mpi/hostfile and
+# runs the launcher's mpirun over it; rank 0 (on the first worker) writes the results.
+apiVersion: kubeflow.org/v2beta1
+kind: MPIJob
+metadata:
+  name: fabbench
+  labels:
+    app.kubernetes.io/name: "fabbench"
+    app.kubernetes.io/instance: "fabbench"
+    app.kubernetes.io/version: "0.1.0"
+    app.kubernetes.io/component: "benchmark"
+    app.kubernetes.io/managed-by: "fabbench-render"
+spec:
+  slotsPerWorker: 1
+  mpiImplementation: OpenMPI
+  runPolicy:
+    cleanPodPolicy: Running
+    backoffLimit: 0
+  mpiReplicaSpecs:
+    Launcher:
+      replicas: 1
+      restartPolicy: Never
+      template:
+        metadata:
+          labels:
+            app.kubernetes.io/name: "fabbench"
+            app.kubernetes.io/instance: "fabbench"
+            app.kubernetes.io/version: "0.1.0"
+            app.kubernetes.io/component: "benchmark"
+            app.kubernetes.io/managed-by: "fabbench-render"
+        spec:
+          containers:
+            - name: launcher
+              image: "registry.example/fabbench@sha256:0123456789abcdef0123456789abcdef0123456789ab\
+cdef0123456789abcdef"
+              imagePullPolicy: IfNotPresent
+              command: ["mpirun"]
+              args:
+                - "--hostfile"
+                - "/etc/mpi/hostfile"
+                - "-np"
+                - "2"
+                - "--bind-to"
+                - "none"
+                - "--mca"
+                - "btl"
+                - "self,tcp"
+                - "--mca"
+                - "btl_tcp_if_include"
+                - "eth1"
+                - "--mca"
+                - "pml"
+                - "ob1"
+                - "-x"
+                - "FABBENCH_IMAGE_REF"
+                - "fabbench"
+                - "run"
+                - "--fabric"
+                - "ethernet"
+                - "--primitive"
+                - "mpi"
+                - "--device"
+                - "cpu"
+                - "--iface"
+                - "eth1"
+                - "--sizes"
+                - "8:1M"
+                - "--budget"
+                - "0.2"
+                - "--out"
+                - "/results/fabbench-collectives.jsonl"
+              env:
+                - name: OMPI_ALLOW_RUN_AS_ROOT
+                  value: "1"
+                - name: OMPI_ALLOW_RUN_AS_ROOT_CONFIRM
+                  value: "1"
+                - name: FABBENCH_IMAGE_REF
+                  value: "registry.example/fabbench@sha256:0123456789abcdef0123456789abcdef01234567\
+89abcdef0123456789abcdef"
+                - name: OMPI_MCA_btl
+                  value: "self,tcp"
+                - name: OMPI_MCA_btl_tcp_if_include
+                  value: "eth1"
+                - name: OMPI_MCA_pml
+                  value: "ob1"
+    Worker:
+      replicas: 2
+      restartPolicy: Never
+      template:
+        metadata:
+          labels:
+            app.kubernetes.io/name: "fabbench"
+            app.kubernetes.io/instance: "fabbench"
+            app.kubernetes.io/version: "0.1.0"
+            app.kubernetes.io/component: "benchmark"
+            app.kubernetes.io/managed-by: "fabbench-render"
+        spec:
+          volumes:
+            - name: dshm
+              emptyDir:
+                medium: Memory
+                sizeLimit: "1Gi"
+            - name: results
+              emptyDir: {}
+          containers:
+            - name: worker
+              image: "registry.example/fabbench@sha256:0123456789abcdef0123456789abcdef0123456789ab\
+cdef0123456789abcdef"
+              imagePullPolicy: IfNotPresent
+              command: ["/usr/sbin/sshd", "-De"]
+              securityContext:
+                allowPrivilegeEscalation: false
+                capabilities:
+                  add: ["IPC_LOCK"]
+              volumeMounts:
+                - name: dshm
+                  mountPath: /dev/shm
+                - name: results
+                  mountPath: "/results"
+
+"""
+
+
+def test_exact_output_ethernet_mpi_pinned_by_digest():
+    """An MPIJob: the image as given on launcher and workers, the launcher's environment (the
+    image's reference beside the profile's) and mpirun passing it to every rank (-x)."""
+    p = fabbench("render", "k8s", "--nodes", "2", "--fabric", "ethernet", "--primitive", "mpi",
+                 "--image", PINNED, "--iface", "eth1", "--sizes", "8:1M", timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == ETHERNET_MPI
+
+
+INFINIBAND_NCCL_GPUS = """\
+# Rendered by fabbench: `fabbench render k8s`, infiniband fabric, nccl.
+# The fabric's devices (/dev/infiniband) come from the device plugin's resource rdma/hca_shared_dev\
+ices_a.
+# A headless Service names the pods <name>-<index>.<name>; index 0 hosts the rendezvous.
+apiVersion: v1
+kind: Service
+metadata:
+  name: fabbench
+  labels:
+    app.kubernetes.io/name: "fabbench"
+    app.kubernetes.io/instance: "fabbench"
+    app.kubernetes.io/version: "0.1.0"
+    app.kubernetes.io/component: "benchmark"
+    app.kubernetes.io/managed-by: "fabbench-render"
+spec:
+  clusterIP: None
+  publishNotReadyAddresses: true
+  selector:
+    app.kubernetes.io/name: "fabbench"
+    app.kubernetes.io/instance: "fabbench"
+  ports:
+    - name: rendezvous
+      port: 29500
+---
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: fabbench
+  labels:
+    app.kubernetes.io/name: "fabbench"
+    app.kubernetes.io/instance: "fabbench"
+    app.kubernetes.io/version: "0.1.0"
+    app.kubernetes.io/component: "benchmark"
+    app.kubernetes.io/managed-by: "fabbench-render"
+spec:
+  completionMode: Indexed
+  completions: 2
+  parallelism: 2
+  backoffLimit: 0
+  template:
+    metadata:
+      labels:
+        app.kubernetes.io/name: "fabbench"
+        app.kubernetes.io/instance: "fabbench"
+        app.kubernetes.io/version: "0.1.0"
+        app.kubernetes.io/component: "benchmark"
+        app.kubernetes.io/managed-by: "fabbench-render"
+    spec:
+      subdomain: fabbench
+      restartPolicy: Never
+      volumes:
+        - name: dshm
+          emptyDir:
+            medium: Memory
+            sizeLimit: "1Gi"
+        - name: results
+          emptyDir: {}
+      containers:
+        - name: fabbench
+          image: "fabbench:0.1.0-cuda"
+          imagePullPolicy: IfNotPresent
+          command: ["torchrun"]
+          args:
+            - "--no-python"
+            - "--nnodes=2"
+            - "--nproc-per-node=4"
+            - "--node-rank=$(FABBENCH_NODE_RANK)"
+            - "--master-addr=$(MASTER_ADDR)"
+            - "--master-port=$(MASTER_PORT)"
+            - "fabbench"
+            - "run"
+            - "--fabric"
+            - "infiniband"
+            - "--primitive"
+            - "nccl"
+            - "--device"
+            - "cuda"
+            - "--rdma-device"
+            - "mlx5_0"
+            - "--sizes"
+            - "8:1M"
+            - "--budget"
+            - "0.2"
+            - "--out"
+            - "/results/fabbench-collectives.jsonl"
+          env:
+            - name: FABBENCH_NODE_RANK
+              valueFrom:
+                fieldRef:
+                  fieldPath: "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+            - name: FABBENCH_WORLD_SIZE
+              value: "8"
+            - name: MASTER_ADDR
+              value: "fabbench-0.fabbench"
+            - name: MASTER_PORT
+              value: "29500"
+            - name: FABBENCH_IMAGE_REF
+              value: "fabbench:0.1.0-cuda"
+            - name: NCCL_IB_HCA
+              value: "mlx5_0"
+            - name: NCCL_NET
+              value: "IB"
+          securityContext:
+            allowPrivilegeEscalation: false
+            capabilities:
+              add: ["IPC_LOCK"]
+          resources:
+            limits:
+              nvidia.com/gpu: 4
+              rdma/hca_shared_devices_a: 1
+          volumeMounts:
+            - name: dshm
+              mountPath: /dev/shm
+            - name: results
+              mountPath: "/results"
+
+"""
+
+
+def test_exact_output_infiniband_nccl_on_gpus():
+    """An Indexed Job and its headless Service: torchrun for the pod's four GPUs, the default
+    image in its cuda flavour, told to every rank with the profile's environment."""
+    p = fabbench("render", "k8s", "--nodes", "2", "--gpus-per-node", "4", "--fabric",
+                 "infiniband", "--primitive", "nccl", "--rdma-resource",
+                 "rdma/hca_shared_devices_a", "--rdma-device", "mlx5_0", "--sizes", "8:1M",
+                 timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == INFINIBAND_NCCL_GPUS
 
 
 @pytest.mark.parametrize("path", sorted(chart.FILES))
@@ -71,7 +340,66 @@ def test_dollar_is_escaped_for_kubernetes():
     assert "$$(HOME)" in args
 
 
+def containers(manifests: dict[str, dict]) -> dict[str, dict]:
+    """Every container of the manifests' pods, by name (fabbench; launcher and worker)."""
+    spec = manifests.get("Job", manifests.get("MPIJob"))["spec"]
+    pods = [r["template"]["spec"] for r in spec["mpiReplicaSpecs"].values()] \
+        if "mpiReplicaSpecs" in spec else [spec["template"]["spec"]]
+    return {c["name"]: c for pod in pods for c in pod["containers"]}
+
+
+def env_of(container: dict) -> dict[str, str | None]:
+    return {e["name"]: e.get("value") for e in container.get("env", [])}
+
+
+@pytest.mark.parametrize("primitive,starts", [("gloo", "fabbench"), ("mpi", "launcher")])
+def test_every_rank_is_told_the_image_it_runs(primitive, starts):
+    """--image, as given, is every pod's image and the ranks' FABBENCH_IMAGE_REF: in the Job's
+    pods, and in the MPIJob's launcher, whose mpirun passes it to the ranks on the workers (-x).
+    A run records the reference and the digest it names (sysinfo.inventory)."""
+    p = fabbench("render", "k8s", "--primitive", primitive, "--image", PINNED, timeout=60)
+    assert p.returncode == 0, p.stderr
+    found = containers({d["kind"]: d for d in yaml.safe_load_all(p.stdout) if d})
+    assert {c["image"] for c in found.values()} == {PINNED}
+    env = env_of(found[starts])
+    assert env["FABBENCH_IMAGE_REF"] == PINNED
+    assert image_reference(None, env) == {
+        "ref": PINNED, "ref_source": "FABBENCH_IMAGE_REF (set by whoever started the container)",
+        "digest": DIGEST}
+    if primitive == "mpi":
+        args = found["launcher"]["args"]
+        assert "FABBENCH_IMAGE_REF" in [args[i + 1] for i, a in enumerate(args) if a == "-x"]
+
+
+@pytest.mark.parametrize("args,flavour", [
+    ([], "cpu"), (["--primitive", "mpi"], "cpu"),
+    (["--gpus-per-node", "4"], "cuda"),  # nccl, the default primitive with GPUs
+    (["--gpus-per-node", "2", "--primitive", "mpi"], "cuda")])
+def test_the_default_image_is_the_flavour_the_job_needs(args, flavour):
+    """Without --image: this version's image in its cuda flavour when the job asks for GPUs,
+    else its cpu flavour (the tags .ci/publish.sh pushes), told to the ranks as well."""
+    p = fabbench("render", "k8s", *args, timeout=60)
+    assert p.returncode == 0, p.stderr
+    found = containers({d["kind"]: d for d in yaml.safe_load_all(p.stdout) if d})
+    want = f"fabbench:{__version__}-{flavour}"
+    assert {c["image"] for c in found.values()} == {want}
+    assert {env_of(c).get("FABBENCH_IMAGE_REF") for c in found.values()} - {None} == {want}
+
+
+def test_an_image_the_user_names_is_never_changed():
+    for gpus, bench in ((4, {"primitive": "nccl", "device": "cuda"}), (0, {})):
+        found = containers(job(gpus_per_node=gpus, image="site/fabbench:latest", bench=bench))
+        assert [c["image"] for c in found.values()] == ["site/fabbench:latest"]
+        assert env_of(found["fabbench"])["FABBENCH_IMAGE_REF"] == "site/fabbench:latest"
+
+
+def test_the_chart_app_version_is_the_package_version():
+    """Both default images are named from it: fabbench:<version>-<flavour>."""
+    assert yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"] == __version__
+
+
 @pytest.mark.parametrize("args,message", [
+    (["--image", "a b"], "image reference"),
     (["--name", "UPPER"], "DNS-1123"),
     (["--name", "x" * 53], "DNS-1123"),
     (["--rdma-resource", "rdma/a b"], "resource name"),

@@ -43,6 +43,10 @@ mkdir -p -- "$results_dir"
 results_dir=$(cd -- "$results_dir" && pwd)
 job_id=${SLURM_JOB_ID:?run this script with sbatch}
 
+# The image every rank runs (apptainer passes the environment into the container): each
+# results file names it, and the digest it was pulled by when the reference holds one.
+export FABBENCH_IMAGE_REF=fabbench.sif
+
 # --- benchmark 1 of 1: collectives (omnipath fabric, mpi) ---
 # The environment of fabric profile omnipath (fabbench fabrics lists its file).
 export FI_PROVIDER=psm2
@@ -91,6 +95,10 @@ results_dir=/scratch/fb
 mkdir -p -- "$results_dir"
 results_dir=$(cd -- "$results_dir" && pwd)
 job_id=${SLURM_JOB_ID:?run this script with sbatch}
+
+# The image every rank runs (charliecloud passes the environment into the container): each
+# results file names it, and the digest it was pulled by when the reference holds one.
+export FABBENCH_IMAGE_REF=/scratch/fabbench.sqfs
 
 # --- benchmark 1 of 1: collectives (infiniband fabric, mpi) ---
 # The environment of fabric profile infiniband (fabbench fabrics lists its file).
@@ -173,6 +181,52 @@ def test_pyxis_and_none_runtimes():
                                  benchmarks=(bench(),)))
     assert "apptainer" not in none and "container" not in none
     assert "'/opt/fb venv/bin/fabbench' run" in none
+
+
+DIGEST = "sha256:" + "0123456789abcdef" * 4
+
+
+def step_env(tmp_path, script: str) -> dict[str, str]:
+    """The environment the script's srun step starts with (a stand-in srun records it; srun
+    passes its environment to the ranks, and the runtime into the container)."""
+    (tmp_path / "job.sbatch").write_text(script)
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "srun").write_text('#!/bin/sh\nenv -0 > "$STEP_ENV"\n')
+    (fake / "srun").chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k != "FABBENCH_IMAGE_REF"}
+    env.update(SLURM_JOB_ID="4242", STEP_ENV=str(tmp_path / "env"),
+               PATH=f"{fake}:{os.environ['PATH']}")
+    p = subprocess.run(["bash", str(tmp_path / "job.sbatch")], capture_output=True, env=env,
+                       cwd=tmp_path, timeout=30, check=False)
+    assert p.returncode == 0, p.stderr
+    return dict(v.split("=", 1) for v in (tmp_path / "env").read_text().split("\0") if v)
+
+
+@pytest.mark.parametrize("runtime,image", [
+    ("apptainer", f"docker://registry.example/fabbench@{DIGEST}"),
+    ("charliecloud", "/scratch/fabbench.sqfs"),
+    ("pyxis", f"registry.example#fabbench@{DIGEST}")])
+def test_every_rank_is_told_the_image_it_runs(tmp_path, runtime, image):
+    """`render slurm --runtime R --image REF`: the script exports FABBENCH_IMAGE_REF=REF as
+    given, so the steps' ranks (srun passes the environment; each runtime passes it into the
+    container) record it, with the digest when REF names one (sysinfo.inventory)."""
+    from fabbench.sysinfo.inventory import image_reference
+
+    p = fabbench("render", "slurm", "--nodes", "2", "--fabric", "ethernet", "--primitive",
+                 "mpi", "--runtime", runtime, "--image", image, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert f"export FABBENCH_IMAGE_REF={sh(image)}\n" in p.stdout
+    env = step_env(tmp_path, p.stdout)
+    assert env["FABBENCH_IMAGE_REF"] == image
+    found = image_reference(runtime, env, tmp_path)
+    assert found["ref"] == image and found.get("digest") == (DIGEST if "@" in image else None)
+
+
+def test_no_image_no_reference(tmp_path):
+    script = render_slurm(SlurmJob(benchmarks=(bench(primitive="mpi"),)))
+    assert "FABBENCH_IMAGE_REF" not in script
+    assert "FABBENCH_IMAGE_REF" not in step_env(tmp_path, script)
 
 
 def test_fabric_env_from_profile_and_placeholders():

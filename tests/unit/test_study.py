@@ -293,9 +293,12 @@ def test_whatif_forecast_beside_measurement():
     assert line.endswith("at 100mbit: consistent")
 
 
-def test_mpijob_launcher_place_and_cells(tmp_path):
+def test_mpijob_launcher_place_and_cells(tmp_path, monkeypatch):
     from fabbench.study.host import detect_place
     from fabbench.study.run import command
+
+    # the chart's launcher is told the image; its mpirun passes it to the workers' ranks
+    monkeypatch.setenv("FABBENCH_IMAGE_REF", "registry.example/fabbench:0.1.0-cpu")
 
     hostfile = tmp_path / "hostfile"
     hostfile.write_text("fb-worker-0.fb-worker.bench.svc slots=2\n"
@@ -311,6 +314,9 @@ def test_mpijob_launcher_place_and_cells(tmp_path):
     assert env["MASTER_ADDR"] == place.master_addr
     i = argv.index("MASTER_PORT")
     assert argv[i - 1] == "-x" and argv.index("run") > i
+    i = argv.index("FABBENCH_IMAGE_REF")
+    assert argv[i - 1] == "-x" and argv.index("run") > i
+    assert env["FABBENCH_IMAGE_REF"] == "registry.example/fabbench:0.1.0-cpu"
     assert why_not(s.cell("allreduce-ethernet-gloo-n1"), _host(mpirun=False), place) == \
         "Open MPI's mpirun is not installed"
     empty = tmp_path / "empty"
@@ -319,8 +325,10 @@ def test_mpijob_launcher_place_and_cells(tmp_path):
         detect_place({"OMPI_MCA_orte_default_hostfile": str(empty)})
 
 
-def test_a_launcher_with_its_own_rendezvous_is_skipped_in_an_allocation(tmp_path):
+def test_a_launcher_with_its_own_rendezvous_is_skipped_in_an_allocation(tmp_path, monkeypatch):
     from fabbench.study.run import command
+
+    monkeypatch.delenv("FABBENCH_IMAGE_REF", raising=False)
 
     text = GOOD.replace('  "nccl",\n]', '  "nccl",\n  "horovod",\n]') + \
         '\n[[override]]\nmatch = { primitive = "horovod" }\nhorovod_over = "gloo"\n'

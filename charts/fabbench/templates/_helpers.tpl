@@ -114,12 +114,33 @@ fabbench.render.fabric. */}}
 {{- toJson $out }}
 {{- end }}
 
-{{/* Every variable the ranks get, MCA parameters as OMPI_MCA_*, as a JSON object. */}}
+{{/* The image the pods run: repository@digest when image.digest pins it, else
+repository:tag, the tag by default the chart's appVersion in the flavour the job needs
+(<appVersion>-cuda with GPUs, else <appVersion>-cpu), as fabbench.render.context.default_image
+names it. */}}
+{{- define "fabbench.image" -}}
+{{- $i := .Values.image }}
+{{- if $i.digest }}
+{{- printf "%s@%s" $i.repository $i.digest }}
+{{- else }}
+{{- $flavour := ternary "cuda" "cpu" (gt (int .Values.gpusPerNode) 0) }}
+{{- printf "%s:%s" $i.repository ($i.tag | default (printf "%s-%s" .Chart.AppVersion $flavour)) }}
+{{- end }}
+{{- end }}
+
+{{/* What every rank is told of the image it runs: FABBENCH_IMAGE_REF (its results record the
+reference, and the digest when the reference holds one), as a JSON object. */}}
+{{- define "fabbench.imageEnv" -}}
+{{- dict "FABBENCH_IMAGE_REF" (include "fabbench.image" .) | toJson }}
+{{- end }}
+
+{{/* Every variable the ranks get, MCA parameters as OMPI_MCA_*, and the image's, as a JSON
+object. */}}
 {{- define "fabbench.env" -}}
 {{- $f := include "fabbench.fabric" . | fromJson }}
 {{- $env := deepCopy $f.env }}
 {{- range $k, $v := $f.mca }}{{ $_ := set $env (printf "OMPI_MCA_%s" $k) $v }}{{ end }}
-{{- toJson $env }}
+{{- toJson (merge $env (include "fabbench.imageEnv" . | fromJson)) }}
 {{- end }}
 
 {{/* `fabbench run`'s arguments: per field of the run configuration (files/run-options.yaml,

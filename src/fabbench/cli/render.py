@@ -51,8 +51,9 @@ def slurm(
     runtime: Annotated[str, typer.Option(help="apptainer, charliecloud, pyxis or none (fabbench "
                                               "installed on the nodes).")] = "none",
     image: Annotated[str | None, typer.Option(
-        help="The image: a .sif (apptainer), a directory or .sqfs (charliecloud), a pyxis "
-        "image.")] = None,
+        help="The image: a .sif or docker:// reference (apptainer), a directory or .sqfs "
+        "(charliecloud), a pyxis image. Every rank gets it as FABBENCH_IMAGE_REF, which its "
+        "results record (with the digest, for a reference @sha256:...).")] = None,
     time: Annotated[str | None, typer.Option(help="Time limit (Slurm format).")] = None,
     partition: Annotated[str | None, typer.Option(help="Partition.")] = None,
     account: Annotated[str | None, typer.Option(help="Account.")] = None,
@@ -99,7 +100,10 @@ def slurm(
 def k8s(
     fabric: Fabric = "ethernet", primitive: Primitive = None, wire: Wire = "native",
     gpudirect: GpuDirect = "auto", nodes: Nodes = 2, gpus_per_node: Gpus = 0,
-    image: Annotated[str, typer.Option(help="The fabbench image.")] = "fabbench:latest",
+    image: Annotated[str | None, typer.Option(
+        help="The fabbench image, e.g. REPO@sha256:... Every rank gets it as FABBENCH_IMAGE_REF, "
+        "which its results record. Default: fabbench:<version>-cuda with --gpus-per-node, "
+        "else fabbench:<version>-cpu.")] = None,
     image_pull_policy: Annotated[str, typer.Option(help="Always, IfNotPresent or Never.")] =
     "IfNotPresent",
     namespace: Annotated[str | None, typer.Option(help="Namespace of the objects.")] = None,

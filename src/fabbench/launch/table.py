@@ -365,16 +365,19 @@ def launch_spec(plan: Plan, resolved: Resolved, program: Sequence[str] = RANK_MO
 
 # --- schedulers: the study's launch of one cell inside an allocation -----------------------
 def scheduled(scheduler: str, launcher: str, *, nodes: int, per_node: int,
-              program: Sequence[str], master_addr: str, port: int,
-              hostfile: str | None = None) -> tuple[list[str], dict[str, str]]:
+              program: Sequence[str], master_addr: str, port: int, hostfile: str | None = None,
+              forward: Mapping[str, str] = MappingProxyType({})
+              ) -> tuple[list[str], dict[str, str]]:
     """The launch of ``program`` in a Slurm allocation ("slurm": an srun step) or in an MPI
     operator's launcher pod ("mpijob": mpirun over the workers' hostfile), and the environment
-    it adds (the rendezvous of spawned ranks at ``master_addr``:``port``).
+    it adds (the rendezvous of spawned ranks at ``master_addr``:``port``, then ``forward``:
+    variables every rank gets, which mpirun exports with -x).
 
     Raises UsageError for a launcher a scheduler cannot start (horovodrun)."""
     if not schedulable(launcher):
         raise UsageError(f"{launcher} has its own rendezvous: {scheduler} cannot start it")
     env = {} if launcher == "mpirun" else {"MASTER_ADDR": master_addr, "MASTER_PORT": str(port)}
+    env.update(forward)
     if scheduler == "mpijob":
         if hostfile is None:
             raise UsageError("an MPIJob launch needs the operator's hostfile")

@@ -8,14 +8,31 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from fabbench import __version__
 from fabbench.comm import registry
 from fabbench.config import RunConfig
 from fabbench.errors import UsageError
 from fabbench.launch import table
 from fabbench.render import names
+from fabbench.sysinfo.inventory import IMAGE_REF_ENV
 
 RUNTIMES = tuple(table.RUNTIMES)  # the launcher table's container runtimes
 MAX_BENCHMARKS = 10  # rendezvous ports: ten per job (see slurm.sbatch.j2)
+IMAGE_REPOSITORY = "fabbench"  # the image's name as .ci/publish.sh tags it
+
+
+def default_image(gpus: bool) -> str:
+    """The image a job runs unless told: this version in the flavour the job needs, as
+    .ci/publish.sh tags them: fabbench:<version>-cuda when it asks for GPUs, else
+    fabbench:<version>-cpu. The chart's fabbench.image picks the same tag."""
+    return f"{IMAGE_REPOSITORY}:{__version__}-{'cuda' if gpus else 'cpu'}"
+
+
+def image_ref_env(ref: str | None) -> dict[str, str]:
+    """What every rank of a job is told of the image it runs: FABBENCH_IMAGE_REF, the reference
+    as given, which its results record (sysinfo.inventory: with the digest it was pulled by when
+    the reference holds one); nothing without an image."""
+    return {IMAGE_REF_ENV: ref} if ref else {}
 
 
 def rendered_over(spec: registry.Primitive, over: str | None = None) -> str | None:
@@ -156,6 +173,11 @@ class SlurmJob:
     def rendezvous(self) -> bool:
         return any(b.launch == "rendezvous" for b in self.benchmarks)
 
+    @property
+    def image_env(self) -> dict[str, str]:
+        """The image's variables every rank gets (none with --runtime none)."""
+        return image_ref_env(self.image)
+
 
 @dataclass(frozen=True, kw_only=True)
 class K8sJob:
@@ -170,7 +192,7 @@ class K8sJob:
     rdma_resource: str | None = None  # e.g. rdma/hca_shared_devices_a
     rdma_per_node: int = 1
     host_network: bool = False
-    image: str = "fabbench:latest"
+    image: str | None = None  # None: default_image for the job's GPUs
     image_pull_policy: str = "IfNotPresent"
     fabbench_command: str = "fabbench"
     node_selector: tuple[tuple[str, str], ...] = ()
@@ -192,7 +214,7 @@ class K8sJob:
             names.positive(self.rdma_per_node, "--rdma-per-node", most=64)
         if self.image_pull_policy not in ("Always", "IfNotPresent", "Never"):
             raise UsageError("--image-pull-policy must be Always, IfNotPresent or Never")
-        if not self.image or any(c.isspace() for c in self.image):
+        if self.image is not None and (not self.image or any(c.isspace() for c in self.image)):
             raise UsageError(f"--image must be an image reference, not {self.image!r}")
         for key, value in self.node_selector:
             names.resource_name(key, "--node-selector key")
@@ -215,3 +237,13 @@ class K8sJob:
     @property
     def ranks(self) -> int:
         return self.nodes * self.ranks_per_node
+
+    @property
+    def image_ref(self) -> str:
+        """The image the pods run: the one given, else default_image for the job's GPUs."""
+        return self.image or default_image(self.gpus_per_node > 0)
+
+    @property
+    def image_env(self) -> dict[str, str]:
+        """The image's variables every rank gets."""
+        return image_ref_env(self.image_ref)

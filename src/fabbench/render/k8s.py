@@ -27,7 +27,7 @@ def render_k8s(job: K8sJob) -> str:
         resources[job.gpu_resource] = job.gpus_per_node
     if job.rdma_resource:
         resources[job.rdma_resource] = job.rdma_per_node
-    env = dict(sorted(fab.env.items()))
+    env = dict(sorted({**fab.env, **job.image_env}.items()))  # every rank's: the chart's too
     context = {"job": job, "bench": bench, "fabric": fab, "env": env,
                "resources": resources, "labels": labels(job),
                "selector": {k: v for k, v in labels(job).items()
@@ -49,12 +49,14 @@ def _fabric(job: K8sJob) -> FabricEnv:
 def pod_argv(job: K8sJob, fab: FabricEnv | None = None) -> list[str]:
     """The command line of the pod that starts the ranks (launch.table.pod_launch: an MPIJob's
     launcher, an Indexed Job's pods) in Kubernetes' syntax: literal words escaped ($ as $$),
-    the table's $(VAR) references kept. The chart's fabbench.podLaunch writes the same."""
+    the table's $(VAR) references kept; mpirun passes the ranks the fabric's variables and the
+    image's. The chart's fabbench.podLaunch writes the same."""
     bench = job.benchmark
     fab = fab or _fabric(job)
     out = f"{job.results_path.rstrip('/')}/{job.name}-{bench.label}.jsonl"
     argv = table.pod_launch(bench.launch, nodes=job.nodes, per_node=job.ranks_per_node,
                             program=[job.fabbench_command, *bench.run_args(), "--out", out],
                             mca=fab.mca,
-                            exports=[k for k in fab.env if not k.startswith("OMPI_MCA_")])
+                            exports=[*(k for k in fab.env if not k.startswith("OMPI_MCA_")),
+                                     *job.image_env])
     return [w if isinstance(w, table.Shell) else k8s_arg(w) for w in argv]

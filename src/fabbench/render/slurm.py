@@ -1,7 +1,9 @@
 """An sbatch script for a SlurmJob: the fabric profile's environment exported, one srun per
 benchmark (launch.table: `srun --mpi=pmix` for MPI and Horovod; a TCP rendezvous at the
 allocation's first node, at the table's port, for Gloo and NCCL), in a container (the table's
-runtimes: Apptainer, Charliecloud, Pyxis) or with fabbench installed on the nodes."""
+runtimes: Apptainer, Charliecloud, Pyxis) or with fabbench installed on the nodes. In a
+container every rank is told the image's reference (FABBENCH_IMAGE_REF), exported by the script:
+srun passes its environment to the steps, and each runtime into the container."""
 
 from __future__ import annotations
 
@@ -42,4 +44,5 @@ def _step(job: SlurmJob, index: int) -> dict:
 def render_slurm(job: SlurmJob) -> str:
     steps = [_step(job, i) for i in range(len(job.benchmarks))]
     return render("slurm.sbatch.j2", job=job, steps=steps, version=__version__,
+                  image_env=job.image_env,
                   port_base=table.rendezvous_port_shell("job_id"))

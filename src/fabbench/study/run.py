@@ -35,6 +35,7 @@ from fabbench.procs import stop_groups
 from fabbench.study import manifest
 from fabbench.study.host import Host, Place, detect_place, launcher_of, why_not
 from fabbench.study.spec import Cell, Study
+from fabbench.sysinfo.inventory import IMAGE_REF_ENV
 
 STOP_GRACE_S = 15.0  # after SIGINT, the cell's launcher stops its ranks; then SIGKILL
 
@@ -79,7 +80,9 @@ def command(cell: Cell, out: Path, place: Place, index: int) -> tuple[list[str],
     """The launch of one cell and the environment it adds: `fabbench run` starting its own
     ranks here (or `fabbench emulate ... -- run` on emulated nodes), or, in an allocation, the
     ranks started by the scheduler as launch.table says. Empty when the scheduler cannot start
-    the cell's launcher (why_not skips such a cell, saying so)."""
+    the cell's launcher (why_not skips such a cell, saying so). The image reference this
+    process was told (FABBENCH_IMAGE_REF) goes on to every rank: an MPIJob's workers get only
+    what mpirun exports."""
     fabbench = [sys.executable, "-m", "fabbench"]
     run = ["run", *cell.run_args(), "--out", str(out)]
     site = emulated_site()  # `fabbench emulate ... -- study run`: the site's links, its image
@@ -98,7 +101,8 @@ def command(cell: Cell, out: Path, place: Place, index: int) -> tuple[list[str],
     return table.scheduled(
         place.scheduler, launcher, nodes=cell.nodes, per_node=cell.ranks_per_node,
         program=[*fabbench, *run], master_addr=place.master_addr or socket.gethostname(),
-        port=table.rendezvous_port(int(place.job_id or 0), index), hostfile=place.hostfile)
+        port=table.rendezvous_port(int(place.job_id or 0), index), hostfile=place.hostfile,
+        forward={k: os.environ[k] for k in (IMAGE_REF_ENV,) if os.environ.get(k)})
 
 
 def _error_of(log: Path, code: int) -> str:
