@@ -1,7 +1,8 @@
 """`fabbench doctor`: preflight checks for one fabric, each with a verdict and the fix to apply.
 
 Checks (in order): devices and ports for the fabric; /dev nodes the verbs/PSM2 libraries open;
-GPUDirect RDMA; memlock; /dev/shm; the interface the TCP traffic and rendezvous use has an
+the GPU (visible, and usable by this torch; where none is, why: the container runtime's flag, the
+driver); GPUDirect RDMA; memlock; /dev/shm; the interface the TCP traffic and rendezvous use has an
 address; the fabric's libraries and providers (ompi_info, ucx_info, fi_info, each with a
 timeout); the launcher (world size > 1, not N copies of rank 0); a 2-rank smoke test through
 `fabbench run` that the transport the profile asks for is the one the library selected.
@@ -37,8 +38,8 @@ from fabbench.fabrics.profile import Profile, Settings, load_profile
 from fabbench.launch.discover import discover
 from fabbench.results.reader import read_results
 from fabbench.results.records import Collective, Run, Summary
-from fabbench.sysinfo.gpus import gpu_count, gpus_visible
-from fabbench.sysinfo.inventory import container_runtime
+from fabbench.sysinfo.gpus import GpuState, gpu_count, gpus_visible, probe
+from fabbench.sysinfo.inventory import build_manifest, container_runtime
 from fabbench.sysinfo.sysfs import (
     default_route_interface,
     gpudirect_rdma,
@@ -188,6 +189,72 @@ def _dev_nodes(root: str, pattern: str, shown: str, fix: str) -> Check:
         return Check("device files", PASS, f"{shown}: {', '.join(found)}")
     return Check("device files", FAIL, f"no {shown}: the user-space library cannot open the "
                  "device", fix)
+
+
+GPU_RUNTIME_FIX = ("run with --nv (Apptainer), --device nvidia.com/gpu=all or --gpus all "
+                   "(podman/docker), or the NVIDIA device plugin and a nvidia.com/gpu limit "
+                   "(Kubernetes)")
+CUDA_TORCH_FIX = ("use fabbench's cuda image, or install a CUDA build of torch "
+                  "(pip install torch --index-url https://download.pytorch.org/whl/cu130)")
+
+
+def image_flavor() -> str | None:
+    """The flavour of the fabbench image this runs in (cpu, cuda), None outside one."""
+    return ((build_manifest() or {}).get("image") or {}).get("flavor")
+
+
+def check_gpu(state: GpuState, flavor: str | None, primitive: str) -> Check:
+    """GPUs visible and usable by this torch; where none is, what lacks and why. A failure
+    only where the primitive moves GPU buffers only (nccl); a warning where the image or torch
+    is made for GPUs (CPU ranks still run); else no check of this host (skip)."""
+    needs = registry.get(primitive).gpu_only
+    torch = state.torch
+    cpu_torch = torch is not None and torch.cuda is None
+    if state.visible:
+        shown = (f"{state.devices} GPU{'s' if state.devices > 1 else ''} visible"
+                 if state.devices else f"{state.torch_devices} GPU(s) visible to torch "
+                 "(no /dev/nvidiaN)")
+        if torch is None or cpu_torch:
+            lacks = "torch does not import" if torch is None else \
+                f"torch {torch.version} is a CPU build"
+            return Check("GPU", FAIL if needs else WARN, f"{shown}, but {lacks}: the ranks "
+                         "cannot use them", CUDA_TORCH_FIX)
+        return Check("GPU", PASS, f"{shown}; torch {torch.version} (CUDA {torch.cuda})")
+    if flavor != "cuda" and not needs and (torch is None or cpu_torch):
+        return Check("GPU", SKIP, f"no GPU visible {state.where}"
+                     + (f" (torch {torch.version} is a CPU build)" if cpu_torch else "")
+                     + ": the ranks use CPU buffers")
+    lacks, fix = _no_gpu(state)
+    if cpu_torch:
+        lacks, fix = f"{lacks}; torch {torch.version} is a CPU build", f"{fix}; " \
+            f"{CUDA_TORCH_FIX}"
+    if flavor == "cuda" or not cpu_torch and torch is not None:
+        what = "cuda image" if flavor == "cuda" else f"CUDA build of torch ({torch.version})"
+        return Check("GPU", FAIL if needs else WARN, f"{what}, no GPU visible: {lacks}", fix)
+    return Check("GPU", FAIL, f"{primitive} moves GPU buffers only, and no GPU is visible: "
+                 f"{lacks}", fix)
+
+
+def _no_gpu(state: GpuState) -> tuple[str, str]:
+    """Why no GPU is visible (the CUDA_VISIBLE_DEVICES, the driver, the devices, in or out of a
+    container), and the fix."""
+    if state.hidden_by is not None:
+        return (f"CUDA_VISIBLE_DEVICES={state.hidden_by!r} hides the {state.present} "
+                f"GPU{'s' if state.present > 1 else ''} of {state.place}",
+                "unset CUDA_VISIBLE_DEVICES, or list the GPUs to use in it")
+    if state.container and not state.driver:
+        return ("the host's NVIDIA driver (libcuda.so.1) is not in this container",
+                GPU_RUNTIME_FIX)
+    if state.container:
+        return ("the NVIDIA driver (libcuda.so.1) is in this container but no GPU device "
+                "(/dev/nvidiaN) is", f"the runtime bound the driver, not the devices: "
+                f"{GPU_RUNTIME_FIX}")
+    if not state.driver:
+        return ("this host has no NVIDIA driver (libcuda.so.1 does not load) and no "
+                "/dev/nvidiaN device", "run on a GPU node (with the NVIDIA driver installed)")
+    return ("the NVIDIA driver (libcuda.so.1) loads but this host has no /dev/nvidiaN device",
+            "check the driver's kernel module (nvidia-smi says what fails), or run on a GPU "
+            "node")
 
 
 def check_gpudirect(root: str = "/", gpus: bool = False) -> Check:
@@ -534,6 +601,7 @@ def doctor(o: DoctorOptions, *, run: Runner = run_tool, env: Mapping[str, str] |
     if o.wire != "native" and o.wire not in profile.wires:
         raise UsageError(f"fabric {profile.name!r} has no --wire {o.wire}")
     report.checks += check_devices(profile, o.wire, o.root, o.rdma_device)
+    report.checks.append(check_gpu(probe(env, o.root), image_flavor(), primitive))
     report.checks.append(check_gpudirect(o.root, gpus))
     report.checks.append(check_memlock(profile.native(o.wire)))
     report.checks.append(check_shm(profile.single_host))

@@ -27,7 +27,7 @@ from fabbench.results.claim import claim
 from fabbench.results.reader import read_results, salvage
 from fabbench.results.records import Collective, Run, Summary, Train
 from fabbench.results.writer import ResultWriter
-from fabbench.sysinfo.gpus import gpus_visible
+from fabbench.sysinfo.gpus import gpus_visible, require_gpu
 from fabbench.workloads import names as workload_names
 from fabbench.workloads.collectives import point_key
 
@@ -133,6 +133,7 @@ def run(c: RunConfig, argv: tuple[str, ...] = ()) -> Outcome:
     _refuse_cuda_unaware_mpi(plan)
     if me is not None:
         return Outcome(run_rank(plan, state, me), plan, launched=False)
+    _refuse_without_gpu(plan)
     resolved = resolve(plan)  # refuses missing hardware before anything starts
     held = claim(plan.out)  # one run per results file; held until the ranks are done
     try:
@@ -204,6 +205,16 @@ def _refuse_cuda_unaware_mpi(plan: Plan) -> None:
             raise UsageError(answer.refusal())
 
 
+def _refuse_without_gpu(plan: Plan) -> None:
+    """A run on GPU buffers where this process sees no GPU: refused in one line before any rank
+    starts, saying why (sysinfo.gpus: a container started without the NVIDIA runtime, a CPU
+    build of torch, no driver). A rank of a launched job does not ask here: its communicator
+    does, after its library's own checks (an MPI that is not CUDA-aware says so first)."""
+    if plan.device == "cuda":
+        require_gpu(f"--primitive {plan.primitive}" if registry.get(plan.primitive).gpu_only
+                    else "--device cuda")
+
+
 def _close_unfinished(plan: Plan, code: int, seen: str) -> None:
     """A run whose rank 0 died wrote no summary: say so in the file, keep everything else.
     A last line cut short by the kill is no record: it is cut off, with a warning."""
@@ -268,6 +279,7 @@ def resume(path: str, argv: tuple[str, ...]) -> Outcome:
     plan = dataclasses.replace(plan, out=str(file), argv=argv)
     state = RunState(picked=tuple(runs[-1].picked or ()), skip=done, resumed=True,
                      claimed=True)
+    _refuse_without_gpu(plan)
     held = claim(file, append=True)
     try:
         code, error = _launch(plan, state, resolve(plan))

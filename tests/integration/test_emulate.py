@@ -122,7 +122,8 @@ def test_horovod_over_gloo_across_nodes(tmp_path):
 def test_bad_input_and_a_failed_command_leave_nothing(tmp_path):
     p = _emulate("--nodes", "2", "--link", "1gbit", "--", "run", "--primitive", "nccl",
                  "--out", str(tmp_path / "x.jsonl"), timeout=120)
-    assert p.returncode == 1 and "nccl" in p.stderr  # no GPU: the ranks fail
+    # no GPU visible: refused in one line before any rank starts (runner._refuse_without_gpu)
+    assert p.returncode == 2 and "--primitive nccl needs a GPU; no GPU visible" in p.stderr
     p = _emulate("--nodes", "2", "--link", "1gbit", "--", "run", "--primitive", "gloo",
                  "--ranks", "3", timeout=120)
     assert p.returncode == 2 and "more than the emulated cluster's 2 nodes" in p.stderr
