@@ -2,11 +2,13 @@
 #   cpu   Debian bookworm; the fabric stack (Open MPI, UCX, libfabric, PSM2) from Debian;
 #         Python wheels from the context's wheels/ folder when there (builds here, offline from
 #         Docker Hub and GitHub: .ci/image-build.sh)
-#   cuda  the same Debian base; CUDA's runtime and headers from PyPI's nvidia-* wheels
-#         (containers/cuda-toolkit.sh), UCX and Open MPI built --with-cuda from Debian's
-#         checksummed source tarballs, NCCL from its PyPI wheel; the host's driver gives
-#         libcuda.so.1 at run time (builds here: .ci/image-build.sh with FLAVOR=cuda, make
-#         image-cuda; no GPU is needed to build, only to run)
+#   cuda  the same Debian base; CUDA 13.0's runtime, headers and nvcc from PyPI's nvidia-*
+#         wheels (containers/cuda-toolkit.sh), UCX and Open MPI built --with-cuda from Debian's
+#         checksummed source tarballs; torch's CUDA build with the NCCL and CUDA libraries it
+#         requires (containers/torch-cuda.lock), Horovod with NCCL operations (its kernels
+#         compiled by that nvcc); the host's driver gives libcuda.so.1 at run time (builds here:
+#         .ci/image-build.sh with FLAVOR=cuda, make image-cuda; no GPU is needed to build, only
+#         to run)
 # Every version is pinned in containers/versions.env; each component has its own script in
 # containers/; the stages below only compose them and copy what the runtime needs.
 #
@@ -36,7 +38,7 @@ COPY containers/ucx.sh containers/openmpi.sh /opt/fabbench/containers/
 RUN /opt/fabbench/containers/ucx.sh \
     && /opt/fabbench/containers/openmpi.sh \
     && rm -rf /tmp/fabbench-src
-ENV PATH=/opt/fabric/bin:${PATH} LD_LIBRARY_PATH=/opt/fabric/lib:/usr/local/cuda/lib64
+ENV PATH=/opt/fabric/bin:/usr/local/cuda/bin:${PATH} LD_LIBRARY_PATH=/opt/fabric/lib:/usr/local/cuda/lib64
 
 # ---- the Python stack, on the flavour's build stage -----------------------------------------
 # torch, mpi4py against the image's MPI, Horovod (containers/horovod.sh), then fabbench in its
@@ -44,7 +46,7 @@ ENV PATH=/opt/fabric/bin:${PATH} LD_LIBRARY_PATH=/opt/fabric/lib:/usr/local/cuda
 FROM ${FLAVOR}-build AS python-build
 ARG FLAVOR
 COPY containers/versions.env containers/lib.sh containers/python-stack.sh containers/horovod.sh \
-     /opt/fabbench/containers/
+     containers/torch-cuda.lock /opt/fabbench/containers/
 COPY wheels/ /tmp/wheels/
 COPY requirements.txt /opt/fabbench/build/requirements.txt
 RUN FLAVOR=${FLAVOR} /opt/fabbench/containers/python-stack.sh deps /opt/fabbench/build/requirements.txt \
@@ -63,7 +65,7 @@ RUN /opt/fabbench/containers/distro-fabric.sh cpu-runtime
 FROM ${DEBIAN_IMAGE} AS cuda-runtime
 COPY containers/versions.env containers/lib.sh containers/distro-fabric.sh /opt/fabbench/containers/
 RUN /opt/fabbench/containers/distro-fabric.sh cuda-runtime
-COPY --from=cuda-build /usr/local/cuda/lib64/libcudart.so.12 /usr/local/cuda/lib64/
+COPY --from=cuda-build /usr/local/cuda/lib64/libcudart.so.13 /usr/local/cuda/lib64/
 COPY --from=cuda-build /usr/local/cuda/version.json /usr/local/cuda/
 COPY --from=cuda-build /opt/fabric /opt/fabric
 ENV PREFIX=/opt/fabric CUDA_HOME=/usr/local/cuda PATH=/opt/fabric/bin:${PATH} \

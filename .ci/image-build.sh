@@ -30,12 +30,19 @@ case $FLAVOR in cpu|cuda) ;; *) die "FLAVOR must be cpu or cuda, not $FLAVOR" ;;
 # Horovod: the wheel `make setup` built ($cache/wheels, .ci/setup.sh -> containers/horovod.sh),
 # or one named in IMAGE_WHEELS, goes into the context only when its record (WHEEL.abi) names what
 # the image installs and this script can know before building: the pinned Horovod, this machine's
-# python3 (the one that fetches the image's torch wheel below), the CPU build of the pinned torch,
+# python3 (the one that fetches the image's torch wheel below), the image's torch (below),
 # Open MPI $OPENMPI_VERSION (bookworm's, containers/distro-fabric.sh; the cuda flavour builds the
-# same version) and no GPU operations. Inside the build horovod.sh compares every field with the
+# same version) and the image's GPU operations. Inside the build horovod.sh compares every field with the
 # image's own environment (glibc too) and builds from the sdist if one differs. A reused wheel is
 # part of the image's identity (its sha256 joins the hash below); without one the identity is
 # that of the inputs alone, as the recipe then builds Horovod itself.
+# What the image's torch and Horovod are: the cpu flavour's torch is the CPU wheel, the cuda
+# flavour's the CUDA build of containers/torch-cuda.lock, with Horovod's NCCL operations.
+case $FLAVOR in
+  cpu) image_torch=("torch=$TORCH_VERSION+cpu" "gpu_operations=none") ;;
+  cuda) image_torch=("torch=$TORCH_VERSION+cu$(echo "$CUDA_VERSION" | cut -d. -f1-2 | tr -d .)"
+        "gpu_operations=NCCL") ;;
+esac
 horovod_wheel="" horovod_note="" extra_wheels=()
 for w in ${IMAGE_WHEELS:-}; do
   case ${w##*/} in horovod-*) horovod_wheel=$w ;; *) extra_wheels+=("$w") ;; esac
@@ -52,7 +59,7 @@ elif ! horovod_note=$("$root/containers/horovod.sh" --check "$horovod_wheel" \
     "horovod=$HOROVOD_VERSION" \
     "python=$(timeout 60 python3 -c 'import platform, sys
 print("cp%d%d-%s" % (*sys.version_info[:2], platform.machine()))')" \
-    "torch=$TORCH_VERSION+cpu" "mpi=Open MPI $OPENMPI_VERSION" "gpu_operations=none"); then
+    "${image_torch[@]}" "mpi=Open MPI $OPENMPI_VERSION"); then
   horovod_note="not using $horovod_wheel: $horovod_note"
   horovod_wheel=""
 fi
@@ -92,7 +99,11 @@ for item in "${inputs[@]}"; do
   cp -a "$root/$item" "$ctx/$item"
 done
 find "$ctx/src" -name '__pycache__' -type d -prune -exec rm -rf {} +
-if ! ls "$ctx"/wheels/torch-"$TORCH_VERSION"*.whl >/dev/null 2>&1; then
+if [ "$FLAVOR" = cuda ]; then
+  # the cuda flavour installs torch's CUDA build from its lock, inside the build; no torch wheel
+  # in the context (a CPU wheel there must never be found)
+  rm -f "$ctx"/wheels/torch-*.whl
+elif ! ls "$ctx"/wheels/torch-"$TORCH_VERSION"*.whl >/dev/null 2>&1; then
   log "torch $TORCH_VERSION (CPU) into the context's wheels/"
   timeout 1800 python3 -m pip download -q --no-deps -d "$ctx/wheels" "torch==$TORCH_VERSION" \
     || die "could not get the torch $TORCH_VERSION wheel"

@@ -14,8 +14,9 @@
 #   WHEEL_DIR       where the wheel goes (default: $FABBENCH_CACHE/wheels,
 #                   FABBENCH_CACHE defaulting to ~/.cache/fabbench)
 #   HOROVOD_GPU_OPERATIONS, HOROVOD_NCCL_HOME, HOROVOD_CUDA_HOME, ...  passed through to the
-#                   build. If HOROVOD_GPU_OPERATIONS is unset and torch is a CUDA build, nvcc is
-#                   found and nccl.h is found, it is set to NCCL; on CPU it stays unset.
+#                   build. With a CUDA build of torch: NCCL (required) builds Horovod's NCCL
+#                   operations or fails; unset, they are built when nvcc and NCCL are found;
+#                   none builds without. With a CPU torch there are none. (See "GPU operations".)
 #   HOROVOD_BUILD_TIMEOUT  seconds allowed for the compilation (default: 3600)
 #
 # Idempotent: if WHEEL_DIR already has a wheel whose record (WHEEL.abi, written beside each wheel
@@ -82,22 +83,50 @@ mpi=$(mpicxx --showme:version 2>/dev/null | sed -n '1s/^[^:]*: \(.*\) (Language:
 log "target: $py_exe ($pytag, $machine, $libc), torch $torch_version, CUDA $torch_cuda, MPI $mpi"
 
 # ---- GPU operations ---------------------------------------------------------------------------
-if [ -z "${HOROVOD_GPU_OPERATIONS:-}" ] && [ "$torch_cuda" != none ]; then
+# With a CUDA build of torch, Horovod's GPU operations are NCCL's: its CUDA kernels compiled by
+# nvcc ($HOROVOD_CUDA_HOME, $CUDA_HOME or /usr/local/cuda) for CUDA_ARCHS (versions.env, unless
+# HOROVOD_BUILD_CUDA_CC_LIST says otherwise), linked to the NCCL torch loads (the nvidia-nccl
+# wheel in the target environment, unless HOROVOD_NCCL_HOME/INCLUDE/LIB name another) and found
+# at run time through a run path to it and to torch's libraries. HOROVOD_GPU_OPERATIONS=NCCL
+# makes this a requirement (the cuda image: no nvcc or nccl.h is an error); unset, it is done when
+# both are found and said when not; none builds without GPU operations.
+if [ "$torch_cuda" != none ] && [ "${HOROVOD_GPU_OPERATIONS:-}" != none ]; then
   cuda_home=${HOROVOD_CUDA_HOME:-${CUDA_HOME:-/usr/local/cuda}}
-  nvcc=$(command -v nvcc || true)
-  [ -n "$nvcc" ] || { [ -x "$cuda_home/bin/nvcc" ] && nvcc=$cuda_home/bin/nvcc; } || true
-  nccl_h=""
+  nvcc=""
+  [ -x "$cuda_home/bin/nvcc" ] && nvcc=$cuda_home/bin/nvcc
+  site=$(timeout 120 "$PYTHON" -c 'import sysconfig; print(sysconfig.get_paths()["platlib"])')
+  nccl_inc="" nccl_lib=""
   for d in "${HOROVOD_NCCL_INCLUDE:-}" "${HOROVOD_NCCL_HOME:+$HOROVOD_NCCL_HOME/include}" \
-           "$cuda_home/include" /usr/include /usr/local/include; do
-    [ -n "$d" ] && [ -f "$d/nccl.h" ] && { nccl_h=$d/nccl.h; break; }
+           "$site/nvidia/nccl/include" "$cuda_home/include" /usr/include; do
+    [ -n "$d" ] && [ -f "$d/nccl.h" ] && { nccl_inc=$d; break; }
   done
-  if [ -n "$nvcc" ] && [ -n "$nccl_h" ]; then
-    export HOROVOD_GPU_OPERATIONS=NCCL
-    log "CUDA build: nvcc $nvcc, $nccl_h; HOROVOD_GPU_OPERATIONS=NCCL"
+  for d in "${HOROVOD_NCCL_LIB:-}" "${HOROVOD_NCCL_HOME:+$HOROVOD_NCCL_HOME/lib}" \
+           "$site/nvidia/nccl/lib" "$cuda_home/lib64" /usr/lib/x86_64-linux-gnu; do
+    [ -n "$d" ] && [ -f "$d/libnccl.so.2" ] && { nccl_lib=$d; break; }
+  done
+  if [ -n "$nvcc" ] && [ -n "$nccl_inc" ] && [ -n "$nccl_lib" ]; then
+    # NCCL's wheel has libnccl.so.2 only: the linker's -lnccl needs a libnccl.so beside it (in
+    # its own folder, not a temporary one: the build keeps its link folders as the library's
+    # run path, and a run path into /tmp would let anyone there plant a library)
+    [ -e "$nccl_lib/libnccl.so" ] || ln -s libnccl.so.2 "$nccl_lib/libnccl.so"
+    export HOROVOD_GPU_OPERATIONS=NCCL HOROVOD_CUDA_HOME=$cuda_home HOROVOD_NCCL_LINK=SHARED \
+      HOROVOD_NCCL_INCLUDE=$nccl_inc HOROVOD_NCCL_LIB=$nccl_lib
+    export HOROVOD_BUILD_CUDA_CC_LIST=${HOROVOD_BUILD_CUDA_CC_LIST:-${CUDA_ARCHS:?versions.env has no CUDA_ARCHS}}
+    export LDFLAGS="${LDFLAGS:+$LDFLAGS }-Wl,-rpath,$nccl_lib:$site/torch/lib"
+    export PATH=$cuda_home/bin:$PATH
+    log "CUDA build: nvcc $nvcc ($("$nvcc" --version | sed -n 's/.*release \([0-9.]*\),.*/\1/p'))," \
+        "NCCL $nccl_inc/nccl.h and $nccl_lib/libnccl.so.2, compute capabilities" \
+        "$HOROVOD_BUILD_CUDA_CC_LIST; HOROVOD_GPU_OPERATIONS=NCCL"
+  elif [ "${HOROVOD_GPU_OPERATIONS:-}" = NCCL ]; then
+    die "HOROVOD_GPU_OPERATIONS=NCCL, but nvcc (${nvcc:-not in $cuda_home/bin}), nccl.h" \
+        "(${nccl_inc:-not found}) or libnccl.so.2 (${nccl_lib:-not found}) is missing"
   else
-    log "WARNING: torch is a CUDA build but nvcc (${nvcc:-missing}) or nccl.h (${nccl_h:-missing})" \
-        "was not found: building without NCCL (set HOROVOD_NCCL_HOME / HOROVOD_CUDA_HOME)"
+    log "WARNING: torch is a CUDA build but nvcc (${nvcc:-missing}), nccl.h (${nccl_inc:-missing})" \
+        "or libnccl.so.2 (${nccl_lib:-missing}) was not found: building without NCCL" \
+        "(set HOROVOD_CUDA_HOME, HOROVOD_NCCL_HOME)"
   fi
+elif [ "${HOROVOD_GPU_OPERATIONS:-}" = none ]; then
+  unset HOROVOD_GPU_OPERATIONS
 fi
 
 # ---- What a wheel is compatible with ----------------------------------------------------------
@@ -149,7 +178,7 @@ if ! timeout 120 "$PYTHON" -c 'import setuptools, wheel, packaging' >/dev/null 2
   log "installing the build requirements setuptools, wheel, packaging into the target environment"
   timeout 600 "$PYTHON" -m pip install --disable-pip-version-check -q setuptools wheel packaging
 fi
-env | grep -E '^HOROVOD_(GPU|NCCL|CUDA)' | sed 's/^/[horovod] passing through /' || true
+env | grep -E '^(HOROVOD_(GPU|NCCL|CUDA|BUILD_CUDA)|LDFLAGS=)' | sed 's/^/[horovod] passing through /' || true
 
 # ---- The sdist, checked against its pinned sha256 ---------------------------------------------
 sdist_dir=$cache/sdist
@@ -180,7 +209,7 @@ tar -xzf "$sdist" -C "$build_root"
 src=$build_root/horovod-$HOROVOD_VERSION
 [ -f "$src/setup.py" ] || die "unexpected sdist layout: no $src/setup.py"
 
-log "patching CMake files: C++17 torch extension and C++17 gloo copy for torch >= 2.1"
+log "patching: C++17 torch extension and C++17 gloo copy for torch >= 2.1; libcuda.so.1"
 timeout 60 "$PYTHON" - "$src" <<'PY'
 import pathlib
 import sys
@@ -261,6 +290,18 @@ endif()
 # Gloo for c++17 TF
 """)
 
+# 4. The driver library's one name that every driver installation and container runtime gives
+#    is its soname, libcuda.so.1 (nvidia-container-toolkit and apptainer --nv bind that; the
+#    unversioned libcuda.so is a development link). Horovod's torch extension opens libcuda.so
+#    the first time a GPU tensor passes through it: open libcuda.so.1, else libcuda.so.
+patch("horovod/torch/cuda_util.cc",
+      """  cudalib = dlopen("libcuda.so", RTLD_LAZY);
+""",
+      """  cudalib = dlopen("libcuda.so.1", RTLD_LAZY);  // fabbench patch: the driver's soname first
+  if (!cudalib)
+    cudalib = dlopen("libcuda.so", RTLD_LAZY);
+""")
+
 # The gloo copy relies on these two strings of gloo's own CMake files.
 for rel, needle in (("third_party/gloo/gloo/CMakeLists.txt", "add_library(gloo "),
                     ("third_party/gloo/CMakeLists.txt", "-std=c++11")):
@@ -288,6 +329,12 @@ for marker in "fabbench patch: PyTorch .* extension compiled as C++17" \
               "fabbench patch: gloo copy pytorch17_gloo compiled as C++17"; do
   grep -q "$marker" "$build_log" || die "the build did not pick up the C++17 patch (see $build_log)"
 done
+if [ "$gpu_operations" = NCCL ]; then
+  grep -q "Found NCCL (include: " "$build_log" \
+    || die "HOROVOD_GPU_OPERATIONS=NCCL, but the build found no NCCL (see $build_log)"
+  grep -q "cuda_kernels.cu" "$build_log" \
+    || die "HOROVOD_GPU_OPERATIONS=NCCL, but no CUDA kernel was compiled (see $build_log)"
+fi
 
 built=("$out"/horovod-"$HOROVOD_VERSION"-*.whl)
 [ -f "${built[0]}" ] || die "pip wheel produced no horovod-$HOROVOD_VERSION wheel"

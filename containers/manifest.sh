@@ -86,7 +86,7 @@ if flavor == "cuda":
         cuda = json.load(f)
     components["cuda"] = {"version": cuda["cuda"], "source": "pypi", "wheels": cuda["wheels"],
                           "driver": "the host's (libcuda.so.1 is not in the image)"}
-    nccl = dist("nvidia-nccl-cu12")
+    nccl = dist(env["NCCL_WHEEL"].split("==")[0])
     components["nccl"] = {"version": nccl, "pinned": env.get("NCCL_VERSION"), "source": "pypi",
                           "wheel": env.get("NCCL_WHEEL")}
     if nccl != env.get("NCCL_VERSION"):
@@ -103,6 +103,29 @@ for name, pin in (("torch", "TORCH"), ("mpi4py", "MPI4PY"), ("horovod", "HOROVOD
     components[name] = {"version": installed, "pinned": pinned, "source": "pypi"}
     if installed is None or installed.split("+")[0] != pinned:
         errors.append(f"{name}: installed {installed}, pinned {pinned}")
+# What torch and Horovod were built for, as they say it themselves: the cuda flavour's torch is a
+# CUDA build of the flavour's CUDA minor loading the pinned NCCL, and its Horovod has NCCL
+# operations; the cpu flavour's are CPU builds.
+import horovod.torch as hvd  # noqa: E402  (imports torch)
+import torch  # noqa: E402
+
+torch_cuda = torch.version.cuda
+components["torch"]["cuda"] = torch_cuda
+components["horovod"]["operations"] = [op for op, built in (
+    ("mpi", hvd.mpi_built()), ("gloo", hvd.gloo_built()), ("nccl", hvd.nccl_built())) if built]
+if flavor == "cuda":
+    want = ".".join(env["CUDA_VERSION"].split(".")[:2])
+    if torch_cuda != want:
+        errors.append(f"torch: a build for CUDA {torch_cuda} (None: the CPU wheel), not CUDA {want}")
+    else:
+        loaded = ".".join(map(str, torch.cuda.nccl.version()))
+        components["torch"]["nccl"] = loaded
+        if loaded != env.get("NCCL_VERSION"):
+            errors.append(f"torch: loads NCCL {loaded}, pinned {env.get('NCCL_VERSION')}")
+    if "nccl" not in components["horovod"]["operations"]:
+        errors.append("horovod: built without NCCL operations")
+elif torch_cuda is not None:
+    errors.append(f"torch: a CUDA {torch_cuda} build in the cpu flavour")
 components["iperf3"] = {"version": debs.get("iperf3") or None, "source": "debian",
                         "package": f"iperf3={debs.get('iperf3') or '?'}"}  # the Ethernet ceiling
 if not debs.get("iperf3"):

@@ -31,36 +31,53 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 PIP_DEFAULT_TIMEOUT=${
 pip() { timeout 1800 "$py" -m pip "$@"; }
 mkdir -p "$WHEELS"
 
+# torch_cuda: torch's CUDA build and every wheel it requires, from containers/torch-cuda.lock with
+# their sha256 (never a local CPU wheel: no --find-links, and the hashes would refuse it), then
+# checked: torch's CUDA is the flavour's, the NCCL it loads is the pinned one.
+torch_cuda() {
+  local lock=$containers_dir/torch-cuda.lock want_cuda have
+  [ -f "$lock" ] || die "no $lock"
+  grep -qx "torch==$TORCH_VERSION --hash=sha256:$TORCH_CUDA_WHEEL_SHA256" "$lock" \
+    || die "$lock does not pin torch==$TORCH_VERSION with TORCH_CUDA_WHEEL_SHA256 of versions.env"
+  grep -q "^$NCCL_WHEEL --hash=sha256:$NCCL_WHEEL_SHA256\$" "$lock" \
+    || die "$lock does not pin $NCCL_WHEEL with NCCL_WHEEL_SHA256 of versions.env"
+  grep -q "^cuda-toolkit==$CUDA_VERSION\(\.0\)* " "$lock" \
+    || die "$lock does not pin cuda-toolkit==$CUDA_VERSION (versions.env's CUDA_VERSION)"
+  log "torch $TORCH_VERSION, CUDA build, with the $(grep -c '^[a-z]' "$lock") wheels of" \
+      "${lock##*/} (hash-checked)"
+  (unset PIP_FIND_LINKS; pip install -q --require-hashes --only-binary :all: -r "$lock")
+  want_cuda=$(echo "$CUDA_VERSION" | cut -d. -f1-2)
+  have=$("$py" -c 'import torch; print(torch.__version__.split("+")[0], torch.version.cuda)')
+  [ "$have" = "$TORCH_VERSION $want_cuda" ] \
+    || die "installed torch is '$have', not '$TORCH_VERSION $want_cuda' (a CPU wheel?)"
+  have=$("$py" -c 'import torch; print(".".join(map(str, torch.cuda.nccl.version())))')
+  [ "$have" = "$NCCL_VERSION" ] \
+    || die "torch $TORCH_VERSION loads NCCL $have but versions.env pins NCCL_VERSION=$NCCL_VERSION"
+  log "torch $TORCH_VERSION with CUDA $want_cuda, NCCL $have"
+}
+
 deps() {
   local requirements=$1
   [ -f "$requirements" ] || die "usage: python-stack.sh deps REQUIREMENTS_FILE"
   [ -x "$py" ] || python3 -m venv "$FABBENCH_VENV"
   pip install -q --upgrade setuptools wheel packaging
 
-  log "torch $TORCH_VERSION (wheels from $WHEELS when present)"
-  pip install -q --find-links "$WHEELS" "torch==$TORCH_VERSION"
+  if [ "$FLAVOR" = cuda ]; then
+    torch_cuda
+  else
+    log "torch $TORCH_VERSION (wheels from $WHEELS when present)"
+    pip install -q --find-links "$WHEELS" "torch==$TORCH_VERSION"
+  fi
 
   log "mpi4py $MPI4PY_VERSION compiled against $(mpicc --showme:version 2>&1 | head -n1)"
   MPICC=$(command -v mpicc) pip install -q --no-binary mpi4py "mpi4py==$MPI4PY_VERSION"
 
-  if [ "$FLAVOR" = cuda ]; then
-    log "NCCL: $NCCL_WHEEL (hash-checked)"
-    printf '%s --hash=sha256:%s\n' "$NCCL_WHEEL" "$NCCL_WHEEL_SHA256" >/tmp/nccl-requirements.txt
-    pip install -q --no-deps --require-hashes -r /tmp/nccl-requirements.txt
-    rm -f /tmp/nccl-requirements.txt
-    if "$py" -c 'import sys, torch; sys.exit(torch.version.cuda is None)'; then
-      # a CUDA build of torch must load the pinned NCCL
-      local torch_nccl
-      torch_nccl=$("$py" -c 'import torch; print(".".join(map(str, torch.cuda.nccl.version())))')
-      [ "$torch_nccl" = "$NCCL_VERSION" ] || die "torch $TORCH_VERSION loads NCCL" \
-        "$torch_nccl but versions.env pins NCCL_VERSION=$NCCL_VERSION: update the pin"
-    else
-      log "torch $TORCH_VERSION is a CPU build: torch and Horovod use host memory in this image"
-    fi
-  fi
   log "horovod $HOROVOD_VERSION (containers/horovod.sh: a wheel in $WHEELS is used when its record" \
       "names this environment, else built from the sdist; the next line says which)"
-  PYTHON=$py WHEEL_DIR=$WHEELS FABBENCH_CACHE=/tmp/fabbench-cache "$containers_dir/horovod.sh"
+  local gpu_operations=none
+  [ "$FLAVOR" = cuda ] && gpu_operations=NCCL
+  HOROVOD_GPU_OPERATIONS=$gpu_operations PYTHON=$py WHEEL_DIR=$WHEELS \
+    FABBENCH_CACHE=/tmp/fabbench-cache "$containers_dir/horovod.sh"
   pip install -q --find-links "$WHEELS" "horovod==$HOROVOD_VERSION"  # its dependencies: PyPI
   rm -rf /tmp/fabbench-cache
 
@@ -76,9 +93,14 @@ fabbench() {
   # the runtime stage has no compiler: the MPI batch loop is built here, into the venv
   "$py" -m fabbench.comm.batch_loop
   "$FABBENCH_VENV/bin/fabbench" version
-  "$py" -c 'import torch, mpi4py.MPI, horovod.torch as hvd, fabbench
-assert hvd.mpi_built() and hvd.gloo_built(), (hvd.mpi_built(), hvd.gloo_built())
-print("imports ok; horovod built with MPI and Gloo")'
+  FLAVOR=$FLAVOR "$py" -c 'import torch, mpi4py.MPI, horovod.torch as hvd, fabbench
+import os
+built = {"mpi": hvd.mpi_built(), "gloo": hvd.gloo_built(), "nccl": hvd.nccl_built()}
+want = {"mpi", "gloo"} | ({"nccl"} if os.environ["FLAVOR"] == "cuda" else set())
+assert all(built[k] for k in want), built
+assert (torch.version.cuda is None) == (os.environ["FLAVOR"] == "cpu"), torch.version.cuda
+print("imports ok; torch", torch.__version__, "CUDA", torch.version.cuda, "; horovod built with",
+      ", ".join(k for k, v in built.items() if v))'
 }
 
 case ${1:-} in

@@ -12,10 +12,23 @@ archive=$(fetch "$UCX_URL" "$UCX_SHA256")
 src=$(unpack "$archive")
 log "building UCX $UCX_VERSION in $src"
 cd "$src"
-# UCX compiles with -Werror; the CUDA 12.8 headers deprecate calls this release makes, which
-# are warnings, not errors, for this build.
+# UCX compiles with -Werror; the CUDA 13 headers deprecate calls this release makes, which are
+# warnings, not errors, for this build.
 sed -i 's/^BASE_CFLAGS="-g -Wall -Werror"$/BASE_CFLAGS="-g -Wall"/' config/m4/compiler.m4
 grep -q '^BASE_CFLAGS="-g -Wall"$' config/m4/compiler.m4 || die "config/m4/compiler.m4 changed"
+# CUDA 13 gave cuCtxCreate a parameters argument (cuCtxCreate_v4); UCX 1.13's own sources never
+# create a context, its test program of the CUDA memory hooks does (built by `make`): give it
+# the argument (NULL: none) when the headers are CUDA 13's
+python3 - test/apps/test_cuda_hook.c <<'PY' || die "test/apps/test_cuda_hook.c changed"
+import sys
+path = sys.argv[1]
+text = open(path).read()
+old = "    res = cuCtxCreate(&context, 0, device);\n"
+assert text.count(old) == 1
+open(path, "w").write(text.replace(old, "#if CUDA_VERSION >= 13000\n"
+                                   "    res = cuCtxCreate(&context, NULL, 0, device);\n"
+                                   "#else\n" + old + "#endif\n"))
+PY
 # Debian's tarball keeps upstream's packaging folder as debian.upstream; configure.ac names it
 [ -d debian ] || mv debian.upstream debian
 ./autogen.sh >/dev/null 2>&1 || { ./autogen.sh; die "autogen.sh failed"; }

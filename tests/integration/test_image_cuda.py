@@ -1,15 +1,20 @@
-"""The cuda image, really built and its libraries checked (opt-in: the build is long).
+"""The cuda image, really built and checked without a GPU (opt-in: the build is long).
 
 `make image-cuda` (or this test) builds the cuda flavour with .ci/image-build.sh FLAVOR=cuda:
-the Debian base, CUDA's runtime and headers from PyPI's nvidia-* wheels, UCX and Open MPI built
---with-cuda from Debian's source tarballs, NCCL from its wheel. Cold, that is tens of minutes on
-2 cores, so the test runs only with FABBENCH_TEST_CUDA_IMAGE=1 (`make test-image-cuda`); a built
-image is found again by its content tag and not rebuilt.
+the Debian base; CUDA 13.0's runtime, headers and nvcc from PyPI's nvidia-* wheels; UCX and
+Open MPI built --with-cuda from Debian's source tarballs; torch's CUDA build with the NCCL and
+CUDA libraries it requires (containers/torch-cuda.lock); Horovod with NCCL operations, its
+kernels compiled by that nvcc. Cold, that is about an hour on 2 cores, so the test runs only with
+FABBENCH_TEST_CUDA_IMAGE=1 (`make test-image-cuda`); a built image is found again by its content
+tag and not rebuilt.
 
-No GPU is needed: the checks are that every fabric library resolves every library it needs
-except the driver's own (libcuda.so.1, libnvidia-ml.so.1, which the host gives at run time), that
-Open MPI and UCX were built with CUDA, that `fabbench env` in the image names CUDA, NCCL, UCX and
-Open MPI with their pinned versions, and that two MPI ranks run in it over TCP.
+No GPU is needed: the checks are that torch is the CUDA build of the flavour's CUDA and loads the
+pinned NCCL, which is the libnccl the image carries (so a CPU wheel of torch fails here); that
+Horovod has NCCL, MPI and Gloo operations; that every library resolves every library it needs
+except the driver's own (libcuda.so.1, libnvidia-ml.so.1, which the host gives at run time);
+that Open MPI and UCX were built with CUDA; that `fabbench env` names torch with its CUDA, CUDA,
+NCCL, UCX, Open MPI, Horovod and mpi4py at their pins; that Gloo and MPI ranks run in it; and
+that in a container started without a GPU, NCCL and --device cuda are refused in one line.
 """
 
 from __future__ import annotations
@@ -52,20 +57,68 @@ def pins() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def image(tmp_path_factory) -> Iterator[Image]:
-    wheels = sorted((Path(os.environ.get("FABBENCH_CACHE", Path.home() / ".cache/fabbench"))
-                     / "wheels").glob("horovod-*-cp311-*.whl"))
-    build_env = {"IMAGE_WHEELS": " ".join(map(str, wheels))} if wheels else {}
-    with mounted_image("cuda", tmp_path_factory, build_env) as mounted:
+    # (no Horovod wheel from the host: the setup's is a CPU build, the image builds its own with
+    # NCCL; .ci/image-build.sh would say so and not use it)
+    with mounted_image("cuda", tmp_path_factory) as mounted:
         yield mounted
 
 
+def cuda_minor() -> str:
+    return ".".join(pins()["CUDA_VERSION"].split(".")[:2])
+
+
+def torch_in(image: Image) -> dict:
+    """What the image's torch and Horovod say they are, asked of themselves."""
+    res = image.run(["python", "-c", """import json, torch, horovod.torch as hvd
+print(json.dumps({"version": torch.__version__, "cuda": torch.version.cuda,
+                  "nccl": list(torch.cuda.nccl.version()) if torch.version.cuda else None,
+                  "horovod": {"nccl": bool(hvd.nccl_built()), "mpi": bool(hvd.mpi_built()),
+                              "gloo": bool(hvd.gloo_built())}}))"""], timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def assert_cuda_torch(image: Image) -> dict:
+    """The image's torch is the CUDA build of the flavour's CUDA, loading the pinned NCCL, and its
+    Horovod has NCCL operations. A CPU wheel of torch fails here (torch.version.cuda is None)."""
+    got = torch_in(image)
+    assert got["cuda"] == cuda_minor(), \
+        f"the image's torch {got['version']} is built for CUDA {got['cuda']}, not {cuda_minor()}"
+    assert ".".join(map(str, got["nccl"])) == pins()["NCCL_VERSION"], got
+    assert got["horovod"] == {"nccl": True, "mpi": True, "gloo": True}, got["horovod"]
+    return got
+
+
+def test_torch_is_the_cuda_build_with_the_pinned_nccl_and_horovod_has_nccl(image: Image):
+    got = assert_cuda_torch(image)
+    assert got["version"].split("+")[0] == pins()["TORCH_VERSION"]
+    # the libnccl the image carries is the one torch loads: its wheel, at the pin, and the
+    # library itself says so (ncclGetVersion: major * 10000 + minor * 100 + patch)
+    res = image.run(["python", "-c", """import ctypes, glob, importlib.metadata as md, sys
+lib = glob.glob(sys.prefix + "/lib/python3*/site-packages/nvidia/nccl/lib/libnccl.so.2")
+assert len(lib) == 1, lib
+v = ctypes.c_int()
+assert ctypes.CDLL(lib[0]).ncclGetVersion(ctypes.byref(v)) == 0
+print(md.version("nvidia-nccl-cu13"), v.value)"""], timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    dist, code = res.stdout.split()
+    major, minor, patch = map(int, pins()["NCCL_VERSION"].split("."))
+    assert dist == pins()["NCCL_VERSION"] and int(code) == major * 10000 + minor * 100 + patch
+    # no CPU wheel anywhere in the environment
+    assert not list(image.rootfs.glob("opt/fabbench/venv/lib/python3*/site-packages/"
+                                      "torch-*+cpu.dist-info"))
+
+
 def elf_files(image: Image) -> list[str]:
-    """The fabric stack's shared libraries and programs, and the CUDA runtime and NCCL, as paths
-    inside the image."""
+    """The fabric stack's shared libraries and programs, the CUDA runtime, torch's libraries and
+    the CUDA libraries it loads (NCCL among them), and Horovod's torch extension, as paths inside
+    the image."""
     found = []
+    site = "opt/fabbench/venv/lib/python3*/site-packages"
     roots = [image.rootfs / "opt/fabric/lib", image.rootfs / "opt/fabric/bin",
              image.rootfs / "usr/local/cuda/lib64",
-             *image.rootfs.glob("opt/fabbench/venv/lib/python3*/site-packages/nvidia/nccl/lib")]
+             *image.rootfs.glob(f"{site}/nvidia/*/lib"), *image.rootfs.glob(f"{site}/torch/lib"),
+             *image.rootfs.glob(f"{site}/horovod/torch")]
     for top in roots:
         for path in sorted(top.rglob("*")):
             if path.is_file() and not path.is_symlink() and path.read_bytes()[:4] == b"\x7fELF":
@@ -77,15 +130,23 @@ def test_every_fabric_library_resolves_all_but_the_drivers(image: Image):
     files = elf_files(image)
     names = {Path(f).name for f in files}
     # (Open MPI 4.1's mpirun is a link to orterun: the program is orterun)
-    for needed in ("libucp.so.0", "libuct_cuda.so.0", "libmpi.so.40", "libcudart.so.12",
-                   "libnccl.so.2", "orterun", "ucx_info", "ompi_info"):
+    for needed in ("libucp.so.0", "libuct_cuda.so.0", "libmpi.so.40", "libcudart.so.13",
+                   "libnccl.so.2", "libtorch_cuda.so", "libcudnn.so.9", "libcublas.so.13",
+                   "mpi_lib_v2", "orterun", "ucx_info", "ompi_info"):
         assert needed in names or any(n.startswith(needed) for n in names), needed
     assert (image.rootfs / "opt/fabric/bin/mpirun").resolve().name == "orterun"
     missing: dict[str, list[str]] = {}
     cuda_linked = []
+    # The nvidia-* wheels' libraries have no run path to one another: the process that loads
+    # them (torch, by its own run paths, after loading their siblings) finds them by soname.
+    # They are checked with every wheel's lib folder on the search path; everything else as
+    # the image's environment has it, so a missing run path (torch's, Horovod's) shows.
+    wheel_libs = sorted({str(Path(f).parent) for f in files if "/site-packages/nvidia/" in f})
     for chunk in (files[i:i + 40] for i in range(0, len(files), 40)):
-        res = image.run(["/bin/sh", "-c", 'for f; do echo "== $f"; ldd "$f" 2>&1; done', "ldd",
-                         *chunk], timeout=300)
+        res = image.run(["/bin/sh", "-c", 'wheels=$1; shift; for f; do echo "== $f"; case $f in'
+                         ' */site-packages/nvidia/*) LD_LIBRARY_PATH=$wheels:$LD_LIBRARY_PATH'
+                         ' ldd "$f" 2>&1 ;; *) ldd "$f" 2>&1 ;; esac; done', "ldd",
+                         ":".join(wheel_libs), *chunk], timeout=300)
         assert res.returncode == 0, res.stderr
         current = ""
         for line in res.stdout.splitlines():
@@ -96,6 +157,11 @@ def test_every_fabric_library_resolves_all_but_the_drivers(image: Image):
             if "libcuda.so.1" in line:
                 cuda_linked.append(current)
     unexpected = {f: libs for f, libs in missing.items() if set(libs) - DRIVER_LIBS}
+    # NVSHMEM's OpenSHMEM bootstrap plug-in, opened only under NVSHMEM_BOOTSTRAP=shmem, needs an
+    # OpenSHMEM (liboshmem): this image's Open MPI is built without OSHMEM (openmpi.sh)
+    optional = {"nvshmem_bootstrap_shmem.so.3": {"liboshmem.so.40"}}
+    unexpected = {f: libs for f, libs in unexpected.items()
+                  if set(libs) - DRIVER_LIBS - optional.get(Path(f).name, set())}
     assert not unexpected, f"libraries that do not resolve: {unexpected}"
     # UCX's CUDA transports link the driver API (the driver gives it at run time)
     assert any("libuct_cuda" in f for f in cuda_linked), cuda_linked
@@ -126,35 +192,67 @@ def test_ucx_was_built_with_cuda(image: Image):
     assert re.search(r"^#define HAVE_CUDA\s+1$", built.stdout, re.M), built.stdout[-3000:]
     modules = {p.name for p in (image.rootfs / "opt/fabric/lib/ucx").glob("libuct_cuda*.so*")}
     assert any(m.startswith("libuct_cuda.so") for m in modules), modules
+    # UCX's CUDA transports: `ucx_info -d` lists them only where a driver answers (a GPU host);
+    # here, the transport components the module registers, by the names ucx_info -d prints
+    module = next(p for p in (image.rootfs / "opt/fabric/lib/ucx").glob("libuct_cuda.so*")
+                  if not p.is_symlink())
+    names = set(re.findall(rb"\b(cuda_copy|cuda_ipc|gdr_copy)\b", module.read_bytes()))
+    assert {b"cuda_copy", b"cuda_ipc"} <= names, names
 
 
-def test_fabbench_env_names_cuda_nccl_ucx_and_open_mpi(image: Image):
+def test_fabbench_env_names_every_component_at_its_pin(image: Image):
     p = pins()
-    res = image.run(["fabbench", "env", "--json"], timeout=120)
+    res = image.run(["fabbench", "env", "--json"], timeout=300)
     assert res.returncode == 0, res.stdout + res.stderr
     env = json.loads(res.stdout)
     versions = env["versions"]
     assert versions["openmpi"] == p["OPENMPI_VERSION"]
     assert versions["ucx"] == p["UCX_VERSION"]
     assert versions["nccl"] == p["NCCL_VERSION"]
+    assert versions["torch"].split("+")[0] == p["TORCH_VERSION"]
+    assert versions["horovod"] == p["HOROVOD_VERSION"]
+    assert versions["mpi4py"] == p["MPI4PY_VERSION"]
     components = env["build"]["components"]
     assert components["cuda"]["version"] == p["CUDA_VERSION"]
     assert components["nccl"]["version"] == p["NCCL_VERSION"]
+    assert components["torch"]["cuda"] == cuda_minor()
+    assert components["torch"]["nccl"] == p["NCCL_VERSION"]
+    assert components["horovod"]["operations"] == ["mpi", "gloo", "nccl"]
     assert env["build"] == manifest_of(image)
     assert env["build"]["image"]["flavor"] == "cuda"
-    text = image.run(["fabbench", "env"], timeout=120)
+    text = image.run(["fabbench", "env"], timeout=300)
     assert text.returncode == 0, text.stderr
-    for name, pin in (("openmpi", "OPENMPI"), ("ucx", "UCX"), ("nccl", "NCCL")):
+    for name, pin in (("openmpi", "OPENMPI"), ("ucx", "UCX"), ("nccl", "NCCL"),
+                      ("torch", "TORCH"), ("horovod", "HOROVOD"), ("mpi4py", "MPI4PY")):
         assert re.search(rf"version {name}\W+{re.escape(p[pin + '_VERSION'])}\b", text.stdout), \
             (name, text.stdout[-4000:])
     assert '"cuda"' in text.stdout  # the build manifest's row
 
 
-def test_two_mpi_ranks_run_in_the_cuda_image(image: Image):
-    res = image.run(["fabbench", "run", "--fabric", "ethernet", "--ranks", "2",
-                     "--sizes", "8,64K", "--budget", "0.05"], timeout=900)
+@pytest.mark.parametrize("primitive", ["gloo", "mpi"])
+def test_gloo_and_mpi_ranks_run_in_the_cuda_image(image: Image, primitive: str):
+    res = image.run(["fabbench", "run", "--fabric", "ethernet", "--primitive", primitive,
+                     "--ranks", "2", "--sizes", "8,64K", "--budget", "0.05"], timeout=900)
     assert res.returncode == 0, (res.stdout + res.stderr)[-6000:]
     records = results(image)
     assert records[0]["ranks"] == 2 and records[-1]["kind"] == "summary"
+    assert records[0]["primitive"] == primitive
     assert records[-1]["ok"] is True
     assert records[0]["provenance"]["build"]["image"]["flavor"] == "cuda"
+
+
+@pytest.mark.skipif(shutil.which("runc") is None, reason="needs runc (podman run, NOTES)")
+@pytest.mark.parametrize("args", [["--primitive", "nccl"],
+                                  ["--primitive", "mpi", "--device", "cuda"]],
+                         ids=["nccl", "device-cuda"])
+def test_a_container_without_a_gpu_refuses_gpu_runs_in_one_line(image: Image, tmp_path, args):
+    from integration.test_podman_run import podman_run
+
+    res, _ = podman_run(image.tag, tmp_path / "w", ["run", "--fabric", "shm", "--ranks", "2",
+                                                    "--sizes", "8", *args])
+    assert res.returncode == 2, res.stdout + res.stderr
+    lines = [line for line in res.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, res.stderr
+    assert "no GPU visible in this container" in lines[0], lines
+    assert "--nv" in lines[0] and "NVIDIA container toolkit" in lines[0], lines
+    assert "Traceback" not in res.stdout + res.stderr

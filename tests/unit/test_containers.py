@@ -126,13 +126,43 @@ def test_every_source_download_has_a_checksum():
         assert f'fetch "${prefix}_URL" "${prefix}_SHA256"' in text, prefix
     # every wheel of the cuda flavour is pinned exactly and installed hash-checked
     wheels = [k for k in pins if k.endswith("_WHEEL")]
-    assert {"CUDA_RUNTIME_WHEEL", "CUDA_NVML_WHEEL", "NCCL_WHEEL"} <= set(wheels)
+    toolkit = [k for k in wheels if k.startswith("CUDA_")]
+    assert {"CUDA_RUNTIME_WHEEL", "CUDA_NVCC_WHEEL", "CUDA_NVVM_WHEEL", "CUDA_NVML_WHEEL",
+            "NCCL_WHEEL"} <= set(wheels)
     for key in wheels:
         assert re.fullmatch(r"[a-z0-9-]+==[\d.]+", pins[key]), key
         assert re.fullmatch(r"[0-9a-f]{64}", pins.get(f"{key}_SHA256", "")), f"{key} has no sha256"
-        users = [p for p in CONTAINERS.glob("*.sh") if f'"${key}" "${key}_SHA256"' in p.read_text()]
-        assert users and all("--require-hashes" in p.read_text() for p in users), key
+    # cuda-toolkit.sh downloads each CUDA_<NAME>_WHEEL it lists, with --require-hashes
+    script = (CONTAINERS / "cuda-toolkit.sh").read_text()
+    listed = re.search(r"^wheels=\(([A-Z ]+)\)$", script, re.M)
+    assert listed and {f"CUDA_{w}_WHEEL" for w in listed.group(1).split()} == set(toolkit)
+    assert "--require-hashes" in script
     assert pins["NCCL_WHEEL"].endswith("==" + pins["NCCL_VERSION"])
+
+
+def test_the_cuda_flavours_torch_lock_is_the_cuda_build_every_wheel_hashed():
+    pins = versions()
+    lock = [line for line in (CONTAINERS / "torch-cuda.lock").read_text().splitlines()
+            if line and not line.startswith("#")]
+    entries = {}
+    for line in lock:
+        m = re.fullmatch(r"([a-z0-9-]+)==([\w.]+) --hash=sha256:([0-9a-f]{64})", line)
+        assert m, f"not 'name==version --hash=sha256:...': {line}"
+        assert m.group(1) not in entries, f"{m.group(1)} twice"
+        entries[m.group(1)] = (m.group(2), m.group(3))
+    # torch's own CUDA wheel (never a +cpu local version), the NCCL and CUDA of versions.env
+    assert entries["torch"] == (pins["TORCH_VERSION"], pins["TORCH_CUDA_WHEEL_SHA256"])
+    name, version = pins["NCCL_WHEEL"].split("==")
+    assert entries[name] == (version, pins["NCCL_WHEEL_SHA256"])
+    assert entries["cuda-toolkit"][0].startswith(pins["CUDA_VERSION"])
+    assert entries["nvidia-cuda-runtime"] == tuple(
+        [pins["CUDA_RUNTIME_WHEEL"].split("==")[1], pins["CUDA_RUNTIME_WHEEL_SHA256"]])
+    assert not [e for e in entries if e.endswith("-cu12")], "a CUDA 12 wheel in the CUDA 13 lock"
+    # python-stack.sh installs the lock hash-checked, with no local wheel folder, then checks it
+    stack = (CONTAINERS / "python-stack.sh").read_text()
+    assert re.search(r"unset PIP_FIND_LINKS; pip install -q --require-hashes --only-binary :all: "
+                     r"-r \"\$lock\"", stack)
+    assert "torch.version.cuda" in stack and "torch.cuda.nccl.version()" in stack
 
 
 def test_dockerfile_base_images_are_the_pinned_ones():
@@ -147,7 +177,7 @@ def test_dockerfile_base_images_are_the_pinned_ones():
         assert re.search(rf"^FROM \$\{{DEBIAN_IMAGE\}} AS {stage}$", text, re.M), stage
     cuda_runtime = text[text.index("AS cuda-runtime"):text.index("AS runtime")]
     copies = re.findall(r"^COPY --from=cuda-build (\S+)", cuda_runtime, re.M)
-    assert "/usr/local/cuda/lib64/libcudart.so.12" in copies
+    assert "/usr/local/cuda/lib64/libcudart.so.13" in copies
     assert not [c for c in copies if "stubs" in c or c.rstrip("/") in ("/usr/local/cuda",
                                                                         "/usr/local/cuda/lib64")]
 
