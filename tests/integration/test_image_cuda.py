@@ -38,15 +38,19 @@ pytestmark = [
     pytest.mark.integration,
     pytest.mark.needs_root,
     pytest.mark.timeout(BUILD_TIMEOUT_S + 900),
-    pytest.mark.skipif(os.environ.get("FABBENCH_TEST_CUDA_IMAGE") != "1",
-                       reason="the cuda image takes tens of minutes to build: opt in with "
-                              "FABBENCH_TEST_CUDA_IMAGE=1 (make test-image-cuda)"),
-    pytest.mark.skipif(shutil.which("podman") is None,
-                       reason="needs podman (apt-get install podman)"),
-    pytest.mark.skipif(shutil.which("debootstrap") is None,
-                       reason="needs debootstrap for the base image"),
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root (podman storage, mount, chroot)"),
 ]
+
+
+def skip_without_the_image() -> None:
+    """Every test of the built image: opt-in, and it needs what builds it."""
+    if os.environ.get("FABBENCH_TEST_CUDA_IMAGE") != "1":
+        pytest.skip("the cuda image takes about an hour to build cold: opt in with "
+                    "FABBENCH_TEST_CUDA_IMAGE=1 (make test-image-cuda)")
+    for tool, why in (("podman", "podman (apt-get install podman)"),
+                      ("debootstrap", "debootstrap for the base image")):
+        if shutil.which(tool) is None:
+            pytest.skip(f"needs {why}")
 
 
 def pins() -> dict[str, str]:
@@ -57,6 +61,7 @@ def pins() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def image(tmp_path_factory) -> Iterator[Image]:
+    skip_without_the_image()
     # (no Horovod wheel from the host: the setup's is a CPU build, the image builds its own with
     # NCCL; .ci/image-build.sh would say so and not use it)
     with mounted_image("cuda", tmp_path_factory) as mounted:
@@ -87,6 +92,22 @@ def assert_cuda_torch(image: Image) -> dict:
     assert ".".join(map(str, got["nccl"])) == pins()["NCCL_VERSION"], got
     assert got["horovod"] == {"nccl": True, "mpi": True, "gloo": True}, got["horovod"]
     return got
+
+
+def test_a_cpu_torch_fails_the_check(tmp_path):
+    """The check above on an environment whose torch is the CPU wheel (this project's own venv,
+    seen as the image is: chroot, its environment only) fails, naming why: a CPU wheel in the
+    cuda flavour cannot pass `make test-image-cuda`. Needs no image: it runs in `make test`."""
+    venv = ROOT / ".venv"
+    if not (venv / "bin/python").exists():
+        pytest.skip("needs the project's venv (make setup)")
+    host = Image(tag="this host", rootfs=Path("/"), work=tmp_path,
+                 env={"PATH": f"{venv}/bin:/usr/bin:/bin", "HOME": str(tmp_path)},
+                 user="0:0", workdir=str(tmp_path), entrypoint=[])
+    got = torch_in(host)
+    assert got["cuda"] is None and got["version"].endswith("+cpu"), got  # what this venv has
+    with pytest.raises(AssertionError, match=r"is built for CUDA None, not 13\.0"):
+        assert_cuda_torch(host)
 
 
 def test_torch_is_the_cuda_build_with_the_pinned_nccl_and_horovod_has_nccl(image: Image):
