@@ -8,7 +8,16 @@ Steps, in this order (each one a subprocess with its own time limit, cut to what
 deadline; a step that fails is recorded and the next one runs):
   install         fabbench is imported from SITE (the kit's wheels), not from a checkout, on the
                   Python the kit was made for (KIT/MANIFEST.json)
-  env, doctor     `fabbench env --json`, `fabbench doctor --json`; nvidia-smi and torch's view
+  env             `fabbench env --json`; nvidia-smi and torch's view
+  cuda-mpi        the cuda image's own CUDA-aware Open MPI and UCX (KIT/cuda-mpi.tar.xz, made by
+                  prepare.py --cuda-image; bench/gpu/cuda_mpi.py): the C reference loop on
+                  cudaMalloc'd buffers, 2 ranks on the one GPU over pml ucx, allreduce and
+                  sendrecv, 8 B to 64 MiB, p50 and bandwidths, the UCX transports each endpoint
+                  used (an op that fails with UCX's default transports runs once more with
+                  cuda_mpi.FALLBACK_TLS; the step then fails, its figures kept); on --device cpu
+                  its expected outcome is the loop's "no CUDA device" line (exit 3). Skipped,
+                  with the kit's reason, where the kit has no tarball
+  doctor          `fabbench doctor --json`
   nccl            1 rank, every op, 8 B to 1 GiB, --device cuda --check; NCCL's own log kept
                   (the ranks' NCCL_DEBUG files: TMPDIR is a folder of the step's own)
   gpudirect-on    `--fabric infiniband --gpudirect on` refused in one line, exit 2 (no RDMA NIC);
@@ -35,6 +44,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import shutil
 import signal
 import subprocess
@@ -43,6 +53,8 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+import cuda_mpi  # bench/gpu/cuda_mpi.py, beside this file
 
 HERE = Path(__file__).resolve().parent
 FIDELITY = HERE.parent / "train_fidelity.py"
@@ -63,16 +75,19 @@ class Scale:
     steps: int
     warmup: int
     rounds: int
+    cuda_mpi_sizes: tuple[int, ...]
 
 
 SCALES = {
     "full": Scale(nccl_sizes="8:1G", gloo_sizes="8:64M", gloo_ops=ALL_OPS,
                   image=("resnet50", 224, 64), tokens=("gpt-small", 1024, 8),
-                  steps=30, warmup=5, rounds=10),
+                  steps=30, warmup=5, rounds=10,
+                  cuda_mpi_sizes=(8, 64, 512, 4096, 32768, 262144, 1 << 20, 4 << 20, 16 << 20,
+                                  64 << 20)),
     # the CPU rehearsal: every step, small enough for 2 cores in a minute or two
     "tiny": Scale(nccl_sizes="8:64K", gloo_sizes="8:64K:8", gloo_ops=("allreduce", "broadcast"),
                   image=("resnet50", 32, 2), tokens=("gpt-tiny", 32, 2),
-                  steps=2, warmup=1, rounds=2),
+                  steps=2, warmup=1, rounds=2, cuda_mpi_sizes=(8, 4096)),
 }
 
 
@@ -103,10 +118,11 @@ class Kit:
     def left(self) -> float:
         return self.args.deadline_s - (time.monotonic() - self.started)
 
-    def sh(self, step: Step, argv: list[str], cap_s: float, env: dict | None = None
-           ) -> subprocess.CompletedProcess:
+    def sh(self, step: Step, argv: list[str], cap_s: float, env: dict | None = None,
+           keep: str | None = None) -> subprocess.CompletedProcess:
         """Run argv in its own process group, at most cap_s (and what the deadline leaves);
-        on the limit the whole group is killed and the exit code is 124."""
+        on the limit the whole group is killed and the exit code is 124. keep: a pattern, the
+        stdout lines console.log keeps (all where None)."""
         limit = max(1.0, min(cap_s, self.left() - 5))
         t0 = time.monotonic()
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -131,8 +147,10 @@ class Kit:
         seconds = round(time.monotonic() - t0, 2)
         shown = " ".join(argv).replace(sys.executable, "python")
         step.commands.append({"argv": shown, "rc": rc, "seconds": seconds})
+        kept = out if keep is None else "\n".join(
+            line for line in out.splitlines() if re.search(keep, line))
         self.console += [f"$ {shown}", f"[{step.name}: exit {rc}, {seconds} s]",
-                         out.rstrip(), err.rstrip(), ""]
+                         kept.rstrip(), err.rstrip(), ""]
         return subprocess.CompletedProcess(argv, rc, out, err)
 
     def run_fabbench(self, step: Step, args: list[str], cap_s: float, name: str,
@@ -227,6 +245,113 @@ class Kit:
                            f"nvidia-smi: {'; '.join(self.env.get('nvidia_smi') or ['none'])}; "
                            f"torch {torch_view.get('torch')}, CUDA {torch_view.get('cuda')}, "
                            f"NCCL {torch_view.get('nccl')}")
+
+    def cuda_mpi(self, step: Step) -> None:
+        kit = Path(self.args.kit) if self.args.kit else None
+        tarball = kit / cuda_mpi.TARBALL if kit else None
+        if tarball is None or not tarball.exists():
+            why = "no --kit" if kit is None else (json.loads(
+                (kit / "MANIFEST.json").read_text()).get("cuda_mpi") or {}).get(
+                    "why", "prepare.py made none")
+            step.status, step.reason = "skipped", f"the kit has no {cuda_mpi.TARBALL}: {why}"
+            return
+        t0 = time.monotonic()
+        top = cuda_mpi.unpack(tarball, self.work)
+        bundle = json.loads((top / "MANIFEST.json").read_text())
+        env = cuda_mpi.environment(top, os.environ)
+        step.figures = {"bundle": {k: bundle.get(k) for k in (
+            "image", "image_id", "versions", "needs_versions", "files", "unpacked_bytes")},
+            "unpack_s": round(time.monotonic() - t0, 2), "env": env}
+        need = (bundle.get("needs_versions") or {}).get("GLIBC")
+        have = (os.confstr("CS_GNU_LIBC_VERSION") or "glibc ?").split()[-1]
+        if need and _version(have) < _version(need):
+            step.status = "failed"
+            step.reason = f"the bundle needs glibc {need}, this machine has {have}"
+            return
+        bin_ = top / "fabric" / "bin"
+        p = self.sh(step, [str(bin_ / "ompi_info"), "--parsable", "--all"], 60, env,
+                    keep=r"^ompi:version:full|cuda_support:value|"
+                         r"^mca:(pml|coll|btl|mtl|osc):\w+:version:.component")
+        aware = "mpi_built_with_cuda_support:value:true" in p.stdout
+        ompi = re.search(r"^ompi:version:full:(\S+)", p.stdout, re.M)
+        p = self.sh(step, [str(bin_ / "ucx_info"), "-d"], 60, env)
+        step.figures.update({
+            "openmpi": ompi.group(1) if ompi else None, "built_with_cuda": aware,
+            "ucx_transports_available": sorted(set(re.findall(r"Transport: (\S+)", p.stdout))),
+            "ops": {}, "sizes": {}, "transports": [], "default_failed": {}})
+        problems = []
+        for op in ("allreduce", "sendrecv"):
+            run = self._cuda_mpi_op(step, top, env, op, None)
+            if run["no_device"]:
+                step.figures.update({"no_device": run["no_device"], "exit": run["rc"],
+                                     "transports": run["transports"]})
+                tls = ", ".join(run["transports"]) or "none named"
+                if self.args.device == "cpu" and run["rc"] == cuda_mpi.NO_DEVICE_EXIT:
+                    step.status = "ok"
+                    step.reason = (f"{run['no_device']} (exit {run['rc']}): the expected "
+                                   f"outcome without a GPU; Open MPI {step.figures['openmpi']} "
+                                   f"(built with CUDA: {aware}), UCX transports: {tls}")
+                else:
+                    step.status = "failed"
+                    step.reason = f"{run['no_device']} (exit {run['rc']}); UCX transports: {tls}"
+                return
+            if run["problem"]:  # once more without the transports a sandbox may refuse
+                step.figures["default_failed"][op] = run["problem"]
+                problems.append(f"{op} with UCX's default transports: {run['problem']}")
+                run = self._cuda_mpi_op(step, top, env, op, cuda_mpi.FALLBACK_TLS)
+                if run["problem"]:
+                    problems.append(f"{op} with UCX_TLS={cuda_mpi.FALLBACK_TLS}: "
+                                    f"{run['problem']}")
+                else:
+                    problems.append(f"with UCX_TLS={cuda_mpi.FALLBACK_TLS} it ran")
+            rows = run["rows"]
+            step.figures["sizes"][op] = rows
+            step.figures["transports"] = sorted({*step.figures["transports"],
+                                                 *run["transports"]})
+            step.figures["device_line"] = run["device_line"]
+            if rows:
+                step.figures["ops"][op] = {
+                    "points": len(rows), "smallest_bytes": rows[0]["bytes"],
+                    "smallest_p50_us": rows[0]["p50_us"], "largest_bytes": rows[-1]["bytes"],
+                    "largest_p50_us": rows[-1]["p50_us"],
+                    "largest_busbw_gbyte_s": rows[-1]["busbw_gbyte_s"],
+                    "correct": not run["problem"]}
+        device_line = step.figures.get("device_line") or ""
+        if self.args.device == "cuda" and "CUDA-aware: yes" not in device_line:
+            problems.append(f"the loop did not say the MPI is CUDA-aware ({device_line!r})")
+        used = step.figures["transports"]
+        said = (f"Open MPI {step.figures['openmpi']} over UCX, 2 ranks on {device_line or '?'}; "
+                f"UCX transports: {', '.join(used) or 'none named'}"
+                + ("" if any(t.startswith("cuda") for t in used) else
+                   " (no cuda_* transport named)") + "; " + "; ".join(
+                    f"{op} {rows[0]['bytes']} B p50 {rows[0]['p50_us']:.2f} us, "
+                    f"{rows[-1]['bytes'] >> 20} MiB busbw {rows[-1]['busbw_gbyte_s']:.3g} GB/s"
+                    for op, rows in step.figures["sizes"].items() if rows))
+        step.status = "failed" if problems else "ok"
+        step.reason = "; ".join([*problems, said]) if problems else said
+
+    def _cuda_mpi_op(self, step: Step, top: Path, env: dict, op: str, tls: str | None) -> dict:
+        """One mpirun of the loop on CUDA buffers: its exit, points, transports, and the
+        problem (None when it held: exit 0, every size, no wrong result)."""
+        ranks, sizes = 2, self.scale.cuda_mpi_sizes
+        p = self.sh(step, cuda_mpi.mpirun_argv(str(top / "fabric" / "bin" / "mpirun"),
+                                               str(top / "mpi_loop"), op, sizes, ranks, tls),
+                    150, env)
+        text = p.stdout + "\n" + p.stderr
+        device = cuda_mpi.DEVICE_LINE.search(text)
+        rows = [{"bytes": b, "p50_us": us, **cuda_mpi.bandwidths(op, b, us, ranks)}
+                for b, us in sorted(cuda_mpi.points(p.stdout).items())]
+        wrong = [line for line in text.splitlines() if "wrong result" in line]
+        problem = None
+        if p.returncode or len(rows) != len(sizes) or wrong:
+            tail = (wrong or [line for line in p.stderr.splitlines()
+                              if line.strip() and "UCX  INFO" not in line] or ["?"])[-1]
+            problem = f"exit {p.returncode}, {len(rows)} of {len(sizes)} sizes: {tail.strip()}"
+        return {"rc": p.returncode, "rows": rows, "problem": problem,
+                "transports": cuda_mpi.transports(text),
+                "device_line": device.group(0) if device else None,
+                "no_device": next((line for line in text.splitlines()
+                                   if line.startswith(cuda_mpi.NO_DEVICE)), None)}
 
     def doctor(self, step: Step) -> None:
         p = self.sh(step, [*self.fab, "doctor", "--json"], 120)
@@ -409,6 +534,10 @@ class Kit:
             tmp.replace(self.out / name)
 
 
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", text))
+
+
 def _run_problems(p: subprocess.CompletedProcess, recs: list[dict]) -> list[str]:
     problems = []
     if p.returncode:
@@ -513,7 +642,9 @@ def main(argv: list[str] | None = None) -> int:
     for stale in OUT_FILES:
         Path(args.out, stale).unlink(missing_ok=True)
     kit = Kit(args)
-    steps = [("install", kit.install), ("env", kit.environment), ("doctor", kit.doctor),
+    # the cuda-mpi step first of the GPU's: whenever a GPU machine is lent, it runs first
+    steps = [("install", kit.install), ("env", kit.environment), ("cuda-mpi", kit.cuda_mpi),
+             ("doctor", kit.doctor),
              ("nccl", kit.nccl), ("gpudirect-on", kit.gpudirect_on),
              ("nccl-2-ranks", kit.nccl_two_ranks), ("fidelity-image", kit.fidelity, "image"),
              ("fidelity-tokens", kit.fidelity, "tokens"), ("train-image", kit.train, "image"),

@@ -1,7 +1,9 @@
 """Make the GPU kit's folder: fabbench as a wheel and wheels of the runtime dependencies a lent
-GPU machine lacks, for its Python (3.12) on manylinux x86-64, one version of each, under 64 MiB.
+GPU machine lacks, for its Python (3.12) on manylinux x86-64, one version of each, and the cuda
+image's CUDA-aware Open MPI and UCX with the C reference loop built against them, under 64 MiB.
 
     .venv/bin/python bench/gpu/prepare.py [--out .gpukit] [--python-version 3.12]
+        [--cuda-image IMAGE|auto|none]
 
 The device command (bench/gpu/run.sh) installs from this folder only: the GPU machine has no
 network. What it has is written down in GPU_MACHINE_HAS; every other distribution fabbench's
@@ -10,9 +12,16 @@ Python), is fetched with `pip download --only-binary=:all:` for the target's Pyt
 platforms. Each is pinned to the version installed in this environment when that one satisfies
 the requirement (the version fabbench's tests ran with), else pip picks the newest that does.
 
+--cuda-image (default auto: localhost/fabbench:cuda where podman has it) adds cuda-mpi.tar.xz,
+the cuda-mpi step's bundle (bench/gpu/cuda_mpi.py: the image mounted with `podman image mount`,
+mpi_loop.c built with -DFB_CUDA against its /opt/fabric, Open MPI, UCX, libcudart and the Debian
+libraries they load, stripped); without the image the kit leaves it out and its MANIFEST.json
+says why (the step then says so on the GPU machine).
+
 The folder is rebuilt from scratch each time (it is ignored by git) and holds a MANIFEST.json:
-the target Python, the wheels and their sizes, the git commit fabbench was built from and
-whether src/ had uncommitted changes. Bad input: one line on stderr, exit 2.
+the target Python, the wheels and their sizes, the cuda-mpi bundle's manifest (or why there is
+none), the git commit fabbench was built from and whether src/ had uncommitted changes. Bad
+input: one line on stderr, exit 2.
 """
 
 from __future__ import annotations
@@ -27,6 +36,10 @@ import tempfile
 import zipfile
 from importlib import metadata
 from pathlib import Path
+
+if str(Path(__file__).resolve().parent) not in sys.path:  # also when a test loads it by path
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+import cuda_mpi  # noqa: E402  (bench/gpu/cuda_mpi.py, beside this file)
 
 try:
     from packaging.markers import Marker
@@ -124,9 +137,21 @@ def wheel_name(wheel: Path) -> str:
     return canonicalize_name(wheel.name.split("-")[0])
 
 
-def prepare(out: Path, python_version: str) -> dict:
+def cuda_image_choice(name: str) -> tuple[str | None, str]:
+    """--cuda-image: (the image to use or None, why none)."""
+    if name == "none":
+        return None, "left out: --cuda-image none"
+    image = cuda_mpi.DEFAULT_IMAGE if name == "auto" else name
+    missing = cuda_mpi.image_missing(image)
+    if missing and name != "auto":
+        raise BadInput(f"--cuda-image {name}: {missing}")
+    return (None, missing) if missing else (image, "")
+
+
+def prepare(out: Path, python_version: str, cuda_image: str = "auto") -> dict:
     if not re.fullmatch(r"3\.\d{1,2}", python_version):
         raise BadInput(f"--python-version takes MAJOR.MINOR such as 3.12, not {python_version!r}")
+    image, why_not = cuda_image_choice(cuda_image)
     if out.exists() and any(out.iterdir()) and not (out / "MANIFEST.json").exists():
         raise BadInput(f"--out {out} is a folder with other things in it (no MANIFEST.json): "
                        "name a new folder or an old kit's")
@@ -151,18 +176,25 @@ def prepare(out: Path, python_version: str) -> dict:
     if len(names) != len(set(names)):
         raise SystemExit(f"prepare: more than one version of a distribution in {out}: {names}")
     wheels = sorted(out.glob("*.whl"))
-    total = sum(w.stat().st_size for w in wheels)
+    if image:
+        try:
+            bundle = {"included": True, **cuda_mpi.make_bundle(image, out)}
+        except cuda_mpi.BundleError as exc:
+            raise SystemExit(f"prepare: the cuda-mpi bundle from {image}: {exc}") from None
+    else:
+        bundle = {"included": False, "why": why_not}
     dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--", "src",
                             "pyproject.toml"], capture_output=True, text=True,
                            check=False).stdout.strip()
     commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True,
                             text=True, check=False).stdout.strip()
     manifest = {"python_version": python_version, "platforms": list(PLATFORMS),
-                "wheels": {w.name: w.stat().st_size for w in wheels}, "bytes": total,
-                "expected_on_machine": dict(sorted(skipped.items())),
+                "wheels": {w.name: w.stat().st_size for w in wheels},
+                "bytes": sum(f.stat().st_size for f in out.iterdir()),
+                "expected_on_machine": dict(sorted(skipped.items())), "cuda_mpi": bundle,
                 "fabbench_commit": commit, "fabbench_src_uncommitted_changes": bool(dirty)}
     (out / "MANIFEST.json").write_text(json.dumps(manifest, indent=2) + "\n")
-    total += (out / "MANIFEST.json").stat().st_size
+    total = sum(f.stat().st_size for f in out.iterdir())
     if total >= LIMIT_BYTES:
         raise SystemExit(f"prepare: {out} holds {total / 2**20:.1f} MiB, over the 64 MiB the "
                          "device tool carries")
@@ -183,14 +215,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--python-version", default="3.12",
                     help="the target's CPython MAJOR.MINOR (default 3.12, the GPU machine's; "
                     "the CPU rehearsal passes this interpreter's)")
+    ap.add_argument("--cuda-image", default="auto",
+                    help="the cuda image whose Open MPI and UCX the cuda-mpi step carries "
+                    f"(default auto: {cuda_mpi.DEFAULT_IMAGE} where podman has it; none: "
+                    "leave the step's bundle out)")
     args = ap.parse_args(argv)
     try:
-        manifest = prepare(Path(args.out), args.python_version)
+        manifest = prepare(Path(args.out), args.python_version, args.cuda_image)
     except BadInput as exc:
         print(f"prepare: error: {exc}", file=sys.stderr)
         return 2
     for name, size in manifest["wheels"].items():
         print(f"{size / 2**20:8.2f} MiB  {name}")
+    bundle = manifest["cuda_mpi"]
+    if bundle["included"]:
+        print(f"{bundle['bytes'] / 2**20:8.2f} MiB  {cuda_mpi.TARBALL} (from {bundle['image']}: "
+              f"Open MPI {bundle['versions']['openmpi']}, UCX {bundle['versions']['ucx']}, "
+              f"{bundle['files']} files, {bundle['unpacked_bytes'] / 2**20:.1f} MiB unpacked)")
+    else:
+        print(f"    (no {cuda_mpi.TARBALL}: {bundle['why']})")
     print(f"{manifest['bytes'] / 2**20:8.2f} MiB  in {args.out} for CPython "
           f"{manifest['python_version']} (expected on the machine: "
           f"{', '.join(manifest['expected_on_machine']) or 'nothing'})")

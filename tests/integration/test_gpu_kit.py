@@ -10,7 +10,12 @@ a minute of the 2 cores for nothing the kit provides); fabbench, jsonschema and 
 fabbench needs are in no such folder, so they can only come from the kit, and the test checks
 that they are missing before the install. The machine's Python is 3.12 and this one is 3.11: the
 rehearsal's kit is made for this interpreter (`prepare --python-version 3.11`), the GPU's for
-3.12 (test_prepare_for_the_gpu_machine)."""
+3.12 (test_prepare_for_the_gpu_machine).
+
+The cuda-mpi step carries the cuda image's Open MPI (tests/integration/test_gpu_kit_cuda.py,
+opt-in: make test never builds that image); here its loop, mpi_loop.c built with -DFB_CUDA by
+this host's mpicc against the CUDA toolkit of containers/cuda-toolkit.sh, runs as 2 ranks with
+the step's own mpirun line and says, in one line and exit 3, that it found no CUDA device."""
 
 from __future__ import annotations
 
@@ -27,7 +32,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, needs_mpirun
 from fabbench.results.reader import read_results
 
 pytestmark = [pytest.mark.integration]
@@ -36,11 +41,15 @@ KIT = REPO / "bench" / "gpu"
 HERE_PY = "{}.{}".format(*sys.version_info[:2])
 
 
-def _prepare_module():
-    spec = importlib.util.spec_from_file_location("gpukit_prepare", KIT / "prepare.py")
+def _module(name: str):
+    spec = importlib.util.spec_from_file_location(f"gpukit_{name}", KIT / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _prepare_module():
+    return _module("prepare")
 
 
 def _run(argv: list[str], timeout: float, env: dict | None = None
@@ -98,10 +107,11 @@ def test_cpu_rehearsal_installs_from_the_kit_and_runs_every_step(tmp_path):
     prepare = _prepare_module()
     kit, out, site = tmp_path / "kit", tmp_path / "out", tmp_path / "site"
     p = _run([sys.executable, str(KIT / "prepare.py"), "--out", str(kit),
-              "--python-version", HERE_PY], 300)
+              "--python-version", HERE_PY, "--cuda-image", "none"], 300)
     assert p.returncode == 0, p.stdout + p.stderr
     manifest = json.loads((kit / "MANIFEST.json").read_text())
     assert manifest["python_version"] == HERE_PY and manifest["bytes"] < 64 * 2**20
+    assert manifest["cuda_mpi"] == {"included": False, "why": "left out: --cuda-image none"}
     names = [re.split(r"-\d", w, maxsplit=1)[0].lower() for w in manifest["wheels"]]
     assert "fabbench" in names and "jsonschema" in names and len(names) == len(set(names))
 
@@ -128,9 +138,13 @@ def test_cpu_rehearsal_installs_from_the_kit_and_runs_every_step(tmp_path):
     assert len(files) <= 8 and all(f.is_file() for f in files), files
     assert {f.name for f in files} <= {"summary.md", "summary.json", "results.jsonl",
                                        "nccl.log", "env.json", "console.log"}
-    assert list(steps) == ["install", "env", "doctor", "nccl", "gpudirect-on", "nccl-2-ranks",
-                           "fidelity-image", "fidelity-tokens", "train-image", "train-tokens",
-                           "gloo-2-ranks"]
+    assert list(steps) == ["install", "env", "cuda-mpi", "doctor", "nccl", "gpudirect-on",
+                           "nccl-2-ranks", "fidelity-image", "fidelity-tokens", "train-image",
+                           "train-tokens", "gloo-2-ranks"]
+    # a kit without the cuda image's bundle says why, and the step says it
+    assert steps["cuda-mpi"]["status"] == "skipped"
+    assert steps["cuda-mpi"]["reason"] == ("the kit has no cuda-mpi.tar.xz: left out: "
+                                           "--cuda-image none")
     # fabbench came from the kit's install, on the venv's Python
     assert steps["install"]["status"] == "ok"
     assert Path(steps["install"]["figures"]["imported_from"]).is_relative_to(site)
@@ -184,8 +198,143 @@ def test_prepare_for_the_gpu_machine(tmp_path):
     assert len(names) == len(set(names)) and {"fabbench", "jsonschema", "rpds_py"} <= set(names)
 
 
+def _toolkit_or_skip(cuda_mpi) -> None:
+    """The CUDA toolkit in $FABBENCH_CACHE (installed once from PyPI's wheels)."""
+    version = cuda_mpi.pinned("CUDA_VERSION")
+    if (cuda_mpi.cache_dir() / f"cuda-{version}" / "version.json").exists():
+        return
+    try:
+        socket.create_connection(("pypi.org", 443), timeout=5).close()
+    except OSError:
+        pytest.skip(f"needs PyPI (pypi.org) once for CUDA {version}'s wheels "
+                    "(containers/cuda-toolkit.sh)")
+
+
+@needs_mpirun
+@pytest.mark.timeout(900)
+@pytest.mark.skipif(shutil.which("mpicc") is None, reason="needs mpicc (libopenmpi-dev)")
+def test_cuda_loop_without_a_gpu_says_so_in_one_line_and_exits_3():
+    """The cuda-mpi step's loop and command line, rehearsed with this host's Open MPI: built
+    with -DFB_CUDA against CUDA 13's libcudart, 2 ranks over pml ucx find no device; rank 0 says
+    so with CUDA's own words, every rank exits 3 after MPI_Finalize, and UCX named the
+    transports of the one allreduce the ranks did to agree."""
+    cuda_mpi = _module("cuda_mpi")
+    _toolkit_or_skip(cuda_mpi)
+    loop = cuda_mpi.build_host_loop()
+    assert cuda_mpi.build_host_loop() == loop  # cached
+    env = {"OMPI_MCA_mpi_yield_when_idle": "1"}
+    p = _run(cuda_mpi.mpirun_argv("mpirun", str(loop), "allreduce", [8, 4096]), 120, env=env)
+    text = p.stdout + p.stderr
+    said = [line for line in text.splitlines() if line.startswith(cuda_mpi.NO_DEVICE)]
+    assert p.returncode == cuda_mpi.NO_DEVICE_EXIT, text[-3000:]
+    assert len(said) == 1 and len(said[0]) > len(cuda_mpi.NO_DEVICE) + 5, text[-3000:]
+    assert cuda_mpi.points(p.stdout) == {}  # nothing measured
+    tls = cuda_mpi.transports(text)
+    assert tls and all("/" in t for t in tls), text[-3000:]
+    # the same program without --cuda: the host-memory loop, both sizes, results checked
+    p = _run(["mpirun", *(["--allow-run-as-root"] if os.geteuid() == 0 else []),
+              "--oversubscribe", "-np", "2", "--mca", "btl", "self,vader", str(loop),
+              "sendrecv", "8", "4096"], 120, env=env)
+    assert p.returncode == 0 and set(cuda_mpi.points(p.stdout)) == {8, 4096}, p.stderr[-3000:]
+    # --cuda in a build without FB_CUDA: refused, exit 2
+    from fabbench.fidelity.check import build_c_loop
+
+    p = _run(["mpirun", *(["--allow-run-as-root"] if os.geteuid() == 0 else []),
+              "--oversubscribe", "-np", "2", "--mca", "btl", "self,vader", str(build_c_loop()),
+              "allreduce", "--cuda", "8"], 120, env=env)
+    assert p.returncode == 2 and "--cuda needs a build with -DFB_CUDA" in p.stderr, p.stderr
+
+
+def test_cuda_mpi_step_without_a_kit_is_skipped_with_the_reason(tmp_path):
+    p = _run([sys.executable, str(KIT / "drive.py"), "--out", str(tmp_path / "out"),
+              "--device", "cpu", "--scale", "tiny", "--only", "cuda-mpi"], 300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    steps = {s["name"]: s for s in json.loads((tmp_path / "out" / "summary.json").read_text())[
+        "steps"]}
+    assert list(steps) == ["install", "env", "cuda-mpi"]
+    assert steps["cuda-mpi"]["status"] == "skipped"
+    assert steps["cuda-mpi"]["reason"] == "the kit has no cuda-mpi.tar.xz: no --kit"
+
+
+FAKE_MPIRUN = r"""#!/bin/sh
+# a GPU run's transcript, as mpi_loop.c and UCX 1.13 (UCX_LOG_LEVEL=info) write it
+op=; tls=; sizes=; seen=
+for a; do
+  case $a in
+    allreduce|sendrecv) op=$a ;;
+    UCX_TLS=*) tls=$a ;;
+    --cuda) seen=1 ;;
+    *) [ -n "$seen" ] && sizes="$sizes $a" ;;
+  esac
+done
+echo "[1795562322.0] [gpu:7:0] ucp_worker.c:1763 UCX  INFO  ep_cfg[0]:" \
+  "tag(self/memory0 cuda_copy/cuda cuda_ipc/cuda); " >&2
+echo "mpi_loop: rank 0 on CUDA device 0 of 1: NVIDIA H100 80GB HBM3; MPI CUDA-aware: yes" >&2
+if [ "$op" = sendrecv ] && [ -z "$tls" ]; then
+  echo "[gpu:7] cuda_ipc_iface.c:123 UCX ERROR cuIpcOpenMemHandle() failed" >&2; exit 1
+fi
+for b in $sizes; do echo "$b 20.000 25 250"; done
+"""
+
+
+def _fake_bundle(kit: Path) -> None:
+    """A kit whose cuda-mpi.tar.xz holds programs that print what a GPU run prints."""
+    import tarfile
+
+    top = kit / "src" / "cuda-mpi"
+    (top / "fabric" / "bin").mkdir(parents=True)
+    programs = {"mpirun": FAKE_MPIRUN,
+                "ompi_info": "#!/bin/sh\necho ompi:version:full:4.1.4\n"
+                             "echo mca:mpi:base:param:mpi_built_with_cuda_support:value:true\n",
+                "ucx_info": "#!/bin/sh\necho '#      Transport: cuda_copy'\n"
+                            "echo '#      Transport: cuda_ipc'\n"}
+    for name, text in programs.items():
+        (top / "fabric" / "bin" / name).write_text(text)
+        (top / "fabric" / "bin" / name).chmod(0o755)
+    (top / "mpi_loop").write_text("")
+    (top / "MANIFEST.json").write_text(json.dumps({
+        "image": "test", "versions": {"openmpi": "4.1.4"}, "needs_versions": {"GLIBC": "2.2.5"}}))
+    with tarfile.open(kit / "cuda-mpi.tar.xz", "w:xz") as tar:
+        tar.add(top, arcname="cuda-mpi")
+    (kit / "MANIFEST.json").write_text(json.dumps({
+        "python_version": HERE_PY, "bytes": 1, "fabbench_commit": "", "wheels": {},
+        "cuda_mpi": {"included": True}}))
+
+
+def test_cuda_mpi_step_reads_a_gpu_run_and_runs_a_refused_op_again(tmp_path):
+    """What the step makes of a GPU run, from a transcript in its programs' formats (no GPU
+    here): the figures per size (p50, algbw, busbw), the transports UCX named, the device line;
+    an op that fails with UCX's default transports is run again with FALLBACK_TLS, its figures
+    kept and the step failed with both lines."""
+    cuda_mpi = _module("cuda_mpi")
+    _fake_bundle(tmp_path / "kit")
+    out = tmp_path / "out"
+    p = _run([sys.executable, str(KIT / "drive.py"), "--out", str(out), "--device", "cuda",
+              "--scale", "tiny", "--only", "cuda-mpi", "--kit", str(tmp_path / "kit")], 300)
+    steps = {s["name"]: s for s in json.loads((out / "summary.json").read_text())["steps"]}
+    step = steps["cuda-mpi"]
+    assert p.returncode == 1 and step["status"] == "failed", step  # (env: no GPU either)
+    f = step["figures"]
+    assert f["openmpi"] == "4.1.4" and f["built_with_cuda"] is True
+    assert f["ucx_transports_available"] == ["cuda_copy", "cuda_ipc"]
+    assert f["transports"] == ["cuda_copy/cuda", "cuda_ipc/cuda", "self/memory0"]
+    assert f["device_line"].endswith("MPI CUDA-aware: yes")
+    assert f["sizes"]["allreduce"] == [
+        {"bytes": 8, "p50_us": 20.0, "algbw_gbyte_s": 0.0004, "busbw_gbyte_s": 0.0004},
+        {"bytes": 4096, "p50_us": 20.0, "algbw_gbyte_s": 0.2048, "busbw_gbyte_s": 0.2048}]
+    assert [r["bytes"] for r in f["sizes"]["sendrecv"]] == [8, 4096]
+    assert set(f["default_failed"]) == {"sendrecv"}
+    assert "cuIpcOpenMemHandle() failed" in f["default_failed"]["sendrecv"]
+    assert f"with UCX_TLS={cuda_mpi.FALLBACK_TLS} it ran" in step["reason"]
+    assert f"-x UCX_TLS={cuda_mpi.FALLBACK_TLS}" in step["commands"][-1]["argv"]
+    table = (out / "summary.md").read_text()
+    assert "cuda-mpi:" in table and "| allreduce | 2 | 20.00 | 4096 | 0.2048 | True |" in table
+
+
 @pytest.mark.parametrize("argv, says", [
     (["prepare.py", "--python-version", "3"], "MAJOR.MINOR"),
+    (["prepare.py", "--cuda-image", "localhost/no-such-image:x"],
+     "--cuda-image localhost/no-such-image:x: "),
     (["prepare.py", "--bogus"], "unrecognized arguments"),
     (["drive.py", "--out", "OUT", "--device", "tpu"], "--device takes cuda or cpu"),
     (["drive.py", "--out", "OUT", "--deadline-s", "5"], "--deadline-s must be"),

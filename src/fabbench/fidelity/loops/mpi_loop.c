@@ -13,11 +13,25 @@
  * (2 + 20 above 8 KiB) back to back after one barrier, none among them, each timed; the mean
  * over the ranks of each rank's mean printed (osu_bibw prints 2 * bytes / rank 0's mean). The
  * fidelity benchmark prints it beside OSU's binary to show what the two protocols make of the
- * same library. */
+ * same library.
+ * With --cuda (a build with -DFB_CUDA, linked with libcudart): the buffers are cudaMalloc'd on
+ * device local rank % devices, selected before MPI_Init, and the same protocol runs on them
+ * through a CUDA-aware MPI. Rank 0 names its device and whether the MPI says it is CUDA-aware
+ * on stderr. Where a rank finds no device, rank 0 prints one line "mpi_loop: no CUDA device:
+ * <CUDA's error string>" and every rank exits 3 after MPI_Finalize (the GPU kit's cuda-mpi step,
+ * rehearsed on a host without a GPU). --cuda in a build without FB_CUDA: exit 2.
+ * After each size's timed operations every rank checks its result (allreduce: the sum of the
+ * ranks' inputs; sendrecv: the previous rank's input); a wrong one: a line, exit 4 at the end. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef FB_CUDA
+#include <cuda_runtime.h>
+#if defined(OPEN_MPI) && OPEN_MPI
+#include <mpi-ext.h>
+#endif
+#endif
 
 enum { SAMPLES = 25, CALIBRATE = 10, MAX_BATCH = 1000 };
 static const double WARMUP_S = 0.02;
@@ -25,6 +39,82 @@ static const double WARMUP_S = 0.02;
 static int cmp(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
+}
+
+static float input(long i, int rank) { return (float)((i + 7 * rank) % 5); }
+
+#ifdef FB_CUDA
+static cudaError_t cuda_error = cudaSuccess;
+
+/* Before MPI_Init (UCX and Open MPI look for the device's context there): the device of this
+ * rank's local rank, as the launcher tells it; 0 devices where CUDA finds none. */
+static int cuda_select(void) {
+    const char *names[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID",
+                           "LOCAL_RANK"};
+    int local = 0, devices = 0;
+    for (int i = 0; i < 4; i++)
+        if (getenv(names[i])) {
+            local = atoi(getenv(names[i]));
+            break;
+        }
+    cuda_error = cudaGetDeviceCount(&devices);
+    if (cuda_error != cudaSuccess || devices < 1) return 0;
+    if ((cuda_error = cudaSetDevice(local % devices)) != cudaSuccess ||
+        (cuda_error = cudaFree(0)) != cudaSuccess)
+        return 0;
+    return devices;
+}
+#endif
+
+/* The send buffer holds input(i, rank), the receive buffer zeros; on the GPU with --cuda. */
+static void buffers(int cuda, long count, int rank, float **send, float **recv) {
+    size_t bytes = (size_t)count * sizeof(float);
+    float *host = NULL;
+    /* page-aligned, as OSU allocates its buffers (and fabbench: comm.base.page_aligned) */
+    if (posix_memalign((void **)&host, 4096, bytes)) MPI_Abort(MPI_COMM_WORLD, 1);
+    for (long i = 0; i < count; i++) host[i] = input(i, rank);
+    if (!cuda) {
+        *send = host;
+        if (posix_memalign((void **)recv, 4096, bytes)) MPI_Abort(MPI_COMM_WORLD, 1);
+        memset(*recv, 0, bytes);
+        return;
+    }
+#ifdef FB_CUDA
+    if (cudaMalloc((void **)send, bytes) != cudaSuccess ||
+        cudaMalloc((void **)recv, bytes) != cudaSuccess ||
+        cudaMemcpy(*send, host, bytes, cudaMemcpyHostToDevice) != cudaSuccess ||
+        cudaMemset(*recv, 0, bytes) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess)
+        MPI_Abort(MPI_COMM_WORLD, 1);
+#endif
+    free(host);
+}
+
+/* How many elements of recv differ from what the op must leave there (then frees both). */
+static long check_and_free(int cuda, int sendrecv, float *send, float *recv, long count,
+                           int size, int prev) {
+    float *got = recv;
+#ifdef FB_CUDA
+    if (cuda) {
+        if (!(got = malloc((size_t)count * sizeof(float))) ||
+            cudaMemcpy(got, recv, (size_t)count * sizeof(float), cudaMemcpyDeviceToHost) !=
+                cudaSuccess)
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        cudaFree(send);
+        cudaFree(recv);
+    }
+#endif
+    long wrong = 0;
+    for (long i = 0; i < count; i++) {
+        float want = 0.0f;
+        if (sendrecv)
+            want = input(i, prev);
+        else
+            for (int r = 0; r < size; r++) want += input(i, r);
+        wrong += got[i] != want;
+    }
+    if (!cuda) free(send);
+    free(got);
+    return wrong;
 }
 
 static void op_once(int sendrecv, float *send, float *recv, long count, int next, int prev) {
@@ -36,30 +126,75 @@ static void op_once(int sendrecv, float *send, float *recv, long count, int next
 }
 
 int main(int argc, char **argv) {
+    int cuda = 0, osu = 0, first = 2;
+    for (int a = 2; a < argc && strncmp(argv[a], "--", 2) == 0; a++, first++) {
+        if (strcmp(argv[a], "--cuda") == 0)
+            cuda = 1;
+        else if (strcmp(argv[a], "--osu") == 0)
+            osu = 1;
+    }
+#ifdef FB_CUDA
+    int devices = cuda ? cuda_select() : 0;
+#endif
     MPI_Init(&argc, &argv);
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (argc < 2 || (strcmp(argv[1], "allreduce") && strcmp(argv[1], "sendrecv"))) {
-        if (rank == 0) fprintf(stderr, "usage: mpi_loop allreduce|sendrecv [--osu] BYTES...\n");
+    int bad_flag = 0;
+    for (int a = 2; a < first; a++)
+        bad_flag |= strcmp(argv[a], "--cuda") != 0 && strcmp(argv[a], "--osu") != 0;
+    if (argc < 2 || (strcmp(argv[1], "allreduce") && strcmp(argv[1], "sendrecv")) || bad_flag) {
+        if (rank == 0)
+            fprintf(stderr, "usage: mpi_loop allreduce|sendrecv [--osu] [--cuda] BYTES...\n");
         MPI_Finalize();
         return 2;
     }
+#ifndef FB_CUDA
+    if (cuda) {
+        if (rank == 0) fprintf(stderr, "mpi_loop: --cuda needs a build with -DFB_CUDA\n");
+        MPI_Finalize();
+        return 2;
+    }
+#else
+    if (cuda) {
+        int mine = devices > 0, all = 0;
+        MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+        if (!all) {
+            if (rank == 0) {
+                if (devices > 0)
+                    fprintf(stderr, "mpi_loop: no CUDA device on another rank (rank 0 has %d)\n",
+                            devices);
+                else
+                    fprintf(stderr, "mpi_loop: no CUDA device: %s\n",
+                            cuda_error != cudaSuccess ? cudaGetErrorString(cuda_error)
+                                                      : "cudaGetDeviceCount found 0 devices");
+            }
+            MPI_Finalize();
+            return 3;
+        }
+        if (rank == 0) {
+            int device = 0;
+            struct cudaDeviceProp prop;
+            cudaGetDevice(&device);
+            cudaGetDeviceProperties(&prop, device);
+            const char *aware = "unknown";
+#if defined(MPIX_CUDA_AWARE_SUPPORT)
+            aware = MPIX_Query_cuda_support() ? "yes" : "no";
+#endif
+            fprintf(stderr, "mpi_loop: rank 0 on CUDA device %d of %d: %s; MPI CUDA-aware: %s\n",
+                    device, devices, prop.name, aware);
+        }
+    }
+#endif
     int sendrecv = strcmp(argv[1], "sendrecv") == 0;
-    int first = 2, osu = argc > 2 && strcmp(argv[2], "--osu") == 0;
-    if (osu) first = 3;
     int next = (rank + 1) % size, prev = (rank + size - 1) % size;
+    long wrong_sizes = 0;
     for (int a = first; a < argc; a++) {
         long bytes = atol(argv[a]);
         long count = bytes / (long)sizeof(float);
         if (count < 1) count = 1;
-        /* page-aligned, as OSU allocates its buffers (and fabbench: comm.base.page_aligned) */
         float *send, *recv;
-        if (posix_memalign((void **)&send, 4096, count * sizeof(float)) ||
-            posix_memalign((void **)&recv, 4096, count * sizeof(float)))
-            MPI_Abort(MPI_COMM_WORLD, 1);
-        for (long i = 0; i < count; i++) send[i] = (float)((i + 7 * rank) % 5);
-        memset(recv, 0, count * sizeof(float));
+        buffers(cuda, count, rank, &send, &recv);
         if (osu) {
             int large = bytes > 8192;
             int skip = sendrecv ? (large ? 2 : 10) : (large ? 10 : 200);
@@ -79,39 +214,43 @@ int main(int argc, char **argv) {
                 printf("%ld %.3f %d 1\n", count * (long)sizeof(float), sum / size, iters);
                 fflush(stdout);
             }
-            free(send);
-            free(recv);
-            continue;
-        }
-        MPI_Barrier(MPI_COMM_WORLD);
-        double t0 = MPI_Wtime();
-        for (int i = 0; i < CALIBRATE; i++) op_once(sendrecv, send, recv, count, next, prev);
-        double one = (MPI_Wtime() - t0) / CALIBRATE, slowest;
-        MPI_Allreduce(&one, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-        const char *batch_env = getenv("FABBENCH_LOOP_BATCH_S");
-        double batch_s = batch_env ? atof(batch_env) : 0.005;
-        int warmup = (int)(WARMUP_S / slowest);
-        for (int i = 0; i < warmup; i++) op_once(sendrecv, send, recv, count, next, prev);
-        int batch = (int)(batch_s / slowest);
-        if (batch < 1) batch = 1;
-        if (batch > MAX_BATCH) batch = MAX_BATCH;
-        double samples[SAMPLES];
-        for (int s = 0; s < SAMPLES; s++) {
+        } else {
             MPI_Barrier(MPI_COMM_WORLD);
-            t0 = MPI_Wtime();
-            for (int i = 0; i < batch; i++) op_once(sendrecv, send, recv, count, next, prev);
-            double t = (MPI_Wtime() - t0) / batch;
-            MPI_Allreduce(&t, &samples[s], 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+            double t0 = MPI_Wtime();
+            for (int i = 0; i < CALIBRATE; i++) op_once(sendrecv, send, recv, count, next, prev);
+            double one = (MPI_Wtime() - t0) / CALIBRATE, slowest;
+            MPI_Allreduce(&one, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+            const char *batch_env = getenv("FABBENCH_LOOP_BATCH_S");
+            double batch_s = batch_env ? atof(batch_env) : 0.005;
+            int warmup = (int)(WARMUP_S / slowest);
+            for (int i = 0; i < warmup; i++) op_once(sendrecv, send, recv, count, next, prev);
+            int batch = (int)(batch_s / slowest);
+            if (batch < 1) batch = 1;
+            if (batch > MAX_BATCH) batch = MAX_BATCH;
+            double samples[SAMPLES];
+            for (int s = 0; s < SAMPLES; s++) {
+                MPI_Barrier(MPI_COMM_WORLD);
+                t0 = MPI_Wtime();
+                for (int i = 0; i < batch; i++) op_once(sendrecv, send, recv, count, next, prev);
+                double t = (MPI_Wtime() - t0) / batch;
+                MPI_Allreduce(&t, &samples[s], 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+            }
+            qsort(samples, SAMPLES, sizeof(double), cmp);
+            if (rank == 0) {
+                printf("%ld %.3f %d %d\n", count * (long)sizeof(float),
+                       samples[SAMPLES / 2] * 1e6, SAMPLES, batch);
+                fflush(stdout);
+            }
         }
-        qsort(samples, SAMPLES, sizeof(double), cmp);
-        if (rank == 0) {
-            printf("%ld %.3f %d %d\n", count * (long)sizeof(float), samples[SAMPLES / 2] * 1e6,
-                   SAMPLES, batch);
-            fflush(stdout);
+        long wrong = check_and_free(cuda, sendrecv, send, recv, count, size, prev), all;
+        MPI_Allreduce(&wrong, &all, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+        if (all) {
+            wrong_sizes++;
+            if (rank == 0)
+                fprintf(stderr, "mpi_loop: wrong result at %ld bytes: %ld elements differ\n",
+                        count * (long)sizeof(float), all);
         }
-        free(send);
-        free(recv);
     }
     MPI_Finalize();
-    return 0;
+    return wrong_sizes ? 4 : 0;
 }
