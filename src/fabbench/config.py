@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
+from types import MappingProxyType
 from typing import Annotated, Any
 
 from fabbench.comm.registry import ALL_DTYPES, ALL_OPS, HOROVOD_OVER, PRIMITIVES
@@ -169,13 +170,28 @@ def option(default: Any, kind: Kind, flag: str, help: str, *, study: str | None 
     return field(default=default, metadata={"option": Option(kind, flag, help, key, **more)})
 
 
-def _between(low: float, high: float, what: str) -> Callable[[Any], str | None]:
-    return lambda v: None if low <= v <= high else f"{what} must be between {low:g} and " \
-        f"{high:g}, not {v:g}"
+@dataclass(frozen=True)
+class Bounds:
+    """A number field's range as its check: the message (``{v}``: the value) when a value is
+    outside it. Declared as data, so the chart's schema states the same range."""
+
+    message: str
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False  # the low end itself is outside
+
+    def __call__(self, v: float) -> str | None:
+        low = self.low is not None and (v <= self.low if self.low_open else v < self.low)
+        return self.message.format(v=v) if low or (self.high is not None and v > self.high) \
+            else None
 
 
-def _at_least(low: int, what: str) -> Callable[[Any], str | None]:
-    return lambda v: None if v >= low else f"{what} must be at least {low}, not {v}"
+def _between(low: float, high: float, what: str) -> Bounds:
+    return Bounds(f"{what} must be between {low:g} and {high:g}, not {{v:g}}", low, high)
+
+
+def _at_least(low: int, what: str) -> Bounds:
+    return Bounds(f"{what} must be at least {low}, not {{v}}", low)
 
 
 def _sizes(text: str) -> str | None:
@@ -227,8 +243,8 @@ class CollectivesConfig:
     check: bool = option(False, SWITCH, "--check", "Verify every result; a wrong element "
                          "fails the run.", negative="--no-check")
     budget_s: float = option(0.1, FLOAT, "--budget", "Measured seconds per point (op, size, "
-                             "dtype).", check=lambda v: None if v > 0 else
-                             f"--budget must be positive, not {v:g}")
+                             "dtype).", check=Bounds("--budget must be positive, not {v:g}", 0,
+                                                     low_open=True))
     min_samples: int = option(5, INT, "--min-samples", "Samples per point, at least.",
                               check=_at_least(1, "--min-samples"))
     max_samples: int = option(200, INT, "--max-samples", "Samples per point, at most.",
@@ -257,7 +273,8 @@ class TrainConfig:
                              check=_at_least(1, "batch size"))
     image_size: int | None = option(
         None, INT, "--image-size", "Image side in pixels (multiple of 32), or tokens per "
-        "sequence for a transformer. Default: the model's (224; the context).")
+        "sequence for a transformer. Default: the model's (224; the context).",
+        check=_at_least(1, "--image-size"))
     steps: int = option(20, INT, "--steps", "Timed steps.", check=_at_least(2, "steps"))
     warmup_steps: int = option(5, INT, "--warmup-steps", "Untimed steps first.",
                                check=_at_least(1, "warm-up steps"))
@@ -268,10 +285,10 @@ class TrainConfig:
         f"scaling rank counts must be between 1 and {MAX_LOCAL_RANKS}")
     bucket_mb: float = option(25.0, FLOAT, "--bucket-mb", "DDP bucket size "
                               "(bucket_cap_mb), also the mpi engine's, MiB.",
-                              check=lambda v: None if v > 0 else "bucket size must be > 0 MiB")
+                              check=Bounds("bucket size must be > 0 MiB", 0, low_open=True))
     fusion_mb: float | None = option(
         None, FLOAT, "--fusion-mb", "Horovod fusion threshold, MiB. Default: Horovod's.",
-        check=lambda v: None if v >= 0 else "fusion threshold must be >= 0 MiB")
+        check=Bounds("fusion threshold must be >= 0 MiB", 0))
     precision: str = option("fp32", TEXT, "--precision", "fp32, bf16 (autocast) or fp16 "
                             "(autocast + loss scaling, GPU).", choices=PRECISIONS)
 
@@ -355,8 +372,8 @@ class RunConfig:
         refusal="--gpudirect takes {known}, not {value!r}")
     timeout_s: float = option(
         30.0, FLOAT, "--timeout", "Seconds any operation may take (plus 1 s per 100 MB) before "
-        "every rank stops.", check=lambda v: None if 0 < v <= 86400 else
-        f"timeout must be between 0 and 86400 seconds, not {v:g}")
+        "every rank stops.", check=Bounds(
+            "timeout must be between 0 and 86400 seconds, not {v:g}", 0, 86400, low_open=True))
     out: str | None = option(
         None, TEXT, "--out", "Results file (JSON Lines). Default: results/<run id>-...",
         short="-o", placed=True, check=_out)
@@ -397,16 +414,11 @@ class RunConfig:
     def from_argv(cls, argv: Sequence[str]) -> RunConfig:
         """The configuration ``fabbench run ARGV`` asks for (flags only: ``--flag VALUE``,
         ``--flag=VALUE``, short flags, switches); a ``UsageError`` for anything else."""
-        by_flag = {}
-        for f in fields():
-            for flag in (f.option.flag, f.option.short, f.option.negative):
-                if flag:
-                    by_flag[flag] = f
         values: dict[str, Any] = {}
         args = iter(argv)
         for arg in args:
             flag, eq, text = arg.partition("=") if arg.startswith("--") else (arg, "", "")
-            f = by_flag.get(flag)
+            f = BY_FLAG.get(flag)
             if f is None:
                 raise UsageError(f"no such option: {arg!r}")
             if f.option.kind is SWITCH:
@@ -415,9 +427,10 @@ class RunConfig:
                 values[f.path] = flag != f.option.negative
                 continue
             if not eq:
-                text = next(args, None)
-                if text is None:
+                following = next(args, None)
+                if following is None:
                     raise UsageError(f"{flag} needs a value")
+                text = following
             values[f.path] = f.option.kind.read(text, f.option.flag)
         return build(values)
 
@@ -471,7 +484,8 @@ class Field:
 def _declared(cls: type, section: str | None) -> Iterator[Field]:
     for f in dataclasses.fields(cls):
         if "option" in f.metadata:
-            default = f.default_factory() if f.default is dataclasses.MISSING else f.default
+            default = f.default if f.default_factory is dataclasses.MISSING else \
+                f.default_factory()
             yield Field(section, f.name, default, f.metadata["option"])
 
 
@@ -484,7 +498,14 @@ _FIELDS = (*_declared(RunConfig, None),
            *(f for name, cls in SECTIONS.items() for f in _declared(cls, name)))
 STUDY_KEYS: Mapping[str, Field] = {f.option.study: f for f in _FIELDS}
 _BY_PATH: Mapping[str, Field] = {f.path: f for f in _FIELDS}
+BY_FLAG: Mapping[str, Field] = {flag: f for f in _FIELDS
+                                for flag in (f.option.flag, f.option.short, f.option.negative)
+                                if flag}  # every name a field is given by on a command line
 assert len(STUDY_KEYS) == len(_FIELDS), "two fields share a study key"
+
+# What a rendered job (`fabbench render`, the Helm chart) defaults differently from `fabbench
+# run`, by path: it names the fabric of the nodes it lands on (run's auto detects this host's).
+RENDERED_DEFAULTS: Mapping[str, Any] = MappingProxyType({"fabric": "ethernet"})
 
 
 def study_value(key: str, value: Any) -> Any:
@@ -505,7 +526,7 @@ def study_value(key: str, value: Any) -> Any:
 def build(values: Mapping[str, Any]) -> RunConfig:
     """A configuration from field values by dotted path (``{"train.steps": 10}``)."""
     common = {k: v for k, v in values.items() if "." not in k}
-    sections = {name: {} for name in SECTIONS}
+    sections: dict[str, dict[str, Any]] = {name: {} for name in SECTIONS}
     for key, value in values.items():
         if "." in key:
             section, name = key.split(".", 1)
@@ -532,11 +553,17 @@ def typer_annotation(path: str, *, panel: bool = False) -> Any:
         rich_help_panel=f.panel if panel else None)]
 
 
-def typer_parameters() -> list[inspect.Parameter]:
-    """The ``fabbench run`` parameters, one per field, grouped in help panels per workload."""
+def typer_parameters(*, placed: bool = True,
+                     defaults: Mapping[str, Any] | None = None) -> list[inspect.Parameter]:
+    """The ``fabbench run`` parameters, one per field, grouped in help panels per workload.
+    ``placed=False``: less the fields whoever places the run sets (--ranks, --out: a rendered
+    job's); ``defaults``: a command's own default of a field, by path (``fabbench render``'s
+    fabric, which cannot be auto)."""
     params = []
     for f in _FIELDS:
-        default = f.default
+        if f.option.placed and not placed:
+            continue
+        default = (defaults or {}).get(f.path, f.default)
         if f.option.kind in (NAMES, COUNTS) and default is not None:
             default = f.option.kind.write(default)
         params.append(inspect.Parameter(f.param, inspect.Parameter.KEYWORD_ONLY, default=default,
@@ -545,10 +572,13 @@ def typer_parameters() -> list[inspect.Parameter]:
 
 
 def from_parameters(given: Mapping[str, Any]) -> RunConfig:
-    """The configuration of the ``run`` command's parsed parameters (:func:`typer_parameters`):
-    comma lists are read here, so a bad one is one line naming its flag."""
+    """The configuration of a command's parsed parameters (:func:`typer_parameters`; a field
+    without one keeps its default): comma lists are read here, so a bad one is one line naming
+    its flag."""
     values = {}
     for f in _FIELDS:
+        if f.param not in given:
+            continue
         value = given[f.param]
         if f.option.kind in (NAMES, COUNTS) and value is not None:
             value = f.option.kind.read(value, f.option.flag)

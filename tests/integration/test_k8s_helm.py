@@ -15,6 +15,8 @@ import yaml
 
 from conftest import REPO, fabbench
 from fabbench import __version__
+from fabbench.config import number_text
+from fabbench.render.chart import chart_options
 from fabbench.sysinfo.inventory import image_reference
 
 helm_python = pytest.importorskip("helm_python", reason="needs helm-python-sdk (dev extra)")
@@ -141,6 +143,8 @@ def test_schema_rejects_bad_values(bad):
     ({"primitive": "nccl", "gpusPerNode": 1, "gpudirect": "on"}, "no GPUDirect for nccl"),
     ({"fabric": "infiniband", "wire": "tcp", "primitive": "nccl", "gpusPerNode": 1,
       "gpudirect": "on"}, "no GPUDirect"),
+    ({"benchmark": {"extraArgs": ["--budget=1"]}}, "--budget is an option fabbench declares"),
+    ({"benchmark": {"extraArgs": ["--no-check"]}}, "set its value \\(check\\)"),
 ])
 def test_chart_refuses_impossible_settings(bad, message):
     with pytest.raises(helm_python.HelmError, match=message):
@@ -149,24 +153,24 @@ def test_chart_refuses_impossible_settings(bad, message):
 
 def cli_args(values: dict) -> list[str]:
     """The `fabbench render k8s` options for chart values."""
-    v = {"fabric": "ethernet", "wire": "native", "nodes": 2, "gpusPerNode": 0, **values}
-    b = {"dtypes": "float32", "budget": 0.2, "timeout": 30, **v.get("benchmark", {})}
-    args = ["--name", FULLNAME, "--fabric", v["fabric"], "--wire", v["wire"], "--nodes",
-            str(v["nodes"]), "--gpus-per-node", str(v["gpusPerNode"]), "--dtypes", b["dtypes"],
-            "--budget", str(b["budget"]), "--timeout", str(b["timeout"])]
+    v = {"nodes": 2, "gpusPerNode": 0, **values}
+    b = v.get("benchmark", {})
+    args = ["--name", FULLNAME, "--nodes", str(v["nodes"]), "--gpus-per-node",
+            str(v["gpusPerNode"])]
     if v.get("primitive"):
         args += ["--primitive", v["primitive"]]
-    if v.get("gpudirect", "auto") != "auto":
-        args += ["--gpudirect", v["gpudirect"]]
-    for key, opt in (("iface", "--iface"), ("rdmaDevice", "--rdma-device")):
-        if v.get(key):
-            args += [opt, v[key]]
-    for key, opt in (("ops", "--ops"), ("sizes", "--sizes")):
-        if b.get(key):
-            args += [opt, b[key]]
+    # every run option the values set, by its flag (the chart's defaults are render's)
+    for option in chart_options():
+        where = b if option.get("in") else v
+        value = where.get(option.get("value"))
+        if value is None or value == "":
+            continue
+        if option["kind"] == "switch":
+            args.append(option["flag"] if value else option["negative"])
+        else:
+            args += [option["flag"], number_text(value) if isinstance(value, float)
+                     else str(value)]
     args += [f"--extra-arg={a}" for a in b.get("extraArgs", [])]
-    if b.get("check"):
-        args.append("--check")
     if v.get("rdma", {}).get("resource"):
         args += ["--rdma-resource", v["rdma"]["resource"], "--rdma-per-node",
                  str(v["rdma"].get("perNode", 1))]

@@ -35,6 +35,7 @@ from fabbench.errors import UsageError
 from fabbench.render import Benchmark, K8sJob, SlurmJob, render_k8s, render_slurm
 from fabbench.render.chart import chart_options
 from fabbench.study import spec
+from fabbench.workloads import names as workload_names
 
 CHART = REPO / "charts" / "fabbench"
 FABRICS = ("ethernet", "infiniband", "omnipath", "shm")
@@ -141,8 +142,12 @@ def renderable(c: RunConfig) -> RunConfig | None:
 def slurm_args(c: RunConfig) -> list[str]:
     gpus = 4 if c.device == "cuda" else 0
     nodes = 1 if c.fabric == "shm" else 2
-    script = render_slurm(SlurmJob(nodes=nodes, gpus_per_node=gpus,
-                                   benchmarks=(Benchmark(config=c),)))
+    return slurm_run_args(render_slurm(SlurmJob(nodes=nodes, gpus_per_node=gpus,
+                                                benchmarks=(Benchmark(config=c),))))
+
+
+def slurm_run_args(script: str) -> list[str]:
+    """The arguments after `fabbench run` (less --out) of a one-benchmark sbatch script."""
     [line] = re.findall(r"(?:^|\s)fabbench run (.*)$", script.replace("\\\n", " "), re.M)
     words = shlex.split(line)
     return words[:words.index("--out")]
@@ -151,8 +156,13 @@ def slurm_args(c: RunConfig) -> list[str]:
 def k8s_args(c: RunConfig) -> list[str]:
     gpus = 4 if c.device == "cuda" else 0
     nodes = 1 if c.fabric == "shm" else 2
-    docs = list(yaml.safe_load_all(render_k8s(K8sJob(nodes=nodes, gpus_per_node=gpus,
-                                                     benchmark=Benchmark(config=c)))))
+    return k8s_run_args(render_k8s(K8sJob(nodes=nodes, gpus_per_node=gpus,
+                                          benchmark=Benchmark(config=c))))
+
+
+def k8s_run_args(manifests: str) -> list[str]:
+    """The arguments after `run` (less --out) of the one `fabbench run` in the manifests."""
+    docs = list(yaml.safe_load_all(manifests))
 
     def lists(obj):
         if isinstance(obj, dict):
@@ -217,6 +227,94 @@ def test_a_study_cell_writes_the_configuration_argv(tmp_path, c):
     r = renderable(c)
     assume(r is not None and r.device == "cpu")
     assert study_args(r, tmp_path) == r.to_argv()
+
+
+# ---- `fabbench render` takes `fabbench run`'s options ----
+
+def run_command_config(args: list[str]) -> RunConfig:
+    """`fabbench run ARGS` as the CLI itself reads it: the run command's own parser, then
+    config.from_parameters (not RunConfig.from_argv)."""
+    from fabbench.cli.main import _command
+
+    with _command().commands["run"].make_context("run", list(args)) as ctx:
+        return config.from_parameters(ctx.params)
+
+
+def rendered_run_args(target: str, options: list[str], gpus: int = 0) -> list[str]:
+    """`fabbench render TARGET OPTIONS` through the real CLI: its job's `fabbench run`
+    arguments, less --out."""
+    code, out, err = run_main(["render", target, "--gpus-per-node", str(gpus), *options])
+    assert code == 0, err
+    return slurm_run_args(out) if target == "slurm" else k8s_run_args(out)
+
+
+def _every_option_of(workload: str) -> RunConfig:
+    """A job of ``workload`` with every option of its sections off its default, and those of
+    the collectives (which pairs reads, and any job carries), and common ones a job does not
+    place."""
+    sections = {*workload_names.parts(workload), "collectives"}
+    trains = "train" in sections  # with Horovod, whose fusion threshold it takes
+    values = {"fabric": "ethernet", "primitive": "horovod" if trains else "gloo",
+              "horovod_over": "mpi" if trains else None, "device": "cpu", "workload": workload,
+              "timeout_s": 45.0, "iface": "eth1", "ceiling": False, "ceiling_s": 3.0}
+    if trains:
+        values.update({"train.model": "resnet50", "train.image_size": 64,
+                       "train.fusion_mb": 8.0})
+    for f in fields():
+        if f.section in sections and f.path not in values:
+            values[f.path] = not f.default if f.option.kind is SWITCH else _examples(f)[0]
+    values["collectives.min_samples"] = 3  # below --max-samples' example
+    return build(values)
+
+
+@pytest.mark.parametrize("target", ["slurm", "k8s"])
+@pytest.mark.parametrize("workload", workload_names.NAMES)
+def test_render_round_trips_every_workload_through_the_run_command(target, workload):
+    """`fabbench render` takes a configuration's options as `fabbench run` does; the job it
+    writes runs the same configuration, as the run command itself parses the job's argv."""
+    c = _every_option_of(workload)
+    args = rendered_run_args(target, c.to_argv())
+    assert run_command_config(args) == c
+    assert args == c.to_argv()
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@given(configs(), st.sampled_from(["slurm", "k8s"]))
+def test_render_takes_any_renderable_configuration(c, target):
+    r = renderable(c)
+    assume(r is not None)
+    try:
+        slurm_args(r)
+    except UsageError:  # what the fabric's profile has not (a wire, GPUDirect settings)
+        assume(False)
+    options = r.to_argv() + ["--nodes", "1" if r.fabric == "shm" else "2"]
+    assert run_command_config(rendered_run_args(
+        target, options, gpus=4 if r.device == "cuda" else 0)) == r
+
+
+def test_render_measures_what_run_measures_by_default():
+    """Without --budget (or any other option), a rendered job's points get `fabbench run`'s
+    budget: the job's argv carries no budget, and reads back to run's default."""
+    for target in ("slurm", "k8s"):
+        args = rendered_run_args(target, ["--primitive", "gloo"])
+        assert "--budget" not in args
+        assert run_command_config(args).collectives.budget_s == \
+            run_command_config([]).collectives.budget_s == RunConfig().collectives.budget_s
+
+
+@pytest.mark.parametrize("options, message", [
+    (["--workload", "train", "--steps", "1"], "steps must be at least 2"),
+    (["--workload", "train", "--model", "nope"], "unknown model 'nope'"),
+    (["--workload", "halo", "--cells-per-rank", "1"], "cells per rank"),
+    (["--pair-schedule", "both"], "--pair-schedule takes auto, rounds, serial"),
+    (["--extra-arg", "--min-samples=3"], "--min-samples is an option of fabbench render"),
+    (["--extra-arg", "--out"], "names its results file itself"),
+])
+def test_render_checks_every_section_before_the_job_runs(options, message):
+    for target in ("slurm", "k8s"):
+        code, out, err = run_main(["render", target, *options])
+        assert code == 2 and not out and err.count("\n") == 1, err
+        assert message in err, err
 
 
 # ---- every field, everywhere ----

@@ -88,8 +88,6 @@ cdef0123456789abcdef"
                 - "eth1"
                 - "--sizes"
                 - "8:1M"
-                - "--budget"
-                - "0.2"
                 - "--out"
                 - "/results/fabbench-collectives.jsonl"
               env:
@@ -235,8 +233,6 @@ spec:
             - "mlx5_0"
             - "--sizes"
             - "8:1M"
-            - "--budget"
-            - "0.2"
             - "--out"
             - "/results/fabbench-collectives.jsonl"
           env:
@@ -288,6 +284,22 @@ def test_exact_output_infiniband_nccl_on_gpus():
 def test_chart_data_files_are_generated_from_the_python_sources(path):
     assert (CHART / path).read_text() == chart.generated(path), (
         f"charts/fabbench/{path} is stale: python -m fabbench.render.chart charts/fabbench")
+
+
+@pytest.mark.parametrize("path", sorted(chart.SPLICED))
+def test_chart_values_and_schema_say_of_run_options_what_the_config_declares(path):
+    """values.yaml's and values.schema.json's run options (defaults, documentation, types,
+    ranges, choices) are generated from fabbench.config: the chart measures what `fabbench run`
+    and `fabbench render` measure when a value is not given."""
+    text = (CHART / path).read_text()
+    assert chart.SPLICED[path](text) == text, (
+        f"charts/fabbench/{path} is stale: python -m fabbench.render.chart charts/fabbench")
+
+
+def test_chart_defaults_are_run_defaults():
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert values["benchmark"]["budget"] == RunConfig().collectives.budget_s
+    assert values["masterPort"] == K8sJob.__dataclass_fields__["master_port"].default
 
 
 def test_chart_schema_offers_the_profiles_and_primitives_python_knows():

@@ -57,7 +57,7 @@ export OMPI_MCA_btl='^ofi,openib'
 out="$results_dir/$job_id-collectives.jsonl"
 launch srun --kill-on-bad-exit=1 --nodes=4 --ntasks-per-node=8 --mpi=pmix \\
   apptainer exec --nv --bind "$results_dir" --bind /dev/hfi1_0 fabbench.sif \\
-  fabbench run --fabric omnipath --primitive mpi --device cuda --budget 0.2 --out "$out"
+  fabbench run --fabric omnipath --primitive mpi --device cuda --out "$out"
 """
 
 
@@ -113,7 +113,7 @@ launch srun --kill-on-bad-exit=1 --nodes=2 --ntasks-per-node=2 --mpi=pmix \\
   ch-run --set-env -b "$results_dir:/mnt/0" -b /scratch/data:/mnt/1 /scratch/fabbench.sqfs -- \
 \\
   fabbench run --fabric infiniband --primitive mpi --device cpu --ops allreduce --sizes 8:1M \
---budget 0.2 --out "/mnt/0/${out##*/}"
+--out "/mnt/0/${out##*/}"
 """
 
 

@@ -146,13 +146,15 @@ object. */}}
 {{/* `fabbench run`'s arguments: per field of the run configuration (files/run-options.yaml,
 generated from fabbench.config), its value when it differs from the field's default, written as
 RunConfig.to_argv writes it (whole numbers as such, other numbers as Go's %v, which is Python's
-fabbench.config.number_text); then benchmark.extraArgs, then --out. The primitive, Horovod's
+fabbench.config.number_text); then benchmark.extraArgs (none of them an option it declares:
+`fabbench render` refuses those too), then --out. The primitive, Horovod's
 controller and the device are decided here, as `fabbench render k8s` decides them. */}}
 {{- define "fabbench.runArgs" -}}
 {{- $spec := include "fabbench.primitiveSpec" . | fromJson }}
 {{- $decided := dict "primitive" (include "fabbench.primitive" .) "over" $spec.over "device" (ternary "cuda" "cpu" (gt (int .Values.gpusPerNode) 0)) }}
 {{- $args := list "run" }}
-{{- range (.Files.Get "files/run-options.yaml" | fromYaml).options }}
+{{- $options := (.Files.Get "files/run-options.yaml" | fromYaml).options }}
+{{- range $options }}
 {{- $v := "" }}
 {{- if .decided }}{{ $v = get $decided .decided }}
 {{- else if .in }}{{ $v = index $.Values .in .value }}
@@ -170,6 +172,14 @@ controller and the device are decided here, as `fabbench render k8s` decides the
 {{- end }}
 {{- end }}
 {{- $b := .Values.benchmark }}
+{{- range $arg := $b.extraArgs }}
+{{- $flag := regexReplaceAll "=.*" $arg "" }}
+{{- range $options }}
+{{- if or (eq $flag .flag) (eq $flag (.negative | default "")) }}
+{{- fail (printf "benchmark.extraArgs: %s is an option fabbench declares: set its value (%s) instead" $flag (.value | default .decided)) }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- $args = concat $args $b.extraArgs }}
 {{- $out := printf "%s/%s-%s.jsonl" (trimSuffix "/" .Values.results.path) (include "fabbench.fullname" .) $b.label }}
 {{- toJson (concat $args (list "--out" $out)) }}

@@ -4,14 +4,33 @@ says."""
 
 from __future__ import annotations
 
-from typing import Annotated
+import inspect
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any
 
 import typer
 
-from fabbench.config import typer_annotation
+from fabbench.config import typer_annotation, typer_parameters
 
 Fabric = typer_annotation("fabric")
 Primitive = typer_annotation("primitive")
 Wire = typer_annotation("wire")
 GpuDirect = typer_annotation("gpudirect")
 Json = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+
+
+def run_options(*, placed: bool = True, defaults: Mapping[str, Any] | None = None
+                ) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """A command that takes every option of the run configuration (fabbench.config), after its
+    own and in their help panels, as `fabbench run` does; it gets them in ``**options``, for
+    fabbench.config.from_parameters. ``placed``/``defaults``: as config.typer_parameters."""
+    def wrap(command: Callable[..., None]) -> Callable[..., None]:
+        own = [p for p in inspect.signature(command, eval_str=True).parameters.values()
+               if p.kind is not inspect.Parameter.VAR_KEYWORD]
+        signature = inspect.Signature([*own, *typer_parameters(placed=placed,
+                                                               defaults=defaults)])
+        command.__signature__ = signature  # type: ignore[attr-defined]  # what Typer reads
+        command.__annotations__ = {p.name: p.annotation
+                                   for p in signature.parameters.values()}
+        return command
+    return wrap

@@ -7,45 +7,36 @@ from typing import Annotated
 
 import typer
 
-from fabbench.cli.options import Fabric, GpuDirect, Primitive, Wire
+from fabbench.cli.options import run_options
+from fabbench.config import RENDERED_DEFAULTS
 
 render_app = typer.Typer(name="render", no_args_is_help=True, help=(
     "Write the files a scheduler runs: an sbatch script or Kubernetes manifests."))
 
+# `fabbench run`'s options are render's too (fabbench.config), less --ranks and --out (the job
+# places its ranks and names its results file), with a rendered job's defaults.
+Run = run_options(placed=False, defaults=RENDERED_DEFAULTS)
 Nodes = Annotated[int, typer.Option("--nodes", "-N", help="Nodes of the job.")]
-Gpus = Annotated[int, typer.Option(help="GPUs per node (one rank per GPU; 0: CPU ranks).")]
+Gpus = Annotated[int, typer.Option(help="GPUs per node (one rank per GPU; 0: CPU ranks). "
+                                        "Decides --device and --primitive when not given.")]
 Name = Annotated[str, typer.Option(help="Job name (a DNS-1123 label).")]
-Ops = Annotated[str | None, typer.Option(help="Comma list of operations (as fabbench run).")]
-Sizes = Annotated[str | None, typer.Option(help="Size sweep (as fabbench run).")]
-Dtypes = Annotated[str, typer.Option(help="Comma list of dtypes (as fabbench run).")]
-Check = Annotated[bool, typer.Option(help="Verify every result (as fabbench run).")]
-Budget = Annotated[float, typer.Option(help="Measured seconds per point.")]
-Timeout = Annotated[float, typer.Option(help="Seconds any operation may take.")]
-Iface = Annotated[str | None, typer.Option(help="Network interface on the nodes. Default: "
-                                                "each rank's default route.")]
-Rdma = Annotated[str | None, typer.Option(help="RDMA device on the nodes (e.g. mlx5_0). "
-                                               "Default: each rank's first active port.")]
 Extra = Annotated[list[str] | None, typer.Option(
-    "--extra-arg", help="One more argument for `fabbench run` (repeatable), passed verbatim.")]
+    "--extra-arg", help="One more argument for `fabbench run` (repeatable), passed verbatim: "
+    "for what fabbench does not declare (its own options are render's).")]
 Command = Annotated[str, typer.Option(help="How the nodes (or the image) start fabbench, e.g. "
                                            "/opt/venv/bin/fabbench.")]
 
 
-def _bench(fabric, primitive, wire, gpudirect, gpus, ops, sizes, dtypes, check, budget, timeout,
-           iface, rdma_device, extra_arg):
+def _bench(options: dict, gpus_per_node: int, extra_arg: list[str] | None):
     from fabbench.render.build import benchmark
 
-    return benchmark(fabric=fabric, primitive=primitive, gpus_per_node=gpus, wire=wire,
-                     gpudirect=gpudirect, ops=ops,
-                     sizes=sizes, dtypes=dtypes, check=check, budget_s=budget,
-                     timeout_s=timeout, iface=iface, rdma_device=rdma_device,
-                     extra_args=extra_arg or ())
+    return benchmark(gpus_per_node=gpus_per_node, extra_args=extra_arg or (), **options)
 
 
 @render_app.command("slurm")
+@Run
 def slurm(
-    fabric: Fabric = "ethernet", primitive: Primitive = None, wire: Wire = "native",
-    gpudirect: GpuDirect = "auto", nodes: Nodes = 1, gpus_per_node: Gpus = 0,
+    nodes: Nodes = 1, gpus_per_node: Gpus = 0,
     tasks_per_node: Annotated[int | None, typer.Option(
         help="Ranks per node. Default: --gpus-per-node, else 1.")] = None,
     runtime: Annotated[str, typer.Option(help="apptainer, charliecloud, pyxis or none (fabbench "
@@ -61,14 +52,12 @@ def slurm(
     "results",
     bind: Annotated[list[str] | None, typer.Option(help="More container binds SRC[:DST].")] =
     None,
-    name: Name = "fabbench", fabbench_command: Command = "fabbench",
-    ops: Ops = None, sizes: Sizes = None, dtypes: Dtypes = "float32", check: Check = False,
-    budget: Budget = 0.2, timeout: Timeout = 30.0, iface: Iface = None, rdma_device: Rdma = None,
-    extra_arg: Extra = None,
+    name: Name = "fabbench", fabbench_command: Command = "fabbench", extra_arg: Extra = None,
     study: Annotated[str | None, typer.Option(
         help="Render a whole study (`fabbench study list`, or a .toml file) in one "
         "allocation instead of one benchmark; --nodes defaults to the study's largest.")] =
     None,
+    **options: object,
 ) -> None:
     """Print an sbatch script that runs the benchmark on --nodes nodes.
 
@@ -87,19 +76,17 @@ def slurm(
     from fabbench.render import render_slurm
     from fabbench.render.build import slurm_job
 
-    bench = _bench(fabric, primitive, wire, gpudirect, gpus_per_node, ops, sizes, dtypes, check,
-                   budget, timeout, iface, rdma_device, extra_arg)
     sys.stdout.write(render_slurm(slurm_job(
-        bench, name=name, nodes=nodes, tasks_per_node=tasks_per_node,
-        gpus_per_node=gpus_per_node, runtime=runtime, image=image, time=time,
-        partition=partition, account=account, results_dir=results_dir, binds=tuple(bind or ()),
-        fabbench_command=fabbench_command)))
+        _bench(options, gpus_per_node, extra_arg), name=name, nodes=nodes,
+        tasks_per_node=tasks_per_node, gpus_per_node=gpus_per_node, runtime=runtime,
+        image=image, time=time, partition=partition, account=account, results_dir=results_dir,
+        binds=tuple(bind or ()), fabbench_command=fabbench_command)))
 
 
 @render_app.command("k8s")
+@Run
 def k8s(
-    fabric: Fabric = "ethernet", primitive: Primitive = None, wire: Wire = "native",
-    gpudirect: GpuDirect = "auto", nodes: Nodes = 2, gpus_per_node: Gpus = 0,
+    nodes: Nodes = 2, gpus_per_node: Gpus = 0,
     image: Annotated[str | None, typer.Option(
         help="The fabbench image, e.g. REPO@sha256:... Every rank gets it as FABBENCH_IMAGE_REF, "
         "which its results record. Default: fabbench:<version>-cuda with --gpus-per-node, "
@@ -119,12 +106,11 @@ def k8s(
     results_path: Annotated[str, typer.Option(help="Results directory in the pods.")] =
     "/results",
     shm_size: Annotated[str, typer.Option(help="Size of the memory-backed /dev/shm.")] = "1Gi",
-    master_port: Annotated[int, typer.Option(help="Rendezvous port (torch primitives).")] =
-    29500,
-    name: Name = "fabbench", fabbench_command: Command = "fabbench",
-    ops: Ops = None, sizes: Sizes = None, dtypes: Dtypes = "float32", check: Check = False,
-    budget: Budget = 0.2, timeout: Timeout = 30.0, iface: Iface = None, rdma_device: Rdma = None,
-    extra_arg: Extra = None,
+    master_port: Annotated[int | None, typer.Option(
+        help="Rendezvous port (torch primitives). Default: torch's usual one.",
+        show_default=False)] = None,
+    name: Name = "fabbench", fabbench_command: Command = "fabbench", extra_arg: Extra = None,
+    **options: object,
 ) -> None:
     """Print Kubernetes manifests: an Indexed Job and a headless Service (gloo, nccl) or an
     MPIJob (mpi, horovod; kubeflow.org/v2beta1).
@@ -135,15 +121,13 @@ def k8s(
     from fabbench.render import render_k8s
     from fabbench.render.build import k8s_job
 
-    bench = _bench(fabric, primitive, wire, gpudirect, gpus_per_node, ops, sizes, dtypes, check,
-                   budget, timeout, iface, rdma_device, extra_arg)
     sys.stdout.write(render_k8s(k8s_job(
-        bench, name=name, namespace=namespace, nodes=nodes, gpus_per_node=gpus_per_node,
-        image=image, image_pull_policy=image_pull_policy, gpu_resource=gpu_resource,
-        rdma_resource=rdma_resource, rdma_per_node=rdma_per_node, host_network=host_network,
-        node_selector_pairs=node_selector or (), results_claim=results_claim,
-        results_path=results_path, shm_size=shm_size, master_port=master_port,
-        fabbench_command=fabbench_command)))
+        _bench(options, gpus_per_node, extra_arg), name=name, namespace=namespace, nodes=nodes,
+        gpus_per_node=gpus_per_node, image=image, image_pull_policy=image_pull_policy,
+        gpu_resource=gpu_resource, rdma_resource=rdma_resource, rdma_per_node=rdma_per_node,
+        host_network=host_network, node_selector_pairs=node_selector or (),
+        results_claim=results_claim, results_path=results_path, shm_size=shm_size,
+        master_port=master_port, fabbench_command=fabbench_command)))
 
 
 def register(app: typer.Typer) -> None:

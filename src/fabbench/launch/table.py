@@ -99,6 +99,9 @@ def fill(line: Line, values: Mapping[str, object],
 # A job on a shared first node gets its own ten ports; its benchmarks (or the study's cells,
 # which run one after the other) take them in turn.
 PORT_BASE, PORT_JOBS, PORTS_PER_JOB = 20000, 4000, 10
+# A Kubernetes job's pods have a network of their own: its one launch rendezvous at torch's
+# usual port (`fabbench render k8s`, and the chart's masterPort, generated from it).
+RENDEZVOUS_PORT = 29500
 
 
 def rendezvous_port(job_id: int, index: int) -> int:
@@ -318,13 +321,13 @@ def _spawned(cluster: Cluster | None, ranks: int, program: Sequence[str],
     for rank in range(ranks):
         if cluster is None:
             commands.append(list(program))
-            place = {"local_rank": rank, "local_world": ranks, "addr": "127.0.0.1"}
+            local_rank, local_world, addr = rank, ranks, "127.0.0.1"
         else:
             rpn = cluster.ranks_per_node
             commands.append(cluster.on(cluster.node_of_rank(rank).index, list(program)))
-            place = {"local_rank": rank % rpn, "local_world": rpn,
-                     "addr": cluster.nodes[0].address}
-        envs.append({**env, **rendezvous_env(rank=rank, world=ranks, port=port, **place)})
+            local_rank, local_world, addr = rank % rpn, rpn, cluster.nodes[0].address
+        envs.append({**env, **rendezvous_env(rank=rank, world=ranks, local_rank=local_rank,
+                                             local_world=local_world, addr=addr, port=port)})
     return LaunchSpec(commands, envs)
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from fabbench import __version__
 from fabbench.comm import registry
-from fabbench.config import RunConfig
+from fabbench.config import BY_FLAG, RunConfig
 from fabbench.errors import UsageError
 from fabbench.launch import table
 from fabbench.render import names
@@ -79,6 +79,14 @@ class Benchmark:
         if not isinstance(self.extra_args, tuple) or not all(
                 isinstance(a, str) for a in self.extra_args):
             raise UsageError("extra arguments must be strings")
+        for arg in self.extra_args:  # what fabbench declares is checked now, not in the job
+            f = BY_FLAG.get(arg.partition("=")[0] if arg.startswith("--") else arg)
+            if f is not None:
+                raise UsageError(
+                    f"--extra-arg {arg}: a rendered job places its ranks and names its results "
+                    "file itself" if f.option.placed else
+                    f"--extra-arg {arg}: {f.option.flag} is an option of fabbench render: give "
+                    "it as such, checked before the job runs")
         Plan.of(c, fabric=c.fabric, primitive=c.primitive, device=c.device, ranks=1,
                 iface=c.iface, out="-", run_id="render", pair_schedule="rounds")
 
@@ -199,7 +207,7 @@ class K8sJob:
     results_claim: str | None = None  # a PersistentVolumeClaim; else an emptyDir
     results_path: str = "/results"
     shm_size: str = "1Gi"
-    master_port: int = 29500
+    master_port: int = table.RENDEZVOUS_PORT
     benchmark: Benchmark
 
     def __post_init__(self) -> None:

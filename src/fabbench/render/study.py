@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from fabbench import __version__
 from fabbench.errors import UsageError
@@ -39,7 +40,8 @@ class StudyJob:
 
 
 def study_job(study: str, *, nodes: int | None, tasks_per_node: int | None, runtime: str,
-              **kw: object) -> StudyJob:
+              **kw: Any) -> StudyJob:
+    """The job of a study; ``kw``: StudyJob's other fields (checked by StudyJob)."""
     if runtime != "none":
         raise UsageError("render slurm --study runs `fabbench study run` in the batch script, "
                          "which starts each cell with srun: it needs --runtime none (fabbench "

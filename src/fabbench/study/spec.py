@@ -44,12 +44,13 @@ import tomllib
 
 from fabbench.config import STUDY_KEYS, RunConfig, study_value
 from fabbench.errors import UsageError
+from fabbench.fabrics.profile import GPUDIRECT
 from fabbench.study.locate import line_of
+from fabbench.workloads import names as workload_names
 
 BUILTIN_DIR = Path(__file__).parent / "studies"
 AXES = ("workload", "fabric", "primitive", "gpudirect", "nodes", "link")
-GPUDIRECT = ("auto", "off", "on")
-KINDS = ("collectives", "train", "halo", "pairs")  # pairs: which node is slow
+KINDS = tuple(workload_names.ENTRIES)  # a cell's workload: one of them (pairs: the slow node)
 _TOP_KEYS = ("name", "description", "matrix", "run", "workload", "exclude", "override")
 _NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
 
@@ -69,6 +70,12 @@ KEYS: Mapping[str, tuple[tuple[type, ...], tuple[str, ...] | None]] = MappingPro
        for key, f in STUDY_KEYS.items()
        if not f.option.placed and key not in (*AXES, "kind")}})
 DEFAULT_DEADLINE_S = 600.0
+
+
+def _reaches(key: str, kind: str) -> bool:
+    """Whether the option ``key`` is one of the workloads of that kind (of every kind: None)."""
+    kinds = KEYS[key][1]
+    return kinds is None or kind in kinds
 
 
 def search_path() -> list[Path]:
@@ -279,7 +286,8 @@ def parse_study(data: Mapping[str, Any], src: _Source, sha256: str = "") -> Stud
     gpudirect = _axis(src, matrix, "gpudirect", ["auto"])
     for g in gpudirect:
         if g not in GPUDIRECT:
-            raise src.error(("matrix", "gpudirect"), f"expected auto, off or on, not {g!r}", g)
+            raise src.error(("matrix", "gpudirect"), f"expected {', '.join(GPUDIRECT)}, not "
+                            f"{g!r}", g)
     nodes = _axis(src, matrix, "nodes", [1])
     for n in nodes:
         if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= 4096:
@@ -330,13 +338,12 @@ def parse_study(data: Mapping[str, Any], src: _Source, sha256: str = "") -> Stud
         if any(_matches(sel, where) for sel in excludes):
             continue
         # [run] options of one kind (steps, sizes, ...) reach only the workloads of that kind
-        options = {k: v for k, v in base.items()
-                   if KEYS[k][1] is None or kinds[w] in KEYS[k][1]}
+        options = {k: v for k, v in base.items() if _reaches(k, kinds[w])}
         options.update(wl_options[w])
         for i, (sel, opts) in enumerate(overrides):
             if _matches(sel, where):
                 for key in opts:
-                    if KEYS[key][1] is not None and kinds[w] not in KEYS[key][1]:
+                    if not _reaches(key, kinds[w]):
                         raise src.error(("override", i, key), f"{key!r} is not an option of "
                                         f"workload {w!r} ({kinds[w]}), which this override "
                                         "matches")
@@ -427,7 +434,7 @@ def _cell(src: _Source, cell_id: str, workload: str, kind: str, where: Mapping[s
         raise src.error(("run", "deadline"), "a deadline is between 0 and 86400 seconds")
     primitive, gpudirect = where["primitive"], where["gpudirect"]
     keys = {k: v for k, v in options.items() if k in STUDY_KEYS}
-    if registry.get(primitive).gpu_only or gpudirect in ("on", "off"):
+    if registry.get(primitive).gpu_only or gpudirect != "auto":
         keys["device"] = "cuda"  # GPU buffers: a GPU-only primitive, or an A/B of GPUDirect
     try:
         config = RunConfig.from_study({**keys, "fabric": where["fabric"], "primitive": primitive,
