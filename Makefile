@@ -8,7 +8,7 @@ STAMP := $(VENV)/.setup-done
 SETUP_INPUTS := pyproject.toml .ci/setup.sh .ci/apt-packages.txt containers/versions.env containers/horovod.sh
 TEST_TIMEOUT ?= 4800
 
-.PHONY: setup demo test test-fast lint bench clean image-cuda test-image-cuda
+.PHONY: setup demo test test-fast typecheck lint bench clean image-cuda test-image-cuda
 
 setup: $(STAMP)
 
@@ -19,27 +19,41 @@ $(STAMP): $(SETUP_INPUTS)
 demo: setup
 	$(VENV)/bin/fabbench run --fabric ethernet
 
+# Both run the type checker too (mypy over src/, [tool.mypy] in pyproject.toml), and fail when it
+# or a test fails; test-fast runs it beside the unit tests, its output after theirs (a second run
+# reads its cache, .mypy_cache: seconds).
 test: setup
-	timeout $(TEST_TIMEOUT) $(VENV)/bin/python -m pytest
+	$(VENV)/bin/mypy; typed=$$?; \
+	timeout $(TEST_TIMEOUT) $(VENV)/bin/python -m pytest; tested=$$?; \
+	exit $$(( tested ? tested : typed ))
 
 test-fast: setup
-	$(VENV)/bin/python -m pytest -n auto tests/unit
+	typing=$$(mktemp); $(VENV)/bin/mypy >"$$typing" 2>&1 & checker=$$!; \
+	$(VENV)/bin/python -m pytest -n auto tests/unit; tested=$$?; \
+	wait $$checker; typed=$$?; cat "$$typing"; rm -f "$$typing"; \
+	exit $$(( tested ? tested : typed ))
+
+typecheck: setup
+	$(VENV)/bin/mypy
 
 lint: setup
 	$(VENV)/bin/ruff check src tests bench
+	$(VENV)/bin/mypy
 
 bench: setup
 	$(VENV)/bin/python bench/fidelity.py
 
-# The cuda flavour of the image (long: UCX and Open MPI from source; not part of `make test`),
-# then its own checks (tests/integration/test_image_cuda.py). Like the cpu flavour's builds, it
-# reuses the Horovod wheel of `make setup` when its record names the image's Horovod, Python,
-# torch and MPI (.ci/image-build.sh; its log says whether it did).
+# The cuda flavour of the image (long: UCX and Open MPI from source, torch's CUDA build, Horovod
+# with its CUDA kernels; not part of `make test`), then its own checks
+# (tests/integration/test_image_cuda.py) and the GPU kit's bundle of its Open MPI and UCX
+# (tests/integration/test_gpu_kit_cuda.py). It builds its own Horovod with NCCL: the setup's
+# wheel is a CPU build, and .ci/image-build.sh's log says why it is not used.
 image-cuda:
 	FLAVOR=cuda nice -n 10 bash .ci/image-build.sh
 
 test-image-cuda: setup image-cuda
-	FABBENCH_TEST_CUDA_IMAGE=1 $(VENV)/bin/python -m pytest -p no:cacheprovider tests/integration/test_image_cuda.py
+	FABBENCH_TEST_CUDA_IMAGE=1 $(VENV)/bin/python -m pytest -p no:cacheprovider tests/integration/test_image_cuda.py \
+	  tests/integration/test_gpu_kit_cuda.py
 
 clean:
-	rm -rf $(VENV) results .pytest_cache
+	rm -rf $(VENV) results .pytest_cache .mypy_cache

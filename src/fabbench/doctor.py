@@ -209,7 +209,7 @@ def check_gpu(state: GpuState, flavor: str | None, primitive: str) -> Check:
     is made for GPUs (CPU ranks still run); else no check of this host (skip)."""
     needs = registry.get(primitive).gpu_only
     torch = state.torch
-    cpu_torch = torch is not None and torch.cuda is None
+    cpu_torch = torch if torch is not None and torch.cuda is None else None  # a CPU build
     if state.visible:
         shown = (f"{state.devices} GPU{'s' if state.devices > 1 else ''} visible"
                  if state.devices else f"{state.torch_devices} GPU(s) visible to torch "
@@ -222,14 +222,16 @@ def check_gpu(state: GpuState, flavor: str | None, primitive: str) -> Check:
         return Check("GPU", PASS, f"{shown}; torch {torch.version} (CUDA {torch.cuda})")
     if flavor != "cuda" and not needs and (torch is None or cpu_torch):
         return Check("GPU", SKIP, f"no GPU visible {state.where}"
-                     + (f" (torch {torch.version} is a CPU build)" if cpu_torch else "")
+                     + (f" (torch {cpu_torch.version} is a CPU build)" if cpu_torch else "")
                      + ": the ranks use CPU buffers")
     lacks, fix = _no_gpu(state)
     if cpu_torch:
-        lacks, fix = f"{lacks}; torch {torch.version} is a CPU build", f"{fix}; " \
+        lacks, fix = f"{lacks}; torch {cpu_torch.version} is a CPU build", f"{fix}; " \
             f"{CUDA_TORCH_FIX}"
-    if flavor == "cuda" or not cpu_torch and torch is not None:
-        what = "cuda image" if flavor == "cuda" else f"CUDA build of torch ({torch.version})"
+    what = ("cuda image" if flavor == "cuda" else
+            f"CUDA build of torch ({torch.version})" if torch is not None and not cpu_torch else
+            None)
+    if what:
         return Check("GPU", FAIL if needs else WARN, f"{what}, no GPU visible: {lacks}", fix)
     return Check("GPU", FAIL, f"{primitive} moves GPU buffers only, and no GPU is visible: "
                  f"{lacks}", fix)

@@ -175,7 +175,7 @@ def _run_scaling(plan: Plan, state: RunState) -> Outcome:
     if not workload_names.runs(plan.workload, "train"):
         raise UsageError("--scaling is for --workload train (or all)")
     baseline: float | None = None
-    for n in plan.train.scaling:
+    for n in plan.train.scaling or ():  # set: the caller's test
         step = dataclasses.replace(plan, ranks=n, run_id=f"{plan.run_id}-n{n}")
         code, _ = _launch(step, dataclasses.replace(state, baseline_samples_per_s=baseline),
                           resolve(step))

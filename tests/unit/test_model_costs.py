@@ -82,7 +82,8 @@ def test_won_optimal_split_is_proportional_to_m_d(op):
 
 @pytest.mark.parametrize(("text", "bytes_per_s"), [
     ("25Gbit", 3.125e9), ("25Gb/s", 3.125e9), ("25gbps", 3.125e9), ("100G", 12.5e9),
-    ("12.5GB/s", 12.5e9), ("100M", 12.5e6), ("1e9", 1.25e8), ("400 Gbit/s", 50e9)])
+    ("12.5GB/s", 12.5e9), ("100M", 12.5e6), ("1e9", 1.25e8), ("400 Gbit/s", 50e9),
+    (".5e3G", 62.5e9)])
 def test_parse_bandwidth(text, bytes_per_s):
     assert parse_bandwidth(text) == pytest.approx(bytes_per_s)
 
@@ -97,6 +98,7 @@ def test_parse_duration_and_format():
     assert parse_duration("5us") == pytest.approx(5e-6)
     assert parse_duration("1.5ms") == pytest.approx(1.5e-3)
     assert parse_duration("3") == pytest.approx(3e-6)
+    assert parse_duration(".5e3us") == pytest.approx(5e-4)
     with pytest.raises(UsageError, match="latency"):
         parse_duration("soon")
     assert format_bandwidth(3.125e9) == "25 Gb/s"

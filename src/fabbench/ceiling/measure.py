@@ -45,6 +45,7 @@ def _start_server(tool: Tool, address: str, env: dict[str, str]) -> tuple[subpro
     proc = subprocess.Popen(tool.server(address, port), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, env=env,
                             start_new_session=True)
+    assert proc.stdout is not None  # stdout=PIPE
     if not tool.ready:
         time.sleep(1.0)
         return proc, port, None if proc.poll() is None else _first_error(proc.stdout.read())

@@ -91,11 +91,11 @@ def emulate(
             if ranks_per_node != 1:
                 raise UsageError("--ranks-per-node: a study's cells set their own ranks per "
                                  "node")
-            if image is not None:
+            if image is not None and runtime is not None:  # both or neither (above)
                 containers.check_image(runtime, image)
             code = session.run_study(site.Site(emulation=emulation, image=image,
                                                runtime=runtime), args, max_time)
-        elif image is None:
+        elif image is None or runtime is None:  # both or neither (above)
             code = session.run_under(emulation, args, max_time)
         else:
             code = containers.run_in_image(emulation, runtime, image, args, max_time)

@@ -64,7 +64,8 @@ _RUN_ONLY = [
                           "stopped (its own options; the others given here are ignored).",
                           metavar="FILE", rich_help_panel="Run")])]
 _RUN_SIGNATURE = inspect.Signature([*config.typer_parameters(), *_RUN_ONLY])
-run.__signature__ = _RUN_SIGNATURE  # what Typer reads the options from
+# what Typer reads the options from (mypy knows no __signature__ on a function; Python has it)
+run.__signature__ = _RUN_SIGNATURE  # type: ignore[attr-defined]
 run.__annotations__ = {p.name: p.annotation for p in _RUN_SIGNATURE.parameters.values()}
 app.command()(run)
 
@@ -115,7 +116,9 @@ _reflow_help(app)
 def _command() -> typer.core.TyperGroup:
     """The command tree Typer builds from `app`, built once per process: building it costs
     several times more than parsing a command line (it matters to in-process callers)."""
-    return typer.main.get_command(app)
+    command = typer.main.get_command(app)
+    assert isinstance(command, typer.core.TyperGroup)  # an app of several commands
+    return command
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -109,6 +109,7 @@ def compare(paths: Paths, html: Html = None, plots: Plots = None, csv: Csv = Non
 
     out = make_compare(paths, html=html, plots_dir=plots, csv=csv, title=title)
     c = out.comparison
+    assert c is not None  # make_compare's outputs always hold its comparison
     if json_out:
         print(json.dumps({"rows": compare_rows(c), "provenance_diff": dict(c.provenance),
                           "warnings": out.warnings,

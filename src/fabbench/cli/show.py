@@ -11,7 +11,7 @@ from fabbench.console import console
 from fabbench.errors import FabbenchError
 from fabbench.fabrics.profile import available_profiles, read_profile
 from fabbench.results.reader import read_results
-from fabbench.results.records import Summary
+from fabbench.results.records import Pairs, Summary
 
 MEASUREMENTS = ("collective", "train", "halo", "pairs")  # record kinds counted after a run
 
@@ -28,10 +28,12 @@ def show_run(path: str) -> None:
     except (FabbenchError, OSError) as exc:  # the run's exit code tells; say why no summary
         out.print(f"[yellow]results: {escape(path)} cannot be read: {escape(str(exc))}[/]")
         return
-    if results.of_kind("pairs"):  # the verdict over all pairs (the pairs were streamed)
+    pairs = results.of_kind(Pairs)
+    if pairs:  # the verdict over all pairs (the pairs were streamed)
         from fabbench.report.pairs import analyse
 
-        for text in analyse(results.of_kind("pairs")).text:
+        verdict = analyse(pairs)
+        for text in verdict.text if verdict else ():
             out.print(escape(text), soft_wrap=True)
     measured = ", ".join(f"{len(results.of_kind(kind))} {kind}" for kind in MEASUREMENTS
                          if results.of_kind(kind))

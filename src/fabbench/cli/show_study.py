@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, TextColumn
+from rich.progress import BarColumn, MofNCompleteColumn, TaskID, TextColumn
 from rich.progress import Progress as Bar
 from rich.table import Table
 
@@ -46,7 +46,7 @@ class Progress:
         self.study, self.out = study, out
         self.err = console(stderr=True)
         self.bar: Bar | None = None
-        self.task = None
+        self.task = TaskID(0)  # the bar's one task, once there is a bar
 
     def __enter__(self) -> Progress:
         return self

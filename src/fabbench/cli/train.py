@@ -28,9 +28,9 @@ def register(app: typer.Typer) -> None:
             print(json.dumps(rows, indent=2))
             return
         table = Table(title="models (--workload train --model NAME)", title_justify="left")
-        for name, justify in (("name", "left"), ("input", "left"), ("parameters", "right"),
-                              ("reference", "right"), ("", "left")):
-            table.add_column(name, justify=justify)
+        for name in ("name", "input", "parameters", "reference", ""):
+            table.add_column(name, justify="right" if name in ("parameters", "reference")
+                             else "left")
         for r in rows:
             ref = r["reference_parameters"]
             what = f"{r['default_input']}² images" if r["family"] == "image" \

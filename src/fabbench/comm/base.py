@@ -11,7 +11,7 @@ import sys
 import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -138,6 +138,13 @@ class Pair:
 
 INIT_DIED = ("fabbench: error: the communication library ended this process while it started "
              "(its own message is above)")
+
+
+class Capture(TypedDict, total=False):
+    """The keywords of captured_stderr a LibraryReport sets: what of a failed start to show."""
+
+    quiet: str
+    logs: Sequence[str]
 
 @contextlib.contextmanager
 def captured_stderr(died: str | None = None, quiet: str = "",

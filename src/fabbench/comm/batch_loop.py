@@ -80,13 +80,13 @@ def _open(path: Path) -> ctypes.CDLL:
     except OSError as exc:
         raise RunError(f"cannot load fabbench's MPI batch loop {path}: {exc}") from None
     lib.fb_mpi_header.restype = ctypes.c_char_p
-    args = [ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int,
-            ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    args = (ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int,
+            ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long)
     lib.fb_batch.restype = ctypes.c_int
     lib.fb_batch.argtypes = args
     if hasattr(lib, "fb_each"):  # absent from a build of an older source (then not used)
         lib.fb_each.restype = ctypes.c_int
-        lib.fb_each.argtypes = [*args, ctypes.POINTER(ctypes.c_double)]
+        lib.fb_each.argtypes = (*args, ctypes.POINTER(ctypes.c_double))
     return lib
 
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fabbench.comm.base import INIT_DIED, Communicator, captured_stderr
+from fabbench.comm.base import INIT_DIED, Capture, Communicator, captured_stderr
 from fabbench.comm.mpi import LibraryReport, parse_ompi_transport
 from fabbench.comm.torchdist import torch_array
 from fabbench.errors import RunError
@@ -36,7 +36,7 @@ class HorovodComm(Communicator):
                 raise RunError(f"horovod is not installed in this environment ({exc}); "
                                "build it with containers/horovod.sh") from None
             self._torch, self._hvd, self.over = torch, hvd, over
-            capture = report.capture if report is not None else {}
+            capture: Capture = report.capture if report is not None else {}
             with captured_stderr(died=INIT_DIED, **capture) as captured:
                 hvd.init()
                 ok = (hvd.mpi_enabled() if over == "mpi" else hvd.gloo_enabled())

@@ -22,6 +22,7 @@ import numpy as np
 from fabbench.comm import batch_loop
 from fabbench.comm.base import (
     INIT_DIED,
+    Capture,
     Communicator,
     captured_stderr,
     host_array,
@@ -60,7 +61,7 @@ class LibraryReport:
         self._dir = tempfile.mkdtemp(prefix="fabbench-report-")
         self._ucx_log = Path(self._dir, "ucx.log")
         # what captured_stderr needs to show a failed start in the library's own words
-        self.capture = {"quiet": VERBOSE_LINES, "logs": [str(self._ucx_log)]}
+        self.capture: Capture = {"quiet": VERBOSE_LINES, "logs": [str(self._ucx_log)]}
         os.environ.update(REPORT_ENV)
         os.environ["UCX_LOG_FILE"] = str(self._ucx_log)
         self.text = ""

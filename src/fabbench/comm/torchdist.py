@@ -230,7 +230,7 @@ def gloo_interfaces(store_port: int) -> set[str]:
     rendezvous store: Gloo's pairs (connected to every peer at start-up)."""
     import psutil
 
-    owner = {}
+    owner: dict[str, str] = {}
     for name, addrs in psutil.net_if_addrs().items():
         for a in addrs:
             owner.setdefault(a.address.split("%")[0], name)

@@ -28,7 +28,7 @@ from fabbench.emulate.spec import Emulation, Link
 from fabbench.errors import RunError, UsageError
 
 STATE_ROOT = Path(os.environ.get("FABBENCH_EMULATE_STATE", "/run/fabbench/emulate"))
-RANGE = ipaddress.ip_network("198.18.0.0/15")  # RFC 2544: benchmarking
+RANGE = ipaddress.IPv4Network("198.18.0.0/15")  # RFC 2544: benchmarking
 CMD_TIMEOUT_S = 20
 _NS = re.compile(r"^fabbench-(\d+)-node\d+$")
 _LINK = re.compile(r"^fb(?:br(\d+)|v(\d+)n\d+)$")
@@ -225,7 +225,7 @@ def _drop(node: Node, nodes: list[Node]) -> None:
     of what that node sent. A packet from A to B is so lost with A's link's probability, then
     B's, as netem on both links' egress would lose it; dropping on the way out instead would
     tell the sender (a local drop is an error to TCP, not a loss it must discover)."""
-    rules = [([], node.link.loss_pct)] if node.link.loss_pct else []
+    rules: list[tuple[list[str], float]] = [([], node.link.loss_pct)] if node.link.loss_pct else []
     rules += [(["--source", other.address], other.link.loss_pct) for other in nodes
               if other is not node and other.link.loss_pct]
     if rules and shutil.which("iptables") is None:

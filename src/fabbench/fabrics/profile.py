@@ -89,7 +89,7 @@ class Settings:
     gpudirect_verify: str = "none"
     gpudirect: str = "auto"
 
-    def resolve(self, values: Mapping[str, str]) -> Settings:
+    def resolve(self, values: Mapping[str, str | None]) -> Settings:
         """Fill in "{iface}"-style placeholders; a placeholder without a value is a UsageError."""
 
         def fill(text: str) -> str:

@@ -51,8 +51,9 @@ def run(spec: LaunchSpec, deadline_s: float, ranks: int) -> tuple[int, str]:
                         stdout=subprocess.PIPE if spec.stdout_prefix else None))
                 except FileNotFoundError:
                     raise UsageError(f"cannot start {argv[0]!r}: not found on PATH") from None
-                if spec.stdout_prefix:
-                    copiers.append(_copy_unprefixed(procs[-1].stdout, spec.stdout_prefix))
+                out = procs[-1].stdout
+                if spec.stdout_prefix and out is not None:  # stdout=PIPE
+                    copiers.append(_copy_unprefixed(out, spec.stdout_prefix))
             end = time.monotonic() + deadline_s
             while True:
                 codes = [p.poll() for p in procs]

@@ -147,11 +147,11 @@ def run_rank(plan: Plan, state: RunState, me: RankEnv) -> int:
 
         hosts = tuple(peer[1] for peer in peers)
         if plan.ceiling or (plan.ceiling is None and nodes > 1):
-            for record in ceiling.measure(
+            for found in ceiling.measure(
                     comm, list(hosts), wire=plan.wire, iface=plan.iface,
                     tool_name=tool_for(resolved.profile.hardware), seconds=plan.ceiling_s,
                     arm=dog.arm, run_id=plan.run_id):
-                keep(record, lines.ceiling)
+                keep(found, lines.ceiling)
         context = workloads.RankContext(comm=comm, plan=plan, state=state, transport=transport,
                                         hosts=hosts, arm=dog.arm, fault=Fault.from_env())
         for workload in chosen:
@@ -176,9 +176,10 @@ def run_rank(plan: Plan, state: RunState, me: RankEnv) -> int:
         raise
     except Exception as exc:  # a library error (a peer vanished, a socket closed): one line
         first = (str(exc).strip().splitlines() or [""])[0][:300]
-        error = RunError(f"failed in {dog.pending or 'start-up'}: {type(exc).__name__}: {first}")
-        close_run(False, str(error))
-        raise error from None
+        failure = RunError(f"failed in {dog.pending or 'start-up'}: {type(exc).__name__}: "
+                           f"{first}")
+        close_run(False, str(failure))
+        raise failure from None
     finally:
         dog.close()
         if writer is not None:

@@ -70,11 +70,11 @@ class Watch:
             rank = int(entry.name[5:-4])
             if rank not in self.pids:
                 try:
-                    pid, where = entry.read_text().split()
+                    pid_text, where = entry.read_text().split()
                 except (OSError, ValueError):
                     continue
                 if where == host:
-                    self.pids[rank] = int(pid)
+                    self.pids[rank] = int(pid_text)
         for rank, pid in self.pids.items():
             if any(r == rank for r, _, _ in self.died) or (self.path / f"rank-{rank}.ended"
                                                            ).exists():

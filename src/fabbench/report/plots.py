@@ -26,11 +26,13 @@ from fabbench.units import format_size  # noqa: E402
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
+    from matplotlib.typing import RcKeyType
 
     from fabbench.report.compare import Comparison
 
-_STYLE = {"svg.fonttype": "none", "svg.hashsalt": "fabbench", "figure.dpi": 100,
-          "axes.grid": True, "grid.alpha": 0.3, "font.size": 9}
+_STYLE: dict[RcKeyType, Any] = {"svg.fonttype": "none", "svg.hashsalt": "fabbench",
+                                "figure.dpi": 100, "axes.grid": True, "grid.alpha": 0.3,
+                                "font.size": 9}
 
 
 @dataclass

@@ -153,9 +153,10 @@ def summary_lines(c: StudyComparison) -> list[str]:
              f"(B = {c.b} against A = {c.a})"]
     for p in c.different:
         v = p.verdict
+        ci = ("?" if v.ci_low is None or v.ci_high is None  # a significant verdict has both
+              else f"{(v.ci_low - 1) * 100:+.1f} … {(v.ci_high - 1) * 100:+.1f}")
         lines.append(f"  {p.a.id} ({p.what}): B is {abs(v.ratio - 1) * 100:.1f} % "
-                     f"{'slower' if v.ratio > 1 else 'faster'} (95 % CI "
-                     f"{(v.ci_low - 1) * 100:+.1f} … {(v.ci_high - 1) * 100:+.1f} %, "
+                     f"{'slower' if v.ratio > 1 else 'faster'} (95 % CI {ci} %, "
                      f"p = {v.p_value:.3g})")
     if c.only_a:
         lines.append(f"only in A: {', '.join(c.only_a)}")

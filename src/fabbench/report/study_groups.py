@@ -182,6 +182,11 @@ def _pct(x: float) -> str:
     return f"{abs(x):.1f} %"
 
 
+def _ci(lo: float | None, hi: float | None) -> str:
+    """A significant difference's interval (a significant verdict always has one)."""
+    return "?" if lo is None or hi is None else f"{abs(lo):.1f}–{abs(hi):.1f} %"
+
+
 def headline(g: CellGroup) -> str:
     """The group's finding in the paper's words."""
     what = g.what if g.nodes == 1 else g.title
@@ -203,11 +208,11 @@ def headline(g: CellGroup) -> str:
             text += (f" ({', '.join(r.cell.label for r in untested)}: not enough samples to "
                      "test)")
         return text
-    worst = max(sig, key=lambda r: r.verdict.ratio)
+    worst = max(sig, key=lambda r: r.diff()[0])
     d, lo, hi = worst.diff()
     word = "slower" if d > 0 else "faster"
     text = (f"{what}: {worst.cell.label} is {_pct(d)} {word} than {best.cell.label} "
-            f"(95 % CI {abs(lo):.1f}–{abs(hi):.1f} %), significant")
+            f"(95 % CI {_ci(lo, hi)}), significant")
     rest = [r for r in others if r is not worst]
     same = [r for r in rest if r.verdict is not None and r.verdict.verdict == "same"]
     more = [r for r in rest if r in sig]
@@ -216,7 +221,7 @@ def headline(g: CellGroup) -> str:
             if r in sig:
                 dr, lr, hr = r.diff()
                 text += (f"; {r.cell.label} {_pct(dr)} {'slower' if dr > 0 else 'faster'} "
-                         f"(95 % CI {abs(lr):.1f}–{abs(hr):.1f} %), significant")
+                         f"(95 % CI {_ci(lr, hr)}), significant")
             elif r in same:
                 text += f"; {r.cell.label}: no significant difference"
             else:

@@ -47,7 +47,8 @@ def cells(a: StudyAnswer) -> list[Plot]:
 
 
 def forecast(a: StudyAnswer) -> list[Plot]:
-    trains: list[dict[str, Any]] = (a.forecast or {}).get("train") or []
+    forecast = a.forecast or {}
+    trains: list[dict[str, Any]] = forecast.get("train") or []
     if not trains:
         return []
     fig, axes = _grid(2, "forecast (fabbench model, Zhang et al.'s what-if): scaling factor")
@@ -61,7 +62,7 @@ def forecast(a: StudyAnswer) -> list[Plot]:
         axes[0].set_xscale("log", base=2)
         axes[0].set_xlabel("nodes")
         axes[1].set_xscale("log")
-        axes[1].set_xlabel(f"link (Gbit/s) at {a.forecast['nodes']} nodes")
+        axes[1].set_xlabel(f"link (Gbit/s) at {forecast['nodes']} nodes")
         for ax in axes:
             ax.set_ylabel("scaling factor")
             ax.set_ylim(0, 1.05)

@@ -67,6 +67,8 @@ def whatif_rows(g: CellGroup) -> tuple[list[WhatIfRow], list[str]]:
         return [], []
     fastest = max(linked, key=lambda r: _rate_gbit_s(r.cell.axes["link"]))
     rec = train_record(fastest.cell)
+    if rec is None:  # not in a train group: train_groups takes only cells with a record
+        return [], []
     profile = scaling_whatif.profile_from_record(rec)
     nodes = g.nodes
     fastest_bytes_s = _rate_gbit_s(fastest.cell.axes["link"]) * 1e9 / 8

@@ -15,11 +15,10 @@ def compare_tables(c: Comparison) -> list[Table]:
     for op in c.ops():
         table = Table(title=f"{op}: time ratio vs {c.baseline.label} (p50; < 1 is faster)",
                       title_justify="left")
-        for name, justify in (("B", "left"), ("size B", "right"), ("type", "left"),
-                              ("A p50 µs", "right"), ("B p50 µs", "right"),
-                              ("B/A", "right"), ("95% CI", "right"), ("p", "right"),
-                              ("verdict", "left"), ("notes", "left")):
-            table.add_column(name, justify=justify)
+        for name in ("B", "size B", "type", "A p50 µs", "B p50 µs", "B/A", "95% CI", "p",
+                     "verdict", "notes"):
+            table.add_column(name, justify="left" if name in ("B", "type", "verdict", "notes")
+                             else "right")
         for r in (r for r in c.rows if r.op == op):
             v = r.verdict
             ci = "-" if v.ci_low is None else f"{v.ci_low:.3f}–{v.ci_high:.3f}"

@@ -103,7 +103,8 @@ def coefficients(op: str, algorithm: str, p: int) -> tuple[float, float, float]:
         raise UsageError(f"ranks must be >= 1, not {p}")
     if p == 1:
         return (0.0, 0.0, 0.0)
-    return tuple(float(x) for x in _TABLE[op][algorithm](p))  # type: ignore[return-value]
+    a, b, c = _TABLE[op][algorithm](p)
+    return (float(a), float(b), float(c))
 
 
 def time_s(op: str, algorithm: str, p: int, nbytes: float, params: Params) -> float:

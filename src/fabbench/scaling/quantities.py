@@ -12,10 +12,9 @@ from fabbench.errors import UsageError
 
 _PREFIX = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
 _BANDWIDTH = re.compile(
-    r"^\s*(\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?\s*([kKmMgGtT]?)"
+    r"^\s*((?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*([kKmMgGtT]?)"
     r"(bit/s|bits/s|bit|bits|bps|b/s|b|B/s|Bps|B|)\s*$")
-_NUMBER = re.compile(r"^\s*(\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+)")
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+)\s*(ns|us|µs|ms|s|)\s*$")
+_DURATION = re.compile(r"^\s*((?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*(ns|us|µs|ms|s|)\s*$")
 _SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "": 1e-6}
 
 
@@ -25,7 +24,7 @@ def parse_bandwidth(text: str) -> float:
     if not m:
         raise UsageError(f"bad bandwidth {text!r}: expected a number and a unit, e.g. 25Gbit, "
                          "100G (bits/s) or 12.5GB/s (bytes/s)")
-    value = float(_NUMBER.match(text).group(1)) * _PREFIX[m.group(2).upper()]
+    value = float(m.group(1)) * _PREFIX[m.group(2).upper()]
     per_byte = m.group(3).startswith("B")
     bytes_per_s = value if per_byte else value / 8
     if not bytes_per_s > 0:

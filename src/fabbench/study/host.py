@@ -101,7 +101,7 @@ class Host:
         from fabbench.comm import registry
         from fabbench.sysinfo.gpus import gpus_visible
 
-        wanted = {registry.get(n).module for n in registry.PRIMITIVES} - {None}
+        wanted = {p.module for p in map(registry.get, registry.PRIMITIVES) if p.module is not None}
         return cls(gpus=gpus_visible(), root=os.geteuid() == 0,
                    mpirun=shutil.which("mpirun") is not None,
                    modules=frozenset(m for m in wanted if importlib.util.find_spec(m)))

@@ -116,10 +116,10 @@ class GpuState:
         if self.hidden_by is not None:
             return (f"CUDA_VISIBLE_DEVICES={self.hidden_by!r} hides the {self.present} "
                     f"GPU{'s' if self.present > 1 else ''} of {self.place}")
-        cpu_torch = self.torch is not None and self.torch.cuda is None
+        cpu_torch = self.torch if self.torch is not None and self.torch.cuda is None else None
         if self.container:
             if cpu_torch:
-                return (f"no GPU visible in this container, and its torch ({self.torch.version}) "
+                return (f"no GPU visible in this container, and its torch ({cpu_torch.version}) "
                         f"is a CPU build: use fabbench's cuda image and {CONTAINER_FIX}")
             return f"no GPU visible in this container: {CONTAINER_FIX}"
         if self.torch is None:

@@ -226,7 +226,8 @@ def image_reference(runtime: str | None, env: Mapping[str, str] | None = None,
     an image it built from a docker:// or oras:// reference), else what the launcher stated in
     FABBENCH_IMAGE_REF; {} when nobody tells. The digest when the reference names one."""
     env = os.environ if env is None else env
-    ref, source = None, None
+    ref: str | None = None
+    source = ""
     if runtime == "podman":
         try:
             text = Path(root, "run/.containerenv").read_text()

@@ -26,6 +26,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from fabbench.errors import UsageError
 from fabbench.timing.stats import MIN_CI_SAMPLES, STABLE_REL, is_stable, median_ci95_rel
@@ -71,7 +72,7 @@ class Measurement:
         return self.batch * len(self.samples_us)
 
 
-class Group:
+class Group(Protocol):
     """What the engine needs from a communicator."""
 
     def barrier(self) -> None: ...

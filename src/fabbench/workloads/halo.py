@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from fabbench.comm.base import Communicator
@@ -36,9 +36,9 @@ def process_grid(n: int) -> tuple[int, int, int]:
         for b in range(1, n // a + 1):
             if (n // a) % b:
                 continue
-            dims = tuple(sorted((a, b, n // a // b), reverse=True))
-            if max(dims) - min(dims) < max(best) - min(best):
-                best = dims  # type: ignore[assignment]
+            hi, mid, lo = sorted((a, b, n // a // b), reverse=True)
+            if hi - lo < best[0] - best[2]:
+                best = (hi, mid, lo)
     return best
 
 
@@ -46,7 +46,7 @@ def coords_of(rank: int, dims: tuple[int, int, int]) -> tuple[int, int, int]:
     return rank // (dims[1] * dims[2]), (rank // dims[2]) % dims[1], rank % dims[2]
 
 
-def rank_of(coords: tuple[int, ...], dims: tuple[int, int, int]) -> int:
+def rank_of(coords: Sequence[int], dims: tuple[int, int, int]) -> int:
     c = [x % d for x, d in zip(coords, dims, strict=True)]
     return (c[0] * dims[1] + c[1]) * dims[2] + c[2]
 

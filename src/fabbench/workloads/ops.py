@@ -74,11 +74,11 @@ def expected(op: str, rank: int, n: int, counts: tuple[int, int]) -> np.ndarray:
     """What rank ``rank`` must hold after the op (the receive buffer; broadcast is in place)."""
     send, recv = counts
     if op == "allreduce":
-        return sum(fill(r, 0, send) for r in range(n))
+        return sum((fill(r, 0, send) for r in range(n)), np.zeros(send))
     if op == "allgather":
         return np.concatenate([fill(r, 0, send) for r in range(n)])
     if op == "reduce_scatter":
-        return sum(fill(r, rank * recv, recv) for r in range(n))
+        return sum((fill(r, rank * recv, recv) for r in range(n)), np.zeros(recv))
     if op == "alltoall":
         chunk = send // n
         return np.concatenate([fill(r, rank * chunk, chunk) for r in range(n)])

@@ -78,6 +78,8 @@ class Trainer:
     """One model, one optimizer, one synthetic batch; ``local_step`` and ``step`` (exchanged by
     the engine the primitive names)."""
 
+    torch: Any  # the module, imported when a trainer is made (not when this module is)
+
     def __init__(self, plan: Plan, comm: Communicator) -> None:
         import torch
 
