@@ -139,6 +139,9 @@ def test_corrupted_buffer_is_caught(tmp_path):
     assert recs and all(r.correct is False and r.wrong_ranks == [1] and r.wrong == 1
                         for r in recs)
     assert "data check failed" in p.stderr
+    # one summary, the last line (it was written twice: by the run's end and by the handler)
+    kinds = [r.kind for r in read_results(out).records]
+    assert kinds.count("summary") == 1 and kinds[-1] == "summary", kinds
 
 
 def test_default_sweep_is_whole_and_judged_by_the_one_rule(tmp_path):

@@ -13,6 +13,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
@@ -20,7 +21,7 @@ from fabbench import emulate
 from fabbench.ceiling import measure as ceiling
 from fabbench.ceiling.tools import tool_for
 from fabbench.comm import registry
-from fabbench.comm.base import create_communicator
+from fabbench.comm.base import Communicator, create_communicator
 from fabbench.errors import (
     DataCheckFailed,
     FabbenchError,
@@ -30,7 +31,7 @@ from fabbench.errors import (
 )
 from fabbench.launch import gpudirect, rundir
 from fabbench.launch.discover import RankEnv, discover
-from fabbench.launch.settings import apply, resolve
+from fabbench.launch.settings import Resolved, apply, resolve
 from fabbench.launch.world import check_world
 from fabbench.plan import PLAN_ENV, STATE_ENV, Plan, RunState
 from fabbench.results import lines, records
@@ -46,145 +47,248 @@ from fabbench.workloads.faults import Fault
 #: an active exception", a second line after fabbench's one): such a process leaves by os._exit.
 entered = False
 
+#: The summary's error when a measurement came out wrong.
+_WRONG = ("data check failed: wrong elements (see records with correct=false, or train records "
+          "whose ranks ended with different gradients)")
+
 
 def run_rank(plan: Plan, state: RunState, me: RankEnv) -> int:
-    """Returns the exit code: 0 all fine, 1 a data check failed; raises on other failures."""
+    """Returns the exit code: 0 all fine, 1 a data check failed; raises on other failures.
+    The steps are RankRun's, in order. Whatever fails once the watchdog runs is handled here:
+    rank 0 writes the summary (under a run record it wrote), a library's exception becomes one
+    line naming what the rank waited for, and the rank is marked ended; a failure while
+    preparing is raised as it is."""
     global entered
     entered = True
-    started = time.monotonic()
-    rundir.mark_started(me.rank)
-    resolved = resolve(plan)
-    apply(resolved)
-    os.environ["FABBENCH_LOCAL_RANK"] = str(me.local_rank)
-    chosen = workloads.load(plan.workload)  # imported now, before the library starts
-    for workload in chosen:
-        workload.prepare(plan)
-    report_env = registry.get(plan.backend).report_env  # the library's transport report
-    if report_env:
-        folder = tempfile.mkdtemp(prefix="fabbench-")
-        os.environ.update({k: v.replace("{dir}", folder) for k, v in report_env.items()})
-    # a rank started by another launcher claims the file itself (fabbench's launcher holds it)
-    writer = ResultWriter(plan.out, claim=not state.claimed) if me.rank == 0 else None
-    counts = {"collective": 0, "train": 0, "halo": 0, "ceiling": 0, "pairs": 0}
-
-    def summary(ok: bool, error: str | None) -> records.Summary:
-        return records.Summary(run_id=plan.run_id, ok=ok, counts=dict(counts),
-                               wall_s=round(time.monotonic() - started, 3), error=error)
-
-    def close_run(ok: bool, error: str | None) -> None:
-        """The summary, only under a run record this process wrote."""
-        if writer is not None and writer.counts.get("run"):
-            writer.write(summary(ok, error))
-
-    def on_timeout(what: str, message: str) -> None:
-        rundir.mark_timeout(me.rank, what)
-        close_run(False, message)
-
-    dog = Watchdog(me.rank, on_timeout)
+    run = RankRun.prepare(plan, state, me)
+    run.start_watchdog()
     try:
-        dog.arm(plan.timeout_s * 2, f"starting {plan.primitive} (rendezvous of "
-                                     f"{me.size} ranks)")
-        comm = create_communicator(plan.primitive, rank_env=me.as_dict(), device=plan.device,
-                                   horovod_over=plan.horovod_over, timeout_s=plan.timeout_s)
-        dog.arm(plan.timeout_s, f"checking the world of {me.size} ranks")
-        check_world(me, plan.primitive, comm, over=plan.horovod_over)  # before anything is written
-        dog.arm(plan.timeout_s, "exchanging transports and host names")
-        refused = None
-        if writer is not None and not state.claimed:
-            try:
-                writer.open()  # claimed now: every rank learns below whether rank 0 may write
-            except UsageError as exc:
-                refused = str(exc)
-        transport = comm.transport()
-        gathered = comm.gather_objects((transport, socket.gethostname(), refused,
-                                        comm.gpudirect(), container_runtime()))
-        dog.disarm()
-        if gathered[0][2]:
-            raise UsageError(gathered[0][2] if me.rank == 0 else f"rank 0: {gathered[0][2]}")
-        peers = [(t, host, gdr) for t, host, _, gdr, _ in gathered]
-        nodes = len({peer[1] for peer in peers})
-        cluster = emulate.current()
-        gdr_record, gdr_problem = gpudirect.outcome(
-            plan.gpudirect, resolved.settings.gpudirect_verify,
-            [(r, host, state) for r, (_, host, state) in enumerate(peers)], plan.backend)
-        written: dict[str, Any] | None = None  # rank 0's run record, as written
-        if writer is not None:
-            provenance = inventory()
-            if hasattr(comm, "library_version"):
-                provenance["versions"]["mpi_library"] = comm.library_version()
-            run = records.Run(
-                run_id=plan.run_id,
-                started=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                argv=plan.argv, fabric=resolved.profile.name, wire=plan.wire,
-                primitive=plan.primitive, horovod_over=plan.horovod_over, device=plan.device,
-                ranks=comm.size, nodes=nodes, rank_hosts=[peer[1] for peer in peers],
-                rank_containers=[g[4] for g in gathered],
-                transport=transport, interface=plan.iface,
-                expected_transport=resolved.settings.transport, picked=state.picked,
-                profile_source=str(resolved.profile.source), profile_env=resolved.env(),
-                profile_link={"hardware": resolved.profile.hardware,
-                              **resolved.profile.link.to_json()},
-                timing=plan.policy.__dict__, resumed=state.resumed,
-                plan=json.loads(plan.to_json()), timing_method=comm.timing_method,
-                library_report=comm.library_report(), provenance=provenance,
-                emulation=None if cluster is None else cluster.as_record(),
-                gpudirect=gdr_record)
-            written = writer.write(run)
-        _check_transport(peers, resolved.settings.transport, resolved.profile.name, plan.wire)
-        if gdr_problem is not None:
-            raise TransportMismatch(gdr_problem)
-        if resolved.profile.single_host and nodes > 1:
-            raise TransportMismatch(f"fabric {resolved.profile.name!r} is for one host, and "
-                                    f"the ranks run on {nodes} hosts")
-        failed = False
+        run.start_communicator()
+        peers = run.exchange()
+        run.write_run_record(peers)
+        run.check_transport(peers)
+        run.measure_ceiling(peers)
+        failed = run.run_workloads(peers)
+        run.finish(failed)
+        if failed:
+            raise DataCheckFailed(_WRONG)
+        return 0
+    except FabbenchError as exc:
+        run.write_summary(False, str(exc))
+        raise
+    except Exception as exc:  # a library error (a peer vanished, a socket closed): one line
+        first = (str(exc).strip().splitlines() or [""])[0][:300]
+        failure = RunError(f"failed in {run.dog.pending or 'start-up'}: {type(exc).__name__}: "
+                           f"{first}")
+        run.write_summary(False, str(failure))
+        raise failure from None
+    finally:
+        run.end()
 
-        def keep(record: records.Record, show: Callable[[dict[str, Any]], str]) -> None:
-            """Count a finished measurement; rank 0 makes it durable, then shows it."""
-            dog.disarm()
-            counts[record.kind] += 1
-            if writer is not None:
-                print(show(writer.write(record)), flush=True)
 
-        hosts = tuple(peer[1] for peer in peers)
-        if plan.ceiling or (plan.ceiling is None and nodes > 1):
-            for found in ceiling.measure(
-                    comm, list(hosts), wire=plan.wire, iface=plan.iface,
-                    tool_name=tool_for(resolved.profile.hardware), seconds=plan.ceiling_s,
-                    arm=dog.arm, run_id=plan.run_id):
-                keep(found, lines.ceiling)
-        context = workloads.RankContext(comm=comm, plan=plan, state=state, transport=transport,
-                                        hosts=hosts, arm=dog.arm, fault=Fault.from_env())
+@dataclass(frozen=True)
+class Peers:
+    """What the ranks told each other once the communicator was up, by rank."""
+
+    ranks: list[tuple[str, str, str | None]]  # (transport, host, GPUDirect state)
+    containers: list[str | None]  # the container runtime each rank runs in
+    hosts: tuple[str, ...]
+    nodes: int  # distinct hosts
+
+    @classmethod
+    def of(cls, gathered: list[Any]) -> Peers:
+        ranks = [(t, host, gdr) for t, host, _, gdr, _ in gathered]
+        return cls(ranks=ranks, containers=[g[4] for g in gathered],
+                   hosts=tuple(peer[1] for peer in ranks),
+                   nodes=len({peer[1] for peer in ranks}))
+
+
+@dataclass
+class RankRun:
+    """One rank's state from start to end, and its steps in the order run_rank takes them.
+    Rank 0 alone has a writer; every other step is the same on every rank (collectives)."""
+
+    plan: Plan
+    state: RunState
+    me: RankEnv
+    started: float  # time.monotonic() when the rank began: the summary's wall time
+    resolved: Resolved
+    chosen: list[workloads.Workload]
+    writer: ResultWriter | None  # rank 0's
+    counts: dict[str, int] = field(default_factory=lambda: {
+        "collective": 0, "train": 0, "halo": 0, "ceiling": 0, "pairs": 0})
+    dog: Watchdog = field(init=False)
+    comm: Communicator = field(init=False)
+    transport: str = field(init=False)  # what this rank's library reported
+    written: dict[str, Any] | None = None  # rank 0's run record, as written
+    gpudirect_problem: str | None = None  # what GPUDirect got against what was asked
+
+    @classmethod
+    def prepare(cls, plan: Plan, state: RunState, me: RankEnv) -> RankRun:
+        """Before any communication library starts: the fabric's environment applied, the
+        workloads imported and prepared, the library asked to report its transport, and rank
+        0's writer made (nothing opened yet)."""
+        started = time.monotonic()
+        rundir.mark_started(me.rank)
+        resolved = resolve(plan)
+        apply(resolved)
+        os.environ["FABBENCH_LOCAL_RANK"] = str(me.local_rank)
+        chosen = workloads.load(plan.workload)  # imported now, before the library starts
         for workload in chosen:
-            header = workload.header(written) if written is not None else None
+            workload.prepare(plan)
+        report_env = registry.get(plan.backend).report_env  # the library's transport report
+        if report_env:
+            folder = tempfile.mkdtemp(prefix="fabbench-")
+            os.environ.update({k: v.replace("{dir}", folder) for k, v in report_env.items()})
+        # a rank started by another launcher claims the file itself (fabbench's launcher holds it)
+        writer = ResultWriter(plan.out, claim=not state.claimed) if me.rank == 0 else None
+        return cls(plan=plan, state=state, me=me, started=started, resolved=resolved,
+                   chosen=chosen, writer=writer)
+
+    def start_watchdog(self) -> None:
+        """Its thread, unarmed; on a deadline passed it marks the rank timed out and writes the
+        summary from that thread."""
+        self.dog = Watchdog(self.me.rank, self._on_timeout)
+
+    def start_communicator(self) -> None:
+        """The primitive's rendezvous, then the world it got against the one announced."""
+        plan, me = self.plan, self.me
+        self.dog.arm(plan.timeout_s * 2, f"starting {plan.primitive} (rendezvous of "
+                                          f"{me.size} ranks)")
+        self.comm = create_communicator(plan.primitive, rank_env=me.as_dict(), device=plan.device,
+                                        horovod_over=plan.horovod_over, timeout_s=plan.timeout_s)
+        self.dog.arm(plan.timeout_s, f"checking the world of {me.size} ranks")
+        check_world(me, plan.primitive, self.comm, over=plan.horovod_over)  # before any write
+
+    def exchange(self) -> Peers:
+        """Every rank's transport, host, GPUDirect state and container, gathered; and whether
+        rank 0 may write (it claims the results file first): when not, every rank stops."""
+        self.dog.arm(self.plan.timeout_s, "exchanging transports and host names")
+        refused = self._claim_results()
+        self.transport = self.comm.transport()
+        gathered = self.comm.gather_objects((self.transport, socket.gethostname(), refused,
+                                             self.comm.gpudirect(), container_runtime()))
+        self.dog.disarm()
+        if gathered[0][2]:
+            raise UsageError(gathered[0][2] if self.me.rank == 0 else f"rank 0: {gathered[0][2]}")
+        return Peers.of(gathered)
+
+    def _claim_results(self) -> str | None:
+        """Rank 0 started by another launcher opens (claims) the results file now; why it may
+        not write, or None."""
+        if self.writer is None or self.state.claimed:
+            return None
+        try:
+            self.writer.open()
+        except UsageError as exc:
+            return str(exc)
+        return None
+
+    def write_run_record(self, peers: Peers) -> None:
+        """GPUDirect judged (every rank); rank 0 writes the run record, before any check can
+        fail, so that a refused run still says what it found."""
+        plan, resolved, comm = self.plan, self.resolved, self.comm
+        cluster = emulate.current()
+        gdr_record, self.gpudirect_problem = gpudirect.outcome(
+            plan.gpudirect, resolved.settings.gpudirect_verify,
+            [(r, host, state) for r, (_, host, state) in enumerate(peers.ranks)], plan.backend)
+        if self.writer is None:
+            return
+        provenance = inventory()
+        if hasattr(comm, "library_version"):
+            provenance["versions"]["mpi_library"] = comm.library_version()
+        run = records.Run(
+            run_id=plan.run_id,
+            started=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            argv=plan.argv, fabric=resolved.profile.name, wire=plan.wire,
+            primitive=plan.primitive, horovod_over=plan.horovod_over, device=plan.device,
+            ranks=comm.size, nodes=peers.nodes, rank_hosts=list(peers.hosts),
+            rank_containers=peers.containers,
+            transport=self.transport, interface=plan.iface,
+            expected_transport=resolved.settings.transport, picked=self.state.picked,
+            profile_source=str(resolved.profile.source), profile_env=resolved.env(),
+            profile_link={"hardware": resolved.profile.hardware,
+                          **resolved.profile.link.to_json()},
+            timing=plan.policy.__dict__, resumed=self.state.resumed,
+            plan=json.loads(plan.to_json()), timing_method=comm.timing_method,
+            library_report=comm.library_report(), provenance=provenance,
+            emulation=None if cluster is None else cluster.as_record(),
+            gpudirect=gdr_record)
+        self.written = self.writer.write(run)
+
+    def check_transport(self, peers: Peers) -> None:
+        """Transport truth: every rank's transport, GPUDirect and the hosts the fabric allows."""
+        profile = self.resolved.profile
+        _check_transport(peers.ranks, self.resolved.settings.transport, profile.name,
+                         self.plan.wire)
+        if self.gpudirect_problem is not None:
+            raise TransportMismatch(self.gpudirect_problem)
+        if profile.single_host and peers.nodes > 1:
+            raise TransportMismatch(f"fabric {profile.name!r} is for one host, and "
+                                    f"the ranks run on {peers.nodes} hosts")
+
+    def measure_ceiling(self, peers: Peers) -> None:
+        """The wire's raw limit, when asked for or (by default) when the ranks span nodes."""
+        plan = self.plan
+        if not (plan.ceiling or (plan.ceiling is None and peers.nodes > 1)):
+            return
+        for found in ceiling.measure(
+                self.comm, list(peers.hosts), wire=plan.wire, iface=plan.iface,
+                tool_name=tool_for(self.resolved.profile.hardware), seconds=plan.ceiling_s,
+                arm=self.dog.arm, run_id=plan.run_id):
+            self._keep(found, lines.ceiling)
+
+    def run_workloads(self, peers: Peers) -> bool:
+        """Each workload in turn, every record kept as it comes (rank 0 prints the workload's
+        header before its first); whether any measurement came out wrong."""
+        context = workloads.RankContext(comm=self.comm, plan=self.plan, state=self.state,
+                                        transport=self.transport, hosts=peers.hosts,
+                                        arm=self.dog.arm, fault=Fault.from_env())
+        failed = False
+        for workload in self.chosen:
+            header = workload.header(self.written) if self.written is not None else None
             for record in workload.run(context):
                 if header is not None:
                     print(header, flush=True)
                     header = None
                 failed |= workload.wrong(record)
-                keep(record, workload.line)
-        dog.arm(plan.timeout_s, "finishing")
-        error = "data check failed: wrong elements (see records with correct=false, or train " \
-            "records whose ranks ended with different gradients)" if failed else None
-        close_run(not failed, error)
-        comm.close()
-        dog.disarm()
-        if failed:
-            raise DataCheckFailed(error)
-        return 0
-    except FabbenchError as exc:
-        close_run(False, str(exc))
-        raise
-    except Exception as exc:  # a library error (a peer vanished, a socket closed): one line
-        first = (str(exc).strip().splitlines() or [""])[0][:300]
-        failure = RunError(f"failed in {dog.pending or 'start-up'}: {type(exc).__name__}: "
-                           f"{first}")
-        close_run(False, str(failure))
-        raise failure from None
-    finally:
-        dog.close()
-        if writer is not None:
-            writer.close()
-        rundir.mark_ended(me.rank)
+                self._keep(record, workload.line)
+        return failed
+
+    def _keep(self, record: records.Record, show: Callable[[dict[str, Any]], str]) -> None:
+        """Count a finished measurement; rank 0 makes it durable, then shows it."""
+        self.dog.disarm()
+        self.counts[record.kind] += 1
+        if self.writer is not None:
+            print(show(self.writer.write(record)), flush=True)
+
+    def finish(self, failed: bool) -> None:
+        """The summary, then the communicator closed (under the watchdog: peers must arrive)."""
+        self.dog.arm(self.plan.timeout_s, "finishing")
+        self.write_summary(not failed, _WRONG if failed else None)
+        self.comm.close()
+        self.dog.disarm()
+
+    def write_summary(self, ok: bool, error: str | None) -> None:
+        """The summary, only under a run record this process wrote, and once: the last line
+        (a failed data check writes it in finish, then reaches run_rank's handler)."""
+        if (self.writer is not None and self.writer.counts.get("run")
+                and not self.writer.counts.get("summary")):
+            self.writer.write(records.Summary(
+                run_id=self.plan.run_id, ok=ok, counts=dict(self.counts),
+                wall_s=round(time.monotonic() - self.started, 3), error=error))
+
+    def _on_timeout(self, what: str, message: str) -> None:
+        rundir.mark_timeout(self.me.rank, what)
+        self.write_summary(False, message)
+
+    def end(self) -> None:
+        """Whatever happened: the watchdog stopped, rank 0's file closed (an unwritten claim
+        released), the rank marked ended."""
+        self.dog.close()
+        if self.writer is not None:
+            self.writer.close()
+        rundir.mark_ended(self.me.rank)
 
 
 def _check_transport(peers: list[tuple[str, str, str | None]], patterns: tuple[str, ...],
