@@ -4,9 +4,9 @@
 the Debian base; CUDA 13.0's runtime, headers and nvcc from PyPI's nvidia-* wheels; UCX and
 Open MPI built --with-cuda from Debian's source tarballs; torch's CUDA build with the NCCL and
 CUDA libraries it requires (containers/torch-cuda.lock); Horovod with NCCL operations, its
-kernels compiled by that nvcc. Cold, that is about an hour on 2 cores, so the test runs only with
-FABBENCH_TEST_CUDA_IMAGE=1 (`make test-image-cuda`); a built image is found again by its content
-tag and not rebuilt.
+kernels compiled by that nvcc. Cold, that is about half an hour on 2 cores (1660 s measured), so
+the test runs only with FABBENCH_TEST_CUDA_IMAGE=1 (`make test-image-cuda`); a built image is
+found again by its content tag and not rebuilt.
 
 No GPU is needed: the checks are that torch is the CUDA build of the flavour's CUDA and loads the
 pinned NCCL, which is the libnccl the image carries (so a CPU wheel of torch fails here); that
@@ -45,7 +45,7 @@ pytestmark = [
 def skip_without_the_image() -> None:
     """Every test of the built image: opt-in, and it needs what builds it."""
     if os.environ.get("FABBENCH_TEST_CUDA_IMAGE") != "1":
-        pytest.skip("the cuda image takes about an hour to build cold: opt in with "
+        pytest.skip("the cuda image takes about half an hour to build cold: opt in with "
                     "FABBENCH_TEST_CUDA_IMAGE=1 (make test-image-cuda)")
     for tool, why in (("podman", "podman (apt-get install podman)"),
                       ("debootstrap", "debootstrap for the base image")):
@@ -277,3 +277,39 @@ def test_a_container_without_a_gpu_refuses_gpu_runs_in_one_line(image: Image, tm
     assert "no GPU visible in this container" in lines[0], lines
     assert "--nv" in lines[0] and "NVIDIA container toolkit" in lines[0], lines
     assert "Traceback" not in res.stdout + res.stderr
+
+
+def test_publish_pushes_the_cuda_flavour_by_immutable_tags_and_digest(image: Image, registry,
+                                                                      tmp_path):
+    """.ci/publish.sh --flavor cuda: the image's own test (version, 2 ranks over shared memory),
+    then <version>-cuda and cuda-<commit> pushed, each printed with the digest the registry
+    serves; pulled by that digest and run, the results record the reference and the digest."""
+    from integration.test_podman_run import podman_run
+    from integration.test_registry import clean_env, sh
+
+    res = sh([ROOT / ".ci/publish.sh", "--registry", registry.host, "--cert-dir",
+              registry.cert_dir, "--flavor", "cuda", "--no-sif"], BUILD_TIMEOUT_S + 1800,
+             env=clean_env())
+    assert res.returncode == 0, res.stderr[-6000:]
+    version, commit = re.search(r"\[publish\] version (\S+) commit (\S+)", res.stderr).groups()
+    pushed = re.findall(r"^pushed oci (\S+) (sha256:[0-9a-f]{64})$", res.stdout, re.M)
+    assert {ref for ref, _ in pushed} == {f"{registry.host}/fabbench:{version}-cuda",
+                                          f"{registry.host}/fabbench:cuda-{commit}"}
+    assert len({digest for _, digest in pushed}) == 1
+    by_digest = f"{registry.host}/fabbench@{pushed[0][1]}"
+    assert res.stdout.strip().splitlines()[-1] == f"oci {by_digest}"
+    # what the registry serves by that digest is this flavour, and it runs as pulled
+    pulled = sh(["podman", "pull", "--cert-dir", registry.cert_dir, by_digest], 1800)
+    assert pulled.returncode == 0, pulled.stderr[-3000:]
+    try:
+        run, _ = podman_run(by_digest, tmp_path / "w",
+                            ["run", "--fabric", "shm", "--ranks", "2", "--sizes", "8",
+                             "--budget", "0.02", "--out", "/w/r.jsonl"],
+                            {"FABBENCH_IMAGE_REF": by_digest})
+        assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
+        first = json.loads((tmp_path / "w/r.jsonl").read_text().splitlines()[0])
+        image = first["provenance"]["image"]
+        assert image["ref"] == by_digest and image["digest"] == pushed[0][1], image
+        assert first["provenance"]["build"]["image"]["flavor"] == "cuda"
+    finally:
+        sh(["podman", "rmi", "-f", by_digest], 300)
