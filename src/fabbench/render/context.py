@@ -147,7 +147,11 @@ class SlurmJob:
             raise UsageError(f"--runtime must be one of {', '.join(RUNTIMES)}, "
                              f"not {self.runtime!r}")
         if self.runtime != "none" and not self.image:
-            raise UsageError(f"--runtime {self.runtime} needs --image")
+            # a site's copy of the image has no name fabbench could know (a .sif path, a
+            # directory, a registry of its own); the flavour it needs is said
+            raise UsageError(f"--runtime {self.runtime} needs --image: this job's flavour is "
+                             f"{default_image(self.gpus_per_node > 0)} (a .sif, directory or "
+                             f"registry reference of it)")
         if self.runtime == "none" and self.image:
             raise UsageError("--image needs --runtime apptainer, charliecloud or pyxis")
         if not self.fabbench_command.strip():
