@@ -30,13 +30,13 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Annotated, Any
 
+from fabbench import workload_names
 from fabbench.comm.registry import ALL_DTYPES, ALL_OPS, HOROVOD_OVER, PRIMITIVES
 from fabbench.errors import UsageError
 from fabbench.fabrics.profile import GPUDIRECT, WIRES
 from fabbench.networks.registry import MODELS
 from fabbench.timing.engine import PROTOCOLS
 from fabbench.units import parse_sizes
-from fabbench.workloads import names as workload_names
 
 PRECISIONS = ("fp32", "bf16", "fp16")
 DEVICES = ("cpu", "cuda")

@@ -16,14 +16,13 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from fabbench import config
+from fabbench import config, workload_names
 from fabbench.comm import registry
 from fabbench.comm.registry import DTYPES, HOROVOD_OVER, OPS
 from fabbench.config import HaloConfig, RunConfig, TrainConfig
 from fabbench.errors import UsageError
 from fabbench.timing.engine import TimingPolicy
 from fabbench.units import parse_sizes
-from fabbench.workloads import names as workload_names
 
 DEFAULT_SIZES = {"cpu": "8:64M", "cuda": "8:1G"}
 PAIRS_SIZES = "8,1M"  # pairs: the latency at the smallest size, the bandwidth at the largest

@@ -10,7 +10,7 @@ import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
-from fabbench import emulate
+from fabbench import emulate, workload_names
 from fabbench.comm import batch_loop, registry
 from fabbench.comm.cuda_aware import ask_ompi_info
 from fabbench.config import RunConfig
@@ -28,7 +28,6 @@ from fabbench.results.reader import read_results, salvage
 from fabbench.results.records import Collective, Run, Summary, Train
 from fabbench.results.writer import ResultWriter
 from fabbench.sysinfo.gpus import gpus_visible, require_gpu
-from fabbench.workloads import names as workload_names
 from fabbench.workloads.collectives import point_key
 
 

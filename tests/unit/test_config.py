@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from conftest import REPO, fabbench
-from fabbench import config
+from fabbench import config, workload_names
 from fabbench.cli.main import main
 from fabbench.config import (
     COUNTS,
@@ -35,7 +35,6 @@ from fabbench.errors import UsageError
 from fabbench.render import Benchmark, K8sJob, SlurmJob, render_k8s, render_slurm
 from fabbench.render.chart import chart_options
 from fabbench.study import spec
-from fabbench.workloads import names as workload_names
 
 CHART = REPO / "charts" / "fabbench"
 FABRICS = ("ethernet", "infiniband", "omnipath", "shm")

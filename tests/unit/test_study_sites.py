@@ -1,4 +1,4 @@
-"""Two study directories as two sites (report/study_sites.py, report/study_compare.py): the image
+"""Two study directories as two sites (report/study/sites.py, report/study/compare.py): the image
 first (the same id on both sides, or both ids named), the differing cells with their intervals,
 the links from provenance and the slow node. The study directories are made here: a manifest
 the study's own writer checks, and the schema-valid fixture runs as the cells' results files,
@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from fabbench.report.study_compare import (
+from fabbench.report.study.compare import (
     as_json,
     compare_studies,
     image_line,
     network_lines,
     summary_lines,
 )
-from fabbench.report.study_sites import NO_IMAGE, ImageCheck, SiteNetwork, Sites
+from fabbench.report.study.sites import NO_IMAGE, ImageCheck, SiteNetwork, Sites
 from fabbench.study import manifest
 from fabbench.study.host import Place
 from fabbench.study.run import _start_manifest, cell_entry
@@ -133,8 +133,8 @@ def test_a_studys_own_report_names_the_slow_node_its_pairs_cell_found(tmp_path):
     when it ran: the fixture is a real run (fabbench run --workload pairs --ranks 3 --sizes
     8,64K on one host of this project's 2-core machines), whose own verdict named rank 0."""
     from fabbench.report import pairs as pairs_rule
-    from fabbench.report.study import answer
-    from fabbench.report.study import as_json as study_json
+    from fabbench.report.study.answer import answer
+    from fabbench.report.study.answer import as_json as study_json
     from fabbench.results.reader import read_results
     from fabbench.results.records import Pairs
 
@@ -154,7 +154,7 @@ def test_a_studys_own_report_names_the_slow_node_its_pairs_cell_found(tmp_path):
 
 
 def test_a_study_without_a_pairs_cell_says_nothing_of_a_slow_node(tmp_path):
-    from fabbench.report.study import answer
+    from fabbench.report.study.answer import answer
 
     a = answer(study_dir(tmp_path / "a", "siteA-ib.jsonl", None), forecast=False)
     assert a.slow is None and not any("slow" in line for line in a.headline)

@@ -1,11 +1,13 @@
-"""workloads.names and .registry: names, the one sequence ("all"), loading by name, refusals."""
+"""fabbench.workload_names and workloads.registry: names, the one sequence ("all"), loading by
+name, refusals."""
 
 from __future__ import annotations
 
 import pytest
 
+from fabbench import workload_names as names
 from fabbench.errors import UsageError
-from fabbench.workloads import names, registry
+from fabbench.workloads import registry
 
 
 def test_names_and_parts():

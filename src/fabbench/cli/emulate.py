@@ -57,8 +57,9 @@ def emulate(
     Standing: [bold]fabbench emulate up --nodes 4[/] prints FABBENCH_EMULATION=...; then
     [bold]fabbench emulate down[/].
     """
-    from fabbench.emulate import containers, make_emulation, session, site
+    from fabbench.emulate import make_emulation, session, site
     from fabbench.errors import UsageError
+    from fabbench.launch import containers
 
     args = list(args or [])
     action = args[0] if args and args[0] in ("up", "down") else "run"

@@ -69,9 +69,9 @@ def _study_report(directory: Path, *, html: Path | None, plots: Path | None,
     """A study directory: the answer on the console, and by default report.html and
     report.json beside its manifest."""
     from fabbench.console import console
-    from fabbench.report.study import as_json
-    from fabbench.report.study_build import make_study_report
-    from fabbench.report.study_text import lines
+    from fabbench.report.study.answer import as_json
+    from fabbench.report.study.build import make_study_report
+    from fabbench.report.study.text import lines
 
     answer, written = make_study_report(
         directory, html=html or directory / "report.html", plots_dir=plots,
@@ -130,7 +130,7 @@ def _study_compare(a: Path, b: Path, *, json_out: bool, html: Path | None,
     from rich.table import Table
 
     from fabbench.console import console
-    from fabbench.report.study_compare import (
+    from fabbench.report.study.compare import (
         as_json,
         compare_studies,
         image_line,
@@ -140,7 +140,7 @@ def _study_compare(a: Path, b: Path, *, json_out: bool, html: Path | None,
 
     c = compare_studies(a, b)
     if html:
-        from fabbench.report.study_compare_html import render
+        from fabbench.report.study.compare_html import render
 
         html.write_text(render(c, title=title, summary=summary_lines(c)))
     if json_out:

@@ -285,7 +285,7 @@ def _mpirun(plan: Plan, resolved: Resolved, where: Where, program: Sequence[str]
 
 def mpirun_across(cluster: Cluster, ranks: int) -> list[str]:
     """mpirun over an emulated cluster's hostfile, reaching the nodes through its agent (run on
-    node 0); also emulate's launch of containerised ranks (emulate/containers.py)."""
+    node 0); also emulate's launch of containerised ranks (launch/containers.py)."""
     return ["mpirun", "-np", str(ranks), "--hostfile", str(cluster.hostfile),
             "--bind-to", "none", "--oversubscribe",
             "--mca", "plm_rsh_agent", str(cluster.agent),
@@ -336,7 +336,7 @@ def ranks_across(cluster: Cluster, launcher: str, program: Sequence[str],
     """``program`` in every slot of ``cluster``, started from this host by ``launcher`` (mpirun
     over the cluster's hostfile and agent, exporting ``env``; or a spawn, the rendezvous at
     node 0), with ``env`` and no profile of fabbench's: emulate's containerised ranks
-    (emulate/containers.py), whose own fabbench applies the profile inside the image."""
+    (launch/containers.py), whose own fabbench applies the profile inside the image."""
     if launcher == "mpirun":
         exports = [w for key in sorted(env) for w in ("-x", key)]
         return LaunchSpec([cluster.on(0, [*mpirun_across(cluster, cluster.ranks), *_as_root(),

@@ -9,9 +9,5 @@ compare        A vs B per op and size: ratio, CI, verdict; differing provenance
 html           one self-contained HTML file (inline SVG)
 pairs, late    the pairs tournament's verdict; ranks that arrive late
 build          the library calls behind `fabbench report` and `fabbench compare`
-study_cells    a study directory's cells with their runs
-study_groups   cells grouped by question, ranked against the best, headlines
-study_whatif   over emulated links: measured beside the scaling model's forecast
-study          a study's whole answer (groups, forecast, what-if); study_text/html/plots show it
-study_compare  study against study, cell by cell
+study/         a study directory's views: its answer, text, HTML, plots, study against study
 """

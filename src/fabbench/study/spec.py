@@ -42,11 +42,11 @@ from typing import Any
 
 import tomllib
 
+from fabbench import workload_names
 from fabbench.config import STUDY_KEYS, RunConfig, study_value
 from fabbench.errors import UsageError
 from fabbench.fabrics.profile import GPUDIRECT
 from fabbench.study.locate import line_of
-from fabbench.workloads import names as workload_names
 
 BUILTIN_DIR = Path(__file__).parent / "studies"
 AXES = ("workload", "fabric", "primitive", "gpudirect", "nodes", "link")

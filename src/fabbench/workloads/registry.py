@@ -1,9 +1,9 @@
 """Workloads by name, behind one protocol: a workload takes the rank's context and yields its
 records, one per finished measurement.
 
-The names are data (workloads.names); a workload's module (and through it torch, the networks,
-...) is imported by ``load`` when a rank chooses it, before its communicator starts, never while
-it measures.
+The names are data (fabbench.workload_names, a layer below: config and plan read them); a
+workload's module (and through it torch, the networks, ...) is imported by ``load`` when a rank
+chooses it, before its communicator starts, never while it measures.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from fabbench.workloads import names
+from fabbench import workload_names
 
 if TYPE_CHECKING:
     from fabbench.comm.base import Communicator
@@ -60,7 +60,7 @@ class Workload(Protocol):
 def load(name: str) -> list[Workload]:
     """The workloads ``name`` runs, their modules imported now."""
     chosen = []
-    for part in names.parts(name):
-        module, _, attr = names.ENTRIES[part].partition(":")
+    for part in workload_names.parts(name):
+        module, _, attr = workload_names.ENTRIES[part].partition(":")
         chosen.append(getattr(importlib.import_module(module), attr))
     return chosen

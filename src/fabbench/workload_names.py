@@ -1,7 +1,9 @@
 """The workloads' names, as data that anything may read without importing a workload: each name
 and the object that implements it ("module:attribute", loaded by workloads.registry.load), and
 the one name that stands for several workloads run one after the other ("all": collectives, then
-train), spelled here once and asked of ``parts``/``runs``."""
+train), spelled here once and asked of ``parts``/``runs``. A module of the vocabulary layer, not of
+workloads/: the configuration, the plan and study files check a workload's name below the layer
+that runs workloads."""
 
 from __future__ import annotations
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from fabbench.report.plots import _STYLE, Plot, _grid, plt
-from fabbench.report.study import StudyAnswer
-from fabbench.report.study_groups import METRIC
+from fabbench.report.study.answer import StudyAnswer
+from fabbench.report.study.groups import METRIC
 
 _UNITS = {"train": "ms", "halo": "µs", "collectives": "µs"}
 

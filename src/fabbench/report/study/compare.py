@@ -1,5 +1,5 @@
 """Study against study (site A against site B, or one study at two link speeds): first whether
-both ran the same image (report/study_sites.py), then cell by cell with the same statistics as
+both ran the same image (report/study/sites.py), then cell by cell with the same statistics as
 the report, the cells that differ significantly named with their 95 % intervals, the networks
 (links, measured ceilings, the slow node) and the provenance that differs (fabric, NICs,
 libraries, image, place).
@@ -17,15 +17,15 @@ from typing import Any
 from fabbench.errors import UsageError
 from fabbench.report.compare import provenance_diff
 from fabbench.report.stats import Verdict
-from fabbench.report.study_cells import StudyCell, load_cells
-from fabbench.report.study_groups import (
+from fabbench.report.study.cells import StudyCell, load_cells
+from fabbench.report.study.groups import (
     CellResult,
     collective_groups,
     halo_groups,
     train_groups,
     verdict_of,
 )
-from fabbench.report.study_sites import Sites, compare_sites
+from fabbench.report.study.sites import Sites, compare_sites
 from fabbench.scaling.predict import jsonable
 
 

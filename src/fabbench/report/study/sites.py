@@ -17,7 +17,7 @@ from typing import Any
 
 from fabbench.emulate.site import SITE_ENV, Site
 from fabbench.report import pairs as pairs_rule
-from fabbench.report.study_cells import StudyCell
+from fabbench.report.study.cells import StudyCell
 
 NO_IMAGE = "no image"  # a run outside the fabbench image (a host install)
 

@@ -1,5 +1,5 @@
 """`fabbench emulate --image IMG --runtime R -- run ...`: the host launcher's commands around
-containerised ranks (emulate/containers.py), and the refusals before any node is made."""
+containerised ranks (launch/containers.py), and the refusals before any node is made."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import os
 
 import pytest
 
-from fabbench.emulate import containers
 from fabbench.emulate.cluster import Cluster, Node
 from fabbench.emulate.spec import Link
 from fabbench.errors import UsageError
+from fabbench.launch import containers
 
 
 def _cluster(tmp_path, rpn=1) -> Cluster:

@@ -15,8 +15,8 @@ from fabbench import __version__
 from fabbench.report.html import PAGE_HEAD
 from fabbench.report.plots import Plot
 from fabbench.report.stats import ALPHA
-from fabbench.report.study import StudyAnswer
-from fabbench.report.study_groups import METRIC
+from fabbench.report.study.answer import StudyAnswer
+from fabbench.report.study.groups import METRIC
 from fabbench.report.tables import efficiency_lines
 
 _TEMPLATE = PAGE_HEAD + """.best{background:#eaf7ee}.failed{color:#b3261e;font-weight:600}

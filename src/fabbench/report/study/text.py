@@ -5,9 +5,9 @@ from __future__ import annotations
 from rich.markup import escape
 from rich.table import Table
 
-from fabbench.report.study import StudyAnswer
-from fabbench.report.study_groups import METRIC
-from fabbench.report.study_whatif import LinkWhatIf
+from fabbench.report.study.answer import StudyAnswer
+from fabbench.report.study.groups import METRIC
+from fabbench.report.study.whatif import LinkWhatIf
 
 _STYLE = {"faster": "green", "slower": "red", "same": "dim"}
 _UNIT = {"train": "ms", "halo": "µs", "collectives": "µs"}

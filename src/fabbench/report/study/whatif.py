@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from fabbench.emulate.spec import parse_rate
-from fabbench.report.study_groups import CellGroup, on_nodes, train_record
+from fabbench.report.study.groups import CellGroup, on_nodes, train_record
 from fabbench.scaling import whatif as scaling_whatif
 
 MATTERS = 0.05  # a forecast slowdown of 5 % or more: the network is forecast to matter

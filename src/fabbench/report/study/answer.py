@@ -1,10 +1,10 @@
 """The answer of a study directory: per workload (a model, the halo exchange, each collective)
 and node count, every cell's step time and throughput, the exposed-communication share, the
 scaling efficiency, and its difference to the best cell with a 95 % interval and whether it is
-significant (report.study_groups); a headline in plain words on top, with the slow node a `pairs`
-cell names (report.pairs' rule, as compare applies it: report.study_sites); what `fabbench
+significant (report.study.groups); a headline in plain words on top, with the slow node a `pairs`
+cell names (report.pairs' rule, as compare applies it: report.study.sites); what `fabbench
 model` forecasts from the same results, and, over emulated links, measured beside forecast
-(report.study_whatif). Reads the manifest and results files only.
+(report.study.whatif). Reads the manifest and results files only.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from fabbench.errors import UsageError
-from fabbench.report.study_cells import StudyCell, load_cells
-from fabbench.report.study_groups import (
+from fabbench.report.study.cells import StudyCell, load_cells
+from fabbench.report.study.groups import (
     METRIC,
     CellGroup,
     collective_groups,
@@ -25,8 +25,8 @@ from fabbench.report.study_groups import (
     rank,
     train_groups,
 )
-from fabbench.report.study_sites import site_network
-from fabbench.report.study_whatif import LinkWhatIf, whatif
+from fabbench.report.study.sites import site_network
+from fabbench.report.study.whatif import LinkWhatIf, whatif
 from fabbench.scaling.predict import ModelOptions, build, jsonable
 
 

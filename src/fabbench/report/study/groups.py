@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from fabbench.report.stats import Verdict, compare_samples, median_ratio
-from fabbench.report.study_cells import StudyCell
+from fabbench.report.study.cells import StudyCell
 from fabbench.results.link import link_of
 from fabbench.results.records import Train
 from fabbench.units import format_size
