@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -43,16 +44,22 @@ def test_the_running_library_says_so_itself():
     assert p.stdout.strip() == "False MPIX_Query_cuda_support() returned 0"
 
 
-def test_ranks_refuse_from_the_library_when_ompi_info_says_otherwise(tmp_path):
-    """An ompi_info that claims CUDA support (e.g. another MPI's on PATH) does not get the run
-    through: every rank asks the library it runs, and refuses before looking for a GPU. The
-    rank is started by mpirun itself, as in a job: fabbench's own launcher, once ompi_info let
-    it through, would refuse first on this host, where no GPU is visible (runner.run)."""
+def claiming_ompi_info(tmp_path) -> Path:
+    """A folder holding an ompi_info that claims CUDA support (another MPI's, say)."""
     fake = tmp_path / "bin"
     fake.mkdir()
     (fake / "ompi_info").write_text(
         "#!/bin/sh\necho mca:mpi:base:param:mpi_built_with_cuda_support:value:true\n")
     (fake / "ompi_info").chmod(0o755)
+    return fake
+
+
+def test_ranks_refuse_from_the_library_when_ompi_info_says_otherwise(tmp_path):
+    """An ompi_info that claims CUDA support (e.g. another MPI's on PATH) does not get the run
+    through: every rank asks the library it runs, and refuses before looking for a GPU. The
+    rank is started by mpirun itself, as in a job: fabbench's own launcher, once ompi_info let
+    it through, would refuse first on this host, where no GPU is visible (runner.run)."""
+    fake = claiming_ompi_info(tmp_path)
     out = tmp_path / "r.jsonl"
     p = subprocess.run(["mpirun", "-n", "1", sys.executable, "-m", "fabbench", *RUN, "--out",
                         str(out)], capture_output=True, text=True, timeout=120, check=False,
@@ -69,11 +76,7 @@ def test_the_launcher_refuses_without_a_gpu_once_the_mpi_is_cuda_aware(tmp_path)
     one line, before any rank starts."""
     if gpus_visible():
         pytest.skip("a GPU is visible here")
-    fake = tmp_path / "bin"
-    fake.mkdir()
-    (fake / "ompi_info").write_text(
-        "#!/bin/sh\necho mca:mpi:base:param:mpi_built_with_cuda_support:value:true\n")
-    (fake / "ompi_info").chmod(0o755)
+    fake = claiming_ompi_info(tmp_path)
     out = tmp_path / "r.jsonl"
     p = fabbench(*RUN, "--ranks", "1", "--out", str(out), timeout=120,
                  env={"PATH": f"{fake}:{os.environ['PATH']}"})
