@@ -23,13 +23,12 @@ import os
 import re
 import resource
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from fabbench import runner
+from fabbench import procs, runner
 from fabbench.comm import registry
 from fabbench.config import CollectivesConfig, RunConfig
 from fabbench.errors import FabbenchError, UsageError
@@ -100,15 +99,16 @@ Runner = Callable[[list[str]], "tuple[int, str] | None"]
 
 
 def run_tool(argv: list[str], timeout: float = TOOL_TIMEOUT_S) -> tuple[int, str] | None:
-    if shutil.which(argv[0]) is None:
+    """The doctor's Runner over procs.run_tool: 124 when the tool hangs, 126 when it cannot
+    start, as a shell says."""
+    r = procs.run_tool(argv, timeout)
+    if r is None:
         return None
-    try:
-        p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired:
+    if r.timed_out:
         return 124, f"{argv[0]} did not answer within {timeout:.0f} s"
-    except OSError as exc:
-        return 126, str(exc)
-    return p.returncode, (p.stdout or "") + (p.stderr or "")
+    if r.returncode is None:
+        return 126, r.problem
+    return r.returncode, r.output
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,16 +1,18 @@
-"""Stopping what fabbench started: a child is started in its own session (its own process
-group), so that it and everything it starts in turn (mpirun's ranks, a launcher's children) go
-with one signal to the group."""
+"""Running and stopping what fabbench starts: a child is started in its own session (its own
+process group), so that it and everything it starts in turn (mpirun's ranks, a launcher's
+children) go with one signal to the group; a short-lived tool is run through `run_tool`."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 
 
 def stop_groups(procs: Sequence[subprocess.Popen | None], first: int = signal.SIGTERM,
@@ -55,3 +57,51 @@ def signals_unwind() -> Iterator[None]:
     finally:
         for s, h in saved.items():
             signal.signal(s, h)
+
+
+@dataclass(frozen=True)
+class ToolRun:
+    """One run of a short-lived tool: its exit status and what it wrote, or why it has none."""
+
+    argv: tuple[str, ...]
+    returncode: int | None  # None: it timed out or could not be started (see `problem`)
+    stdout: str = ""
+    stderr: str = ""
+    timed_out: bool = False
+    problem: str = ""  # when returncode is None: the OS's or subprocess's own words
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+    @property
+    def output(self) -> str:
+        return self.stdout + self.stderr
+
+
+def run_tool(argv: Sequence[str], timeout_s: float, *, env: Mapping[str, str] | None = None,
+             input: str | None = None) -> ToolRun | None:
+    """Run a tool to its end, its text captured; None when the program is not on PATH (``env``'s
+    PATH when given). It runs in its own process group, and past ``timeout_s`` the whole group
+    is killed and the run comes back ``timed_out`` (as is the group when fabbench itself is
+    interrupted meanwhile; the exception goes on). A non-zero exit is a result, not an error."""
+    args = tuple(argv)
+    path = None if env is None else env.get("PATH", os.defpath)
+    if shutil.which(args[0], path=path) is None:
+        return None
+    try:
+        proc = subprocess.Popen(list(args), stdin=None if input is None else subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=None if env is None else dict(env), start_new_session=True)
+    except OSError as exc:
+        return ToolRun(args, None, problem=str(exc))
+    with proc:
+        try:
+            out, err = proc.communicate(input, timeout=timeout_s)
+        except subprocess.TimeoutExpired as exc:
+            stop_groups([proc], signal.SIGKILL)
+            return ToolRun(args, None, timed_out=True, problem=str(exc))
+        except BaseException:
+            stop_groups([proc], signal.SIGKILL)
+            raise
+    return ToolRun(args, proc.returncode, out or "", err or "")

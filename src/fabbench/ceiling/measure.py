@@ -15,7 +15,7 @@ from typing import Any
 from fabbench.ceiling.tools import TOOLS, Tool
 from fabbench.comm.base import Communicator
 from fabbench.errors import RunError
-from fabbench.procs import stop_groups
+from fabbench.procs import run_tool, stop_groups
 from fabbench.results import records
 
 SERVER_START_S = 10.0
@@ -143,11 +143,15 @@ def _one(tool: Tool, mode: str, client_addr: str, server_addr: str, port: int, s
     if problem:
         return record
     argv = tool.client(server_addr, port, seconds, mode)
-    try:
-        p = subprocess.run(argv, capture_output=True, text=True, env=env,
-                           timeout=seconds * 3 + 20, check=False)
-    except subprocess.TimeoutExpired:
+    p = run_tool(argv, seconds * 3 + 20, env=env)
+    if p is None:
+        record["error"] = f"{tool.binary} is not installed on the host of rank 0"
+        return record
+    if p.timed_out:
         record["error"] = f"{tool.name} client did not finish within {seconds * 3 + 20:.0f} s"
+        return record
+    if p.returncode is None:
+        record["error"] = f"{tool.name} client could not start: {p.problem}"
         return record
     if p.returncode != 0:
         record["error"] = (f"{' '.join(argv)} exited with {p.returncode}: "

@@ -17,7 +17,6 @@ import os
 import re
 import shutil
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -26,6 +25,7 @@ from pathlib import Path
 from fabbench.emulate.cluster import NODE_IFACE, Cluster, Node
 from fabbench.emulate.spec import Emulation, Link
 from fabbench.errors import RunError, UsageError
+from fabbench.procs import ToolRun, run_tool
 
 STATE_ROOT = Path(os.environ.get("FABBENCH_EMULATE_STATE", "/run/fabbench/emulate"))
 RANGE = ipaddress.IPv4Network("198.18.0.0/15")  # RFC 2544: benchmarking
@@ -47,12 +47,14 @@ def veth_name(pid: int, index: int) -> str:
     return f"fbv{pid}n{index}"
 
 
-def _sh(argv: list[str], *, check: bool = True) -> subprocess.CompletedProcess:
-    try:
-        p = subprocess.run(argv, capture_output=True, text=True, timeout=CMD_TIMEOUT_S,
-                           check=False)
-    except subprocess.TimeoutExpired:
-        raise RunError(f"`{' '.join(argv)}` did not finish within {CMD_TIMEOUT_S} s") from None
+def _sh(argv: list[str], *, check: bool = True) -> ToolRun:
+    p = run_tool(argv, CMD_TIMEOUT_S)
+    if p is None:
+        raise RunError(f"`{' '.join(argv)}` failed: {argv[0]} is not on PATH")
+    if p.timed_out:
+        raise RunError(f"`{' '.join(argv)}` did not finish within {CMD_TIMEOUT_S} s")
+    if p.returncode is None:
+        raise RunError(f"`{' '.join(argv)}` failed: {p.problem}")
     if check and p.returncode != 0:
         raise RunError(f"`{' '.join(argv)}` failed: {p.stderr.strip() or p.stdout.strip()}")
     return p

@@ -10,12 +10,12 @@ import dataclasses
 import importlib.util
 import os
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from fabbench.errors import UsageError
 from fabbench.launch.table import schedulable
+from fabbench.procs import run_tool
 from fabbench.study.spec import Cell
 
 
@@ -35,13 +35,14 @@ class Place:
 
 
 def _run(argv: list[str], timeout: float = 20) -> str:
-    try:
-        p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise UsageError(f"{argv[0]} failed: {exc}") from None
-    if p.returncode != 0:
-        raise UsageError(f"{' '.join(argv)} failed: {p.stderr.strip()[-300:]}")
-    return p.stdout
+    r = run_tool(argv, timeout)
+    if r is None:
+        raise UsageError(f"{argv[0]} failed: [Errno 2] No such file or directory: {argv[0]!r}")
+    if r.returncode is None:
+        raise UsageError(f"{argv[0]} failed: {r.problem}")
+    if r.returncode != 0:
+        raise UsageError(f"{' '.join(argv)} failed: {r.stderr.strip()[-300:]}")
+    return r.stdout
 
 
 def detect_place(env: dict[str, str] | None = None) -> Place:

@@ -7,9 +7,7 @@ import json
 import os
 import platform
 import re
-import shutil
 import socket
-import subprocess
 from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
@@ -18,6 +16,7 @@ from typing import Any
 import psutil
 
 from fabbench import __version__
+from fabbench.procs import run_tool
 from fabbench.sysinfo.sysfs import gpudirect_rdma, hfi_devices, net_devices, rdma_ports
 
 BUILD_MANIFEST = Path(os.environ.get("FABBENCH_BUILD_MANIFEST", "/etc/fabbench/build.json"))
@@ -29,13 +28,10 @@ _ENV_SKIP = re.compile(r"^(OMPI_MCA_\w+_verbose|UCX_LOG_LEVEL|NCCL_DEBUG\w*|FABB
 
 
 def _run(argv: list[str], timeout: float = 5.0) -> str | None:
-    if shutil.which(argv[0]) is None:
+    r = run_tool(argv, timeout)
+    if r is None or r.returncode is None:
         return None
-    try:
-        out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return (out.stdout or out.stderr).strip() or None
+    return (r.stdout or r.stderr).strip() or None
 
 
 def _dist_version(name: str) -> str | None:

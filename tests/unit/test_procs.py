@@ -1,0 +1,61 @@
+"""procs.run_tool: the one way fabbench runs a short-lived tool."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+from fabbench.procs import run_tool
+
+
+def test_a_missing_program_is_none():
+    assert run_tool(["no-such-tool-fabbench"], 5) is None
+    # looked up on the PATH the tool would run with
+    assert run_tool([sys.executable.rsplit("/", 1)[-1], "-V"], 5, env={"PATH": "/nonexistent"}) \
+        is None
+
+
+def test_success_keeps_its_text_apart():
+    r = run_tool([sys.executable, "-c", "import sys; print('out'); print('err', file=sys.stderr)"],
+                 10)
+    assert r is not None and r.ok and r.returncode == 0
+    assert (r.stdout, r.stderr, r.output) == ("out\n", "err\n", "out\nerr\n")
+    assert not r.timed_out and r.problem == ""
+
+
+def test_a_non_zero_exit_is_a_result_with_its_stderr():
+    r = run_tool(["sh", "-c", "echo 'no such device' >&2; exit 3"], 10)
+    assert r is not None and not r.ok
+    assert r.returncode == 3 and r.stderr == "no such device\n" and not r.timed_out
+
+
+def test_input_and_env_reach_the_tool():
+    r = run_tool(["sh", "-c", 'read x; echo "$x $FB_TEST"'], 10, input="hello\n",
+                 env={"PATH": os.environ["PATH"], "FB_TEST": "there"})
+    assert r is not None and r.stdout == "hello there\n"
+
+
+def test_a_timeout_returns_in_time_and_kills_the_group(tmp_path):
+    pid_file = tmp_path / "pid"
+    start = time.monotonic()
+    # the shell's child holds the pipes too: only a kill of the whole group ends it
+    r = run_tool(["sh", "-c", f"sleep 30 & echo $! > {pid_file}; wait"], 0.5)
+    assert time.monotonic() - start < 10
+    assert r is not None and r.timed_out and r.returncode is None and not r.ok
+    assert "timed out after 0.5 seconds" in r.problem
+    pid = int(pid_file.read_text())
+    end = time.monotonic() + 5
+    while _alive(pid) and time.monotonic() < end:
+        time.sleep(0.05)
+    assert not _alive(pid), f"the tool's child {pid} outlived its timeout"
+
+
+def _alive(pid: int) -> bool:
+    """Running, not a zombie that nobody reaps yet."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
