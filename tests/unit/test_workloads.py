@@ -1,5 +1,5 @@
-"""fabbench.workload_names and workloads.registry: names, the one sequence ("all"), loading by
-name, refusals."""
+"""fabbench.workload_names and workloads.registry: the workload specs and the tables derived
+from them, names, the one sequence ("all"), loading by name, refusals."""
 
 from __future__ import annotations
 
@@ -39,3 +39,56 @@ def test_the_registry_imports_no_workload_until_asked():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, timeout=60).stdout
     assert out.strip() == "[]"
+
+
+# The tables derived from the registry, against what each module spelled out by hand before
+# (issue 33): the refactor that derived them changed no record and no line of output.
+def test_the_rank_counts_the_same_kinds_in_the_same_order():
+    from fabbench.launch.rank import MEASURED
+
+    assert MEASURED == ("collective", "train", "halo", "ceiling", "pairs")
+    assert names.RECORDS == ("collective", "train", "halo", "pairs")
+
+
+def test_the_study_report_tables_are_the_ones_it_had():
+    from fabbench.report.study import groups, html, plots, text
+
+    assert groups.METRIC == {"train": "step time", "halo": "iteration time",
+                             "collectives": "time"}
+    assert groups.UNIT == {"train": "ms", "halo": "µs", "collectives": "µs"}
+    assert groups.THROUGHPUT == {"train": "samples/s (all ranks)", "halo": "exchange GB/s",
+                                 "collectives": "busbw GB/s"}
+    assert groups.THROUGHPUT_SHORT == {"train": "samples/s", "halo": "GB/s",
+                                       "collectives": "busbw GB/s"}
+    for module in (html, plots, text):  # no copy of its own left
+        assert not {"_UNIT", "_UNITS", "_THROUGH"} & set(vars(module))
+
+
+def test_a_study_takes_the_same_workload_kinds():
+    from fabbench.study.spec import KINDS
+
+    assert KINDS == ("collectives", "train", "halo", "pairs")
+    assert dict(names.ENTRIES) == {
+        "collectives": "fabbench.workloads.collectives:WORKLOAD",
+        "train": "fabbench.workloads.train:WORKLOAD",
+        "halo": "fabbench.workloads.halo:WORKLOAD",
+        "pairs": "fabbench.workloads.pairs:WORKLOAD"}
+
+
+def test_every_workload_writes_a_known_record_kind():
+    from fabbench.results.records import KINDS
+
+    for spec in names.WORKLOADS.values():
+        assert spec.record in KINDS, spec.name
+
+
+def test_the_registry_refuses_a_name_twice_and_a_bad_spec():
+    spec = names.WorkloadSpec(name="toy", entry="pkg.toy:WORKLOAD", record="toy")
+    with pytest.raises(ValueError, match="'toy' registered twice"):
+        names._registry(spec, spec)
+    with pytest.raises(ValueError, match="entry must be 'module:attribute'"):
+        names.WorkloadSpec(name="toy", entry="pkg.toy.WORKLOAD", record="toy")
+    with pytest.raises(ValueError, match="name must match"):
+        names.WorkloadSpec(name="Toy", entry="pkg.toy:WORKLOAD", record="toy")
+    with pytest.raises(ValueError, match="unit must not be empty"):
+        names.StudyMetric(name="time", unit="", throughput="GB/s", throughput_short="GB/s")

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from fabbench import emulate
+from fabbench import emulate, workload_names
 from fabbench.ceiling import measure as ceiling
 from fabbench.ceiling.tools import tool_for
 from fabbench.comm import registry
@@ -46,6 +46,10 @@ from fabbench.workloads.faults import Fault
 #: outlive the rank's work, and a normal interpreter exit aborts in C++ ("terminate called without
 #: an active exception", a second line after fabbench's one): such a process leaves by os._exit.
 entered = False
+
+#: The kinds the summary counts: every kind of record a workload writes (from
+#: fabbench.workload_names) and the ceiling's, in the order of records.KINDS.
+MEASURED = tuple(k for k in records.KINDS if k in (*workload_names.RECORDS, "ceiling"))
 
 #: The summary's error when a measurement came out wrong.
 _WRONG = ("data check failed: wrong elements (see records with correct=false, or train records "
@@ -115,8 +119,7 @@ class RankRun:
     resolved: Resolved
     chosen: list[workloads.Workload]
     writer: ResultWriter | None  # rank 0's
-    counts: dict[str, int] = field(default_factory=lambda: {
-        "collective": 0, "train": 0, "halo": 0, "ceiling": 0, "pairs": 0})
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(MEASURED, 0))
     dog: Watchdog = field(init=False)
     comm: Communicator = field(init=False)
     transport: str = field(init=False)  # what this rank's library reported

@@ -11,13 +11,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from fabbench import workload_names
 from fabbench.report.stats import Verdict, compare_samples, median_ratio
 from fabbench.report.study.cells import StudyCell
 from fabbench.results.link import link_of
 from fabbench.results.records import Train
 from fabbench.units import format_size
 
-METRIC = {"train": "step time", "halo": "iteration time", "collectives": "time"}
+# what a group's median is, its unit and its throughput column, by workload kind (from
+# fabbench.workload_names: the workloads whose cells a study ranks)
+METRIC = {kind: m.name for kind, m in workload_names.METRICS.items()}
+UNIT = {kind: m.unit for kind, m in workload_names.METRICS.items()}
+THROUGHPUT = {kind: m.throughput for kind, m in workload_names.METRICS.items()}
+THROUGHPUT_SHORT = {kind: m.throughput_short for kind, m in workload_names.METRICS.items()}
 
 
 def on_nodes(what: str, nodes: int) -> str:

@@ -16,7 +16,7 @@ from fabbench.report.html import PAGE_HEAD
 from fabbench.report.plots import Plot
 from fabbench.report.stats import ALPHA
 from fabbench.report.study.answer import StudyAnswer
-from fabbench.report.study.groups import METRIC
+from fabbench.report.study.groups import METRIC, THROUGHPUT, UNIT
 from fabbench.report.tables import efficiency_lines
 
 _TEMPLATE = PAGE_HEAD + """.best{background:#eaf7ee}.failed{color:#b3261e;font-weight:600}
@@ -93,10 +93,6 @@ p &lt; {{ alpha }} and the bootstrap 95 % interval of the ratio of medians exclu
 </body></html>
 """
 
-_UNIT = {"train": "ms", "halo": "µs", "collectives": "µs"}
-_THROUGH = {"train": "samples/s (all ranks)", "halo": "exchange GB/s",
-            "collectives": "busbw GB/s"}
-
 
 def _num(x: float | None) -> str:
     return "-" if x is None else f"{x:.3g}"
@@ -144,7 +140,7 @@ def render(a: StudyAnswer, plots: Sequence[Plot], *, title: str) -> str:
         title=title, version=__version__,
         generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), alpha=ALPHA,
         m=a.manifest, headline=a.headline, warnings=a.warnings, groups=a.groups,
-        metric=METRIC, unit=_UNIT, through=_THROUGH, figures=figures, wire=wire_lines(a),
+        metric=METRIC, unit=UNIT, through=THROUGHPUT, figures=figures, wire=wire_lines(a),
         forecast=a.forecast, forecast_error=a.forecast_error, cells=a.cells, num=_num,
         whatif=a.whatif,
         pct=_pct)

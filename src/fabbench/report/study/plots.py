@@ -8,9 +8,7 @@ from typing import Any
 
 from fabbench.report.plots import _STYLE, Plot, _grid, plt
 from fabbench.report.study.answer import StudyAnswer
-from fabbench.report.study.groups import METRIC
-
-_UNITS = {"train": "ms", "halo": "µs", "collectives": "µs"}
+from fabbench.report.study.groups import METRIC, UNIT
 
 
 def cells(a: StudyAnswer) -> list[Plot]:
@@ -37,7 +35,7 @@ def cells(a: StudyAnswer) -> list[Plot]:
             ax.barh(y, medians, color=colours, xerr=[low, high], capsize=3)
             ax.set_yticks(y, names)
             ax.invert_yaxis()
-            ax.set_xlabel(f"{METRIC[g.kind]} ({_UNITS[g.kind]}, median)")
+            ax.set_xlabel(f"{METRIC[g.kind]} ({UNIT[g.kind]}, median)")
             ax.set_title(g.title)
         fig.tight_layout(rect=(0, 0.04, 1, 0.95))
         fig.text(0.01, 0.01, "green: best; red: significantly different; grey: not "

@@ -6,12 +6,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from fabbench.report.study.answer import StudyAnswer
-from fabbench.report.study.groups import METRIC
+from fabbench.report.study.groups import METRIC, THROUGHPUT_SHORT, UNIT
 from fabbench.report.study.whatif import LinkWhatIf
 
 _STYLE = {"faster": "green", "slower": "red", "same": "dim"}
-_UNIT = {"train": "ms", "halo": "µs", "collectives": "µs"}
-_THROUGH = {"train": "samples/s", "halo": "GB/s", "collectives": "busbw GB/s"}
 
 
 def _pct(x: float | None) -> str:
@@ -24,7 +22,7 @@ def _num(x: float | None) -> str:
 
 def group_table(g) -> Table:
     table = Table(title=f"{g.title}: {METRIC[g.kind]}", title_justify="left")
-    cols = ["cell", "transport", f"median {_UNIT[g.kind]}", "n", _THROUGH[g.kind]]
+    cols = ["cell", "transport", f"median {UNIT[g.kind]}", "n", THROUGHPUT_SHORT[g.kind]]
     cols += ["link %"] if g.kind == "collectives" else ["comm share"]
     cols += ["scaling"] if g.kind == "train" else []
     cols += ["vs best", "95% CI", "p", "verdict"]
