@@ -336,3 +336,14 @@ def test_strict_undefined():
         from fabbench.render.engine import render
         render("slurm.sbatch.j2")
     assert environment().undefined.__name__ == "StrictUndefined"
+
+
+def test_the_packages_own_example_renders(capsys):
+    """render/__init__'s docstring example runs as written (it had gone stale once)."""
+    import textwrap
+
+    import fabbench.render
+
+    example = textwrap.dedent(fabbench.render.__doc__.split("\n\n", 1)[1])
+    exec(compile(example, "fabbench.render.__doc__", "exec"), {})  # noqa: S102
+    assert capsys.readouterr().out.startswith("#!/bin/bash")

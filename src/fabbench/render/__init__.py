@@ -1,9 +1,10 @@
 """Render: turn a benchmark and a job's shape into files the schedulers run (an sbatch script,
 Kubernetes manifests). Render never runs a benchmark and never imports a communication library.
 
+    from fabbench.config import RunConfig
     from fabbench.render import Benchmark, SlurmJob, render_slurm
-    print(render_slurm(SlurmJob(name="fb", nodes=2, benchmarks=(Benchmark(fabric="ethernet",
-                                                                          primitive="gloo"),))))
+    run = RunConfig(fabric="ethernet", primitive="gloo", device="cpu")
+    print(render_slurm(SlurmJob(name="fb", nodes=2, benchmarks=(Benchmark(config=run),))))
 """
 
 from fabbench.render.context import Benchmark, K8sJob, SlurmJob
