@@ -209,7 +209,7 @@ def check_gpu(state: GpuState, flavor: str | None, primitive: str) -> Check:
     is made for GPUs (CPU ranks still run); else no check of this host (skip)."""
     needs = registry.get(primitive).gpu_only
     torch = state.torch
-    cpu_torch = torch if torch is not None and torch.cuda is None else None  # a CPU build
+    cpu_torch = state.cpu_torch
     if state.visible:
         shown = (f"{state.devices} GPU{'s' if state.devices > 1 else ''} visible"
                  if state.devices else f"{state.torch_devices} GPU(s) visible to torch "
@@ -240,10 +240,9 @@ def check_gpu(state: GpuState, flavor: str | None, primitive: str) -> Check:
 def _no_gpu(state: GpuState) -> tuple[str, str]:
     """Why no GPU is visible (the CUDA_VISIBLE_DEVICES, the driver, the devices, in or out of a
     container), and the fix."""
-    if state.hidden_by is not None:
-        return (f"CUDA_VISIBLE_DEVICES={state.hidden_by!r} hides the {state.present} "
-                f"GPU{'s' if state.present > 1 else ''} of {state.place}",
-                "unset CUDA_VISIBLE_DEVICES, or list the GPUs to use in it")
+    hidden = state.hidden()
+    if hidden is not None:
+        return hidden, "unset CUDA_VISIBLE_DEVICES, or list the GPUs to use in it"
     if state.container and not state.driver:
         return ("the host's NVIDIA driver (libcuda.so.1) is not in this container",
                 GPU_RUNTIME_FIX)

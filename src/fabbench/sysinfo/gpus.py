@@ -109,14 +109,26 @@ class GpuState:
     def where(self) -> str:
         return "in this container" if self.container else "on this host"
 
+    @property
+    def cpu_torch(self) -> TorchBuild | None:
+        """This process's torch when it is a CPU build (torch.version.cuda is None)."""
+        return self.torch if self.torch is not None and self.torch.cuda is None else None
+
+    def hidden(self) -> str | None:
+        """How CUDA_VISIBLE_DEVICES hides every GPU present, in words; None when it does not."""
+        if self.hidden_by is None:
+            return None
+        return (f"CUDA_VISIBLE_DEVICES={self.hidden_by!r} hides the {self.present} "
+                f"GPU{'s' if self.present > 1 else ''} of {self.place}")
+
     def why_not(self) -> str | None:
         """None when a GPU is visible, else why none is, in words for one line."""
         if self.visible:
             return None
-        if self.hidden_by is not None:
-            return (f"CUDA_VISIBLE_DEVICES={self.hidden_by!r} hides the {self.present} "
-                    f"GPU{'s' if self.present > 1 else ''} of {self.place}")
-        cpu_torch = self.torch if self.torch is not None and self.torch.cuda is None else None
+        hidden = self.hidden()
+        if hidden is not None:
+            return hidden
+        cpu_torch = self.cpu_torch
         if self.container:
             if cpu_torch:
                 return (f"no GPU visible in this container, and its torch ({cpu_torch.version}) "
