@@ -96,15 +96,21 @@ class Peers:
 
     ranks: list[tuple[str, str, str | None]]  # (transport, host, GPUDirect state)
     containers: list[str | None]  # the container runtime each rank runs in
-    hosts: tuple[str, ...]
-    nodes: int  # distinct hosts
 
     @classmethod
     def of(cls, gathered: list[Any]) -> Peers:
-        ranks = [(t, host, gdr) for t, host, _, gdr, _ in gathered]
-        return cls(ranks=ranks, containers=[g[4] for g in gathered],
-                   hosts=tuple(peer[1] for peer in ranks),
-                   nodes=len({peer[1] for peer in ranks}))
+        return cls(ranks=[(t, host, gdr) for t, host, _, gdr, _ in gathered],
+                   containers=[g[4] for g in gathered])
+
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        """Each rank's host, by rank."""
+        return tuple(host for _, host, _ in self.ranks)
+
+    @property
+    def nodes(self) -> int:
+        """The distinct hosts."""
+        return len(set(self.hosts))
 
 
 @dataclass
