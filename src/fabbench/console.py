@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO
 
 from rich.console import Console
 
@@ -21,15 +21,47 @@ def line(rec: dict[str, Any]) -> str:
             f"{wrong:>7}  {rec['transport']}")
 
 
-def stream_header(run: dict[str, Any], out: TextIO = sys.stdout) -> None:
-    print(f"# fabbench {run['run_id']}: fabric {run['fabric']} (wire {run['wire']}), "
-          f"primitive {run['primitive']}, {run['ranks']} ranks on {run['nodes']} node(s)",
-          file=out)
-    gdr = run.get("gpudirect") or {}
-    if run.get("device") == "cuda" and gdr:
-        got = gdr["obtained"] or "not reported"
-        print(f"# GPUDirect RDMA: asked {gdr['requested']}, got {got} ({gdr['evidence']}); "
-              f"timing: {run.get('timing_method')}", file=out)
+class _GpuDirect(Protocol):
+    @property
+    def requested(self) -> str: ...
+    @property
+    def obtained(self) -> str | None: ...
+    @property
+    def evidence(self) -> str: ...
+
+
+class RunHead(Protocol):
+    """What the header shows of a run: a results.records.Run (which the console, a lower
+    layer, does not import)."""
+
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def fabric(self) -> str: ...
+    @property
+    def wire(self) -> str | None: ...
+    @property
+    def primitive(self) -> str: ...
+    @property
+    def ranks(self) -> int: ...
+    @property
+    def nodes(self) -> int: ...
+    @property
+    def device(self) -> str | None: ...
+    @property
+    def timing_method(self) -> str | None: ...
+    @property
+    def gpudirect(self) -> _GpuDirect | None: ...
+
+
+def stream_header(run: RunHead, out: TextIO = sys.stdout) -> None:
+    print(f"# fabbench {run.run_id}: fabric {run.fabric} (wire {run.wire}), "
+          f"primitive {run.primitive}, {run.ranks} ranks on {run.nodes} node(s)", file=out)
+    gdr = run.gpudirect
+    if run.device == "cuda" and gdr:
+        got = gdr.obtained or "not reported"
+        print(f"# GPUDirect RDMA: asked {gdr.requested}, got {got} ({gdr.evidence}); "
+              f"timing: {run.timing_method}", file=out)
     print(HEADER, file=out)
     print(UNITS, file=out, flush=True)
 

@@ -29,8 +29,9 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from fabbench import procs, runner
+from fabbench.catalog import CollectivesConfig
 from fabbench.comm import registry
-from fabbench.config import CollectivesConfig, RunConfig
+from fabbench.config import RunConfig
 from fabbench.errors import FabbenchError, UsageError
 from fabbench.fabrics.detect import detect_fabric
 from fabbench.fabrics.profile import Profile, Settings, load_profile

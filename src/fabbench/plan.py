@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from fabbench import config, workload_names
+from fabbench import catalog, config
 from fabbench.comm import registry
 from fabbench.comm.registry import DTYPES, HOROVOD_OVER, OPS
-from fabbench.config import HaloConfig, RunConfig, TrainConfig
+from fabbench.config import RunConfig
 from fabbench.errors import UsageError
 from fabbench.timing.engine import TimingPolicy
 from fabbench.units import parse_sizes
@@ -31,13 +32,17 @@ PAIR_SCHEDULES = ("rounds", "serial")  # pairs, decided: a round's pairs at once
 # the configuration's common fields a plan holds under the same name (their rules apply as they
 # are; --out is the claim's to check when the run starts)
 _COMMON = tuple(f for f in config.fields() if f.section is None and f.name != "out")
-# the configuration's sections a plan holds as they are (the others it holds decided)
-_SECTIONS = {"train": TrainConfig, "halo": HaloConfig}
+# the configuration's sections a plan holds (train's scaling series decided); the collectives'
+# and pairs' it holds decided, in its own fields (ops, sizes, policy, pair_schedule)
+_DECIDED = ("collectives", "pairs")
+SECTIONS: Mapping[str, type] = {n: c for n, c in config.SECTIONS.items() if n not in _DECIDED}
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, init=False)
 class Plan:
-    """One run's options, every one decided (``of``) and checked; no state of its launch."""
+    """One run's options, every one decided (``of``) and checked; no state of its launch. The
+    sections of the workloads that take options beyond the common ones (SECTIONS) are read as
+    attributes (``plan.train``), as a RunConfig's are."""
 
     fabric: str
     primitive: str
@@ -58,18 +63,24 @@ class Plan:
     rdma_device: str | None = None
     run_id: str
     argv: tuple[str, ...] = ()
-    # the sections of the workloads that take options beyond the common ones, as decided: the
-    # train's scaling series includes 1 (runner.run); None, no series
-    train: TrainConfig = field(default_factory=TrainConfig)
-    halo: HaloConfig = field(default_factory=HaloConfig)
     # the wire's ceiling (ceiling/measure.py) before the workload: None = when the ranks span
     # more than one host
     ceiling: bool | None = None
     ceiling_s: float = 2.0
     # pairs (workloads/pairs.py): "rounds" (a round's disjoint pairs at once) or "serial"
     pair_schedule: str = "rounds"
+    # the workloads' sections by name, as decided: the train's scaling series includes 1
+    # (runner.run); None, no series
+    sections: Mapping[str, Any] = field(default_factory=dict)
 
-    def __post_init__(self) -> None:
+    def __init__(self, *, sections: Mapping[str, Any] | None = None, **given: Any) -> None:
+        config.hold_sections(self, SECTIONS, sections, given)
+        self._check()
+
+    def __getattr__(self, name: str) -> Any:
+        return config.section_of(self, name)
+
+    def _check(self) -> None:
         for f in _COMMON:
             f.option.validate(f.name, getattr(self, f.name))
         if self.horovod_over is not None and \
@@ -99,12 +110,12 @@ class Plan:
                                  f"(it supports: {', '.join(DTYPES[self.primitive])})")
         if not self.sizes:
             raise UsageError("no sizes to run")
-        if workload_names.runs(self.workload, "train"):
+        if catalog.runs(self.workload, "train"):
             self._check_train()
         if self.pair_schedule not in PAIR_SCHEDULES:
             raise UsageError(f"--pair-schedule takes auto, {', '.join(PAIR_SCHEDULES)}, not "
                              f"{self.pair_schedule!r}")
-        if workload_names.runs(self.workload, "pairs") and \
+        if catalog.runs(self.workload, "pairs") and \
                 not spec.point_to_point_on(self.device):
             *some, last = [n for n in registry.PRIMITIVES
                            if registry.get(n).point_to_point_on(self.device)]
@@ -114,7 +125,7 @@ class Plan:
                              f"{self.primitive} does not have{on}: use --primitive {able}")
         # the halo shifts through the communicator (Horovod's through its MPI); a library
         # that sends host memory only cannot shift device buffers
-        if workload_names.runs(self.workload, "halo") and self.device != "cpu" \
+        if catalog.runs(self.workload, "halo") and self.device != "cpu" \
                 and "sendrecv" in spec.host_only_ops:
             raise UsageError(f"--workload halo exchanges point to point, which {self.primitive} "
                              f"cannot do with {self.device} buffers: use --primitive mpi or "
@@ -145,9 +156,10 @@ class Plan:
             policy=TimingPolicy(budget_s=coll.budget_s, min_samples=coll.min_samples,
                                 max_samples=coll.max_samples, protocol=coll.timing),
             out=out, iface=iface, rdma_device=c.rdma_device, run_id=run_id, argv=argv,
-            workload=c.workload, halo=c.halo, ceiling=c.ceiling, ceiling_s=c.ceiling_s,
-            train=dataclasses.replace(train, scaling=tuple(sorted({*train.scaling, 1}))
-                                      if train.scaling else None),
+            workload=c.workload, ceiling=c.ceiling, ceiling_s=c.ceiling_s,
+            sections={**{n: getattr(c, n) for n in SECTIONS},
+                      "train": dataclasses.replace(train, scaling=tuple(
+                          sorted({*train.scaling, 1})) if train.scaling else None)},
             pair_schedule=pair_schedule)
 
     @property
@@ -166,7 +178,10 @@ class Plan:
         return self.timeout_s + nbytes / 1e8
 
     def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self))
+        """The plan as JSON, each section under its own name beside the plan's fields."""
+        data = dataclasses.asdict(self)
+        data.update(data.pop("sections"))
+        return json.dumps(data)
 
     @classmethod
     def from_json(cls, text: str) -> Plan:
@@ -177,14 +192,17 @@ class Plan:
         data = json.loads(text)
         known = {f.name for f in dataclasses.fields(TimingPolicy)}
         data["policy"] = TimingPolicy(**{k: v for k, v in data["policy"].items() if k in known})
-        for name, section in _SECTIONS.items():
+        for name, section in SECTIONS.items():
             if name not in data:  # an older plan: the section's fields flat
                 data[name] = {f.name: data.pop(f.name) for f in dataclasses.fields(section)
                               if f.name in data}
-        data["train"]["scaling"] = data["train"].get("scaling") or None
-        data.update({name: section(**_tuples(data[name])) for name, section in _SECTIONS.items()})
-        fields = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in _tuples(data).items() if k in fields})
+        if "train" in data:
+            data["train"]["scaling"] = data["train"].get("scaling") or None
+        sections = {name: section(**_tuples(data.pop(name)))
+                    for name, section in SECTIONS.items()}
+        fields = {f.name for f in dataclasses.fields(cls)} - {"sections"}
+        return cls(sections=sections,
+                   **{k: v for k, v in _tuples(data).items() if k in fields})
 
 
 def _tuples(data: dict[str, Any]) -> dict[str, Any]:

@@ -10,7 +10,7 @@ import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
-from fabbench import emulate, workload_names
+from fabbench import catalog, emulate
 from fabbench.comm import batch_loop, registry
 from fabbench.comm.cuda_aware import ask_ompi_info
 from fabbench.config import RunConfig
@@ -171,7 +171,7 @@ def _run_scaling(plan: Plan, state: RunState) -> Outcome:
     (one run record, its measurements and its summary per rank count; run ids end in -n<ranks>).
     The 1-rank run's samples/s (p50) is handed to the later runs, whose train records then carry
     scaling_efficiency = T_n / (n * T_1)."""
-    if not workload_names.runs(plan.workload, "train"):
+    if not catalog.runs(plan.workload, "train"):
         raise UsageError("--scaling is for --workload train (or all)")
     baseline: float | None = None
     for n in plan.train.scaling or ():  # set: the caller's test

@@ -141,9 +141,9 @@ def check_results(path: Path, sif: Sif, ranks: int, transport: str) -> Run:
     run, summary = results.records[0], results.records[-1]
     assert run.kind == "run" and run.ranks == ranks and run.transport == transport
     prov = run.provenance
-    assert prov["container"] == "apptainer"
-    assert prov["container_version"] == sif.version
-    assert prov["build"] == sif.manifest  # the image's own, read inside it
+    assert prov.container == "apptainer"
+    assert prov.container_version == sif.version
+    assert prov.build == sif.manifest  # the image's own, read inside it
     assert summary.kind == "summary" and summary.ok is True, summary
     assert results.of_kind("collective")
     return run

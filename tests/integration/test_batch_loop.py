@@ -30,14 +30,14 @@ def test_every_op_is_correct_through_either_loop(tmp_path, loop, timing):
     assert {r.op for r in points} == set(OPS.split(","))
     assert all(r.correct is True and r.wrong == 0 for r in points)
     assert {r.timing for r in points} == {timing}
-    assert results.records[0].timing["protocol"] == timing
+    assert results.records[0].timing.protocol == timing
     if timing == "osu":  # OSU's counts: osu_bibw's for the exchange, osu_allreduce's else
         counts = {(r.op, r.bytes): (r.warmup, r.iters) for r in points}
         assert counts[("sendrecv", 8)] == (10, 100)
         assert counts[("sendrecv", 64 << 10)] == (2, 20)
         assert counts[("allreduce", 8)] == (200, 1000)
         assert counts[("allreduce", 64 << 10)] == (10, 100)
-    said = results.records[0].provenance["env"].get("FABBENCH_MPI_LOOP")
+    said = results.records[0].provenance.env.get("FABBENCH_MPI_LOOP")
     assert said == (loop if loop == "python" else None)
 
 

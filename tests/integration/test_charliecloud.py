@@ -100,8 +100,8 @@ def check_results(path: Path, image: ChImage, primitive: str, transport: str) ->
     run, summary = results.records[0], results.records[-1]
     assert run.kind == "run" and run.ranks == 2 and run.primitive == primitive
     assert run.transport == transport
-    assert run.provenance["container"] == "charliecloud"
-    assert run.provenance["build"] == image.manifest  # the image's, read inside it
+    assert run.provenance.container == "charliecloud"
+    assert run.provenance.build == image.manifest  # the image's, read inside it
     assert summary.kind == "summary" and summary.ok is True
     assert len(results.of_kind("collective")) == 4
 

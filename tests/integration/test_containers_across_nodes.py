@@ -96,7 +96,7 @@ def check(path: Path, runtime: str, primitive: str) -> Run:
     assert run.ranks == 2 and run.nodes == 2, run.rank_hosts
     assert run.rank_hosts == ["node0", "node1"]
     assert run.transport == TRANSPORT[primitive] and run.interface == "fbnet0"
-    assert run.provenance["container"] == runtime
+    assert run.provenance.container == runtime
     assert run.rank_containers == [runtime, runtime]  # every rank, not only rank 0
     big = [c for c in results.of_kind("collective") if c.bytes == SIZE]
     assert len(big) == 1, results.of_kind("collective")
@@ -114,7 +114,7 @@ def test_apptainer_ranks_across_two_nodes(sif: Sif, user_dir: Path, primitive): 
         assert res.returncode == 0, (res.stdout + res.stderr)[-6000:]
         assert "apptainer exec" in res.stderr  # the launcher line, as emulate printed it
         run = check(user_dir / "r.jsonl", "apptainer", primitive)
-        assert run.provenance["container_version"] == sif.version
+        assert run.provenance.container_version == sif.version
         assert (user_dir / "r.jsonl").stat().st_uid == int(subprocess.run(
             ["id", "-u", USER], capture_output=True, text=True, timeout=10).stdout)
     finally:

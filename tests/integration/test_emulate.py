@@ -60,12 +60,12 @@ def test_bytes_cross_a_1gbit_wire(primitive, tmp_path):
     assert run.interface == "fbnet0"
     assert "fbnet0" in run.profile_env.values()
     assert [x["speed_gbit_s"] for x in run.emulation["links"]] == [1.0, 1.0]
-    assert run.provenance["host"] == "node0"
+    assert run.provenance.host == "node0"
     ceilings = {c.mode: c for c in records if c.kind == "ceiling"}
     assert set(ceilings) == {"one-way", "bidir"}
     for c in ceilings.values():
         assert c.error is None and c.tool == "iperf3"
-        assert {c.client["host"], c.server["host"]} == {"node0", "node1"}
+        assert {c.client.host, c.server.host} == {"node0", "node1"}
         assert 0.01 < c.per_direction_gbit_s <= 1.05, c
     assert len(ceilings["bidir"].directions) == 2
     measured = {(c.op, c.bytes): c for c in records if c.kind == "collective"}

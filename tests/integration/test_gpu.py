@@ -49,7 +49,7 @@ def _keep_nccl_lines(run: Run, name: str) -> None:
     where = os.environ.get("FABBENCH_NCCL_CAPTURE")
     if not where:
         return
-    version = run.provenance["versions"].get("nccl") or "unknown"
+    version = run.provenance.versions.get("nccl") or "unknown"
     path = Path(where) / f"nccl-{version}-{name}.log"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(run.library_report["lines"]) + "\n")
@@ -66,7 +66,7 @@ def test_nccl_collectives_one_rank(tmp_path):
     # the lines kept are NCCL's own, and read back to the same report
     again = parse_nccl_log("\n".join(report["lines"]))
     assert again.transport == run.transport and again.channels == report["channels"]
-    assert run.gpudirect["requested"] == "auto"
+    assert run.gpudirect.requested == "auto"
     collectives = results.of_kind("collective")
     assert collectives and all(r.correct is True for r in collectives)
     assert results.of_kind("summary")[-1].ok is True
@@ -78,7 +78,7 @@ def test_gpudirect_off_holds_on_one_rank(tmp_path):
     results, _ = _run(tmp_path, "--primitive", "nccl", "--ranks", "1", "--fabric", "ethernet",
                       "--sizes", "1M", "--ops", "allreduce", "--gpudirect", "off")
     run = results.of_kind("run")[0]
-    assert run.gpudirect["requested"] == "off" and run.gpudirect["obtained"] is None
+    assert run.gpudirect.requested == "off" and run.gpudirect.obtained is None
 
 
 @pytest.mark.skipif(GPUS < 2, reason="needs two GPUs on this host (NCCL P2P/SHM)")

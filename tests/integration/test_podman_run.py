@@ -87,8 +87,8 @@ def test_podman_run_of_the_entrypoint_writes_on_the_bind_mount(image, tmp_path):
     results = read_results(files[0])
     run, summary = results.records[0], results.records[-1]
     assert run.ranks == 2 and run.transport == "ob1/tcp" and run.fabric == "ethernet"
-    assert run.provenance["container"] == "podman"
-    assert run.provenance["build"] == manifest
+    assert run.provenance.container == "podman"
+    assert run.provenance.build == manifest
     assert summary.ok is True and len(results.of_kind("collective")) == 4
     listed = sh(["podman", "ps", "-a", "--filter", f"name={name}", "--format", "{{.Names}}"], 60)
     assert listed.stdout.strip() == ""  # --rm removed it

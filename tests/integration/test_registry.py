@@ -29,6 +29,7 @@ import pytest
 
 from conftest import REPO
 from fabbench.results.reader import read_results
+from fabbench.results.records import Provenance
 from fabbench.sysinfo.inventory import image_id
 from integration.oci_registry import REGISTRY_BIN, answers, free_port, port_is_free, tls_registry
 from integration.test_podman_run import podman_run
@@ -197,7 +198,7 @@ def apptainer(args: list, cwd: Path, env: dict | None = None) -> subprocess.Comp
               env=env)
 
 
-def only_results(folder: Path, output: str) -> dict:
+def only_results(folder: Path, output: str) -> Provenance:
     files = list(folder.rglob("*.jsonl"))
     assert len(files) == 1, (files, output[-3000:])
     results = read_results(files[0])  # validated against the schema
@@ -247,7 +248,7 @@ def test_pull_by_digest_and_run(published, how, user_dir, tmp_path):
         res = apptainer(["run", *run, *TINY], work, env=env)
         assert res.returncode == 0, (res.stdout + res.stderr)[-6000:]
         prov = only_results(work, res.stdout)
-        assert prov["container"] == "apptainer"
+        assert prov.container == "apptainer"
     else:
         out = tmp_path / "fabbench"
         try:
@@ -262,10 +263,10 @@ def test_pull_by_digest_and_run(published, how, user_dir, tmp_path):
             shutil.rmtree(out, ignore_errors=True)  # the pulled image (1.4 GB)
         assert res.returncode == 0, (res.stdout + res.stderr)[-6000:]
         prov, digest = only_results(work, res.stdout), oci_digest
-        assert prov["container"] == "charliecloud"
-    image = prov["image"]
+        assert prov.container == "charliecloud"
+    image = prov.image
     assert image["id"] == published.image_id, image
-    assert image["id"] == image_id(prov["build"])  # computed inside, from the image's manifest
+    assert image["id"] == image_id(prov.build)  # computed inside, from the image's manifest
     assert image["digest"] == digest, image
     assert image["ref"].endswith(f"@{digest}")
     if how == "apptainer-docker":  # Apptainer itself knew where it pulled from

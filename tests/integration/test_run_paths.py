@@ -39,7 +39,7 @@ def test_two_rank_path(tmp_path, args, transport):
     results = read_results(out)  # every record validated against the schema
     run = results.records[0]
     assert run.ranks == 2 and run.nodes == 1 and run.transport == transport
-    assert run.provenance["versions"]["fabbench"]
+    assert run.provenance.versions["fabbench"]
     collectives = results.of_kind("collective")
     ops = {r.op for r in collectives}
     assert ops == ({"allreduce", "allgather", "reduce_scatter", "broadcast", "alltoall"}

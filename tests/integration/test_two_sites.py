@@ -127,12 +127,12 @@ def test_two_sites_one_image(published, user_dir, tmp_path):  # noqa: F811
             for cell in doc["cells"]:
                 assert "--image" in cell["argv"] and str(sif) in cell["argv"]
                 run = read_results(work / site / cell["file"]).records[0]
-                assert run.nodes == 4 and run.provenance["container"] == "apptainer"
-                image = run.provenance["image"]
+                assert run.nodes == 4 and run.provenance.container == "apptainer"
+                image = run.provenance.image
                 assert image["id"] == published.image_id and image["digest"] == digest, image
                 # the ranks in the image do not see the cluster: its shape is in the run's
                 # provenance as the site's launch set it
-                e = Site.from_json(run.provenance["env"][SITE_ENV]).emulation
+                e = Site.from_json(run.provenance.env[SITE_ENV]).emulation
                 links = [e.link_of(i).rate_bit_s / 1e9 for i in range(4)]
                 assert links == ([10.0] * 4 if site == "siteA" else [1.0, 1.0, 1.0, 0.25])
         print(f"two sites: {time.monotonic() - t0:.0f} s for two pulls and two studies")

@@ -18,20 +18,11 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from conftest import REPO, fabbench
-from fabbench import config, workload_names
+from fabbench import catalog, config
 from fabbench.cli.main import main
-from fabbench.config import (
-    COUNTS,
-    FLOAT,
-    INT,
-    NAMES,
-    SWITCH,
-    RunConfig,
-    build,
-    fields,
-    number_text,
-)
+from fabbench.config import RunConfig, build, fields
 from fabbench.errors import UsageError
+from fabbench.options import COUNTS, FLOAT, INT, NAMES, SWITCH, number_text
 from fabbench.render import Benchmark, K8sJob, SlurmJob, render_k8s, render_slurm
 from fabbench.render.chart import chart_options
 from fabbench.study import spec
@@ -251,7 +242,7 @@ def _every_option_of(workload: str) -> RunConfig:
     """A job of ``workload`` with every option of its sections off its default, and those of
     the collectives (which pairs reads, and any job carries), and common ones a job does not
     place."""
-    sections = {*workload_names.parts(workload), "collectives"}
+    sections = {*catalog.parts(workload), "collectives"}
     trains = "train" in sections  # with Horovod, whose fusion threshold it takes
     values = {"fabric": "ethernet", "primitive": "horovod" if trains else "gloo",
               "horovod_over": "mpi" if trains else None, "device": "cpu", "workload": workload,
@@ -267,7 +258,7 @@ def _every_option_of(workload: str) -> RunConfig:
 
 
 @pytest.mark.parametrize("target", ["slurm", "k8s"])
-@pytest.mark.parametrize("workload", workload_names.NAMES)
+@pytest.mark.parametrize("workload", catalog.NAMES)
 def test_render_round_trips_every_workload_through_the_run_command(target, workload):
     """`fabbench render` takes a configuration's options as `fabbench run` does; the job it
     writes runs the same configuration, as the run command itself parses the job's argv."""

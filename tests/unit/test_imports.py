@@ -24,9 +24,10 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 # lowest first; each entry is a top-level package or module, whose every module it places
 LAYERS: Sequence[Sequence[str]] = (
     ("fabbench", "fabbench.errors", "fabbench.procs"),
-    ("fabbench.units",),
+    ("fabbench.units", "fabbench.options", "fabbench.workload_spec"),
     ("fabbench.timing", "fabbench.sysinfo", "fabbench.console", "fabbench.emulate"),
-    ("fabbench.fabrics", "fabbench.networks", "fabbench.comm", "fabbench.workload_names"),
+    ("fabbench.fabrics", "fabbench.networks", "fabbench.comm"),
+    ("fabbench.catalog",),  # every workload's spec and option section, and installed ones
     ("fabbench.config",),  # the run configuration: every option of `fabbench run`, once
     ("fabbench.results",),  # records, the one loader, a run's link: what every reader shares
     ("fabbench.plan",),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fabbench.config import HaloConfig, TrainConfig
+from fabbench.catalog import HaloConfig, TrainConfig
 from fabbench.errors import UsageError
 from fabbench.networks import MODELS, build, get, parameter_count
 from fabbench.networks.registry import ModelSpec

@@ -173,7 +173,8 @@ def test_horovod_has_no_pairs():
 
 def _plan(monkeypatch, cluster, ranks=None, pair_schedule="auto"):
     from fabbench import runner
-    from fabbench.config import PairsConfig, RunConfig
+    from fabbench.catalog import PairsConfig
+    from fabbench.config import RunConfig
 
     monkeypatch.setattr(runner.emulate, "current", lambda: cluster)
     config = RunConfig(fabric="ethernet", primitive="gloo", workload="pairs", ranks=ranks,

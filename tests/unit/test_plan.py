@@ -7,7 +7,8 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from fabbench.config import HaloConfig, RunConfig, TrainConfig
+from fabbench.catalog import HaloConfig, TrainConfig
+from fabbench.config import RunConfig
 from fabbench.plan import PLAN_ENV, STATE_ENV, Plan, RunState, rank_env
 
 STATE_FIELDS = {"picked", "skip", "resumed", "claimed", "baseline_samples_per_s"}

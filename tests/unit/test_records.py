@@ -18,18 +18,21 @@ from fabbench.errors import InvalidRecord, UsageError
 from fabbench.results import SCHEMA, records
 from fabbench.results.reader import read_results
 from fabbench.results.writer import ResultWriter
+from fabbench.timing.engine import TimingPolicy
 from fabbench.timing.stats import STABLE_RULE, is_stable, median_ci95_rel, summarize
 
 V1 = Path(__file__).parents[1] / "fixtures" / "runs"  # fabbench/1 files (old field names)
 RUN_ID = "20260101T000000Z-abcdef"
 TIMES = {"min": 9.0, "p50": 10.0, "mean": 10.1, "p99": 11.5, "max": 12.0, "stdev": 0.5}
 PROVENANCE = {
-    "host": "nodeA", "cpu": {"model": "x"}, "gpus": [], "env": {}, "versions": {},
+    "host": "nodeA", "os": "Linux 6.1", "cpu": {"model": "x"}, "gpus": [],
     "nics": [{"name": "eth0", "operstate": "up", "speed_mbit_s": 25000, "mtu": 1500,
               "kind": "ether", "pci": True}],
     "rdma": [{"device": "mlx5_0", "port": 1, "state": "4: ACTIVE", "rate": "100 Gb/sec (4X EDR)",
               "link_layer": "InfiniBand", "driver": "mlx5_core", "active": True,
-              "rate_gbit_s": 100.0}]}
+              "rate_gbit_s": 100.0}],
+    "hfi": [], "gpudirect_rdma": False, "versions": {}, "build": None, "image": None,
+    "container": None, "scheduler": None, "env": {}}
 
 
 def _collective(nbytes: int, t_us: float) -> records.Collective:
@@ -57,12 +60,14 @@ def examples() -> dict[str, records.Record]:
             ranks=2, nodes=1, rank_hosts=("nodeA", "nodeA"), transport="tcp", interface="lo",
             expected_transport=("tcp",), picked=(),
             profile_source="builtin", profile_env={"OMPI_MCA_btl_tcp_if_include": "eth0"},
-            profile_link={"hardware": "ethernet", "speed_from": "nic", "device_env": [],
-                          "iface_env": ["OMPI_MCA_btl_tcp_if_include"]},
-            timing={"budget_s": 0.1}, resumed=False, plan={"ranks": 2},
-            timing_method="host-clock", library_report=None, provenance=PROVENANCE,
-            gpudirect={"requested": "auto", "obtained": None, "verify": "report",
-                       "evidence": "no network connection"}),
+            profile_link=records.ProfileLink(hardware="ethernet", speed_from="nic",
+                                             device_env=[],
+                                             iface_env=["OMPI_MCA_btl_tcp_if_include"]),
+            timing=records.Timing.of(vars(TimingPolicy(budget_s=0.1))), resumed=False,
+            plan={"ranks": 2}, timing_method="host-clock", library_report=None,
+            provenance=records.Provenance.of(PROVENANCE),
+            gpudirect=records.GpuDirect(requested="auto", obtained=None, verify="report",
+                                        evidence="no network connection")),
         "collective": _collective(1 << 20, 500.0),
         "train": records.Train(
             run_id=RUN_ID, model="resnet50", parameters=25557032,
@@ -88,10 +93,11 @@ def examples() -> dict[str, records.Record]:
             exchange_gbyte_s=6.5, correct=True, wrong=0),
         "ceiling": records.Ceiling(
             run_id=RUN_ID, tool="iperf3", mode="bidir", interface="fbnet0",
-            client={"rank": 0, "host": "n0", "address": "198.18.0.2"},
-            server={"rank": 1, "host": "n1", "address": "198.18.0.3"}, seconds=2.0,
-            directions=[{"from": "n0", "to": "n1", "gbit_s": 0.9, "retransmits": 0},
-                        {"from": "n1", "to": "n0", "gbit_s": 0.8, "retransmits": None}],
+            client=records.Endpoint(rank=0, host="n0", address="198.18.0.2"),
+            server=records.Endpoint(rank=1, host="n1", address="198.18.0.3"), seconds=2.0,
+            directions=[records.CeilingDirection(from_="n0", to="n1", gbit_s=0.9, retransmits=0),
+                        records.CeilingDirection(from_="n1", to="n0", gbit_s=0.8,
+                                                 retransmits=None)],
             per_direction_gbit_s=0.85, error=None),
         "pairs": records.Pairs(
             run_id=RUN_ID, op="sendrecv", round=1, rounds=3, unit="node", units=4, a=0, b=1,
@@ -208,8 +214,8 @@ def test_a_fabbench_1_file_is_read_with_the_current_names():
     assert run.schema == "fabbench/1"
     assert point.busbw_gbyte_s > 0 and point.algbw_gbyte_s > 0
     assert not point.extra  # busbw_gbps and algbw_gbps were renamed, not kept beside
-    assert run.provenance["rdma"][0]["rate_gbit_s"] == 100.0
-    assert run.provenance["nics"][0]["speed_mbit_s"] == 25000
+    assert run.provenance.rdma[0].rate_gbit_s == 100.0
+    assert run.provenance.nics[0].speed_mbit_s == 25000
 
 
 def test_the_loader_returns_the_writers_typed_records_and_absent_fields_are_none():

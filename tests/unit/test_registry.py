@@ -89,7 +89,7 @@ def test_gloo_sends_point_to_point_from_host_memory_only():
 
 
 def test_a_gpu_run_leaves_out_by_default_what_the_primitive_cannot_do_there():
-    from fabbench.config import CollectivesConfig
+    from fabbench.catalog import CollectivesConfig
 
     plan = Plan.of(RunConfig(primitive="gloo", device="cuda",
                              collectives=CollectivesConfig()), fabric="ethernet",

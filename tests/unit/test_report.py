@@ -244,8 +244,8 @@ def test_busbw_above_the_measured_ceiling_is_called_out_with_the_tools_retransmi
     made = examples()  # its 1 MiB allreduce moves 2.1 GB/s; its iperf3 ceiling is 0.85 Gbit/s
     ceiling = made["ceiling"]
     for resent, said in ((None, None), (7, "it resent 12 TCP segments")):
-        directions = [{**d, "retransmits": resent if i == 0 else 5 if resent else None}
-                      for i, d in enumerate(ceiling.directions)]
+        directions = [dataclasses.replace(d, retransmits=resent if i == 0 else 5 if resent
+                                          else None) for i, d in enumerate(ceiling.directions)]
         path = tmp_path / f"above-{resent}.jsonl"
         writer = ResultWriter(path)
         for record in (made["run"], made["collective"],

@@ -1,12 +1,15 @@
-"""fabbench.workload_names and workloads.registry: the workload specs and the tables derived
+"""fabbench.catalog and workloads.registry: the workload specs and the tables derived
 from them, names, the one sequence ("all"), loading by name, refusals."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
-from fabbench import workload_names as names
+from fabbench import catalog as names
 from fabbench.errors import UsageError
+from fabbench.workload_spec import StudyMetric, WorkloadSpec
 from fabbench.workloads import registry
 
 
@@ -83,12 +86,42 @@ def test_every_workload_writes_a_known_record_kind():
 
 
 def test_the_registry_refuses_a_name_twice_and_a_bad_spec():
-    spec = names.WorkloadSpec(name="toy", entry="pkg.toy:WORKLOAD", record="toy")
+    spec = WorkloadSpec(name="toy", summary="a toy", entry="pkg.toy:WORKLOAD", record="toy")
     with pytest.raises(ValueError, match="'toy' registered twice"):
         names._registry(spec, spec)
+    with pytest.raises(ValueError, match="'all' registered twice"):
+        names._registry(dataclasses.replace(spec, name="all"))
+    with pytest.raises(ValueError, match="'toy' and 'other' both write 'toy' records"):
+        names._registry(spec, dataclasses.replace(spec, name="other"))
     with pytest.raises(ValueError, match="entry must be 'module:attribute'"):
-        names.WorkloadSpec(name="toy", entry="pkg.toy.WORKLOAD", record="toy")
+        WorkloadSpec(name="toy", summary="a toy", entry="pkg.toy.WORKLOAD", record="toy")
+    with pytest.raises(ValueError, match="lines must be 'module:attribute'"):
+        WorkloadSpec(name="toy", summary="a toy", entry="pkg.toy:W", record="toy", lines="x")
     with pytest.raises(ValueError, match="name must match"):
-        names.WorkloadSpec(name="Toy", entry="pkg.toy:WORKLOAD", record="toy")
+        WorkloadSpec(name="Toy", summary="a toy", entry="pkg.toy:WORKLOAD", record="toy")
+    with pytest.raises(ValueError, match="summary must not be empty"):
+        WorkloadSpec(name="toy", summary=" ", entry="pkg.toy:WORKLOAD", record="toy")
+    with pytest.raises(ValueError, match="section must be a dataclass"):
+        WorkloadSpec(name="toy", summary="a toy", entry="pkg.toy:W", record="toy", section=dict)
     with pytest.raises(ValueError, match="unit must not be empty"):
-        names.StudyMetric(name="time", unit="", throughput="GB/s", throughput_short="GB/s")
+        StudyMetric(name="time", unit="", value="t", throughput="GB/s", throughput_short="GB/s")
+
+
+def test_the_configuration_sections_are_the_specs_sections():
+    from fabbench.config import SECTIONS, RunConfig
+
+    assert list(SECTIONS) == ["collectives", "train", "halo", "pairs"]
+    for name, spec in names.WORKLOADS.items():
+        assert SECTIONS[name] is spec.section
+        assert isinstance(getattr(RunConfig(), name), spec.section)
+    with pytest.raises(TypeError, match="no field nope"):
+        RunConfig(nope=1)
+    with pytest.raises(TypeError, match="train section is a TrainConfig, not HaloConfig"):
+        RunConfig(train=names.HaloConfig())
+
+
+def test_the_workload_help_names_every_workload_with_its_summary():
+    text = names.described()
+    for name, spec in names.WORKLOADS.items():
+        assert f"{name} ({spec.summary})" in text
+    assert text.endswith("or all (collectives then train).")

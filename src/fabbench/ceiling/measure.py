@@ -137,8 +137,9 @@ def _one(tool: Tool, mode: str, client_addr: str, server_addr: str, port: int, s
     """The fields of one ceiling record (results.records.Ceiling)."""
     record: dict[str, Any] = {
         "tool": tool.name, "mode": mode, "interface": iface,
-        "client": {"rank": 0, "host": hosts[0], "address": client_addr},
-        "server": {"rank": server_rank, "host": hosts[server_rank], "address": server_addr},
+        "client": records.Endpoint(rank=0, host=hosts[0], address=client_addr),
+        "server": records.Endpoint(rank=server_rank, host=hosts[server_rank],
+                                   address=server_addr),
         "seconds": seconds, "directions": [], "per_direction_gbit_s": None, "error": problem}
     if problem:
         return record
@@ -162,10 +163,10 @@ def _one(tool: Tool, mode: str, client_addr: str, server_addr: str, port: int, s
     except RunError as exc:
         record["error"] = str(exc)
         return record
-    record["directions"] = [
-        {"from": hosts[0] if d.sender == "client" else hosts[server_rank],
-         "to": hosts[server_rank] if d.sender == "client" else hosts[0],
-         "gbit_s": round(d.gbit_s, 6), "retransmits": d.retransmits} for d in directions]
+    record["directions"] = [records.CeilingDirection(
+        from_=hosts[0] if d.sender == "client" else hosts[server_rank],
+        to=hosts[server_rank] if d.sender == "client" else hosts[0],
+        gbit_s=round(d.gbit_s, 6), retransmits=d.retransmits) for d in directions]
     record["per_direction_gbit_s"] = round(sum(d.gbit_s for d in directions)
                                            / len(directions), 6)
     return record

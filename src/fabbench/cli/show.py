@@ -7,13 +7,14 @@ import os
 
 from rich.markup import escape
 
+from fabbench import catalog
 from fabbench.console import console
 from fabbench.errors import FabbenchError
 from fabbench.fabrics.profile import available_profiles, read_profile
 from fabbench.results.reader import read_results
 from fabbench.results.records import Pairs, Summary
 
-MEASUREMENTS = ("collective", "train", "halo", "pairs")  # record kinds counted after a run
+MEASUREMENTS = catalog.RECORDS  # record kinds counted after a run
 
 
 def show_run(path: str) -> None:

@@ -132,7 +132,8 @@ def reference_program(reference: str, op: str) -> list[str]:
 
 
 def plan_for(path: FidelityPath, ranks: int | None, sizes: Iterable[int], op: str):
-    from fabbench.config import CollectivesConfig, RunConfig
+    from fabbench.catalog import CollectivesConfig
+    from fabbench.config import RunConfig
     from fabbench.runner import make_plan
 
     plan, _ = make_plan(RunConfig(fabric=path.fabric, primitive=path.primitive,

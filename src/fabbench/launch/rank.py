@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from fabbench import emulate, workload_names
+from fabbench import catalog, emulate
 from fabbench.ceiling import measure as ceiling
 from fabbench.ceiling.tools import tool_for
 from fabbench.comm import registry
@@ -48,8 +48,8 @@ from fabbench.workloads.faults import Fault
 entered = False
 
 #: The kinds the summary counts: every kind of record a workload writes (from
-#: fabbench.workload_names) and the ceiling's, in the order of records.KINDS.
-MEASURED = tuple(k for k in records.KINDS if k in (*workload_names.RECORDS, "ceiling"))
+#: fabbench.catalog) and the ceiling's, in the order of records.KINDS.
+MEASURED = tuple(k for k in records.KINDS if k in (*catalog.RECORDS, "ceiling"))
 
 #: The summary's error when a measurement came out wrong.
 _WRONG = ("data check failed: wrong elements (see records with correct=false, or train records "
@@ -216,13 +216,14 @@ class RankRun:
             transport=self.transport, interface=plan.iface,
             expected_transport=resolved.settings.transport, picked=self.state.picked,
             profile_source=str(resolved.profile.source), profile_env=resolved.env(),
-            profile_link={"hardware": resolved.profile.hardware,
-                          **resolved.profile.link.to_json()},
-            timing=plan.policy.__dict__, resumed=self.state.resumed,
+            profile_link=records.ProfileLink.of({"hardware": resolved.profile.hardware,
+                                                 **resolved.profile.link.to_json()}),
+            timing=records.Timing.of(plan.policy.__dict__), resumed=self.state.resumed,
             plan=json.loads(plan.to_json()), timing_method=comm.timing_method,
-            library_report=comm.library_report(), provenance=provenance,
+            library_report=comm.library_report(),
+            provenance=records.Provenance.of(provenance),
             emulation=None if cluster is None else cluster.as_record(),
-            gpudirect=gdr_record)
+            gpudirect=records.GpuDirect.of(gdr_record))
         self.written = self.writer.write(run)
 
     def check_transport(self, peers: Peers) -> None:

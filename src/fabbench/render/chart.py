@@ -29,7 +29,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from fabbench import config
+from fabbench import config, options
 from fabbench.comm import registry
 from fabbench.fabrics.profile import BUILTIN_DIR, PRIMITIVE_SECTIONS, WIRES, load_profile
 from fabbench.launch import table
@@ -96,7 +96,7 @@ def chart_options() -> list[dict[str, Any]]:
         o = f.option
         if o.placed:
             continue
-        default = f.default if f.default is None or o.kind is config.SWITCH else \
+        default = f.default if f.default is None or o.kind is options.SWITCH else \
             o.kind.write(f.default)
         entry: dict[str, Any] = {"flag": o.flag, "kind": o.kind.name, "default": default}
         if o.negative:
@@ -186,7 +186,7 @@ def _chart_default(f: config.Field) -> Any:
     if kind.name == "list":
         return "" if default is None else kind.write(default)
     if default is None:
-        return "" if kind is config.TEXT else None
+        return "" if kind is options.TEXT else None
     return default
 
 
@@ -199,21 +199,21 @@ def chart_property(f: config.Field) -> dict[str, Any]:
     default."""
     o, default = f.option, _chart_default(f)
     nullable = default is None
-    if o.kind.name in ("text", "list") and (_choices(f) and o.kind is not config.NAMES):
+    if o.kind.name in ("text", "list") and (_choices(f) and o.kind is not options.NAMES):
         prop: dict[str, Any] = {"enum": [*_choices(f)]}
     elif o.kind.name in ("text", "list"):
         prop = {"type": "string"}
-        if o.kind is config.NAMES:
+        if o.kind is options.NAMES:
             word = "(" + "|".join(o.choices) + ")"
             prop["pattern"] = f"^({word}(,{word})*)?$"
-        elif o.kind is config.COUNTS:
+        elif o.kind is options.COUNTS:
             prop["pattern"] = "^([0-9]+(,[0-9]+)*)?$"
         elif f.path in _PATTERNS:
             prop["pattern"] = _PATTERNS[f.path]
     else:
         name = {"int": "integer", "float": "number", "switch": "boolean"}[o.kind.name]
         prop = {"type": [name, "null"] if nullable else name}
-        if isinstance(o.check, config.Bounds):
+        if isinstance(o.check, options.Bounds):
             if o.check.low is not None:
                 prop["exclusiveMinimum" if o.check.low_open else "minimum"] = o.check.low
             if o.check.high is not None:
@@ -229,7 +229,7 @@ def _yaml_scalar(value: Any) -> str:
         return value if value and yaml.safe_load(value) == value and ":" not in value \
             else json.dumps(value)
     if isinstance(value, float):
-        return config.number_text(value)
+        return options.number_text(value)
     return json.dumps(value)  # true, false, null, whole numbers
 
 

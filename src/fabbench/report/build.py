@@ -7,12 +7,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fabbench import catalog
 from fabbench.errors import UsageError
 from fabbench.report import pairs, tables
 from fabbench.report.compare import Comparison, compare
 from fabbench.report.late import late_ranks
 from fabbench.results import lines
 from fabbench.results.runs import Series, load
+from fabbench.workload_spec import load_entry
 
 
 @dataclass
@@ -74,17 +76,19 @@ def make_report(paths: Sequence[str | Path], *, html: Path | None = None,
 
 
 def workload_tables(s: Series) -> str:
-    """The train and halo records of one run as the run streamed them, and its ceiling records
-    when no collective table carries the ceiling."""
+    """The records of one run's workloads that show as lines (train, halo, a workload
+    package's: their specs' ``lines``) as the run streamed them, and its ceiling records when
+    no collective table carries the ceiling."""
     out = ""
     if s.ceilings and not s.collectives:
         out += "".join(f"{lines.ceiling(c)}\n" for c in s.ceilings)
     where = f"{s.run.ranks} ranks on {s.run.nodes} node(s)"
-    for what, recs, header, line in (("train", s.train, lines.TRAIN_HEADER, lines.train),
-                                     ("halo", s.halo, lines.HALO_HEADER, lines.halo)):
+    for spec in catalog.WORKLOADS.values():
+        recs = s.of_kind(spec.record) if spec.lines else []
         if recs:
-            out += (f"# {s.label}: {what}, {where}\n{header}\n"
-                    + "".join(f"{line(r)}\n" for r in recs))
+            shown: lines.Lines = load_entry(spec.lines or "")
+            out += (f"# {s.label}: {spec.name}, {where}\n{shown.header}\n"
+                    + "".join(f"{shown.line(r)}\n" for r in recs))
     return out
 
 

@@ -121,8 +121,9 @@ def _op_index(op: str) -> int:
 
 
 def flatten_provenance(run: Run) -> dict[str, str]:
-    """The run's set-up as "field: value" strings, launcher bookkeeping left out (a field the
-    run did not record, e.g. in a fabbench/1 file, is left out too)."""
+    """The run's set-up as "field: value" strings, launcher bookkeeping left out (a field that
+    is None, not recorded, e.g. in a fabbench/1 file, or nothing, as a bare host's container,
+    is left out too)."""
     out: dict[str, str] = {}
     for key in ("fabric", "wire", "primitive", "horovod_over", "device", "ranks", "nodes",
                 "transport"):
@@ -130,26 +131,24 @@ def flatten_provenance(run: Run) -> dict[str, str]:
             out[key] = str(getattr(run, key))
     prov = run.provenance
     for key in ("host", "os", "container", "scheduler", "gpudirect_rdma"):
-        if key in prov:
-            out[key] = str(prov[key])
-    for key, value in (prov.get("cpu") or {}).items():
+        if getattr(prov, key) is not None:
+            out[key] = str(getattr(prov, key))
+    for key, value in (prov.cpu or {}).items():
         out[f"cpu.{key}"] = str(value)
-    for i, gpu in enumerate(prov.get("gpus") or []):
+    for i, gpu in enumerate(prov.gpus or []):
         out[f"gpus[{i}]"] = ", ".join(str(gpu.get(k)) for k in ("name", "memory", "driver"))
-    for nic in prov.get("nics") or []:
-        out[f"nics.{nic['name']}"] = (f"{nic.get('kind')}, {nic.get('speed_mbit_s') or '?'} Mb/s, "
-                                      f"{nic.get('operstate')}, mtu {nic.get('mtu')}")
-    for port in prov.get("rdma") or []:
-        out[f"rdma.{port['device']}:{port['port']}"] = (
-            f"{port.get('state')}, {port.get('rate')}, {port.get('link_layer')}")
-    for key, value in (prov.get("versions") or {}).items():
+    for nic in prov.nics or []:
+        out[f"nics.{nic.name}"] = (f"{nic.kind}, {nic.speed_mbit_s or '?'} Mb/s, "
+                                   f"{nic.operstate}, mtu {nic.mtu}")
+    for port in prov.rdma or []:
+        out[f"rdma.{port.device}:{port.port}"] = f"{port.state}, {port.rate}, {port.link_layer}"
+    for key, value in (prov.versions or {}).items():
         out[f"versions.{key}"] = str(value)
-    for key, value in (prov.get("env") or {}).items():
+    for key, value in (prov.env or {}).items():
         if not _VOLATILE_ENV.match(key):
             out[f"env.{key}"] = str(value)
-    if prov.get("build"):
-        for key, value in prov["build"].items():
-            out[f"build.{key}"] = str(value)
+    for key, value in (prov.build or {}).items():
+        out[f"build.{key}"] = str(value)
     return out
 
 

@@ -179,5 +179,6 @@ def render(series: Sequence[Series], plots: Sequence[Plot], *, title: str,
         efficiency=efficiency_lines(series), comparison=comparison, figures=figures,
         train=[(s, t) for s in series for t in s.train],
         tables=[(s, op, _table_rows(s, op)) for s in series for op in ops_of([s])],
-        provenance=[json.dumps(s.run.provenance, indent=1, sort_keys=True) for s in series],
+        provenance=[json.dumps(s.run.provenance.to_json(), indent=1, sort_keys=True)
+                    for s in series],
         fmt_sps=_fmt_sps, fmt_eff=_fmt_eff)

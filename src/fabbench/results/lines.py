@@ -6,10 +6,11 @@ the loader read (the report); a field a file does not have shows as "-"."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from fabbench.results.records import Record
+from fabbench.results.records import Ceiling, Record
 
 Written = Mapping[str, Any] | Record
 
@@ -59,11 +60,24 @@ def halo(rec: Written) -> str:
             f"{'-' if transport is None else transport}")
 
 
-def ceiling(record: Written) -> str:
-    """One line for the console."""
-    tool, mode, error = _f(record, "tool"), _f(record, "mode"), _f(record, "error")
-    where = f"{_f(record, 'client')['host']} <-> {_f(record, 'server')['host']}"
-    if error:
-        return f"# ceiling {tool} {mode} {where}: not measured: {error}"
-    rates = " + ".join(f"{d['gbit_s']:.3f}" for d in _f(record, "directions"))
-    return f"# ceiling {tool} {mode} {where}: {rates} Gbit/s"
+def ceiling(record: Mapping[str, Any] | Ceiling) -> str:
+    """One line for the console (a written JSON object is read as its record first)."""
+    c = Ceiling.read(record) if isinstance(record, Mapping) else record
+    where = f"{c.client.host} <-> {c.server.host}"
+    if c.error:
+        return f"# ceiling {c.tool} {c.mode} {where}: not measured: {c.error}"
+    rates = " + ".join(f"{d.gbit_s:.3f}" for d in c.directions)
+    return f"# ceiling {c.tool} {c.mode} {where}: {rates} Gbit/s"
+
+
+@dataclass(frozen=True)
+class Lines:
+    """How a workload's records show on the console and in ``fabbench report``: a header line,
+    then one line per record (a workload's spec names its Lines, fabbench.workload_spec)."""
+
+    header: str
+    line: Callable[[Written], str]
+
+
+TRAIN = Lines(TRAIN_HEADER, train)
+HALO = Lines(HALO_HEADER, halo)

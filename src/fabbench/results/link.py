@@ -15,11 +15,10 @@ here knows, reads the interface.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from fabbench.errors import UsageError
 from fabbench.fabrics.profile import LinkSpec, load_profile
-from fabbench.results.records import Ceiling, Run
+from fabbench.results.records import Ceiling, Nic, Port, Run
 
 
 @dataclass(frozen=True)
@@ -38,7 +37,9 @@ def link_spec(run: Run) -> tuple[str, LinkSpec]:
     """(hardware kind, link spec) of the run's fabric profile."""
     recorded = run.profile_link
     if recorded:
-        return recorded["hardware"], LinkSpec.from_json(recorded)
+        return recorded.hardware, LinkSpec(speed_from=recorded.speed_from,
+                                           device_env=tuple(recorded.device_env),
+                                           iface_env=tuple(recorded.iface_env))
     try:
         profile = load_profile(run.fabric)
     except UsageError:  # a site profile this host does not have: the interface it used
@@ -47,15 +48,15 @@ def link_spec(run: Run) -> tuple[str, LinkSpec]:
 
 
 def _profile_value(run: Run, keys: tuple[str, ...]) -> str | None:
-    env = {**run.provenance.get("env", {}), **(run.profile_env or {})}
+    env = {**run.provenance.env, **(run.profile_env or {})}
     for key in keys:
         if env.get(key):
             return env[key].split(",")[0].split(":")[0].lstrip("=")
     return None
 
 
-def _is_hfi(port: dict[str, Any]) -> bool:
-    return port["device"].startswith("hfi1") or port.get("driver") == "hfi1"
+def _is_hfi(port: Port) -> bool:
+    return port.device.startswith("hfi1") or port.driver == "hfi1"
 
 
 def link_of(run: Run) -> LinkRate | None:
@@ -70,22 +71,23 @@ def link_of(run: Run) -> LinkRate | None:
     if spec.speed_from == "none":
         return None
     if spec.speed_from == "rdma" and run.wire in (None, "native"):  # None: fabbench/1
-        rdma = [p for p in prov.get("rdma", []) if p.get("active") and p.get("rate_gbit_s")
+        rdma = [p for p in prov.rdma if p.active and p.rate_gbit_s
                 and _is_hfi(p) == (hardware == "omnipath")]
         named = _profile_value(run, spec.device_env) if spec.device_env else None
-        return _fastest_port([p for p in rdma if p["device"] == named] or rdma)
-    nics = prov.get("nics", [])
+        return _fastest_port([p for p in rdma if p.device == named] or rdma)
     named = _profile_value(run, spec.iface_env)
     if named:
-        nic = next((n for n in nics if n["name"] == named), None)
-        if nic is None or nic.get("kind") == "loopback" or not nic.get("speed_mbit_s"):
-            return None
-        return LinkRate(nic["speed_mbit_s"] / 1000, f"{nic['name']} ({nic['speed_mbit_s']} Mb/s)")
-    up = [n for n in nics if n.get("pci") and n.get("speed_mbit_s") and n.get("operstate") == "up"]
-    if not up:
+        nic = next((n for n in prov.nics if n.name == named), None)
+        return None if nic is None else _nic_link(nic)
+    up = [link for n in prov.nics if n.pci and n.operstate == "up" and (link := _nic_link(n))]
+    return max(up, key=lambda link: link.speed_gbit_s, default=None)
+
+
+def _nic_link(nic: Nic) -> LinkRate | None:
+    """An interface's line rate, where it tells one (a loopback's is no link)."""
+    if nic.kind == "loopback" or not nic.speed_mbit_s:
         return None
-    nic = max(up, key=lambda n: n["speed_mbit_s"])
-    return LinkRate(nic["speed_mbit_s"] / 1000, f"{nic['name']} ({nic['speed_mbit_s']} Mb/s)")
+    return LinkRate(nic.speed_mbit_s / 1000, f"{nic.name} ({nic.speed_mbit_s} Mb/s)")
 
 
 @dataclass(frozen=True)
@@ -108,17 +110,18 @@ def ceiling_of(ceilings: list[Ceiling]) -> MeasuredCeiling | None:
     if c is None or c.per_direction_gbit_s is None:
         return None
     ways = "both ways" if c.mode == "bidir" else "one way"
-    resent = [d["retransmits"] for d in c.directions if d.get("retransmits") is not None]
-    return MeasuredCeiling(c.per_direction_gbit_s, f"{c.tool} {ways} {c.client['host']}<->"
-                           f"{c.server['host']}, {c.per_direction_gbit_s:.3g} Gb/s per direction",
+    resent = [d.retransmits for d in c.directions if d.retransmits is not None]
+    return MeasuredCeiling(c.per_direction_gbit_s, f"{c.tool} {ways} {c.client.host}<->"
+                           f"{c.server.host}, {c.per_direction_gbit_s:.3g} Gb/s per direction",
                            sum(resent) if resent else None)
 
 
-def _fastest_port(ports: list[dict[str, Any]]) -> LinkRate | None:
+def _fastest_port(ports: list[Port]) -> LinkRate | None:
+    """The fastest of ports that all have a rate."""
     if not ports:
         return None
-    p = max(ports, key=lambda p: p["rate_gbit_s"])
-    return LinkRate(float(p["rate_gbit_s"]), f"{p['device']} port {p['port']} ({p['rate']})")
+    p = max(ports, key=lambda p: p.rate_gbit_s or 0.0)
+    return LinkRate(float(p.rate_gbit_s or 0.0), f"{p.device} port {p.port} ({p.rate})")
 
 
 def format_gbit_s(gbit_s: float) -> str:

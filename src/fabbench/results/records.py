@@ -7,7 +7,10 @@ cannot plot them.
 
 A field annotated ``| None`` is one the schema does not require (of the current version or an
 older one): a file may lack it, and a record read from such a file holds None there (see
-Record.read); the writer still passes every field.
+Record.read); the writer still passes every field. The objects inside a record that have a
+stable shape are typed too, by the same rules (Nested: a run's timing, provenance, GPUDirect
+state and profile link; a ceiling's endpoints and directions); free-form ones (the run's plan,
+library report and emulation, a measurement's times) stay mappings.
 
 Adding a kind: a dataclass here decorated with ``@kind("name")`` (the registry refuses a name
 twice), and its ``$defs`` entry in schema.json listing the same fields (a unit test compares
@@ -20,6 +23,8 @@ import dataclasses
 import functools
 import json
 import math
+import types
+import typing
 from collections.abc import Callable, Mapping, Sequence
 from importlib import resources
 from types import MappingProxyType
@@ -31,14 +36,36 @@ from fabbench.errors import InvalidRecord
 from fabbench.results import SCHEMA, SCHEMA_FILES
 
 R = TypeVar("R", bound="Record")
+N = TypeVar("N", bound="Nested")
 KINDS: dict[str, type[Record]] = {}
+# the kinds a workload package registers, with their own JSON schemas (fabbench's own kinds are
+# those of schema.json)
+OWN_SCHEMAS: dict[str, Mapping[str, Any]] = {}
 
 
-def kind(name: str) -> Callable[[type[R]], type[R]]:
-    """Register a record class under its kind; a kind is registered once."""
+def kind(name: str, schema: Mapping[str, Any] | None = None) -> Callable[[type[R]], type[R]]:
+    """Register a record class under its kind; a kind is registered once. A kind of
+    fabbench's own is described in schema.json; a workload package's kind brings its own
+    ``schema``: a JSON schema of an object whose ``properties`` list every field of the class
+    and ``kind`` (as schema.json's ``$defs`` entries do), checked as fabbench's own kinds are
+    (finite numbers; ``kind`` and ``run_id`` required), in every schema version."""
     def register(cls: type[R]) -> type[R]:
         if name in KINDS:
             raise ValueError(f"record kind {name!r} is registered twice")
+        builtin = name in _schema(SCHEMA)["properties"]["kind"]["enum"]
+        if builtin and schema is not None:
+            raise ValueError(f"record kind {name!r} is fabbench's own: schema.json describes it")
+        if not builtin:
+            if schema is None:
+                raise ValueError(f"record kind {name!r} is not in {SCHEMA}'s schema: give its "
+                                 "own schema")
+            listed = set(schema.get("properties", {}))
+            missing = ({f.name for f in dataclasses.fields(cls)} | {"kind"}) - listed
+            if missing:
+                raise ValueError(f"record kind {name!r}: its schema does not list "
+                                 f"{', '.join(sorted(missing))}")
+            jsonschema.Draft202012Validator.check_schema(dict(schema))
+            OWN_SCHEMAS[name] = schema
         cls.kind = name
         KINDS[name] = cls
         return cls
@@ -67,14 +94,33 @@ def _is_finite_number(checker: Any, instance: Any) -> bool:
             and math.isfinite(instance))
 
 
+_BASE = jsonschema.Draft202012Validator
+_FINITE = jsonschema.validators.extend(
+    _BASE, type_checker=_BASE.TYPE_CHECKER.redefine("number", _is_finite_number))
+
+
+@functools.cache
+def _schema(version: str) -> dict[str, Any]:
+    """The JSON schema of one version (schema.json, schema-1.json)."""
+    text = resources.files("fabbench.results").joinpath(SCHEMA_FILES[version]).read_text()
+    schema: dict[str, Any] = json.loads(text)
+    return schema
+
+
 @functools.cache
 def validator(schema: str = SCHEMA) -> jsonschema.protocols.Validator:
     """The validator of one schema version; its "number" is a finite number."""
-    text = resources.files("fabbench.results").joinpath(SCHEMA_FILES[schema]).read_text()
-    base = jsonschema.Draft202012Validator
-    cls = jsonschema.validators.extend(
-        base, type_checker=base.TYPE_CHECKER.redefine("number", _is_finite_number))
-    return cls(json.loads(text))
+    return _FINITE(_schema(schema))
+
+
+@functools.cache
+def _own_validator(name: str) -> jsonschema.protocols.Validator:
+    """The validator of a workload package's kind: its schema, with ``kind`` and ``run_id`` as
+    every record has them."""
+    return _FINITE({"type": "object", "required": ["kind", "run_id"],
+                    "properties": {"kind": {"const": name},
+                                   "run_id": {"type": "string", "minLength": 1}},
+                    "allOf": [dict(OWN_SCHEMAS[name])]})
 
 
 def problem(record: Mapping[str, Any], schema: str = SCHEMA, *,
@@ -86,7 +132,12 @@ def problem(record: Mapping[str, Any], schema: str = SCHEMA, *,
     if bad is not None:
         value = json.dumps(_at(record, bad))
         return f"{bad}: {value} is not a finite number (NaN and Infinity are refused)"
-    errors = validator(schema).iter_errors(record)
+    name = record.get("kind")
+    if isinstance(name, str) and name not in KINDS:
+        return (f"kind: {name!r} is not a record kind this fabbench knows ({', '.join(KINDS)}); "
+                "a workload package's records need that package installed")
+    own = name in OWN_SCHEMAS
+    errors = (_own_validator(record["kind"]) if own else validator(schema)).iter_errors(record)
     if unknown_fields:
         errors = (e for e in errors if e.validator != "additionalProperties")
     error = jsonschema.exceptions.best_match(errors)
@@ -103,7 +154,10 @@ def _at(value: Any, path: str) -> Any:
 
 
 def _plain(value: Any) -> Any:
-    """JSON types only: tuples become lists, mappings plain dicts (copies)."""
+    """JSON types only: a nested object becomes its JSON object (Nested.to_json), tuples
+    lists, mappings plain dicts (copies)."""
+    if isinstance(value, Nested):
+        return value.to_json()
     if isinstance(value, Mapping):
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -112,6 +166,90 @@ def _plain(value: Any) -> Any:
 
 
 _NONE: Mapping[str, Any] = MappingProxyType({})
+# a Nested field with this metadata is left out of the JSON when None (see Nested)
+OMITTED: Mapping[str, bool] = MappingProxyType({"omitted": True})
+
+
+def _key(f: dataclasses.Field) -> str:
+    """A field's JSON key: its name, less the ``_`` a Python keyword takes (``from_``)."""
+    return f.name.removesuffix("_")
+
+
+def _nested_type(hint: Any) -> tuple[type[Nested], bool] | None:
+    """The Nested class a field's type holds, and whether as a sequence of them (``X``,
+    ``X | None``, ``Sequence[X]``, ``Sequence[X] | None``); None for any other type."""
+    if isinstance(hint, types.UnionType):
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        if len(args) != 1:
+            return None
+        hint = args[0]
+    many = typing.get_origin(hint) is Sequence
+    item = typing.get_args(hint)[0] if many else hint
+    if typing.get_origin(item) is None and isinstance(item, type) and issubclass(item, Nested):
+        return item, many
+    return None
+
+
+_NESTED_FIELDS: dict[type, dict[str, tuple[type[Nested], bool]]] = {}
+
+
+def _nested_fields(cls: type) -> dict[str, tuple[type[Nested], bool]]:
+    """The fields of a record or nested class that hold nested objects (see _nested_type).
+    A class whose annotations do not resolve at run time (a name only a type checker imports,
+    in a workload package's record, say) is taken to hold none."""
+    found = _NESTED_FIELDS.get(cls)
+    if found is None:
+        try:
+            hints = typing.get_type_hints(cls)
+        except NameError:
+            hints = {}
+        found = _NESTED_FIELDS[cls] = {
+            f.name: spec for f in dataclasses.fields(cls)
+            if (spec := _nested_type(hints.get(f.name))) is not None}
+    return found
+
+
+def _made(spec: tuple[type[Nested], bool], value: Any, *, read: bool) -> Any:
+    """A nested field's value from its JSON (Nested.read, or Nested.of for a writer); a value
+    that already is the dataclass is kept (a record read again with fields changed)."""
+    cls, many = spec
+
+    def one(item: Any) -> Any:
+        if isinstance(item, cls):
+            return item
+        return cls.read(item) if read else cls.of(item)
+    if value is None:
+        return None
+    return tuple(one(v) for v in value) if many else one(value)
+
+
+def _read(cls: Any, data: Mapping[str, Any], ignored: frozenset[str]) -> Any:
+    """A record or nested object of a JSON object, unchecked (Record.read, Nested.read)."""
+    fields = dataclasses.fields(cls)
+    nested = _nested_fields(cls)
+    made = object.__new__(cls)
+    for f in fields:
+        value = data.get(_key(f))
+        if f.name in nested:
+            value = _made(nested[f.name], value, read=True)
+        object.__setattr__(made, f.name, value)
+    keys = {_key(f) for f in fields} | ignored
+    object.__setattr__(made, "_extra", MappingProxyType(
+        {k: v for k, v in data.items() if k not in keys}))
+    return made
+
+
+def _check_nested(made: Any) -> None:
+    """A TypeError naming the field where a writer passed a nested field other than its
+    dataclass (a dict, say: ``X.of`` makes the dataclass of a JSON object)."""
+    for name, (cls, many) in _nested_fields(type(made)).items():
+        value = getattr(made, name)
+        for item in () if value is None else value if many else (value,):
+            if not isinstance(item, cls):
+                raise TypeError(f"{type(made).__name__}.{name} takes "
+                                f"{'a sequence of ' if many else ''}records.{cls.__name__}, "
+                                f"not {type(item).__name__} (records.{cls.__name__}.of makes "
+                                "one of a JSON object)")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -119,28 +257,26 @@ class Record:
     """Base of every kind: ``run_id`` ties a record to its run record.
 
     A record is made two ways. The writer's side calls the constructor, which checks the record
-    against the current schema (every field passed, None only where the schema allows null).
-    The loader calls ``read``, with a JSON object its own version's schema already accepted:
-    a field the object does not hold is None (fields a supported version does not require are
-    annotated ``| None`` for that reason; none is filled in with a guessed value), and fields
-    this fabbench does not know (from a newer writer) are kept, as read, in ``extra``."""
+    against the current schema (every field passed, None only where the schema allows null;
+    a nested object passed as its dataclass, see Nested). The loader calls ``read``, with a
+    JSON object its own version's schema already accepted: a field the object does not hold is
+    None (fields a supported version does not require are annotated ``| None`` for that reason;
+    none is filled in with a guessed value), and fields this fabbench does not know (from a
+    newer writer) are kept, as read, in ``extra``. Nested objects are read the same way into
+    their dataclasses (Nested.read)."""
 
     kind: ClassVar[str]
     run_id: str
 
     def __post_init__(self) -> None:
+        _check_nested(self)
         self.to_dict()
 
     @classmethod
     def read(cls: type[R], data: Mapping[str, Any]) -> R:
         """The record of a JSON object read from a results file (results.reader checks it
         against its version's schema and renames old fields first; this does not check)."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        record = object.__new__(cls)
-        for name in names:
-            object.__setattr__(record, name, data.get(name))
-        object.__setattr__(record, "_extra", MappingProxyType(
-            {k: v for k, v in data.items() if k not in names and k != "kind"}))
+        record: R = _read(cls, data, frozenset({"kind"}))
         return record
 
     @property
@@ -157,6 +293,63 @@ class Record:
         return checked(out)
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Nested:
+    """Base of the typed objects inside a record (a run's timing, provenance, GPUDirect state
+    and profile link; a ceiling's endpoints and directions). Each lists the fields of its
+    object in schema.json's ``$defs`` (where the schema leaves an object open, the fields this
+    fabbench writes), in the order the writer writes them; a field a supported version, or the
+    schema, lets a file lack is ``| None``.
+
+    Made as a record is, two ways. The writer's side calls the constructor, or ``of`` with the
+    JSON object a collector returns (InvalidRecord for a key the class does not declare, or
+    one it needs missing). The loader's ``Record.read`` calls ``read``: a key the object lacks
+    is None, and keys this fabbench does not declare are kept, as read, in ``extra``, as at
+    the top level (and, as there, not written back). ``to_json`` is the JSON object: every
+    field, None as null, except a field declared with OMITTED metadata, which is left out when
+    None (a key the writer leaves out when it has nothing). A field named like a Python keyword
+    ends in ``_`` (``from_``); its JSON key does not."""
+
+    def __post_init__(self) -> None:
+        _check_nested(self)
+
+    @classmethod
+    def of(cls: type[N], data: Mapping[str, Any]) -> N:
+        """The writer's object of a JSON object (its nested objects made too)."""
+        fields = {_key(f): f for f in dataclasses.fields(cls)}
+        unknown = [k for k in data if k not in fields]
+        missing = [k for k, f in fields.items()
+                   if k not in data and f.default is dataclasses.MISSING]
+        if unknown:
+            raise InvalidRecord(f"records.{cls.__name__} has no field {unknown[0]!r}")
+        if missing:
+            raise InvalidRecord(f"records.{cls.__name__} needs {missing[0]!r}")
+        nested = _nested_fields(cls)
+        return cls(**{f.name: _made(nested[f.name], data[k], read=False)
+                      if f.name in nested else data[k] for k, f in fields.items() if k in data})
+
+    @classmethod
+    def read(cls: type[N], data: Mapping[str, Any]) -> N:
+        """The object of a JSON object read from a results file (unchecked, as Record.read)."""
+        made: N = _read(cls, data, frozenset())
+        return made
+
+    @property
+    def extra(self) -> Mapping[str, Any]:
+        """Keys of the object that this fabbench does not declare, as read; empty for an
+        object made here."""
+        return self.__dict__.get("_extra", _NONE)
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON object (plain types; not checked: its record is)."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if value is not None or not f.metadata.get("omitted"):
+                out[_key(f)] = _plain(value)
+        return out
+
+
 def checked(record: dict[str, Any]) -> dict[str, Any]:
     """The record itself when it satisfies the current schema, else InvalidRecord."""
     why = problem(record)
@@ -167,6 +360,95 @@ def checked(record: dict[str, Any]) -> dict[str, Any]:
 
 
 Times = Mapping[str, float]  # min, p50, mean, p99, max, stdev (microseconds)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Timing(Nested):
+    """A run's timing policy (timing.engine.TimingPolicy, as the run took it). The schema leaves
+    the object open and requires none of it, so every field may be absent (a field added to the
+    policy later is missing from older files)."""
+
+    budget_s: float | None
+    min_samples: int | None
+    max_samples: int | None
+    samples_target: int | None
+    max_batch: int | None
+    warmup_s: float | None
+    patience: float | None
+    protocol: str | None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class GpuDirect(Nested):
+    """GPUDirect RDMA asked for and got (launch.gpudirect.outcome); fabbench/1 has none."""
+
+    requested: str        # auto, on, off
+    obtained: str | None  # on, off, partial; None: nothing said so
+    verify: str           # report, library, none: how the run learns what it got
+    evidence: str
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ProfileLink(Nested):
+    """Where the fabric profile reads the link's speed (fabrics.profile.LinkSpec), with the
+    profile's hardware kind."""
+
+    hardware: str
+    speed_from: str
+    device_env: Sequence[str]
+    iface_env: Sequence[str]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Nic(Nested):
+    """A network interface of the run's host (sysinfo.sysfs.NetDevice)."""
+
+    name: str
+    operstate: str | None
+    speed_mbit_s: int | None
+    mtu: int | None
+    kind: str | None  # ether, infiniband (IPoIB), loopback, other
+    pci: bool | None  # backed by a physical device
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Port(Nested):
+    """A verbs or hfi1 port of the run's host, as recorded (sysinfo.sysfs.RdmaPort; the schema's
+    rdma_port)."""
+
+    device: str
+    port: int
+    state: str | None
+    rate: str | None  # e.g. "100 Gb/sec (4X EDR)"
+    link_layer: str | None
+    driver: str | None
+    active: bool | None
+    rate_gbit_s: float | None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Provenance(Nested):
+    """The host inventory of rank 0 (sysinfo.inventory): the schema requires host, cpu, gpus,
+    nics, rdma, versions and env; the rest is what the inventory adds. cpu, gpus, versions,
+    build, image and env stay mappings: free-form, their keys are the tools' and the
+    libraries'."""
+
+    host: str
+    os: str | None
+    cpu: Mapping[str, Any]
+    gpus: Sequence[Mapping[str, Any]]
+    nics: Sequence[Nic]
+    rdma: Sequence[Port]
+    hfi: Sequence[str] | None  # Omni-Path devices
+    gpudirect_rdma: bool | None  # the peer-memory module is loaded
+    versions: Mapping[str, str | None]
+    build: Mapping[str, Any] | None  # the image's build manifest
+    image: Mapping[str, Any] | None  # id, version, flavor, ...; ref where known
+    container: str | None  # the container runtime; None: the bare host
+    container_version: str | None = dataclasses.field(default=None, metadata=OMITTED)
+    container_version_source: str | None = dataclasses.field(default=None, metadata=OMITTED)
+    scheduler: str | None
+    env: Mapping[str, str]
 
 
 @kind("run")
@@ -193,15 +475,15 @@ class Run(Record):
     picked: Sequence[str] | None
     profile_source: str | None
     profile_env: Mapping[str, str] | None
-    profile_link: Mapping[str, Any] | None  # the profile's hardware kind, where speed is read
-    timing: Mapping[str, Any] | None
+    profile_link: ProfileLink | None  # the profile's hardware kind, where speed is read
+    timing: Timing | None
     resumed: bool | None
     plan: Mapping[str, Any] | None
     timing_method: str | None  # how the communicator's times were taken
     library_report: Mapping[str, Any] | None  # what the library said of its connections
-    provenance: Mapping[str, Any]
+    provenance: Provenance
     emulation: Mapping[str, Any] | None = None  # the emulated cluster the ranks ran on
-    gpudirect: Mapping[str, Any] | None  # requested, obtained, verify, evidence
+    gpudirect: GpuDirect | None
 
 
 @kind("collective")
@@ -302,6 +584,25 @@ class Halo(Record):
     wrong: int | None
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Endpoint(Nested):
+    """A host of a ceiling measurement: its rank, host and address."""
+
+    rank: int
+    host: str
+    address: str | None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CeilingDirection(Nested):
+    """One direction a ceiling measured: from a host to a host ("from" in the JSON)."""
+
+    from_: str
+    to: str
+    gbit_s: float
+    retransmits: int | None  # TCP segments resent; None: the tool does not say
+
+
 @kind("ceiling")
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Ceiling(Record):
@@ -310,10 +611,10 @@ class Ceiling(Record):
     tool: str
     mode: str
     interface: str | None
-    client: Mapping[str, Any]    # rank, host, address
-    server: Mapping[str, Any]
+    client: Endpoint
+    server: Endpoint
     seconds: float | None
-    directions: Sequence[Mapping[str, Any]]  # from, to, gbit_s, retransmits
+    directions: Sequence[CeilingDirection]
     per_direction_gbit_s: float | None
     error: str | None
 

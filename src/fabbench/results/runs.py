@@ -12,7 +12,7 @@ from pathlib import Path
 
 from fabbench.errors import UsageError
 from fabbench.results.reader import read_results
-from fabbench.results.records import Ceiling, Collective, Halo, Pairs, Run, Summary, Train
+from fabbench.results.records import Ceiling, Collective, Halo, Pairs, Record, Run, Summary, Train
 
 
 @dataclass
@@ -26,9 +26,18 @@ class Series:
     halo: list[Halo] = field(default_factory=list)
     pairs: list[Pairs] = field(default_factory=list)
     ceilings: list[Ceiling] = field(default_factory=list)
+    # the records of the kinds that have no list above (a workload package's), by kind
+    others: dict[str, list[Record]] = field(default_factory=dict)
     summary: Summary | None = None
     warnings: list[str] = field(default_factory=list)
     label: str = ""
+
+    def of_kind(self, kind: str) -> list[Record]:
+        """The run's records of one kind (by its name), in file order."""
+        for cls, name in _LISTS.items():
+            if cls.kind == kind:
+                return list(getattr(self, name))
+        return list(self.others.get(kind, ()))
 
     @property
     def base_label(self) -> str:
@@ -43,12 +52,17 @@ class Series:
 
     @property
     def host(self) -> str:
-        return self.run.provenance.get("host", "?")
+        return self.run.provenance.host or "?"
 
     @property
     def transport(self) -> str:
         found = sorted({c.transport for c in self.collectives})
         return ", ".join(found) or self.run.transport or "?"
+
+
+# the list of a Series each kind of record goes to
+_LISTS: dict[type[Record], str] = {Collective: "collectives", Train: "train", Halo: "halo",
+                                   Pairs: "pairs", Ceiling: "ceilings"}
 
 
 def expand(paths: Iterable[str | Path]) -> list[Path]:
@@ -73,15 +87,17 @@ def split_runs(path: Path) -> list[Series]:
     """A file's records as runs: each `run` record starts one (a file normally holds one)."""
     results = read_results(path)
     series: list[Series] = []
-    lists = {Collective: "collectives", Train: "train", Halo: "halo", Pairs: "pairs",
-             Ceiling: "ceilings"}
     for record in results.records:
         if isinstance(record, Run):
             series.append(Series(path=path, run=record))
         elif isinstance(record, Summary):
             series[-1].summary = record
         else:
-            getattr(series[-1], lists[type(record)]).append(record)
+            name = _LISTS.get(type(record))
+            if name is None:
+                series[-1].others.setdefault(record.kind, []).append(record)
+            else:
+                getattr(series[-1], name).append(record)
     for s in series:
         s.warnings += results.warnings
         if s.summary is None:

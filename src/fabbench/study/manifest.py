@@ -19,6 +19,7 @@ from typing import Any
 
 import jsonschema
 
+from fabbench import catalog
 from fabbench.errors import UsageError
 
 FORMAT = "fabbench-study/1"
@@ -30,8 +31,13 @@ DONE = ("ok", "skipped")  # a resumed study does not run these again
 
 @functools.cache
 def _validator() -> jsonschema.Draft202012Validator:
+    """The manifest's validator; a cell's kind is one of the workloads fabbench knows (its
+    own and the installed packages', fabbench.catalog)."""
     text = resources.files("fabbench.study").joinpath("manifest.schema.json").read_text()
-    return jsonschema.Draft202012Validator(json.loads(text))
+    schema = json.loads(text)
+    schema["properties"]["cells"]["items"]["properties"]["kind"]["enum"] = list(
+        catalog.WORKLOADS)
+    return jsonschema.Draft202012Validator(schema)
 
 
 def validate(manifest: dict[str, Any], where: str) -> None:

@@ -42,7 +42,7 @@ from typing import Any
 
 import tomllib
 
-from fabbench import workload_names
+from fabbench import catalog
 from fabbench.config import STUDY_KEYS, RunConfig, study_value
 from fabbench.errors import UsageError
 from fabbench.fabrics.profile import GPUDIRECT
@@ -50,7 +50,7 @@ from fabbench.study.locate import line_of
 
 BUILTIN_DIR = Path(__file__).parent / "studies"
 AXES = ("workload", "fabric", "primitive", "gpudirect", "nodes", "link")
-KINDS = tuple(workload_names.WORKLOADS)  # a cell's workload: one of them (pairs: the slow node)
+KINDS = tuple(catalog.WORKLOADS)  # a cell's workload: one of them (pairs: the slow node)
 _TOP_KEYS = ("name", "description", "matrix", "run", "workload", "exclude", "override")
 _NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
 

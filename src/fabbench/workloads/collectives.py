@@ -112,7 +112,7 @@ class _Collectives:
 
     def header(self, run: Mapping[str, Any]) -> str:
         text = io.StringIO()
-        stream_header(dict(run), text)
+        stream_header(records.Run.read(run), text)
         return text.getvalue().rstrip("\n")
 
     def line(self, record: Mapping[str, Any]) -> str:

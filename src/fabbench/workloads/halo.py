@@ -176,10 +176,10 @@ class _Halo:
         yield run_halo(ctx.comm, ctx.plan, ctx.transport, ctx.arm)
 
     def header(self, run: Mapping[str, Any]) -> str:
-        return lines.HALO_HEADER
+        return lines.HALO.header
 
     def line(self, record: Mapping[str, Any]) -> str:
-        return lines.halo(dict(record))
+        return lines.HALO.line(dict(record))
 
     def wrong(self, record: records.Record) -> bool:
         return getattr(record, "correct", None) is False

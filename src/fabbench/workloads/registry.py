@@ -1,19 +1,19 @@
 """Workloads by name, behind one protocol: a workload takes the rank's context and yields its
 records, one per finished measurement.
 
-The names are data (fabbench.workload_names, a layer below: config and plan read them); a
+The workloads are described as data (fabbench.catalog, a layer below: config and plan read it); a
 workload's module (and through it torch, the networks, ...) is imported by ``load`` when a rank
 chooses it, before its communicator starts, never while it measures.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from fabbench import workload_names
+from fabbench import catalog
+from fabbench.workload_spec import load_entry
 
 if TYPE_CHECKING:
     from fabbench.comm.base import Communicator
@@ -59,8 +59,4 @@ class Workload(Protocol):
 
 def load(name: str) -> list[Workload]:
     """The workloads ``name`` runs, their modules imported now."""
-    chosen = []
-    for part in workload_names.parts(name):
-        module, _, attr = workload_names.ENTRIES[part].partition(":")
-        chosen.append(getattr(importlib.import_module(module), attr))
-    return chosen
+    return [load_entry(catalog.ENTRIES[part]) for part in catalog.parts(name)]

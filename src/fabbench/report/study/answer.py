@@ -16,15 +16,7 @@ from typing import Any
 
 from fabbench.errors import UsageError
 from fabbench.report.study.cells import StudyCell, load_cells
-from fabbench.report.study.groups import (
-    METRIC,
-    CellGroup,
-    collective_groups,
-    halo_groups,
-    headline,
-    rank,
-    train_groups,
-)
+from fabbench.report.study.groups import METRIC, CellGroup, all_groups, headline, rank
 from fabbench.report.study.sites import site_network
 from fabbench.report.study.whatif import LinkWhatIf, whatif
 from fabbench.scaling.predict import ModelOptions, build, jsonable
@@ -71,7 +63,7 @@ def answer(directory: str | Path, *, forecast: bool = True) -> StudyAnswer:
     directory = Path(directory)
     doc, cells, warnings = load_cells(directory)
     ran = [c for c in cells if c.series]
-    groups = train_groups(ran) + halo_groups(ran) + collective_groups(ran)
+    groups = all_groups(ran)
     for g in groups:
         rank(g)
     lines = [headline(g) for g in groups]

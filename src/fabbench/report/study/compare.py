@@ -18,13 +18,7 @@ from fabbench.errors import UsageError
 from fabbench.report.compare import provenance_diff
 from fabbench.report.stats import Verdict
 from fabbench.report.study.cells import StudyCell, load_cells
-from fabbench.report.study.groups import (
-    CellResult,
-    collective_groups,
-    halo_groups,
-    train_groups,
-    verdict_of,
-)
+from fabbench.report.study.groups import CellResult, all_groups, verdict_of
 from fabbench.report.study.sites import Sites, compare_sites
 from fabbench.scaling.predict import jsonable
 
@@ -68,7 +62,7 @@ def _key(c: StudyCell, with_link: bool) -> tuple:
 def _rows(cells: list[StudyCell]) -> dict[tuple[str, str], CellResult]:
     """(cell id, what) -> CellResult, from the report's own grouping."""
     out = {}
-    for g in train_groups(cells) + halo_groups(cells) + collective_groups(cells):
+    for g in all_groups(cells):
         for r in g.rows:
             out[(r.cell.id, g.what)] = r
     return out

@@ -9,21 +9,25 @@ times of `collective` (at the largest size every cell of the group measured).
 
 from __future__ import annotations
 
+import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
-from fabbench import workload_names
+from fabbench import catalog
 from fabbench.report.stats import Verdict, compare_samples, median_ratio
 from fabbench.report.study.cells import StudyCell
 from fabbench.results.link import link_of
 from fabbench.results.records import Train
 from fabbench.units import format_size
+from fabbench.workload_spec import WorkloadSpec
 
 # what a group's median is, its unit and its throughput column, by workload kind (from
-# fabbench.workload_names: the workloads whose cells a study ranks)
-METRIC = {kind: m.name for kind, m in workload_names.METRICS.items()}
-UNIT = {kind: m.unit for kind, m in workload_names.METRICS.items()}
-THROUGHPUT = {kind: m.throughput for kind, m in workload_names.METRICS.items()}
-THROUGHPUT_SHORT = {kind: m.throughput_short for kind, m in workload_names.METRICS.items()}
+# fabbench.catalog: the workloads whose cells a study ranks)
+METRIC = {kind: m.name for kind, m in catalog.METRICS.items()}
+UNIT = {kind: m.unit for kind, m in catalog.METRICS.items()}
+THROUGHPUT = {kind: m.throughput for kind, m in catalog.METRICS.items()}
+THROUGHPUT_SHORT = {kind: m.throughput_short for kind, m in catalog.METRICS.items()}
 
 
 def on_nodes(what: str, nodes: int) -> str:
@@ -236,3 +240,46 @@ def headline(g: CellGroup) -> str:
         text += (f"; of the {len(rest)} other cells {len(more)} differ significantly from "
                  f"{best.cell.label}, {len(same)} do not")
     return text
+
+
+def _figure(record: Any, path: str) -> float | None:
+    """A record's field by dotted path ("time_us.p50"), through mappings and dataclasses."""
+    value = record
+    for part in path.split("."):
+        value = value.get(part) if isinstance(value, Mapping) else getattr(value, part, None)
+        if value is None:
+            return None
+    return float(value)
+
+
+def package_groups(cells: list[StudyCell]) -> list[CellGroup]:
+    """The cells of the workloads fabbench has no builder of its own for (a package's) whose
+    spec names a metric: per study workload and node count, each cell's median of the metric's
+    value over its records of the workload's kind."""
+    groups: dict[tuple, CellGroup] = {}
+    for c in cells:
+        spec: WorkloadSpec | None = catalog.WORKLOADS.get(c.entry.get("kind", ""))
+        if spec is None or spec.name in BUILT or spec.metric is None:
+            continue
+        values = [v for s in c.series for r in s.of_kind(spec.record)
+                  if (v := _figure(r, spec.metric.value)) is not None]
+        if not values:
+            continue
+        key = (c.axes["workload"], c.axes["nodes"])
+        g = groups.setdefault(key, CellGroup(spec.name, c.axes["workload"], c.axes["nodes"]))
+        transports = {t for s in c.series for r in s.of_kind(spec.record)
+                      if (t := getattr(r, "transport", None))}
+        g.rows.append(CellResult(cell=c, median=statistics.median(values), samples=values,
+                                 transport=", ".join(sorted(transports)) or
+                                 (c.run.transport if c.run and c.run.transport else "?")))
+    return list(groups.values())
+
+
+# the kinds grouped by builders of their own, above
+BUILT = ("train", "halo", "collectives", "pairs")
+
+
+def all_groups(cells: list[StudyCell]) -> list[CellGroup]:
+    """Every group of a study's cells: fabbench's own kinds', then the packages'."""
+    return train_groups(cells) + halo_groups(cells) + collective_groups(cells) + \
+        package_groups(cells)

@@ -11,23 +11,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from fabbench.emulate.site import SITE_ENV, Site
 from fabbench.report import pairs as pairs_rule
 from fabbench.report.study.cells import StudyCell
+from fabbench.results.runs import Series
 
 NO_IMAGE = "no image"  # a run outside the fabbench image (a host install)
 
 
-def _f(record: Any, name: str) -> Any:
-    """A field of a record, read as a mapping or as a typed record."""
-    return record.get(name) if isinstance(record, Mapping) else getattr(record, name, None)
-
-
-def _ran(cells: Sequence[StudyCell]) -> list[Any]:
+def _ran(cells: Sequence[StudyCell]) -> list[Series]:
     """Every series of the cells that ran."""
     return [s for c in cells for s in c.series]
 
@@ -63,10 +59,10 @@ class ImageCheck:
                 "a_refs": list(self.a_refs), "b_refs": list(self.b_refs), "line": self.line}
 
 
-def _images(series: Sequence[Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def _images(series: Sequence[Series]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     ids, refs = set(), set()
     for s in series:
-        image = (_f(s.run, "provenance") or {}).get("image") or {}
+        image = s.run.provenance.image or {}
         ids.add(image.get("id") or NO_IMAGE)
         if image.get("ref"):
             refs.add(image["ref"])
@@ -108,47 +104,46 @@ class SiteNetwork:
                 "slow_text": list(self.slow_text)}
 
 
-def _links(series: Sequence[Any]) -> tuple[tuple[tuple[str, float], ...], str]:
-    runs = sorted((s.run for s in series), key=lambda r: _f(r, "nodes") or 0, reverse=True)
+def _links(series: Sequence[Series]) -> tuple[tuple[tuple[str, float], ...], str]:
+    runs = sorted((s.run for s in series), key=lambda r: r.nodes or 0, reverse=True)
     for run in runs:
-        emulated = _f(run, "emulation")
+        emulated = run.emulation
         if emulated:
             return (tuple((x["node"], x["speed_gbit_s"]) for x in emulated["links"]),
                     "emulated links, tc")
     for run in runs:  # ranks in an image do not see the cluster; the site's launch says
-        site = ((_f(run, "provenance") or {}).get("env") or {}).get(SITE_ENV)
+        site = run.provenance.env.get(SITE_ENV)
         if site:
             e = Site.from_json(site).emulation
-            nodes = min(_f(run, "nodes") or e.nodes, e.nodes)
+            nodes = min(run.nodes or e.nodes, e.nodes)
             return (tuple((f"node{i}", e.link_of(i).rate_bit_s / 1e9) for i in range(nodes)),
                     f"emulated links, tc, as the run's {SITE_ENV} set them")
     for run in runs:
-        nics = [n for n in (_f(run, "provenance") or {}).get("nics", [])
-                if n.get("speed_mbit_s") and n.get("kind") != "loopback"]
+        nics = [(n.speed_mbit_s, n.name) for n in run.provenance.nics
+                if n.speed_mbit_s and n.kind != "loopback"]
         if nics:
-            nic = max(nics, key=lambda n: n["speed_mbit_s"])
-            host = (_f(run, "provenance") or {}).get("host", "?")
-            return ((host, nic["speed_mbit_s"] / 1000),), f"rank 0's fastest NIC, {nic['name']}"
+            speed, name = max(nics, key=lambda n: n[0])
+            return ((run.provenance.host, speed / 1000),), f"rank 0's fastest NIC, {name}"
     return (), "link rates unknown (no emulation, no NIC speed recorded)"
 
 
-def _ceilings(series: Sequence[Any]) -> tuple[str, ...]:
+def _ceilings(series: Sequence[Series]) -> tuple[str, ...]:
     measured, failed = [], set()
     for s in series:
         for c in s.ceilings:
-            client, server = _f(c, "client")["host"], _f(c, "server")["host"]
-            if _f(c, "error") or _f(c, "per_direction_gbit_s") is None:
-                failed.add(f"{_f(c, 'tool')} {client}→{server}: not measured "
-                           f"({_f(c, 'error') or 'no result'})")
+            client, server = c.client.host, c.server.host
+            if c.error or c.per_direction_gbit_s is None:
+                failed.add(f"{c.tool} {client}→{server}: not measured "
+                           f"({c.error or 'no result'})")
             else:
-                measured.append(f"{_f(c, 'tool')} {_f(c, 'mode')} {client}→{server} "
-                                f"{_f(c, 'per_direction_gbit_s'):.3g} Gbit/s per direction")
+                measured.append(f"{c.tool} {c.mode} {client}→{server} "
+                                f"{c.per_direction_gbit_s:.3g} Gbit/s per direction")
     if not measured and not failed:
         return ("no ceiling measured (no run spanned two hosts with --ceiling)",)
     return (*dict.fromkeys(measured), *sorted(failed))
 
 
-def _slow(series: Sequence[Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def _slow(series: Sequence[Series]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     slow, text = [], []
     for s in series:
         if not s.pairs:

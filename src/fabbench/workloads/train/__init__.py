@@ -38,10 +38,10 @@ class _Train:
                         baseline_samples_per_s=ctx.state.baseline_samples_per_s)
 
     def header(self, run: Mapping[str, Any]) -> str:
-        return lines.TRAIN_HEADER
+        return lines.TRAIN.header
 
     def line(self, record: Mapping[str, Any]) -> str:
-        return lines.train(dict(record))
+        return lines.TRAIN.line(dict(record))
 
     def wrong(self, record: records.Record) -> bool:
         assert isinstance(record, records.Train)

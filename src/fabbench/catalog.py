@@ -1,0 +1,247 @@
+"""Every workload fabbench knows, each declared once as a fabbench.workload_spec.WorkloadSpec:
+its name, what it measures, the object that runs it, the record kind it writes, the section of
+its own options, how ``fabbench report`` shows its records and what a study's report ranks its
+cells by. fabbench's own four are declared here with their option sections; a package installed
+beside fabbench adds its own through the ``fabbench.workloads`` entry-point group (an entry
+naming its spec), read when this module is imported. The tables other modules read are derived
+from the registry, ``WORKLOADS``: the configuration's sections, the record kinds a summary
+counts, the study kinds and report metrics. "all" stands for several workloads run one after
+the other (collectives, then train), spelled here once and asked of ``parts``/``runs``.
+
+A layer of its own between the vocabulary (the primitives, networks and timing protocols its
+sections name) and the configuration (which takes its sections); workload modules, which import
+torch and the communicators, are named by their entries and imported only when a rank runs one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib import metadata
+from types import MappingProxyType
+
+from fabbench.comm.registry import ALL_DTYPES, ALL_OPS
+from fabbench.errors import UsageError
+from fabbench.networks.registry import MODELS
+from fabbench.options import COUNTS, FLOAT, INT, SWITCH, TEXT, Bounds, at_least, option, validate
+from fabbench.options import NAMES as NAME_LIST
+from fabbench.timing.engine import PROTOCOLS
+from fabbench.units import parse_sizes
+from fabbench.workload_spec import StudyMetric, WorkloadSpec
+
+PRECISIONS = ("fp32", "bf16", "fp16")
+PAIR_SCHEDULES = ("auto", "rounds", "serial")
+MAX_LOCAL_RANKS = 512
+ENTRY_POINTS = "fabbench.workloads"  # the entry-point group a workload package declares in
+
+
+def _sizes(text: str) -> str | None:
+    parse_sizes(text)  # a UsageError naming the bad part
+    return None
+
+
+# ---- fabbench's own workloads: their option sections, then their specs ----
+
+@dataclass(frozen=True, kw_only=True)
+class CollectivesConfig:
+    """``--workload collectives``: a size sweep of the primitive's collective operations."""
+
+    ops: tuple[str, ...] | None = option(
+        None, NAME_LIST, "--ops", "Comma list of allreduce, allgather, reduce_scatter, broadcast, "
+        "alltoall, sendrecv. Default: all the primitive has.", choices=ALL_OPS,
+        refusal="fabbench has no operation {value!r} (operations: {known})",
+        check=lambda v: None if v else "no operations to run")
+    sizes: str | None = option(
+        None, TEXT, "--sizes", "MIN:MAX[:FACTOR] or a comma list, units K/M/G (1024). Default "
+        "8:64M on CPU, 8:1G on GPU; 8,1M for pairs.", check=_sizes)
+    dtypes: tuple[str, ...] = option(
+        ("float32",), NAME_LIST, "--dtypes", "Comma list: float32, float64, float16, bfloat16.",
+        choices=ALL_DTYPES, refusal="fabbench does not support dtype {value!r} (dtypes: {known})",
+        check=lambda v: None if v else "no dtypes to run")
+    check: bool = option(False, SWITCH, "--check", "Verify every result; a wrong element "
+                         "fails the run.", negative="--no-check")
+    budget_s: float = option(0.1, FLOAT, "--budget", "Measured seconds per point (op, size, "
+                             "dtype).", check=Bounds("--budget must be positive, not {v:g}", 0,
+                                                     low_open=True))
+    min_samples: int = option(5, INT, "--min-samples", "Samples per point, at least.",
+                              check=at_least(1, "--min-samples"))
+    max_samples: int = option(200, INT, "--max-samples", "Samples per point, at most.",
+                              check=at_least(1, "--max-samples"))
+    timing: str = option(
+        "batch", TEXT, "--timing", "batch: a sample times back-to-back operations (as "
+        "nccl-tests); osu: OSU's counts and way, a collective timed alone with a barrier after "
+        "it (osu_allreduce), sendrecv and pairs back to back with no barrier among them "
+        "(osu_bibw -W 1). Compare a figure with another tool's under that tool's protocol.",
+        choices=PROTOCOLS, refusal="{flag} takes {known}, not {value!r}")
+
+    def __post_init__(self) -> None:
+        validate(self)
+        if self.max_samples < self.min_samples:
+            raise UsageError(f"--max-samples {self.max_samples} is below --min-samples "
+                             f"{self.min_samples}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainConfig:
+    """``--workload train``: data-parallel training of a synthetic-data model."""
+
+    model: str = option("resnet50", TEXT, "--model", "A model of `fabbench models`.",
+                        choices=tuple(MODELS))
+    batch_size: int = option(32, INT, "--batch-size", "Samples per rank per step.",
+                             check=at_least(1, "batch size"))
+    image_size: int | None = option(
+        None, INT, "--image-size", "Image side in pixels (multiple of 32), or tokens per "
+        "sequence for a transformer. Default: the model's (224; the context).",
+        check=at_least(1, "--image-size"))
+    steps: int = option(20, INT, "--steps", "Timed steps.", check=at_least(2, "steps"))
+    warmup_steps: int = option(5, INT, "--warmup-steps", "Untimed steps first.",
+                               check=at_least(1, "warm-up steps"))
+    scaling: tuple[int, ...] | None = option(
+        None, COUNTS, "--scaling", "Rank counts run one after another, e.g. 1,2,4 (1 is "
+        "added); efficiency T_n/(n*T_1).",
+        check=lambda v: None if all(1 <= n <= MAX_LOCAL_RANKS for n in v) else
+        f"scaling rank counts must be between 1 and {MAX_LOCAL_RANKS}")
+    bucket_mb: float = option(25.0, FLOAT, "--bucket-mb", "DDP bucket size "
+                              "(bucket_cap_mb), also the mpi engine's, MiB.",
+                              check=Bounds("bucket size must be > 0 MiB", 0, low_open=True))
+    fusion_mb: float | None = option(
+        None, FLOAT, "--fusion-mb", "Horovod fusion threshold, MiB. Default: Horovod's.",
+        check=Bounds("fusion threshold must be >= 0 MiB", 0))
+    precision: str = option("fp32", TEXT, "--precision", "fp32, bf16 (autocast) or fp16 "
+                            "(autocast + loss scaling, GPU).", choices=PRECISIONS)
+
+    def __post_init__(self) -> None:
+        validate(self)
+        spec = MODELS[self.model]
+        spec.check_input(self.input_size)
+        if spec.batchnorm and self.batch_size * (self.input_size // spec.input_multiple) ** 2 < 2:
+            raise UsageError(f"{self.model} has batch norm: batch size {self.batch_size} at image "
+                             f"size {self.input_size} leaves one value per channel; use a batch "
+                             "of at least 2 or a larger image")
+
+    @property
+    def input_size(self) -> int:
+        """The model's input: image side in pixels or sequence length in tokens."""
+        return self.image_size or MODELS[self.model].default_input
+
+
+@dataclass(frozen=True, kw_only=True)
+class HaloConfig:
+    """``--workload halo``: a 3-D stencil's halo exchange."""
+
+    cells_per_rank: int = option(64**3, INT, "--cells-per-rank", "Cells per rank (a "
+                                 "cube).", check=at_least(8, "cells per rank (2 x 2 x 2)"))
+    halo_iters: int = option(50, INT, "--halo-iters", "Timed iterations.",
+                             check=at_least(1, "halo iterations"))
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PairsConfig:
+    """``--workload pairs``: node pairs in rounds, to find the slow node."""
+
+    pair_schedule: str = option(
+        "auto", TEXT, "--pair-schedule", "Rounds (each round's disjoint pairs at once, as "
+        "on a real fleet), serial (one pair at a time, the others wait) or auto (serial on an "
+        "emulated cluster, whose nodes share this host's CPUs; rounds otherwise).",
+        choices=PAIR_SCHEDULES, refusal="{flag} takes {known}, not {value!r}")
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+
+BUILTIN = (
+    WorkloadSpec(name="collectives", summary="a size sweep of the collective operations",
+                 entry="fabbench.workloads.collectives:WORKLOAD", record="collective",
+                 section=CollectivesConfig,
+                 metric=StudyMetric(name="time", unit="µs", value="time_us.p50",
+                                    throughput="busbw GB/s",
+                                    throughput_short="busbw GB/s")),
+    WorkloadSpec(name="train", summary="data-parallel training of a network",
+                 entry="fabbench.workloads.train:WORKLOAD", record="train", section=TrainConfig,
+                 lines="fabbench.results.lines:TRAIN",
+                 metric=StudyMetric(name="step time", unit="ms", value="step_ms",
+                                    throughput="samples/s (all ranks)",
+                                    throughput_short="samples/s")),
+    WorkloadSpec(name="halo", summary="a 3-D stencil's halo exchange",
+                 entry="fabbench.workloads.halo:WORKLOAD", record="halo", section=HaloConfig,
+                 lines="fabbench.results.lines:HALO",
+                 metric=StudyMetric(name="iteration time", unit="µs", value="time_us.p50",
+                                    throughput="exchange GB/s", throughput_short="GB/s")),
+    WorkloadSpec(name="pairs", summary="node pairs in rounds: finds the slow node",
+                 entry="fabbench.workloads.pairs:WORKLOAD", record="pairs", section=PairsConfig),
+)
+SEQUENCES: Mapping[str, tuple[str, ...]] = MappingProxyType({"all": ("collectives", "train")})
+
+
+# ---- the registry: fabbench's own, then the installed packages' ----
+
+def installed() -> list[WorkloadSpec]:
+    """The specs installed packages declare in the ``fabbench.workloads`` entry-point group,
+    sorted by entry name; an entry that cannot be loaded, or names no WorkloadSpec, is an error
+    naming the package (a workload package that is half installed is never skipped quietly)."""
+    specs = []
+    for ep in sorted(metadata.entry_points(group=ENTRY_POINTS), key=lambda e: e.name):
+        where = f"the {ENTRY_POINTS} entry point {ep.name!r} ({ep.value}" + \
+            (f", package {ep.dist.name}" if ep.dist else "") + ")"
+        try:
+            spec = ep.load()
+        except Exception as exc:  # the package's own error, named with it
+            raise ValueError(f"{where} cannot be loaded: {type(exc).__name__}: {exc}") from exc
+        if not isinstance(spec, WorkloadSpec):
+            raise ValueError(f"{where} names {type(spec).__name__}, not a WorkloadSpec")
+        specs.append(spec)
+    return specs
+
+
+def _registry(*specs: WorkloadSpec) -> Mapping[str, WorkloadSpec]:
+    """The specs by name, in the order given; a name given twice (or taken by a sequence) and
+    a record kind written by two workloads are refused."""
+    out: dict[str, WorkloadSpec] = {}
+    kinds: dict[str, str] = {}
+    for spec in specs:
+        if spec.name in out or spec.name in SEQUENCES:
+            raise ValueError(f"workload {spec.name!r} registered twice")
+        if spec.record in kinds:
+            raise ValueError(f"workloads {kinds[spec.record]!r} and {spec.name!r} both write "
+                             f"{spec.record!r} records")
+        out[spec.name] = spec
+        kinds[spec.record] = spec.name
+    return MappingProxyType(out)
+
+
+WORKLOADS: Mapping[str, WorkloadSpec] = _registry(*BUILTIN, *installed())
+ENTRIES: Mapping[str, str] = MappingProxyType({n: w.entry for n, w in WORKLOADS.items()})
+#: The option section of each workload that has one: RunConfig.<name>.
+SECTIONS: Mapping[str, type] = MappingProxyType(
+    {n: w.section for n, w in WORKLOADS.items() if w.section is not None})
+#: The record kinds the workloads write, each once, in the registry's order.
+RECORDS: tuple[str, ...] = tuple(w.record for w in WORKLOADS.values())
+#: What a study's report ranks each workload's cells by, for the workloads it ranks.
+METRICS: Mapping[str, StudyMetric] = MappingProxyType(
+    {n: w.metric for n, w in WORKLOADS.items() if w.metric is not None})
+
+NAMES = (*WORKLOADS, *SEQUENCES)
+
+
+def described() -> str:
+    """The ``--workload`` help: every workload with its summary, then the sequences."""
+    runs_ = [f"{n} ({w.summary})" for n, w in WORKLOADS.items()]
+    runs_ += [f"{n} ({' then '.join(p)})" for n, p in SEQUENCES.items()]
+    return ", ".join(runs_[:-1]) + f", or {runs_[-1]}."
+
+
+def parts(name: str) -> tuple[str, ...]:
+    """The workloads ``name`` runs, in order (UsageError for an unknown name)."""
+    if name in SEQUENCES:
+        return SEQUENCES[name]
+    if name in WORKLOADS:
+        return (name,)
+    raise UsageError(f"unknown workload {name!r} (known: {', '.join(NAMES)})")
+
+
+def runs(name: str, part: str) -> bool:
+    """Does workload ``name`` run ``part`` (train in "all", ...)?"""
+    return part in parts(name)

@@ -1,0 +1,89 @@
+"""What a workload declares about itself, as data: a :class:`WorkloadSpec`. fabbench's own
+workloads are declared in fabbench.catalog; a package adds one by declaring a spec and naming it
+in its ``fabbench.workloads`` entry point (docs/architecture.md, "A new workload"). Everything
+fabbench shows of a workload is derived from its spec: the ``--workload`` choice and its help,
+the options of ``fabbench run`` (the section's fields), a study's workload kinds and keys, the
+record counts of a run's summary, the lines ``fabbench report`` prints and what a study's report
+ranks cells by. This module imports nothing of fabbench's, so a workload package's light module
+(imported whenever fabbench starts) may import it."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import re
+from dataclasses import dataclass
+from typing import Any
+
+_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+_ENTRY = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+
+
+@dataclass(frozen=True, kw_only=True)
+class StudyMetric:
+    """What a study's report ranks a workload's cells by, lower is better: ``value``, the
+    field of a record that holds one figure (a dotted path: "time_us.p50"), named (``name``,
+    "step time") in ``unit`` ("ms"), beside a throughput column, headed ``throughput`` in the
+    HTML report and ``throughput_short`` on the console. fabbench's own kinds are grouped by
+    builders of their own (report.study.groups: the median of the record's own samples); a
+    package's cells by the median of ``value`` over the cell's records of its kind, each
+    record a sample."""
+
+    name: str
+    unit: str
+    value: str
+    throughput: str
+    throughput_short: str
+
+    def __post_init__(self) -> None:
+        for field_name in ("name", "unit", "value", "throughput", "throughput_short"):
+            if not getattr(self, field_name):
+                raise ValueError(f"StudyMetric.{field_name} must not be empty")
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkloadSpec:
+    """One workload.
+
+    ``name``: the ``--workload`` choice and a study's workload kind. ``summary``: what it
+    measures, in a few words (the ``--workload`` help). ``entry``: "module:attribute" of the
+    object that runs it (the fabbench.workloads.registry.Workload protocol), imported only when
+    a rank chooses it. ``record``: the kind of record it writes (a kind of
+    fabbench.results.records, or one its package registers with ``records.kind``). ``section``:
+    the dataclass of its own options (fields declared with fabbench.options.option; None: it
+    takes none beyond the common ones), which becomes ``RunConfig.<name>``, the "<Name>
+    workload" panel of ``fabbench run --help`` and study keys. ``lines``: "module:attribute" of
+    a fabbench.results.lines.Lines that shows its records in ``fabbench report`` (None: it has
+    its own table). ``metric``: what a study's report ranks its cells by (None: not ranked)."""
+
+    name: str
+    summary: str
+    entry: str
+    record: str
+    section: type | None = None
+    lines: str | None = None
+    metric: StudyMetric | None = None
+
+    def __post_init__(self) -> None:
+        if not _NAME.match(self.name):
+            raise ValueError(f"WorkloadSpec.name must match {_NAME.pattern}, not {self.name!r}")
+        if not self.summary.strip():
+            raise ValueError(f"WorkloadSpec {self.name!r}: summary must not be empty")
+        for what in ("entry", "lines"):
+            value = getattr(self, what)
+            if (value is not None or what == "entry") and not _ENTRY.match(value or ""):
+                raise ValueError(f"WorkloadSpec {self.name!r}: {what} must be "
+                                 f"'module:attribute', not {value!r}")
+        if not _NAME.match(self.record):
+            raise ValueError(f"WorkloadSpec {self.name!r}: record must match {_NAME.pattern}, "
+                             f"not {self.record!r}")
+        if self.section is not None and not (
+                dataclasses.is_dataclass(self.section) and isinstance(self.section, type)):
+            raise ValueError(f"WorkloadSpec {self.name!r}: section must be a dataclass, not "
+                             f"{self.section!r}")
+
+
+def load_entry(entry: str) -> Any:
+    """The object a "module:attribute" entry names, its module imported now."""
+    module, _, attr = entry.partition(":")
+    return getattr(importlib.import_module(module), attr)
