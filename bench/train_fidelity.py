@@ -36,8 +36,8 @@ import time
 def _rank_main(args: argparse.Namespace) -> None:
     import torch
 
+    from fabbench.catalog import TrainConfig
     from fabbench.comm.torchdist import TorchComm
-    from fabbench.config import TrainConfig
     from fabbench.networks import build
     from fabbench.plan import Plan
     from fabbench.workloads.train.protocol import (

@@ -30,7 +30,7 @@ SIZES = {"mpi-tcp": [1 << 20, 4 << 20], "mpi-shm": [1 << 20, 4 << 20],
          "gloo-tcp": [16 << 20]}
 
 
-def outside(points: list[check.Point]) -> dict[int, str]:
+def outside(points: list[check.FidelityPoint]) -> dict[int, str]:
     """The sizes whose ratio left the loose band, and which way."""
     return {p.bytes: "fabbench slower" if p.ratio < LOOSE[0] else "fabbench faster"
             for p in points if not LOOSE[0] <= p.ratio <= LOOSE[1]}

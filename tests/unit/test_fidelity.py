@@ -10,7 +10,7 @@ import pytest
 
 from fabbench.errors import RunError, UsageError
 from fabbench.fidelity import check
-from fabbench.fidelity.check import Point
+from fabbench.fidelity.check import FidelityPoint
 
 
 def test_loop_output_is_read_with_and_without_a_launcher_prefix():
@@ -27,20 +27,20 @@ def test_loop_output_is_read_with_and_without_a_launcher_prefix():
     (256 << 10, 100.0, 110.0, False),
 ])
 def test_the_band_is_two_sided_at_large_sizes(size, ref, fb, met):
-    assert Point("p", "allreduce", size, "c", ref, fb).verdict("mpi")[0] is met
+    assert FidelityPoint("p", "allreduce", size, "c", ref, fb).verdict("mpi")[0] is met
 
 
 def test_small_sizes_are_judged_by_added_time_for_mpi_and_by_ratio_for_the_others():
-    assert Point("p", "allreduce", 8, "c", 5.0, 6.9).verdict("mpi")[0] is True
-    assert Point("p", "allreduce", 8, "c", 5.0, 7.5).verdict("mpi")[0] is False
-    assert Point("p", "allreduce", 8, "c", 5.0, 2.5).verdict("mpi")[0] is False
-    assert Point("p", "allreduce", 8, "torch", 100.0, 104.0).verdict("gloo")[0] is True
-    assert Point("p", "allreduce", 8, "torch", 100.0, 106.0).verdict("gloo")[0] is False
-    assert Point("p", "allreduce", 64 << 10, "c", 100.0, 200.0).verdict("mpi")[0] is None
+    assert FidelityPoint("p", "allreduce", 8, "c", 5.0, 6.9).verdict("mpi")[0] is True
+    assert FidelityPoint("p", "allreduce", 8, "c", 5.0, 7.5).verdict("mpi")[0] is False
+    assert FidelityPoint("p", "allreduce", 8, "c", 5.0, 2.5).verdict("mpi")[0] is False
+    assert FidelityPoint("p", "allreduce", 8, "torch", 100.0, 104.0).verdict("gloo")[0] is True
+    assert FidelityPoint("p", "allreduce", 8, "torch", 100.0, 106.0).verdict("gloo")[0] is False
+    assert FidelityPoint("p", "allreduce", 64 << 10, "c", 100.0, 200.0).verdict("mpi")[0] is None
 
 
 def test_ratio_is_busbw_fabbench_over_reference():
-    p = Point("p", "allreduce", 1 << 20, "c", 100.0, 200.0)
+    p = FidelityPoint("p", "allreduce", 1 << 20, "c", 100.0, 200.0)
     assert p.ratio == 0.5 and p.added_us == 100.0
 
 

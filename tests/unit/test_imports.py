@@ -32,7 +32,7 @@ LAYERS: Sequence[Sequence[str]] = (
     ("fabbench.results",),  # records, the one loader, a run's link: what every reader shares
     ("fabbench.plan",),
     ("fabbench.workloads", "fabbench.ceiling"),
-    ("fabbench.scaling",),
+    ("fabbench.scaling", "fabbench.floors"),  # the scaling model; acceptance floors
     ("fabbench.launch",),  # ranks, launchers and the launcher table
     ("fabbench.runner",),
     ("fabbench.fidelity",),  # times `fabbench run` against bare loops started by its launcher

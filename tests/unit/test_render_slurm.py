@@ -281,6 +281,8 @@ def test_gpudirect_exports_what_the_profile_says(fabric, primitive, mode):
     (["--gpudirect", "on", "--gpus-per-node", "1", "--primitive", "nccl"], "no GPUDirect"),
     (["--gpudirect", "on", "--gpus-per-node", "1", "--fabric", "omnipath", "--primitive", "nccl"],
      "no GPUDirect for nccl"),
+    (["--verify", "floors\n.toml"], "--verify takes the floors file's absolute path"),
+    (["--verify", "f.toml", "--study", "quick"], "--verify judges one benchmark's results"),
 ])
 def test_bad_input_is_one_line_exit_2(args, message):
     p = fabbench("render", "slurm", *args, timeout=60)
@@ -321,6 +323,80 @@ def test_injection_extra_args_and_paths_stay_arguments(tmp_path):
     assert argv[-2:] == ["--out", f"{results}/4242-collectives.jsonl"]
     assert argv[-2 - len(extra):-2] == list(extra)
     assert argv[argv.index("--iface") + 1] == "eth0'$(id)"
+
+
+VERIFY_STEP = """\
+launch srun --nodes=1 --ntasks=1 \\
+  fabbench verify --floors "$results_dir/$job_id-floors.toml" \
+"$results_dir/$job_id-small.jsonl" "$results_dir/$job_id-large.jsonl" || status=$?
+exit "$status"
+"""
+
+
+def test_verify_judges_every_benchmarks_results_last(tmp_path):
+    """`render slurm --verify FILE`: the floors file made absolute and copied beside the results
+    at the job's start; after the benchmarks, one step of `fabbench verify` on every results
+    file, and the script's last line exits with its code."""
+    job = SlurmJob(nodes=2, verify="/site/floors.toml", benchmarks=(
+        bench(label="small", sizes="8,1K"), bench(label="large", sizes="1M")))
+    text = render_slurm(job)
+    assert 'cp -- /site/floors.toml "$results_dir/$job_id-floors.toml"\n' in text
+    assert text.index("cp -- /site/floors.toml") < text.index("launch srun")
+    assert text.endswith("status=0\n" + VERIFY_STEP)
+    assert text.rindex("fabbench run") < text.index("fabbench verify")
+    p = fabbench("render", "slurm", "--verify", "floors.toml", cwd=tmp_path, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert f"cp -- {sh(str(tmp_path / 'floors.toml'))} " in p.stdout
+
+
+def test_no_verify_no_acceptance_step():
+    text = render_slurm(SlurmJob(benchmarks=(bench(),)))
+    assert "verify" not in text and "floors" not in text and "status" not in text
+
+
+def test_verify_runs_in_the_benchmarks_container_and_reference_floors_are_not_copied():
+    text = render_slurm(SlurmJob(runtime="charliecloud", image="/img.sqfs", verify="reference",
+                                 benchmarks=(bench(primitive="mpi"),)))
+    assert "cp --" not in text
+    assert text.endswith('  ch-run --set-env -b "$results_dir:/mnt/0" /img.sqfs -- \\\n'
+                         '  fabbench verify --floors reference "/mnt/0/$job_id-collectives.jsonl"'
+                         ' || status=$?\nexit "$status"\n')
+    with pytest.raises(UsageError, match="absolute path"):
+        SlurmJob(verify="floors.toml", benchmarks=(bench(),))
+
+
+@pytest.mark.parametrize("verdict", [0, 1, 2])
+def test_the_job_exits_with_verifys_code(tmp_path, verdict):
+    """The script run with a stand-in srun: the benchmark step, then verify's, whose exit code
+    (and its FAIL lines) the job passes on; a failed benchmark step stops the job before."""
+    floors = tmp_path / "floors.toml"
+    floors.write_text('format = "fabbench-floors/1"\n')
+    script = tmp_path / "job.sbatch"
+    script.write_text(render_slurm(SlurmJob(verify=str(floors), results_dir=str(tmp_path / "r"),
+                                            benchmarks=(bench(primitive="mpi"),))))
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "srun").write_text(
+        '#!/bin/sh\necho "$*" >> "$STEPS"\n'
+        'case "$*" in *" verify "*) [ "$VERDICT" = 0 ] || echo "FAIL node n1: too slow"; '
+        'exit "$VERDICT";; esac\nexit "$RUN_RC"\n')
+    (fake / "srun").chmod(0o755)
+    env = {**os.environ, "SLURM_JOB_ID": "4242", "STEPS": str(tmp_path / "steps"),
+           "VERDICT": str(verdict), "RUN_RC": "0", "PATH": f"{fake}:{os.environ['PATH']}"}
+
+    def job(**more: str) -> subprocess.CompletedProcess:
+        (tmp_path / "steps").unlink(missing_ok=True)
+        return subprocess.run(["bash", str(script)], capture_output=True, text=True,
+                              env={**env, **more}, cwd=tmp_path, timeout=30, check=False)
+
+    p = job()
+    assert p.returncode == verdict, p.stderr
+    assert ("FAIL node n1" in p.stdout) == (verdict != 0)
+    steps = (tmp_path / "steps").read_text().splitlines()
+    assert [" run " in s for s in steps] == [True, False] and " verify " in steps[1]
+    assert (tmp_path / "r" / "4242-floors.toml").read_text() == floors.read_text()
+    failed = job(RUN_RC="3")
+    assert failed.returncode == 3 and len((tmp_path / "steps").read_text().splitlines()) == 1
 
 
 def test_filter_refuses_non_scalars():

@@ -6,16 +6,19 @@ import functools
 import inspect
 import os
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from typer.exceptions import Abort, Exit, TyperException
 
 from fabbench import __version__, config
-from fabbench.cli import emulate, model, render, results, study, sysinfo, train
+from fabbench.cli import emulate, floors, labels, model, render, results, study, sysinfo, train
 from fabbench.cli.options import Json
 from fabbench.errors import FabbenchError
 from fabbench.procs import Terminated
+
+if TYPE_CHECKING:
+    from fabbench.floors.rules import Floors
 
 app = typer.Typer(
     name="fabbench", no_args_is_help=True, add_completion=False,
@@ -23,7 +26,8 @@ app = typer.Typer(
     help="What your network fabric and communication primitive cost data-parallel training.")
 
 
-def run(*, dry_run: bool, resume: str | None, **options: object) -> None:
+def run(*, dry_run: bool, resume: str | None, floors: str | None = None,
+        **options: object) -> None:
     """Run a benchmark (collectives, training or halo exchange) on real ranks.
 
     Outside a job it starts --ranks local ranks; inside one (mpirun, srun, torchrun, a
@@ -34,6 +38,7 @@ def run(*, dry_run: bool, resume: str | None, **options: object) -> None:
     from fabbench import runner
 
     argv = tuple(sys.argv)
+    judge_by = _floors(floors)  # a bad floors file is refused before anything starts
     if resume:
         outcome = runner.resume(resume, argv)
     else:
@@ -48,7 +53,22 @@ def run(*, dry_run: bool, resume: str | None, **options: object) -> None:
         show_run(outcome.plan.out)
     if outcome.error:
         print(f"fabbench: error: {outcome.error}", file=sys.stderr)
+    if judge_by is not None and outcome.launched and outcome.code == 0:
+        from fabbench.floors.verify import verify
+
+        verdict = verify(judge_by, [outcome.plan.out])
+        print("\n".join(verdict.lines()))
+        raise typer.Exit(verdict.exit_code)
     raise typer.Exit(outcome.code)
+
+
+def _floors(path: str | None) -> Floors | None:
+    """The floors file of --floors, read and checked ("reference": the shipped floors)."""
+    if path is None:
+        return None
+    from fabbench.floors.rules import REFERENCE, load
+
+    return load(REFERENCE if path == "reference" else path)
 
 
 # The options of `run` are the run configuration's fields (fabbench.config), one help panel per
@@ -62,6 +82,13 @@ _RUN_ONLY = [
                       annotation=Annotated[str | None, typer.Option(
                           help="Continue the interrupted run in this results file where it "
                           "stopped (its own options; the others given here are ignored).",
+                          metavar="FILE", rich_help_panel="Run")]),
+    inspect.Parameter("floors", inspect.Parameter.KEYWORD_ONLY, default=None,
+                      annotation=Annotated[str | None, typer.Option(
+                          help="Judge the run's results against this floors file "
+                          "(docs/floors.md; 'reference': the shipped one) when it ends: exit "
+                          "1 when a floor fails. Where fabbench starts the ranks; inside a "
+                          "job, run `fabbench verify` after it.",
                           metavar="FILE", rich_help_panel="Run")])]
 _RUN_SIGNATURE = inspect.Signature([*config.typer_parameters(), *_RUN_ONLY])
 # what Typer reads the options from (mypy knows no __signature__ on a function; Python has it)
@@ -89,7 +116,7 @@ def version() -> None:
 
 # Commands that live in their own modules (cli/<name>.py, each with `register(app)`). Those
 # modules keep heavy imports inside their command functions, so start-up stays fast.
-for _module in (emulate, model, render, results, study, sysinfo, train):
+for _module in (emulate, floors, labels, model, render, results, study, sysinfo, train):
     _module.register(app)
 
 

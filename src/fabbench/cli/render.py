@@ -57,13 +57,27 @@ def slurm(
         help="Render a whole study (`fabbench study list`, or a .toml file) in one "
         "allocation instead of one benchmark; --nodes defaults to the study's largest.")] =
     None,
+    verify: Annotated[str | None, typer.Option(
+        metavar="FILE", help="After the run, judge its results against this floors file "
+        "(`fabbench verify`, docs/floors.md; 'reference': the shipped floors) and exit with "
+        "verify's code: 0 every floor met, 1 a floor failed (the failing nodes named in the "
+        "job's output), 2 bad input. A health-check job, or a prolog's gate. The path is made "
+        "absolute and must be readable on the job's nodes: the job copies it beside the "
+        "results at its start.")] = None,
     **options: object,
 ) -> None:
     """Print an sbatch script that runs the benchmark on --nodes nodes.
 
     Example: [bold]fabbench render slurm --nodes 4 --gpus-per-node 8 --fabric omnipath
     --primitive mpi --runtime apptainer --image fabbench.sif > job.sbatch[/]
+
+    A health check that fails the job when a node falls below its floor: [bold]fabbench
+    render slurm --nodes 8 --workload pairs --verify /shared/floors.toml > check.sbatch[/]
     """
+    if study is not None and verify is not None:
+        from fabbench.errors import UsageError
+
+        raise UsageError("--verify judges one benchmark's results: not with --study")
     if study is not None:
         from fabbench.render.study import render_study_slurm, study_job
 
@@ -80,7 +94,7 @@ def slurm(
         _bench(options, gpus_per_node, extra_arg), name=name, nodes=nodes,
         tasks_per_node=tasks_per_node, gpus_per_node=gpus_per_node, runtime=runtime,
         image=image, time=time, partition=partition, account=account, results_dir=results_dir,
-        binds=tuple(bind or ()), fabbench_command=fabbench_command)))
+        binds=tuple(bind or ()), fabbench_command=fabbench_command, verify=verify)))
 
 
 @render_app.command("k8s")

@@ -33,7 +33,10 @@ def _written(paths: list[Path]) -> None:
 
 
 def report(paths: Paths, html: Html = None, plots: Plots = None, csv: Csv = None,
-           title: Title = None, json_out: Json = False) -> None:
+           title: Title = None, json_out: Json = False,
+           floors: Annotated[Path | None, typer.Option(
+               help="Place the figures against this floors file (docs/floors.md). Default: "
+               "the reference floors.")] = None) -> None:
     """Tables in the nccl-tests layout, busbw against the link, which node is slow (pairs)
     and which rank arrives late, plots, HTML and CSV.
 
@@ -52,7 +55,7 @@ def report(paths: Paths, html: Html = None, plots: Plots = None, csv: Csv = None
     from fabbench.report.build import findings_json, make_report
     from fabbench.report.tables import collective_rows, train_rows
 
-    out = make_report(paths, html=html, plots_dir=plots, csv=csv, title=title)
+    out = make_report(paths, html=html, plots_dir=plots, csv=csv, title=title, floors=floors)
     if json_out:
         print(json.dumps({"collectives": collective_rows(out.series),
                           "train": train_rows(out.series),

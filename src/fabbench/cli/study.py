@@ -72,6 +72,9 @@ def run(
     only: Annotated[str | None, typer.Option(
         help="Run only the cells whose id matches this glob (the others stay pending).")] =
     None,
+    floors: Annotated[Path | None, typer.Option(
+        help="Judge every cell's results against this floors file (docs/floors.md) when the "
+        "study ends: exit 1 when a floor fails.", metavar="FILE")] = None,
 ) -> None:
     """Run every cell as its own launch: one results file per cell and a manifest.
 
@@ -86,6 +89,11 @@ def run(
     from fabbench.study.spec import load_study
 
     s = load_study(name)
+    judge_by = None
+    if floors is not None:  # a bad floors file is refused before any cell runs
+        from fabbench.floors.rules import REFERENCE, load
+
+        judge_by = load(REFERENCE if str(floors) == "reference" else floors)
     if out is None:
         if resume:
             print("fabbench: error: --resume needs --out DIR (the study to continue)",
@@ -97,6 +105,13 @@ def run(
     with Progress(s, out) as progress:
         outcome = run_study(s, out, resume=resume, only=keep, progress=progress.update)
     progress.summary(outcome)
+    cells = sorted((out / "cells").glob("*.jsonl"))
+    if judge_by is not None and outcome.code == 0 and cells:
+        from fabbench.floors.verify import verify
+
+        verdict = verify(judge_by, cells)
+        print("\n".join(verdict.lines()))
+        raise typer.Exit(verdict.exit_code)
     raise typer.Exit(outcome.code)
 
 

@@ -241,7 +241,7 @@ def osu_average_us(rec: Collective) -> float:
 
 
 @dataclass(frozen=True)
-class Point:
+class FidelityPoint:
     """fabbench against one reference at one size. ``ratios`` are the rounds' own ratios
     (reference time / fabbench time, each round's two runs side by side); the verdict takes
     their median, so that a drift of the machine between rounds cancels instead of landing on
@@ -288,7 +288,7 @@ def compare(path: FidelityPath, op: str, sizes: list[int], *, rounds: int = 3,
             references: tuple[str, ...] | None = None,
             others: Mapping[str, Callable[[], dict[int, float]]] | None = None,
             again: bool = False, timing: str = "batch",
-            progress: Callable[[str], None] | None = None) -> list[Point]:
+            progress: Callable[[str], None] | None = None) -> list[FidelityPoint]:
     """Run the references, any ``others`` (a name and a run giving its time per size in
     microseconds, e.g. OSU's binaries) and fabbench once per round, ``rounds`` times, the order
     reversed every other round (ABBA: a steady drift of the machine falls on both sides alike);
@@ -318,12 +318,12 @@ def compare(path: FidelityPath, op: str, sizes: list[int], *, rounds: int = 3,
             this[side] = runs[side]()
         taken.append(this)
 
-    def point(ref: str, size: int, against: str = "fabbench") -> Point | None:
+    def point(ref: str, size: int, against: str = "fabbench") -> FidelityPoint | None:
         pairs = [(r[ref][size], r[against][size]) for r in taken
                  if size in r[ref] and size in r[against]]
         if not pairs:
             return None
-        return Point(path.label, op, size, AGAIN if against == AGAIN else ref,
+        return FidelityPoint(path.label, op, size, AGAIN if against == AGAIN else ref,
                      statistics.median(a for a, _ in pairs), statistics.median(b for _, b in pairs),
                      tuple(a / b for a, b in pairs))
 

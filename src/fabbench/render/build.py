@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -9,7 +10,7 @@ from fabbench.comm.registry import default_primitive
 from fabbench.comm.registry import get as get_primitive
 from fabbench.config import from_parameters
 from fabbench.errors import UsageError
-from fabbench.render.context import Benchmark, K8sJob, SlurmJob, rendered_over
+from fabbench.render.context import REFERENCE_FLOORS, Benchmark, K8sJob, SlurmJob, rendered_over
 
 
 def benchmark(*, gpus_per_node: int, extra_args: Sequence[str] = (),
@@ -42,8 +43,12 @@ def node_selector(pairs: Sequence[str]) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-def slurm_job(bench: Benchmark, **job) -> SlurmJob:
-    return SlurmJob(benchmarks=(bench,), **job)
+def slurm_job(bench: Benchmark, *, verify: str | None = None, **job) -> SlurmJob:
+    """``verify``: a floors file as the user named it, made absolute (the job reads it on its
+    first node); ``reference``, the shipped floors, as it is."""
+    if verify and verify != REFERENCE_FLOORS:
+        verify = os.path.abspath(verify)
+    return SlurmJob(benchmarks=(bench,), verify=verify, **job)
 
 
 def k8s_job(bench: Benchmark, *, node_selector_pairs: Sequence[str] = (),

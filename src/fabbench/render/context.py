@@ -19,6 +19,7 @@ from fabbench.sysinfo.inventory import IMAGE_REF_ENV
 RUNTIMES = tuple(table.RUNTIMES)  # the launcher table's container runtimes
 MAX_BENCHMARKS = 10  # rendezvous ports: ten per job (see slurm.sbatch.j2)
 IMAGE_REPOSITORY = "fabbench"  # the image's name as .ci/publish.sh tags it
+REFERENCE_FLOORS = "reference"  # `fabbench verify --floors reference`: the shipped floors
 
 
 def default_image(gpus: bool) -> str:
@@ -136,6 +137,8 @@ class SlurmJob:
     results_dir: str = "results"
     binds: tuple[str, ...] = ()
     benchmarks: tuple[Benchmark, ...] = field(default_factory=tuple)
+    verify: str | None = None  # a floors file (absolute) the results are judged against
+
 
     def __post_init__(self) -> None:
         names.dns1123(self.name, "--name")
@@ -167,6 +170,10 @@ class SlurmJob:
         for bind in self.binds:
             if not bind or "," in bind or "\n" in bind:
                 raise UsageError(f"--bind takes one SRC[:DST] path without ',', not {bind!r}")
+        if self.verify is not None and (self.verify != REFERENCE_FLOORS and not (
+                self.verify.startswith("/") and not {"\0", "\n"} & set(self.verify))):
+            raise UsageError(f"--verify takes the floors file's absolute path (the job reads it "
+                             f"on its first node), not {self.verify!r}")
         if not 1 <= len(self.benchmarks) <= MAX_BENCHMARKS:
             raise UsageError(f"a job runs 1 to {MAX_BENCHMARKS} benchmarks")
         labels = [b.label for b in self.benchmarks]

@@ -3,7 +3,11 @@ benchmark (launch.table: `srun --mpi=pmix` for MPI and Horovod; a TCP rendezvous
 allocation's first node, at the table's port, for Gloo and NCCL), in a container (the table's
 runtimes: Apptainer, Charliecloud, Pyxis) or with fabbench installed on the nodes. In a
 container every rank is told the image's reference (FABBENCH_IMAGE_REF), exported by the script:
-srun passes its environment to the steps, and each runtime into the container."""
+srun passes its environment to the steps, and each runtime into the container.
+
+With a floors file (SlurmJob.verify), the script copies it beside the results at its start and,
+after the benchmarks, runs `fabbench verify` on their results as one more step (in the same
+container), then exits with verify's code: a health-check job, or a prolog's gate."""
 
 from __future__ import annotations
 
@@ -11,7 +15,7 @@ from fabbench import __version__
 from fabbench.comm import registry
 from fabbench.launch import table
 from fabbench.launch.table import Shell
-from fabbench.render.context import SlurmJob, rendered_over
+from fabbench.render.context import REFERENCE_FLOORS, SlurmJob, rendered_over
 from fabbench.render.engine import render
 from fabbench.render.fabric import fabric_env
 
@@ -41,8 +45,28 @@ def _step(job: SlurmJob, index: int) -> dict:
     return {"bench": bench, "fabric": fab, "launch": lines, "notes": notes}
 
 
+def _verify(job: SlurmJob) -> dict | None:
+    """The acceptance step: the floors file (copied to the results directory at the job's start,
+    where every runtime sees it; the shipped reference floors by name) and `fabbench verify` of
+    every benchmark's results, one task on the first node, in the benchmarks' container."""
+    if job.verify is None:
+        return None
+    wrapped = table.runtime(job.runtime).wrap(table.Container(
+        image=job.image or "", results=RESULTS_DIR))
+    inside = wrapped.results or "$results_dir"  # the results directory, as the step sees it
+    copied = job.verify != REFERENCE_FLOORS
+    floors = Shell(f'"{inside}/$job_id-floors.toml"') if copied else REFERENCE_FLOORS
+    outs = [Shell(f'"{inside}/$job_id-{b.label}.jsonl"') for b in job.benchmarks]
+    # --ntasks: the job's own SLURM_NTASKS would otherwise ask for its task count on one node
+    lines = [table.shell_line(["launch", "srun", "--nodes=1", "--ntasks=1"])]
+    if wrapped.words:
+        lines.append(table.shell_line(wrapped.words))
+    lines.append(table.shell_line([job.fabbench_command, "verify", "--floors", floors, *outs]))
+    return {"given": job.verify, "copied": copied, "launch": lines}
+
+
 def render_slurm(job: SlurmJob) -> str:
     steps = [_step(job, i) for i in range(len(job.benchmarks))]
     return render("slurm.sbatch.j2", job=job, steps=steps, version=__version__,
-                  image_env=job.image_env,
+                  image_env=job.image_env, verify=_verify(job),
                   port_base=table.rendezvous_port_shell("job_id"))

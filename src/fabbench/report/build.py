@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fabbench import catalog
 from fabbench.errors import UsageError
@@ -13,8 +14,11 @@ from fabbench.report import pairs, tables
 from fabbench.report.compare import Comparison, compare
 from fabbench.report.late import late_ranks
 from fabbench.results import lines
-from fabbench.results.runs import Series, load
+from fabbench.results.runs import Series, expand, load
 from fabbench.workload_spec import load_entry
+
+if TYPE_CHECKING:
+    from fabbench.floors.points import Point
 
 
 @dataclass
@@ -26,6 +30,7 @@ class Outputs:
     warnings: list[str]
     written: list[Path] = field(default_factory=list)
     comparison: Comparison | None = None
+    floors: tuple[str, list[str]] | None = None  # the floors' heading and the placements
 
 
 def write_output(path: Path, text: str) -> Path:
@@ -59,19 +64,32 @@ def _plots(series: Sequence[Series], comparison: Comparison | None = None) -> li
 
 def make_report(paths: Sequence[str | Path], *, html: Path | None = None,
                 plots_dir: Path | None = None, csv: Path | None = None,
-                title: str | None = None) -> Outputs:
+                title: str | None = None, floors: Path | None = None) -> Outputs:
+    """The report of results files; ``floors``: a floors file to place the figures against
+    (default: the shipped reference floors)."""
+    from fabbench.floors.foreign import read_foreign
+    from fabbench.floors.verify import is_fabbench
     from fabbench.report.html import warnings_of
 
-    series = load(paths)
+    files = expand(paths)
+    own = [f for f in files if is_fabbench(f)]
+    series = load(own) if own else []
+    others = [p for f in files if f not in own for p in read_foreign(f)]
     text = "\n".join(tables.nccl_table(s, op) for s in series for op in tables.ops_of([s]))
     text += "".join(workload_tables(s) for s in series)
     eff = tables.efficiency_lines(series)
     if eff:
         text += "\n" + "\n".join(f"# {line}" for line in eff) + "\n"
     text += "".join(findings_text(s) for s in series)
-    out = Outputs(series, text, warnings_of(series))
+    text += foreign_text(others, series)
+    placed = floors_lines(series, floors, others)
+    if placed[1]:
+        text += f"# {placed[0]}:\n" + "".join(f"#   {line}\n" for line in placed[1])
+    out = Outputs(series, text, warnings_of(series), floors=placed if placed[1] else None)
+    names = [s.label for s in series] + sorted({f"{p.source} {Path(p.file).name}"
+                                                 for p in others})
     _finish(out, html=html, plots_dir=plots_dir, csv=csv,
-            title=title or f"fabbench report: {', '.join(s.label for s in series)}")
+            title=title or f"fabbench report: {', '.join(names)}")
     return out
 
 
@@ -89,6 +107,51 @@ def workload_tables(s: Series) -> str:
             shown: lines.Lines = load_entry(spec.lines or "")
             out += (f"# {s.label}: {spec.name}, {where}\n{shown.header}\n"
                     + "".join(f"{shown.line(r)}\n" for r in recs))
+    return out
+
+
+def floors_lines(series: Sequence[Series], path: Path | None = None,
+                 others: Sequence[Point] = ()) -> tuple[str, list[str]]:
+    """Where the runs' figures (and other tools' points) stand against a floors file (the
+    reference floors by default): a heading, and the verdicts of the rules that judged
+    something, a figure beside its rule's reference."""
+    from fabbench.floors import rules
+    from fabbench.floors.judge import judge
+    from fabbench.floors.points import points_of
+    from fabbench.floors.verify import placement
+
+    floors = rules.load(path or rules.REFERENCE)
+    return (f"against the floors of {floors.name} ({floors.path})",
+            placement(judge(floors, [*points_of(series), *others])))
+
+
+def foreign_text(points: Sequence[Point], series: Sequence[Series]) -> str:
+    """Other tools' results (nccl-tests, OSU) as tables per file, run and operation, each
+    size beside fabbench's busbw (or pairs bandwidth) at the same operation and size where a
+    fabbench run given with them measured it."""
+    mine: dict[tuple[str, int], tuple[float, str]] = {}
+    for s in series:
+        for c in s.collectives:
+            mine.setdefault((c.op, c.bytes), (c.busbw_gbyte_s, s.label))
+        for r in s.pairs:
+            mine.setdefault(("pairs", r.bytes), (r.bw_gbyte_s, s.label))
+    groups: dict[tuple[str, str, str, str | None], list[Point]] = {}
+    for p in points:
+        groups.setdefault((p.source, p.file, p.run, p.op), []).append(p)
+    out = ""
+    for (source, file, run, op), rows in groups.items():
+        bw = "busbw" if rows[0].workload == "collectives" else "bw"
+        out += (f"# {source}: {op or rows[0].workload} ({run}; {file}; no transport claimed)\n"
+                f"#{'size':>11} {bw + ' GB/s':>11} {'time us':>11}  vs fabbench\n")
+        for p in rows:
+            key = (p.op or "", p.bytes or 0) if bw == "busbw" else ("pairs", p.bytes or 0)
+            figure, time_us = p.metrics.get(bw), p.metrics.get("time")
+            theirs = mine.get(key)
+            versus = f"{figure / theirs[0]:.2f}x of {theirs[1]} ({theirs[0]:.4g} GB/s)" \
+                if theirs and figure is not None and theirs[0] > 0 else "-"
+            out += (f" {p.bytes if p.bytes is not None else '-':>11} "
+                    f"{'-' if figure is None else format(figure, '.4g'):>11} "
+                    f"{'-' if time_us is None else format(time_us, '.2f'):>11}  {versus}\n")
     return out
 
 
@@ -169,7 +232,8 @@ def _finish(out: Outputs, *, html: Path | None, plots_dir: Path | None, csv: Pat
             from fabbench.report.html import render
 
             out.written.append(write_output(html, render(out.series, made, title=title,
-                                                   comparison=out.comparison)))
+                                                   comparison=out.comparison,
+                                                   floors=out.floors)))
     finally:
         for p in made:
             p.close()

@@ -61,6 +61,8 @@ and the bootstrap 95% interval of the median ratio excludes 1.{% endif %}</p>
 {% endfor %}
 {% if efficiency %}<h2>Efficiency against the link</h2><ul>
 {% for e in efficiency %}<li>{{ e }}</li>{% endfor %}</ul>{% endif %}
+{% if floors %}<h2>Floors</h2><p>{{ floors[0] }}</p><ul>
+{% for line in floors[1] %}<li{% if line.startswith("FAIL") or line.endswith(": fail") or ": fail [" in line %} class="warn"{% endif %}>{{ line }}</li>{% endfor %}</ul>{% endif %}
 
 {% if figures %}<h2>Figures</h2>
 {% for f in figures %}<figure id="fig-{{ f.name }}"><img alt="{{ f.title }}: {{ f.series|join(', ') }}"
@@ -160,7 +162,8 @@ def warnings_of(series: Sequence[Series]) -> list[str]:
 
 
 def render(series: Sequence[Series], plots: Sequence[Plot], *, title: str,
-           comparison: Comparison | None = None) -> str:
+           comparison: Comparison | None = None,
+           floors: tuple[str, list[str]] | None = None) -> str:
     import json
 
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
@@ -181,4 +184,4 @@ def render(series: Sequence[Series], plots: Sequence[Plot], *, title: str,
         tables=[(s, op, _table_rows(s, op)) for s in series for op in ops_of([s])],
         provenance=[json.dumps(s.run.provenance.to_json(), indent=1, sort_keys=True)
                     for s in series],
-        fmt_sps=_fmt_sps, fmt_eff=_fmt_eff)
+        fmt_sps=_fmt_sps, fmt_eff=_fmt_eff, floors=floors)

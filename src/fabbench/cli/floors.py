@@ -1,0 +1,86 @@
+"""`fabbench verify` and `fabbench baseline`: acceptance floors (docs/floors.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+Results = Annotated[list[Path], typer.Argument(
+    help="Results files or directories: fabbench's JSON Lines, nccl-tests' or OSU's output.",
+    show_default=False)]
+FloorsFile = Annotated[Path, typer.Option(
+    "--floors", help="The floors file (TOML, docs/floors.md), or 'reference' for the shipped "
+    "reference floors.", show_default=False)]
+
+
+def floors_path(path: Path) -> Path:
+    from fabbench.floors.rules import REFERENCE
+
+    return REFERENCE if str(path) == "reference" else path
+
+
+def verify(
+    results: Results, floors: FloorsFile,
+    json_out: Annotated[Path | None, typer.Option(
+        "--json", help="Also write the verdict as JSON (fabbench-verdict/1) to this file.")] = None,
+) -> None:
+    """Judge results against acceptance floors: per rule, and per node where the results
+    have per-node figures (pairs), pass / fail / not judged with the figure, the floor and the
+    margin. Exit code 0: no floor failed (and one was judged); 1: a floor failed, or nothing
+    could be judged; 2: bad input.
+
+    Example: [bold]fabbench verify --floors site.toml results/pairs.jsonl[/]
+    """
+    from fabbench.floors.rules import load
+    from fabbench.floors.verify import verify as run_verify
+
+    outcome = run_verify(load(floors_path(floors)), results)
+    for line in outcome.lines():
+        print(line)
+    if json_out is not None:
+        json_out.write_text(json.dumps(outcome.as_json(), indent=1) + "\n")
+        print(f"wrote {json_out}")
+    raise typer.Exit(outcome.exit_code)
+
+
+def baseline(
+    runs: Annotated[list[Path], typer.Argument(
+        help="Results files (or directories) of healthy runs of the same configuration.",
+        show_default=False)],
+    out: Annotated[Path, typer.Option("--out", "-o", help="The floors file to write (new).",
+                                      show_default=False)],
+    below: Annotated[float, typer.Option(
+        help="Each floor this fraction below the runs' median.")] = 0.10,
+    spread: Annotated[float, typer.Option(
+        help="Where it is lower, each floor this many robust standard deviations (1.4826 x "
+        "MAD) below the median: a floor never inside the spread the runs showed (0: off).")]
+    = 3.0,
+    min_size: Annotated[str, typer.Option(
+        help="Collective sizes below this are left out (latency-bound, noisy).")] = "1M",
+    name: Annotated[str, typer.Option(help="The floors file's name.")] = "baseline",
+) -> None:
+    """Write floors from runs of a healthy cluster: per point the median and spread of the
+    runs, a floor a stated fraction below the median or, where lower, the bound the spread
+    allows, with the runs' provenance in the file.
+
+    Example: [bold]fabbench baseline runs/*.jsonl --out site.toml --below 0.1[/]
+    """
+    from fabbench.errors import UsageError
+    from fabbench.floors.baseline import make
+    from fabbench.results.runs import load
+    from fabbench.units import parse_size
+
+    if out.exists():
+        raise UsageError(f"--out {out} exists: fabbench never overwrites a file")
+    text = make(load(runs), below=below, spread=spread, min_bytes=parse_size(min_size),
+                name=name)
+    out.write_text(text)
+    print(f"wrote {out} ({text.count('[[rule]]')} rules from {len(runs)} file(s))")
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(verify)
+    app.command()(baseline)

@@ -1,0 +1,46 @@
+"""`fabbench label-nodes`: a verdict's nodes labelled through the Kubernetes API (the chart's
+health check). Parsing only; fabbench.render.labels labels."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from fabbench.render.labels import API_ENV, DEFAULT_PREFIX, TIMEOUT_S
+
+
+def label_nodes(
+    verdict: Annotated[Path, typer.Argument(
+        help="The verdict `fabbench verify --json` wrote.", show_default=False)],
+    prefix: Annotated[str, typer.Option(
+        help="The labels' prefix: <prefix>/verdict, <prefix>/figure.")] = DEFAULT_PREFIX,
+    api: Annotated[str | None, typer.Option(
+        metavar="URL", envvar=API_ENV, show_default=False,
+        help="The Kubernetes API's URL. Default: the cluster of the pod this runs in, with its "
+        "service account's token and CA.")] = None,
+    timeout: Annotated[float, typer.Option(help="Seconds each request may take.")] = TIMEOUT_S,
+) -> None:
+    """Label each node the verdict judged with its verdict (pass, fail, not-judged) and figure,
+    from inside a pod whose service account may get and patch nodes (the chart's health check
+    does this after `fabbench verify`). Exit code 0: every node labelled; 1: a node was not
+    (one line each); 2: bad input.
+
+    Example: [bold]fabbench label-nodes /tmp/verdict.json --prefix fabbench.dev[/]
+    """
+    from fabbench.render.labels import Api, label_nodes, read_verdict
+
+    done = label_nodes(read_verdict(verdict), Api.from_pod(api, timeout_s=timeout), prefix)
+    for node in done.done:
+        print(f"labelled node {node.node}: {node.text()}")
+    for line in done.failures:
+        print(f"fabbench: error: {line}", file=sys.stderr)
+    if not done.done and not done.failures:
+        print("the verdict names no node: nothing labelled")
+    raise typer.Exit(1 if done.failures else 0)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("label-nodes")(label_nodes)

@@ -1,0 +1,187 @@
+"""What a floor judges: measured figures as :class:`Point` s, whoever measured them.
+
+A point is one figure set of one measurement: a collective at one size (fabbench's collective
+record, a row of nccl-tests' table, a line of OSU's), one node's bandwidth to its peers (from
+fabbench's pairs records: the median of its pairs' p50 at the largest size), one training or
+halo measurement. It carries what a rule may select it by (workload, operation, size, dtype,
+primitive, fabric, transport and its class, node count, node) and what it may be measured
+against (the wire's measured ceiling and nominal rate, where the run recorded them). Results
+from other tools name their source and claim no transport (``transport`` None): a rule that
+requires a transport class does not judge them.
+
+Metrics and their units (the unit a rule writes is converted to these):
+
+    busbw, algbw, bw    GB/s (1e9 bytes/s), higher is better
+    time                µs, lower is better
+    samples_per_s       samples/s, higher is better
+    step_time           ms, lower is better
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import statistics
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+
+from fabbench.errors import UsageError
+from fabbench.results.link import link_of
+from fabbench.results.records import Pairs
+from fabbench.results.runs import Series
+
+# metric -> (its unit, whether higher is better)
+METRICS: Mapping[str, tuple[str, bool]] = {
+    "busbw": ("GB/s", True), "algbw": ("GB/s", True), "bw": ("GB/s", True),
+    "time": ("µs", False), "samples_per_s": ("samples/s", True), "step_time": ("ms", False),
+}
+# the metrics each workload's points carry, and the operations a rule may name for it
+WORKLOAD_METRICS: Mapping[str, tuple[str, ...]] = {
+    "collectives": ("busbw", "algbw", "time"), "pairs": ("bw", "time"),
+    "train": ("samples_per_s", "step_time"), "halo": ("time", "bw"),
+}
+WORKLOAD_OPS: Mapping[str, tuple[str, ...]] = {
+    "collectives": ("allreduce", "allgather", "reduce_scatter", "broadcast", "alltoall",
+                    "sendrecv", "reduce"),
+    "pairs": ("sendrecv",), "train": (), "halo": (),
+}
+
+# transport classes: what kind of wire a reported transport is (fnmatch patterns, in order;
+# the first match wins). "gdr": GPU memory moved by the NIC directly (GPUDirect RDMA).
+TRANSPORT_CLASSES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("ib-gdr", ("nccl/IB*GDR*", "nccl/IB*/GDRDMA*")),
+    ("ib", ("nccl/IB*", "ucx/rc*", "ucx/dc*", "ucx/ud*", "cm/ofi/verbs*", "ofi/verbs*")),
+    ("opa", ("cm/ofi/psm2*", "ofi/psm2*", "nccl/Libfabric/psm2*", "nccl/AWS Libfabric/psm2*",
+             "psm2*")),
+    ("shm", ("ob1/vader*", "ob1/sm*", "ucx/sm*", "ucx/posix*", "ucx/sysv*", "ucx/cma*",
+             "nccl/P2P*", "nccl/SHM*", "nccl/NVLS*")),
+    ("tcp", ("ob1/tcp*", "gloo/tcp*", "nccl/Socket*", "ucx/tcp*", "cm/ofi/tcp*", "ofi/tcp*",
+             "ofi/sockets*")),
+)
+CLASSES = tuple(name for name, _ in TRANSPORT_CLASSES)
+
+
+def transport_class(transport: str | None) -> str | None:
+    """The class of a reported transport ("ob1/tcp" -> "tcp"); None for none reported or one
+    no class knows. A run's transport may list several ("ob1/tcp, ob1/vader"): the class of
+    the first that has one that is not shm, else shm."""
+    if not transport:
+        return None
+    found = []
+    for part in (p.strip() for p in transport.split(",")):
+        for name, patterns in TRANSPORT_CLASSES:
+            if any(fnmatch.fnmatchcase(part, p) for p in patterns):
+                found.append(name)
+                break
+    wire = [c for c in found if c != "shm"]
+    return wire[0] if wire else (found[0] if found else None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Point:
+    """One measurement's figures, with what a rule selects it by."""
+
+    source: str                 # "fabbench", "nccl-tests", "osu"
+    file: str                   # the file it was read from
+    run: str                    # the run's id (fabbench) or a label of the file's run
+    workload: str               # collectives, pairs, train, halo
+    op: str | None = None       # allreduce, ...; pairs: sendrecv; train: the network's name
+    bytes: int | None = None
+    dtype: str | None = None
+    primitive: str | None = None
+    fabric: str | None = None
+    transport: str | None = None  # as the library reported it; None: not claimed
+    gpudirect: bool | None = None  # GPUDirect RDMA obtained (None: not known)
+    ranks: int | None = None
+    nodes: int | None = None
+    node: str | None = None     # the node the figures are of (pairs); None: the whole run
+    metrics: Mapping[str, float] = field(default_factory=dict)  # by METRICS name, its unit
+    ceiling_gbit_s: float | None = None  # the wire's measured ceiling, one direction
+    nominal_gbit_s: float | None = None  # the link's line rate
+    evidence: str = ""          # how the figure was made ("median of 3 pairs at 1 MiB")
+    peers: Mapping[str, float] = field(default_factory=dict)  # pairs: bw to each other node
+
+    @property
+    def transport_class(self) -> str | None:
+        """The class of its transport; InfiniBand with GPUDirect RDMA obtained is "ib-gdr"."""
+        found = transport_class(self.transport)
+        return "ib-gdr" if found == "ib" and self.gpudirect else found
+
+
+def points_of(series: Iterable[Series]) -> Iterator[Point]:
+    """The points of fabbench runs: every collective record, each node's pairs bandwidth and
+    latency, every train and halo record."""
+    for s in series:
+        run = s.run
+        link = _link(s)
+        ceiling = _ceiling(s)
+        gdr = run.gpudirect.obtained == "on" if run.gpudirect and run.gpudirect.obtained \
+            else None
+        common = Point(source="fabbench", file=str(s.path), run=run.run_id, workload="",
+                       primitive=run.primitive, fabric=run.fabric, gpudirect=gdr,
+                       nodes=run.nodes, ceiling_gbit_s=ceiling, nominal_gbit_s=link)
+        for c in s.collectives:
+            yield replace(common, workload="collectives", op=c.op, bytes=c.bytes,
+                        dtype=c.dtype, transport=c.transport, ranks=c.ranks,
+                        metrics={"busbw": c.busbw_gbyte_s, "algbw": c.algbw_gbyte_s,
+                                 "time": c.time_us["p50"]},
+                        evidence=f"p50 of {c.samples or len(c.samples_us or ())} samples")
+        yield from _pair_points(s.pairs, common, run.ranks)
+        for t in s.train:
+            yield replace(common, workload="train", op=t.model, transport=t.transport,
+                        ranks=t.ranks, metrics={"samples_per_s": t.samples_per_s["p50"],
+                                                "step_time": t.step_ms},
+                        evidence=f"p50 of {t.steps or '?'} steps")
+        for h in s.halo:
+            metrics = {"time": h.time_us["p50"]}
+            if h.exchange_gbyte_s is not None:
+                metrics["bw"] = h.exchange_gbyte_s
+            yield replace(common, workload="halo", bytes=h.bytes_per_iter, dtype=h.dtype,
+                        transport=h.transport, ranks=h.ranks, metrics=metrics,
+                        evidence=f"p50 of {h.iterations or '?'} iterations")
+
+
+def _pair_points(records: list[Pairs], common: Point, ranks: int) -> Iterator[Point]:
+    """Per node: the median of its pairs' p50 bandwidth at the largest size (and latency at
+    the smallest), with each pair's figure in the evidence."""
+    if not records:
+        return
+    sizes = sorted({r.bytes for r in records})
+    big, small = sizes[-1], sizes[0]
+    hosts: dict[int, str] = {}
+    bw: dict[int, list[tuple[str, float]]] = {}
+    lat: dict[int, list[float]] = {}
+    transports: dict[int, set[str]] = {}
+    for r in records:
+        hosts[r.a], hosts[r.b] = r.a_host, r.b_host
+        for me, other in ((r.a, r.b_host), (r.b, r.a_host)):
+            transports.setdefault(me, set()).add(r.transport)
+            if r.bytes == big:
+                bw.setdefault(me, []).append((other, r.bw_gbyte_s))
+            if r.bytes == small and len(sizes) > 1:
+                lat.setdefault(me, []).append(r.time_us["p50"])
+    for unit in sorted(bw):
+        figures = [v for _, v in bw[unit]]
+        metrics = {"bw": statistics.median(figures)}
+        if lat.get(unit):
+            metrics["time"] = statistics.median(lat[unit])
+        pairs = ", ".join(f"{host} {v:.3g}" for host, v in sorted(bw[unit]))
+        yield replace(common, workload="pairs", op="sendrecv", bytes=big,
+                    dtype=records[0].dtype, transport=", ".join(sorted(transports[unit])),
+                    ranks=ranks, node=hosts[unit], metrics=metrics,
+                    evidence=f"median of {len(figures)} pairs at {big} B (GB/s: {pairs})",
+                    peers=dict(bw[unit]))
+
+
+def _link(s: Series) -> float | None:
+    try:
+        link = link_of(s.run)
+    except UsageError:  # no profile of that name here: a point without a nominal rate
+        return None
+    return link.speed_gbit_s if link else None
+
+
+def _ceiling(s: Series) -> float | None:
+    """The slower direction of the run's measured ceilings (Gbit/s), if it measured any."""
+    rates = [d.gbit_s for c in s.ceilings if not c.error for d in c.directions or ()
+             if d.gbit_s]
+    return min(rates) if rates else None

@@ -1,0 +1,239 @@
+"""Node labels from a verdict, for the chart's health check (charts/fabbench, healthCheck): the
+pod that ran the benchmark and `fabbench verify --json` calls `fabbench label-nodes`, which sets
+on each node the verdict judged
+
+  <prefix>/verdict   pass, fail or not-judged
+  <prefix>/figure    the node's figure with its unit, as a label value (0.117GBps); removed
+                     when the verdict has none
+
+through the Kubernetes API: one JSON merge patch per node (PATCH /api/v1/nodes/NAME), from inside
+the pod (https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT, the service account's token
+and CA), with urllib only and a deadline on every request. The chart's ClusterRole allows nodes
+get and patch, nothing else. Each failure is one line; one node's failure does not stop the
+others.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import urllib.parse
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from fabbench.errors import UsageError
+
+if TYPE_CHECKING:
+    import ssl
+    import urllib.error
+
+VERDICT_FORMAT = "fabbench-verdict/1"  # what `fabbench verify --json` writes
+DEFAULT_PREFIX = "fabbench.dev"
+SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")  # token, ca.crt
+API_ENV = "FABBENCH_KUBE_API"  # the API's base URL instead of the pod's cluster (tests)
+TIMEOUT_S = 10.0
+PATCH_TYPE = "application/merge-patch+json"  # RFC 7386: a null value removes the label
+FIELD_MANAGER = "fabbench"
+
+VERDICTS = {"pass": "pass", "fail": "fail", "not judged": "not-judged"}  # verdict -> label
+_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+DNS_SUBDOMAIN = re.compile(rf"^{_DNS_LABEL}(\.{_DNS_LABEL})*$")  # a prefix, a node's name
+LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
+_UNIT_WORDS = (("/s", "ps"), ("/", "p"), ("%", "pct"), ("µ", "u"), ("μ", "u"), (" ", ""))
+
+
+@dataclass(frozen=True, kw_only=True)
+class NodeLabels:
+    """What one node gets: its name and labels (None: the label is removed)."""
+
+    node: str
+    labels: Mapping[str, str | None]
+
+    def text(self) -> str:
+        return " ".join(f"{k}={'(removed)' if v is None else v}" for k, v in self.labels.items())
+
+
+def figure_value(figure: float, unit: str) -> str:
+    """A figure and its unit as a label value (at most 63 of [A-Za-z0-9._-], starting and
+    ending with a letter or digit): 0.117 "GB/s" -> 0.117GBps, 12.5 "us" -> 12.5us. Four
+    significant digits; an exponent without its '+'; a negative figure as minus<figure>."""
+    if not math.isfinite(figure):
+        number = "nan" if math.isnan(figure) else "inf"
+    else:
+        number = f"{abs(figure):.4g}".replace("e+", "e")
+    for old, new in _UNIT_WORDS:
+        unit = unit.replace(old, new)
+    unit = re.sub(r"[^A-Za-z0-9._-]", "", unit)
+    text = ("minus" if figure < 0 else "") + number + unit
+    text = text[:63].rstrip("._-")
+    assert LABEL_VALUE.match(text), text  # built from characters a label value allows
+    return text
+
+
+def node_labels(verdict: Mapping[str, Any], prefix: str = DEFAULT_PREFIX) -> list[NodeLabels]:
+    """The labels of every node the verdict names (`fabbench verify --json`'s "nodes"), by node
+    name: the host in lower case, as the kubelet names a node after its host."""
+    check_prefix(prefix)
+    if not isinstance(verdict, Mapping) or verdict.get("format") != VERDICT_FORMAT:
+        found = verdict.get("format") if isinstance(verdict, Mapping) else type(verdict).__name__
+        raise UsageError(f"not a verdict of `fabbench verify --json` (format {VERDICT_FORMAT}): "
+                         f"format is {found!r}")
+    nodes = verdict.get("nodes")
+    if not isinstance(nodes, list):
+        raise UsageError("the verdict has no list of nodes")
+    out = []
+    for entry in nodes:
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("node"), str):
+            raise UsageError(f"a node of the verdict without its name: {entry!r}")
+        name, status, figure = entry["node"].lower(), entry.get("status"), entry.get("figure")
+        if len(name) > 253 or not DNS_SUBDOMAIN.match(name):
+            raise UsageError(f"node {entry['node']!r} of the verdict cannot be a Kubernetes "
+                             "node's name")
+        if status not in VERDICTS:
+            raise UsageError(f"node {name}: status {status!r} is none of "
+                             f"{', '.join(VERDICTS)}")
+        if figure is not None and (isinstance(figure, bool)
+                                   or not isinstance(figure, int | float)):
+            raise UsageError(f"node {name}: figure {figure!r} is not a number")
+        value = None if figure is None else figure_value(float(figure),
+                                                         str(entry.get("unit") or ""))
+        out.append(NodeLabels(node=name, labels={f"{prefix}/verdict": VERDICTS[status],
+                                                 f"{prefix}/figure": value}))
+    return out
+
+
+def check_prefix(prefix: str) -> str:
+    if len(prefix) > 253 or not DNS_SUBDOMAIN.match(prefix):
+        raise UsageError(f"--prefix must be a DNS subdomain such as {DEFAULT_PREFIX} (lower-case "
+                         f"letters, digits, '-' and '.'), not {prefix!r}")
+    return prefix
+
+
+def read_verdict(path: str | os.PathLike) -> dict[str, Any]:
+    try:
+        data = json.loads(Path(path).read_text())
+    except OSError as exc:
+        raise UsageError(f"cannot read the verdict {path}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise UsageError(f"the verdict {path} is not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"the verdict {path} is not a JSON object")
+    return data
+
+
+class ApiError(Exception):
+    """A request the API refused or did not answer: one line, naming the node."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Api:
+    """Where and how to reach the Kubernetes API."""
+
+    base: str
+    token: str | None = None
+    context: ssl.SSLContext | None = None
+    timeout_s: float = TIMEOUT_S
+
+    @classmethod
+    def from_pod(cls, base: str | None = None, *, timeout_s: float = TIMEOUT_S,
+                 env: Mapping[str, str] | None = None,
+                 account: Path = SERVICE_ACCOUNT) -> Api:
+        """The API of the cluster this pod runs in, with its service account's token and CA;
+        ``base`` (or $FABBENCH_KUBE_API) instead: that URL, with the token and CA when the pod
+        has them."""
+        import ssl
+
+        env = os.environ if env is None else env
+        if not timeout_s > 0:
+            raise UsageError(f"--timeout must be above 0 seconds, not {timeout_s}")
+        base = base or env.get(API_ENV)
+        token_file, ca_file = account / "token", account / "ca.crt"
+        if not base:
+            host, port = env.get("KUBERNETES_SERVICE_HOST"), env.get("KUBERNETES_SERVICE_PORT")
+            if not host or not port:
+                raise UsageError("not in a Kubernetes pod (KUBERNETES_SERVICE_HOST and _PORT are "
+                                 f"not set): give the API's URL with --api or ${API_ENV}")
+            if not token_file.is_file():
+                raise UsageError(f"no service account token at {token_file}: the pod needs one "
+                                 "(automountServiceAccountToken)")
+            base = f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
+        parsed = urllib.parse.urlsplit(base)
+        if parsed.scheme not in ("http", "https") or not parsed.netloc:
+            raise UsageError(f"the API's URL must be http(s)://HOST[:PORT], not {base!r}")
+        try:
+            token = token_file.read_text().strip() if token_file.is_file() else None
+            context = None
+            if parsed.scheme == "https":
+                context = ssl.create_default_context(
+                    cafile=str(ca_file) if ca_file.is_file() else None)
+        except (OSError, ssl.SSLError) as exc:
+            raise UsageError(f"cannot read the service account's token or CA in {account}: "
+                             f"{exc}") from None
+        return cls(base=base.rstrip("/"), token=token, context=context, timeout_s=timeout_s)
+
+    def patch_labels(self, node: NodeLabels) -> None:
+        """One merge patch of the node's labels; ApiError with one line when it fails."""
+        import urllib.error
+        import urllib.request
+
+        url = (f"{self.base}/api/v1/nodes/{urllib.parse.quote(node.node, safe='')}"
+               f"?fieldManager={FIELD_MANAGER}")
+        body = json.dumps({"metadata": {"labels": dict(node.labels)}}).encode()
+        headers = {"Content-Type": PATCH_TYPE, "Accept": "application/json"}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        request = urllib.request.Request(url, data=body, headers=headers, method="PATCH")
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_s,
+                                        context=self.context) as answer:
+                answer.read()
+        except urllib.error.HTTPError as exc:
+            raise ApiError(f"node {node.node}: not labelled: HTTP {exc.code} "
+                           f"{exc.reason}: {_status_message(exc)}") from None
+        except urllib.error.URLError as exc:
+            raise ApiError(f"node {node.node}: not labelled: cannot reach the Kubernetes API at "
+                           f"{self.base}: {exc.reason}") from None
+        except TimeoutError:
+            raise ApiError(f"node {node.node}: not labelled: no answer from the Kubernetes API "
+                           f"at {self.base} within {self.timeout_s:g} s") from None
+        except OSError as exc:  # a connection reset mid-answer
+            raise ApiError(f"node {node.node}: not labelled: {exc}") from None
+
+
+def _status_message(exc: urllib.error.HTTPError) -> str:
+    """The API's own sentence (a Status object's message), else the start of its answer."""
+    try:
+        text = exc.read(4096).decode(errors="replace")
+    except (OSError, TimeoutError):
+        return "(no answer body)"
+    try:
+        message = json.loads(text).get("message")
+    except (ValueError, AttributeError):
+        message = None
+    return " ".join(str(message or text or "(no answer body)").split())[:300]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Labelled:
+    """What label_nodes did: the nodes labelled, and one line per node that was not."""
+
+    done: tuple[NodeLabels, ...]
+    failures: tuple[str, ...]
+
+
+def label_nodes(verdict: Mapping[str, Any], api: Api,
+                prefix: str = DEFAULT_PREFIX) -> Labelled:
+    """Every node of the verdict labelled (each tried, whatever the others did)."""
+    done, failures = [], []
+    for node in node_labels(verdict, prefix):
+        try:
+            api.patch_labels(node)
+        except ApiError as exc:
+            failures.append(str(exc))
+        else:
+            done.append(node)
+    return Labelled(done=tuple(done), failures=tuple(failures))
