@@ -32,6 +32,42 @@ def stop_groups(procs: Sequence[subprocess.Popen | None], first: int = signal.SI
                 p.wait(timeout=max(0.0, end - time.monotonic()))
 
 
+def stop_marked(name: str, value: str, grace_s: float = 5.0) -> list[str]:
+    """SIGKILL every process but this one whose environment holds ``name=value`` (a run's own
+    marker, which its launcher gives every rank and daemon it starts, on any node of this host,
+    in a container or a namespace), and wait up to ``grace_s`` for them to be gone. Returns what
+    was stopped, "comm (pid N)" each: the processes a run left behind."""
+    needle = b"\0" + f"{name}={value}".encode() + b"\0"
+    found: list[tuple[int, str]] = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/environ", "rb") as f:
+                env = b"\0" + f.read()
+            if needle not in (env if env.endswith(b"\0") else env + b"\0"):
+                continue
+            with open(f"/proc/{entry.name}/comm") as f:
+                found.append((int(entry.name), f.read().strip()))
+        except OSError:  # gone meanwhile, or a zombie: nothing to stop
+            continue
+    for pid, _ in found:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    end = time.monotonic() + grace_s
+    while time.monotonic() < end and any(_running(pid) for pid, _ in found):
+        time.sleep(0.05)
+    return [f"{comm} (pid {pid})" for pid, comm in found]
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
+
+
 class Terminated(BaseException):
     """SIGTERM (or SIGHUP) arrived: unwind and tear down."""
 

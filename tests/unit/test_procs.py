@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
 
-from fabbench.procs import run_tool
+from fabbench.procs import run_tool, stop_marked
 
 
 def test_a_missing_program_is_none():
@@ -59,3 +60,22 @@ def _alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_stop_marked_stops_what_carries_the_marker_in_another_session_only(tmp_path):
+    marker = f"test-{os.getpid()}-{time.monotonic_ns()}"
+    mine = subprocess.Popen(["sleep", "30"], env={**os.environ, "FABBENCH_TEST_MARK": marker},
+                            start_new_session=True)
+    other = subprocess.Popen(["sleep", "30"], env={**os.environ,
+                                                   "FABBENCH_TEST_MARK": marker + "-x"},
+                             start_new_session=True)
+    try:
+        stopped = stop_marked("FABBENCH_TEST_MARK", marker, grace_s=5)
+        assert stopped == [f"sleep (pid {mine.pid})"]
+        assert mine.wait(timeout=5) == -9
+        assert other.poll() is None  # a different value is another run's
+        assert stop_marked("FABBENCH_TEST_MARK", marker) == []
+    finally:
+        other.kill()
+        other.wait(timeout=5)
+        mine.kill()

@@ -20,7 +20,11 @@ from fabbench.errors import RunError, UsageError
 from fabbench.launch import rundir
 from fabbench.launch.table import LaunchSpec
 from fabbench.plan import Plan
-from fabbench.procs import signals_unwind, stop_groups
+from fabbench.procs import signals_unwind, stop_groups, stop_marked
+
+# after a rank named a fault (its watchdog fired), how long the library's own abort may take
+# to end the run before the launcher ends it (an MPI abort across nodes can hang for minutes)
+FAULT_GRACE_S = 5.0
 
 
 def wall_limit(plan: Plan) -> float:
@@ -66,12 +70,25 @@ def run(spec: LaunchSpec, deadline_s: float, ranks: int) -> tuple[int, str]:
                     return failed[0], watch.explain(ranks)
                 if all(c == 0 for c in codes):
                     return 0, ""
+                named = watch.first_timeout
+                if named is not None and time.monotonic() > named + FAULT_GRACE_S:
+                    # a rank named the fault and the library's own abort has not ended the
+                    # run: the launcher ends it (the finally below), the rank's line first
+                    why = watch.explain(ranks) or "a rank timed out"
+                    return 1, (f"{why}; the launcher stopped every rank and daemon "
+                               f"{FAULT_GRACE_S:.0f} s after (the library had not ended the run)")
                 if time.monotonic() > end:
                     raise RunError(f"the run passed its wall-clock limit of {deadline_s:.0f} s "
                                    "(see --timeout); stopped all ranks")
                 time.sleep(0.2)  # the ranks may spin on every core: wake rarely
         finally:
             stop_groups(procs, signal.SIGTERM, 3.0, 3.0)
+            # what the launchers started elsewhere (orted on another node, a rank in a
+            # container) and left running carries the run's directory in its environment
+            left = stop_marked(rundir.ENV, shared)
+            if left:
+                print(f"fabbench: stopped {len(left)} process(es) of this run still running "
+                      f"after its launcher ended: {', '.join(left)}", file=sys.stderr)
             for copier in copiers:  # the pipe closes with its last writer; never wait long
                 copier.join(timeout=2.0)
 
