@@ -20,10 +20,30 @@ REPO = Path(__file__).resolve().parents[1]
 
 def fabbench(*args: str, timeout: float = 180, env: dict | None = None,
              cwd: str | Path | None = None) -> subprocess.CompletedProcess:
-    """Run `python -m fabbench ARGS` and return the completed process (never hangs)."""
-    return subprocess.run([sys.executable, "-m", "fabbench", *args], capture_output=True,
-                          text=True, timeout=timeout, env={**os.environ, **(env or {})},
-                          cwd=cwd, check=False)
+    """Run `python -m fabbench ARGS` and return the completed process (never hangs: past
+    ``timeout`` it is stopped as :func:`stop` does, and TimeoutExpired raised)."""
+    proc = subprocess.Popen([sys.executable, "-m", "fabbench", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, **(env or {})}, cwd=cwd)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        stop(proc)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def stop(proc: subprocess.Popen, grace_s: float = 15.0) -> None:
+    """End a fabbench process a test started, if it still runs: SIGTERM first, so that its
+    launcher stops the ranks and daemons it started (a SIGKILL would leave an mpirun in its
+    own session running), SIGKILL after ``grace_s``; reaped either way."""
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.communicate(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate(timeout=60)
 
 
 @pytest.fixture

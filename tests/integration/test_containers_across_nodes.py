@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, stop
 from fabbench.results.reader import read_results
 from fabbench.results.records import Run
 from integration.test_apptainer import (  # noqa: F401  (fixtures)
@@ -62,9 +62,7 @@ def emulate_in_image(runtime: str, img: str, primitive: str, cwd: Path,
     try:
         out, err = proc.communicate(timeout=480)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate(timeout=60)
+        stop(proc)
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err), proc.pid
 
 

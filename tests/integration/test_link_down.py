@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import fabbench, needs_mpirun
+from conftest import fabbench, needs_mpirun, stop
 from fabbench.emulate import net
 
 pytestmark = [pytest.mark.integration, pytest.mark.needs_root, needs_mpirun,
@@ -88,8 +88,7 @@ def test_a_link_down_mid_run_ends_fast_named_and_leaves_nothing(cluster, tmp_pat
     try:
         stdout, stderr = run.communicate(timeout=240)
     finally:
-        if run.poll() is None:
-            run.kill()
+        stop(run)
         thread.join(timeout=10)
     ended = time.monotonic()
     assert taken, f"the run ended before the link went down: {stdout[-2000:]}{stderr[-2000:]}"

@@ -22,8 +22,9 @@ from fabbench.launch.table import LaunchSpec
 from fabbench.plan import Plan
 from fabbench.procs import signals_unwind, stop_groups, stop_marked
 
-# after a rank named a fault (its watchdog fired), how long the library's own abort may take
-# to end the run before the launcher ends it (an MPI abort across nodes can hang for minutes)
+# after a rank showed a fault (its watchdog fired, or it died), how long the library's own abort
+# may take to end the run before the launcher ends it (an MPI abort across nodes can hang for
+# minutes; an mpirun whose ranks died at start-up was once seen hanging past its caller)
 FAULT_GRACE_S = 5.0
 
 
@@ -70,11 +71,11 @@ def run(spec: LaunchSpec, deadline_s: float, ranks: int) -> tuple[int, str]:
                     return failed[0], watch.explain(ranks)
                 if all(c == 0 for c in codes):
                     return 0, ""
-                named = watch.first_timeout
+                named = watch.first_fault
                 if named is not None and time.monotonic() > named + FAULT_GRACE_S:
-                    # a rank named the fault and the library's own abort has not ended the
+                    # a rank timed out or died and the library's own abort has not ended the
                     # run: the launcher ends it (the finally below), the rank's line first
-                    why = watch.explain(ranks) or "a rank timed out"
+                    why = watch.explain(ranks) or "a rank failed"
                     return 1, (f"{why}; the launcher stopped every rank and daemon "
                                f"{FAULT_GRACE_S:.0f} s after (the library had not ended the run)")
                 if time.monotonic() > end:

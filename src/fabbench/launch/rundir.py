@@ -82,6 +82,14 @@ class Watch:
             if not _alive(pid):
                 self.died.append((rank, pid, time.monotonic()))
 
+    @property
+    def first_fault(self) -> float | None:
+        """When a rank first showed a fault: its watchdog's report, or its death (a rank of
+        this host gone without saying it ended); None while none has."""
+        seen = [t for t in (self.first_timeout, *(when for _, _, when in self.died))
+                if t is not None]
+        return min(seen, default=None)
+
     def timeouts(self) -> dict[int, str]:
         out = {}
         for entry in self.path.glob("rank-*.timeout"):
