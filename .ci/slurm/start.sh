@@ -8,7 +8,9 @@
 #                            # one slurmd per node in its own network namespace, with its own
 #                            # address (198.18.x.y), hostname and PMIx server, so
 #                            # srun -N4 --mpi=pmix works; slurmctld listens on the bridge
-#                            # ($FABBENCH, default .venv/bin/fabbench, makes the cluster)
+#                            # ($FABBENCH, default .venv/bin/fabbench, makes the cluster;
+#                            # FABBENCH_SLURM_LINK, default 1gbit, is each node's link and
+#                            # FABBENCH_SLURM_SLOW_NODE=NODE:RATE, e.g. 3:250mbit, one node's)
 #
 # Each cluster lives in its own directory ($FABBENCH_SLURM_DIR, default /var/tmp/fabbench-slurm/<mode>)
 # with its own ports, so both can run at once; nothing under /etc is changed: commands find the
@@ -83,8 +85,10 @@ elif [ "$mode" = four ]; then
     old=$(dirname "$(cat "$dir/emulation")")
     timeout 90 "$fabbench" emulate down --pid "$(basename "$old")" >/dev/null 2>&1 || true
   fi
+  slow=()
+  [ -z "${FABBENCH_SLURM_SLOW_NODE:-}" ] || slow=(--slow-node "$FABBENCH_SLURM_SLOW_NODE")
   emulation=$(timeout 150 "$fabbench" emulate up --nodes 4 --link "${FABBENCH_SLURM_LINK:-1gbit}" \
-                2>/dev/null | sed -n 's/^FABBENCH_EMULATION=//p')
+                "${slow[@]}" 2>/dev/null | sed -n 's/^FABBENCH_EMULATION=//p')
   [ -n "$emulation" ] || { log "fabbench emulate up failed"; exit 1; }
   echo "$emulation" >"$dir/emulation"
   edir=$(dirname "$emulation")

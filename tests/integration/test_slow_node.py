@@ -8,6 +8,7 @@ The emulated-network version (a node's link shaped slower) is bench/pairs_slow_n
 from __future__ import annotations
 
 import json
+import statistics
 
 import pytest
 
@@ -36,11 +37,19 @@ def test_pairs_names_the_held_back_rank(tmp_path, primitive, schedule):
                  timeout=150)
     assert p.returncode == 0, p.stderr[-2000:]
     recs = read_results(out).of_kind("pairs")
+    first = [r for r in recs if not r.recheck]
     # auto: rounds, on one host that is not an emulated cluster
-    assert {r.schedule for r in recs} == {"rounds" if schedule == "auto" else schedule}
-    assert len(recs) == 12  # 3 rounds x 2 pairs x 2 sizes, every node meeting every other
-    assert sorted({(r.a, r.b) for r in recs}) == [(0, 1), (0, 2), (0, 3), (1, 2), (1, 3),
-                                                        (2, 3)]
+    assert {r.schedule for r in first} == {"rounds" if schedule == "auto" else schedule}
+    assert len(first) == 12  # 3 rounds x 2 pairs x 2 sizes, every node meeting every other
+    assert sorted({(r.a, r.b) for r in first}) == [(0, 1), (0, 2), (0, 3), (1, 2), (1, 3),
+                                                         (2, 3)]
+    # after the rounds, rank 3's pairs (below 75 % of the median at 256K) once more, one at a
+    # time, and slow again: the hook holds rank 3 back every time
+    again = [r for r in recs if r.recheck]
+    assert sorted((r.a, r.b) for r in again) == [(0, 3), (1, 3), (2, 3)]
+    assert all(r.bytes == 256 << 10 and r.schedule == "serial" for r in again)
+    assert all(r.bw_gbyte_s < 0.75 * statistics.median(x.bw_gbyte_s for x in first
+                                                        if x.bytes == r.bytes) for r in again)
     assert all(r.correct is True and r.unit == "rank" for r in recs)
     assert "slow rank: rank 3" in p.stdout  # the run's own summary
     report = fabbench("report", str(out), "--json")
@@ -49,6 +58,8 @@ def test_pairs_names_the_held_back_rank(tmp_path, primitive, schedule):
     assert found["pairs"]["slow"] == [3]
     three = next(n for n in found["pairs"]["nodes"] if n["unit"] == 3)
     assert three["share_max"] < 0.75 and three["pairs"] == 3
+    assert found["pairs"]["rechecked"] == [[0, 3], [1, 3], [2, 3]]
+    assert found["pairs"]["recovered"] == []
     text = make_report([out]).text
     assert "# slow rank: rank 3" in text and "the median of the pairs without it" in text
 

@@ -25,25 +25,25 @@ TINY = ["--sizes", "8,64K", "--ops", "allreduce", "--budget", "0.05", "--timeout
 JOB_DEADLINE_S = 180
 
 
-def _cluster(mode: str) -> dict[str, str]:
+def _cluster(mode: str, env: dict[str, str] | None = None) -> dict[str, str]:
     if os.geteuid() != 0:
         pytest.skip("the Slurm daemons need root")
     if not all(os.path.exists(f"/usr/sbin/{d}") for d in ("slurmctld", "slurmd", "munged")):
         pytest.skip("slurm-wlm and munge are not installed (.ci/apt-packages.txt)")
     try:
         p = subprocess.run([str(REPO / ".ci/slurm/start.sh"), mode], capture_output=True,
-                           text=True, timeout=120, check=False)
+                           text=True, timeout=120, check=False, env={**os.environ, **(env or {})})
     except subprocess.TimeoutExpired:
         pytest.fail(f"the {mode} Slurm cluster did not start within 120 s")
     if p.returncode != 0:  # root and the packages are here: a start that fails is a failure
         pytest.fail(f"the {mode} Slurm cluster did not start: {p.stderr.strip()[-500:]}")
-    return {**os.environ, "SLURM_CONF": p.stdout.strip().splitlines()[-1]}
+    return {**os.environ, **(env or {}), "SLURM_CONF": p.stdout.strip().splitlines()[-1]}
 
 
 def slurm_cluster(mode: str, **env: str) -> Iterator[dict[str, str]]:
     """A fixture's body: the cluster's environment, then the cluster stopped again, so that no
     test leaves a daemon behind (the next module's start is idempotent and takes seconds)."""
-    started = _cluster(mode)
+    started = _cluster(mode, env)
     try:
         yield started
     finally:

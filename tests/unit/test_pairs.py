@@ -10,11 +10,11 @@ import pytest
 
 from fabbench.errors import UsageError
 from fabbench.report.late import late_ranks
-from fabbench.report.pairs import SLOW_SHARE, analyse
-from fabbench.results.records import Collective, Pairs
+from fabbench.report.pairs import analyse
+from fabbench.results.records import SLOW_SHARE, Collective, Pairs, best_pairs
 from fabbench.timing.engine import TimingPolicy, measure
 from fabbench.workloads.faults import Fault
-from fabbench.workloads.pairs import endpoints, round_robin
+from fabbench.workloads.pairs import endpoints, round_robin, slow_pairs
 
 
 @pytest.mark.parametrize("n", range(2, 18))
@@ -50,13 +50,18 @@ def fleet(n: int, bw: dict[int, float] | None = None, base: float = 0.1, noise: 
         for a, b in pairs:
             for size in sizes:
                 rate = min(bw.get(a, base), bw.get(b, base)) * (1 + rng.uniform(-noise, noise))
-                p50 = size / (rate * 1e9) * 1e6 + 50.0
-                recs.append(Pairs.read({"op": "sendrecv", "round": number, "unit": "node",
-                             "a": a, "b": b, "a_rank": a, "b_rank": b, "a_host": f"n{a}",
-                             "b_host": f"n{b}", "bytes": size, "dtype": "float32",
-                             "transport": "ob1/tcp", "time_us": {"p50": p50},
-                             "bw_gbyte_s": size / (p50 * 1e-6) / 1e9, "correct": None}))
+                recs.append(pair_record(number, a, b, size, rate))
     return recs
+
+
+def pair_record(number: int, a: int, b: int, size: int, rate: float, **more) -> Pairs:
+    """A pairs record of pair (a, b) moving ``size`` bytes at ``rate`` GB/s (plus 50 µs)."""
+    p50 = size / (rate * 1e9) * 1e6 + 50.0
+    return Pairs.read({"op": "sendrecv", "round": number, "unit": "node", "a": a, "b": b,
+                       "a_rank": a, "b_rank": b, "a_host": f"n{a}", "b_host": f"n{b}",
+                       "bytes": size, "dtype": "float32", "transport": "ob1/tcp",
+                       "time_us": {"p50": p50}, "bw_gbyte_s": size / (p50 * 1e-6) / 1e9,
+                       "correct": None, **more})
 
 
 def test_slow_node_is_named_with_its_numbers():
@@ -98,6 +103,53 @@ def test_rule_threshold_is_the_documented_one():
     just_above = analyse(fleet(4, {3: 0.1 * (SLOW_SHARE + 0.02)}, sizes=(1 << 30,)))
     just_below = analyse(fleet(4, {3: 0.1 * (SLOW_SHARE - 0.02)}, sizes=(1 << 30,)))
     assert just_above.slow == [] and [n.unit for n in just_below.slow] == [3]
+
+
+def recheck(recs: list[Pairs], a: int, b: int, bw: float) -> Pairs:
+    """A recheck of pair (a, b) at the largest size, moving ``bw`` GB/s."""
+    first = max((r for r in recs if (r.a, r.b) == (a, b)), key=lambda r: r.bytes)
+    return pair_record(first.round, a, b, first.bytes, bw, recheck=True)
+
+
+def test_a_pair_slowed_once_is_judged_by_its_recheck():
+    # node 3's link is slow; a healthy pair (0, 1) was slowed in the rounds, as slow as node 3's
+    recs = fleet(4, {3: 0.03})
+    slowed = [r if (r.a, r.b, r.bytes) != (0, 1, 1 << 20) else
+              pair_record(r.round, 0, 1, r.bytes, 0.03) for r in recs]
+    assert analyse(slowed).slow == []  # without the recheck: no single slow node
+    v = analyse([*slowed, recheck(slowed, 0, 1, 0.1), *(recheck(slowed, a, 3, 0.03)
+                                                        for a in range(3))])
+    assert [n.unit for n in v.slow] == [3]
+    assert v.rechecked == [(0, 1), (0, 3), (1, 3), (2, 3)] and v.recovered == [(0, 1)]
+    assert v.text[0] == ("4 pairs below 75% of the median measured again (0<->1, 0<->3, "
+                         "1<->3, 2<->3); 0<->1 then not slow, judged by the better figure")
+    assert v.text[1].startswith("slow node: node 3 (n3, rank 3)")
+
+
+def test_a_slow_link_stays_slow_when_its_recheck_is_slow():
+    recs = fleet(4, {3: 0.03})
+    v = analyse([*recs, *(recheck(recs, a, 3, 0.028) for a in range(3))])
+    assert [n.unit for n in v.slow] == [3] and v.recovered == []
+    assert v.text[0].endswith("each slow again")
+    three = next(n for n in v.nodes if n.unit == 3)
+    assert min(three.bw_gbyte_s) > 0.029  # the better figure of each pair
+
+
+def test_best_pairs_keeps_the_faster_figure_of_each_pair():
+    recs = fleet(3, sizes=(1 << 20,))
+    faster = recheck(recs, 0, 1, 0.5)
+    best = best_pairs([*recs, faster])
+    assert len(best) == 3 and faster in best
+
+
+@pytest.mark.parametrize("bw,expected", [
+    ({(0, 1): 1.0, (0, 2): 1.0, (1, 2): 0.2}, [(1, 2)]),
+    ({(0, 1): 1.0, (0, 2): 0.8, (1, 2): 0.76}, []),
+    ({(0, 1): 1.0, (2, 3): 0.1}, []),  # two pairs: no median to stand out from
+    ({}, []),
+])
+def test_slow_pairs_are_those_below_the_share_of_the_median(bw, expected):
+    assert slow_pairs(bw) == expected
 
 
 def test_no_pairs_records_no_verdict():

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 
 from fabbench.errors import UsageError
 from fabbench.results.link import link_of
-from fabbench.results.records import Pairs
+from fabbench.results.records import Pairs, best_pairs
 from fabbench.results.runs import Series
 
 # metric -> (its unit, whether higher is better)
@@ -145,6 +145,7 @@ def _pair_points(records: list[Pairs], common: Point, ranks: int) -> Iterator[Po
     the smallest), with each pair's figure in the evidence."""
     if not records:
         return
+    records = best_pairs(records)  # a rechecked pair by its better figure
     sizes = sorted({r.bytes for r in records})
     big, small = sizes[-1], sizes[0]
     hosts: dict[int, str] = {}

@@ -14,7 +14,7 @@ from fabbench.render.context import REFERENCE_FLOORS, Benchmark, K8sJob, SlurmJo
 
 
 def benchmark(*, gpus_per_node: int, extra_args: Sequence[str] = (),
-              label: str = "collectives", **options: Any) -> Benchmark:
+              label: str | None = None, **options: Any) -> Benchmark:
     """The benchmark of `fabbench render`'s run options, by parameter name (``fabric``,
     ``budget``, ...: those of fabbench.config.typer_parameters; comma lists as text), read as
     `fabbench run` reads them; an option not given keeps its default. What they leave open
@@ -30,7 +30,9 @@ def benchmark(*, gpus_per_node: int, extra_args: Sequence[str] = (),
     config = config.replace(primitive=primitive,
                             horovod_over=rendered_over(spec, config.horovod_over),
                             device=config.device or ("cuda" if gpus_per_node else "cpu"))
-    return Benchmark(label=label, config=config, extra_args=tuple(extra_args))
+    # the results file is named after what it holds: <job id>-pairs.jsonl for the pairs
+    return Benchmark(label=label or config.workload, config=config,
+                     extra_args=tuple(extra_args))
 
 
 def node_selector(pairs: Sequence[str]) -> tuple[tuple[str, str], ...]:

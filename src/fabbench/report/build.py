@@ -15,6 +15,7 @@ from fabbench.report.compare import Comparison, compare
 from fabbench.report.late import late_ranks
 from fabbench.results import lines
 from fabbench.results.runs import Series, expand, load
+from fabbench.results.records import best_pairs
 from fabbench.workload_spec import load_entry
 
 if TYPE_CHECKING:
@@ -133,7 +134,7 @@ def foreign_text(points: Sequence[Point], series: Sequence[Series]) -> str:
     for s in series:
         for c in s.collectives:
             mine.setdefault((c.op, c.bytes), (c.busbw_gbyte_s, s.label))
-        for r in s.pairs:
+        for r in best_pairs(s.pairs):
             mine.setdefault(("pairs", r.bytes), (r.bw_gbyte_s, s.label))
     groups: dict[tuple[str, str, str, str | None], list[Point]] = {}
     for p in points:

@@ -13,6 +13,10 @@ node's pairs are all a quarter below every other pair. When a node's pairs are a
 the median but some pair without it is as slow (more than one bad node, or a noisy network), no
 node is named and the report says so. Two nodes make one pair, which cannot say which end is
 slow. Latency (the p50 at the smallest size) is shown as evidence, not judged.
+
+A pair the workload measured again after the rounds (a ``recheck`` record: its first figure was
+below SLOW_SHARE of the median) is judged by its better figure (records.best_pairs): noise only
+slows a pair, a bad link is slow both times.
 """
 
 from __future__ import annotations
@@ -22,9 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from fabbench.results.records import Pairs
-
-SLOW_SHARE = 0.75
+from fabbench.results.records import SLOW_SHARE, Pairs, best_pairs
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -70,6 +72,8 @@ class PairsVerdict:
     latency_bytes: int | None
     pairs: int
     median_gbyte_s: float           # of every pair
+    rechecked: list[tuple[int, int]] = field(default_factory=list)  # measured again
+    recovered: list[tuple[int, int]] = field(default_factory=list)  # ... and then not slow
     nodes: list[NodeStat] = field(default_factory=list)
     slow: list[NodeStat] = field(default_factory=list)
     text: list[str] = field(default_factory=list)
@@ -78,6 +82,8 @@ class PairsVerdict:
         return {"unit": self.unit, "bw_bytes": self.bw_bytes,
                 "latency_bytes": self.latency_bytes, "pairs": self.pairs,
                 "median_gbyte_s": self.median_gbyte_s, "slow_share": SLOW_SHARE,
+                "rechecked": [list(p) for p in self.rechecked],
+                "recovered": [list(p) for p in self.recovered],
                 "slow": [n.unit for n in self.slow],
                 "slow_hosts": [n.host for n in self.slow],
                 "nodes": [n.as_dict() for n in self.nodes], "text": self.text}
@@ -99,9 +105,10 @@ def _name(unit: str, n: NodeStat) -> str:
 
 def analyse(records: Iterable[Pairs]) -> PairsVerdict | None:
     """The verdict for one run's pairs records; None when there are none."""
-    records = list(records)
-    if not records:
+    everything = list(records)
+    if not everything:
         return None
+    records = best_pairs(everything)
     unit = records[0].unit
     sizes = sorted({r.bytes for r in records})
     big, small = sizes[-1], (sizes[0] if len(sizes) > 1 else None)
@@ -113,6 +120,9 @@ def analyse(records: Iterable[Pairs]) -> PairsVerdict | None:
         where[r.b] = (r.b_host, r.b_rank)
     verdict = PairsVerdict(unit=unit, bw_bytes=big, latency_bytes=small, pairs=len(bw),
                            median_gbyte_s=statistics.median(bw.values()))
+    verdict.rechecked = sorted({(r.a, r.b) for r in everything if r.recheck and r.bytes == big})
+    verdict.recovered = [p for p in verdict.rechecked if p in bw
+                         and bw[p] >= SLOW_SHARE * verdict.median_gbyte_s]
     for k in sorted(where):
         mine = [v for pair, v in sorted(bw.items()) if k in pair]
         rest = [v for pair, v in bw.items() if k not in pair]
@@ -135,12 +145,21 @@ def analyse(records: Iterable[Pairs]) -> PairsVerdict | None:
     return verdict
 
 
+def _pair_list(pairs: list[tuple[int, int]]) -> str:
+    return ", ".join(f"{a}<->{b}" for a, b in pairs)
+
+
 def _explain(v: PairsVerdict, all_slow: list[NodeStat], units: int) -> list[str]:
     at = f"at {v.bw_bytes} B"
     if units < 3:
         return [f"no verdict: {units} {v.unit}s make one pair, which cannot say which end is "
                 "slow (3 or more are needed)"]
     lines = []
+    if v.rechecked:
+        lines.append(f"{len(v.rechecked)} pairs below {100 * SLOW_SHARE:.0f}% of the median "
+                     f"measured again ({_pair_list(v.rechecked)}); "
+                     + (f"{_pair_list(v.recovered)} then not slow, judged by the better figure"
+                        if v.recovered else "each slow again"))
     for n in v.slow:
         lo, hi = n.share
         text = (f"slow {v.unit}: {_name(v.unit, n)}: its {n.pairs} pairs move "

@@ -15,7 +15,8 @@ Schema history (the loader reads every version listed):
               by (``stable``, ``stable_rule``, ``median_ci95_rel``); unknown fields are refused
               (schema.json); the run records GPUDirect RDMA asked and got (``gpudirect``),
               the library's own report (``library_report``) and the ``timing_method``;
-              later the container runtime of each rank (``rank_containers``, optional).
+              later the container runtime of each rank (``rank_containers``, optional), and
+              a pairs record measured again after the rounds (``recheck``, optional).
               Renamed from fabbench/1 (RENAMED below, applied on load):
                 collective  algbw_gbps -> algbw_gbyte_s, busbw_gbps -> busbw_gbyte_s,
                             busbw_mean_gbps -> busbw_mean_gbyte_s

@@ -15,6 +15,13 @@ pairs at once would measure that contention, not their links).
 One rank stands for each node (its first rank); on one host, where every rank has the same host
 name, each rank stands for itself (a local rank plays a node). report/pairs.py names the node
 whose pairs are all slow.
+
+After the rounds, every pair whose bandwidth at the largest size fell below SLOW_SHARE of the
+median of all pairs is measured once more, one pair at a time while the others wait (a
+``recheck`` record). A bad link is slow both times; a pair that a passing burst of traffic or a
+TCP retransmission timeout slowed is not, and the verdict takes each pair's better figure
+(records.best_pairs). Every rank gathers every pair's figure, so every rank picks the same
+pairs to recheck without a further message.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ import numpy as np
 from fabbench.comm.base import Communicator
 from fabbench.plan import Plan
 from fabbench.results import records
+from fabbench.results.records import SLOW_SHARE
 from fabbench.timing.engine import measure
 from fabbench.timing.stats import summarize
 from fabbench.workloads.faults import Fault
@@ -85,37 +93,72 @@ def _measure_pair(comm: Communicator, plan: Plan, peer: int, nbytes: int, dtype:
 def run_pairs(comm: Communicator, plan: Plan, transport: str, hosts: list[str],
               arm: Callable[[float, str], None], fault: Fault | None = None
               ) -> Iterator[records.Pairs]:
-    """Yield one `pairs` record per pair, size and dtype, round by round.
+    """Yield one `pairs` record per pair, size and dtype, round by round, then one `recheck`
+    record per pair that was slow at the largest size (see the module's doc).
     Every rank runs this; ranks that stand for no unit, or rest this round, only keep step."""
     ranks, unit = endpoints(hosts)
     me = ranks.index(comm.rank) if comm.rank in ranks else None
     rounds = round_robin(len(ranks))
+    where = {pair: number for number, pairs in enumerate(rounds) for pair in pairs}
+    first: dict[tuple[str, int], dict[tuple[int, int], float]] = {}  # (dtype, bytes): pair: GB/s
     for number, pairs in enumerate(rounds):
         for dtype in plan.dtypes:
             for nbytes in plan.sizes:
-                count = nbytes // DTYPE_SIZES[dtype]
-                if count == 0:
+                size = _size(nbytes, dtype)
+                if size == 0:
                     continue
-                size = count * DTYPE_SIZES[dtype]
-                mine: dict[str, Any] | None = None
-                for a, b in pairs:
-                    what = (f"pairs round {number + 1} of {len(rounds)}: {OP} {unit} {a} <-> "
-                            f"{unit} {b} of {size} bytes ({dtype})")
-                    if me in (a, b):
-                        peer = ranks[b if me == a else a]
-                        pause = fault.pause_s(comm.rank, "pairs", size) if fault else 0.0
-                        got = _measure_pair(comm, plan, peer, size, dtype, arm, what, pause)
-                        if me == a:  # one side reports the pair
-                            mine = {"pair": (a, b), **got}
-                    if plan.pair_schedule == "serial":  # the next pair starts when this one ends
-                        arm(plan.op_timeout(size) + plan.timeout_s, f"{what}: waiting for it")
-                        comm.quiet_barrier()
-                arm(plan.op_timeout(size) + plan.timeout_s,
-                    f"pairs round {number + 1}: waiting for every pair ({size} bytes)")
-                for found in comm.gather_objects(_portable(mine)):
-                    if found is not None:
-                        yield _record(found, number, len(rounds), ranks, hosts, unit, size,
-                                      dtype, transport, plan)
+                for rec in _pairs_once(comm, plan, pairs, ranks, me, unit, size, dtype, arm,
+                                       fault, number, len(rounds), hosts, transport,
+                                       serial=plan.pair_schedule == "serial"):
+                    first.setdefault((dtype, size), {})[(rec.a, rec.b)] = rec.bw_gbyte_s
+                    yield rec
+    for dtype in plan.dtypes:
+        size = max((_size(n, dtype) for n in plan.sizes), default=0)
+        for a, b in slow_pairs(first.get((dtype, size), {})):
+            yield from _pairs_once(comm, plan, [(a, b)], ranks, me, unit, size, dtype, arm,
+                                   fault, where[(a, b)], len(rounds), hosts, transport,
+                                   serial=True, recheck=True)
+
+
+def _size(nbytes: int, dtype: str) -> int:
+    return nbytes // DTYPE_SIZES[dtype] * DTYPE_SIZES[dtype]
+
+
+def slow_pairs(bw: Mapping[tuple[int, int], float]) -> list[tuple[int, int]]:
+    """The pairs to measure again: below SLOW_SHARE of the median of all pairs (with 3 or more
+    pairs; fewer cannot say which is the odd one)."""
+    if len(bw) < 3:
+        return []
+    median = float(np.median(list(bw.values())))
+    return sorted(pair for pair, v in bw.items() if v < SLOW_SHARE * median)
+
+
+def _pairs_once(comm: Communicator, plan: Plan, pairs: list[tuple[int, int]], ranks: list[int],
+                me: int | None, unit: str, size: int, dtype: str,
+                arm: Callable[[float, str], None], fault: Fault | None, number: int,
+                rounds: int, hosts: list[str], transport: str, *, serial: bool,
+                recheck: bool = False) -> Iterator[records.Pairs]:
+    """The given disjoint pairs exchange ``size`` bytes (at once, or one after another when
+    ``serial``), and every rank gathers every pair's figures: one record per pair."""
+    mine: dict[str, Any] | None = None
+    stage = f"pairs recheck (round {number + 1})" if recheck else \
+        f"pairs round {number + 1} of {rounds}"
+    for a, b in pairs:
+        what = f"{stage}: {OP} {unit} {a} <-> {unit} {b} of {size} bytes ({dtype})"
+        if me in (a, b):
+            peer = ranks[b if me == a else a]
+            pause = fault.pause_s(comm.rank, "pairs", size) if fault else 0.0
+            got = _measure_pair(comm, plan, peer, size, dtype, arm, what, pause)
+            if me == a:  # one side reports the pair
+                mine = {"pair": (a, b), **got}
+        if serial:  # the next pair starts when this one ends
+            arm(plan.op_timeout(size) + plan.timeout_s, f"{what}: waiting for it")
+            comm.quiet_barrier()
+    arm(plan.op_timeout(size) + plan.timeout_s, f"{stage}: waiting for every pair ({size} bytes)")
+    for found in comm.gather_objects(_portable(mine)):
+        if found is not None:
+            yield _record(found, number, rounds, ranks, hosts, unit, size, dtype, transport,
+                          plan, recheck)
 
 
 def _portable(mine: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -128,21 +171,24 @@ def _portable(mine: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 def _record(found: dict[str, Any], number: int, rounds: int, ranks: list[int], hosts: list[str],
-            unit: str, size: int, dtype: str, transport: str, plan: Plan) -> records.Pairs:
+            unit: str, size: int, dtype: str, transport: str, plan: Plan,
+            recheck: bool) -> records.Pairs:
     a, b = found["pair"]
     samples = found["samples_us"]
     times = summarize(samples)
     return records.Pairs(
-        run_id=plan.run_id, op=OP, schedule=plan.pair_schedule, round=number + 1, rounds=rounds,
+        run_id=plan.run_id, op=OP, schedule="serial" if recheck else plan.pair_schedule, round=number + 1, rounds=rounds,
         unit=unit, units=len(ranks), a=a, b=b, a_rank=ranks[a], b_rank=ranks[b],
         a_host=hosts[ranks[a]], b_host=hosts[ranks[b]], bytes=size, dtype=dtype,
         transport=transport, iters=found["batch"] * len(samples),
         samples=len(samples), batch=found["batch"], warmup=found["warmup"],
         timing=plan.policy.protocol,
         time_us=times, samples_us=[round(s, 3) for s in samples],
-        bw_gbyte_s=size / (times["p50"] * 1e-6) / 1e9, correct=found["correct"])
+        bw_gbyte_s=size / (times["p50"] * 1e-6) / 1e9, correct=found["correct"],
+        recheck=recheck)
 
 
+# a recheck's round ends in "r" (1r: the pair of round 1, measured again)
 HEADER = (f"#{'round':>6} {'pair':>9} {'size':>10} {'type':>9} {'p50 us':>11} {'GB/s':>8} "
           f"{'check':>6}  hosts")
 
@@ -150,7 +196,8 @@ HEADER = (f"#{'round':>6} {'pair':>9} {'size':>10} {'type':>9} {'p50 us':>11} {'
 def line(rec: dict[str, Any]) -> str:
     check = {True: "ok", False: "WRONG", None: "-"}[rec["correct"]]
     pair = f"{rec['a']}<->{rec['b']}"
-    return (f" {rec['round']:>6} {pair:>9} {rec['bytes']:>10} {rec['dtype']:>9} "
+    round_ = f"{rec['round']}r" if rec.get("recheck") else rec["round"]
+    return (f" {round_:>6} {pair:>9} {rec['bytes']:>10} {rec['dtype']:>9} "
             f"{rec['time_us']['p50']:>11.2f} {rec['bw_gbyte_s']:>8.4f} {check:>6}  "
             f"{rec['a_host']} <-> {rec['b_host']}")
 
