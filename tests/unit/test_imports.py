@@ -38,6 +38,7 @@ LAYERS: Sequence[Sequence[str]] = (
     ("fabbench.fidelity",),  # times `fabbench run` against bare loops started by its launcher
     ("fabbench.doctor", "fabbench.study"),
     ("fabbench.render", "fabbench.report"),  # jobs and studies rendered; results and studies read
+    ("fabbench.tune",),  # library settings searched with launches of `fabbench run`
     ("fabbench.cli",),
     ("fabbench.__main__",),
 )

@@ -12,7 +12,8 @@ import typer
 from typer.exceptions import Abort, Exit, TyperException
 
 from fabbench import __version__, config
-from fabbench.cli import emulate, floors, labels, model, render, results, study, sysinfo, train
+from fabbench.cli import (emulate, floors, labels, model, render, results, study, sysinfo,
+                          train, tune)
 from fabbench.cli.options import Json
 from fabbench.errors import FabbenchError
 from fabbench.procs import Terminated
@@ -116,7 +117,7 @@ def version() -> None:
 
 # Commands that live in their own modules (cli/<name>.py, each with `register(app)`). Those
 # modules keep heavy imports inside their command functions, so start-up stays fast.
-for _module in (emulate, floors, labels, model, render, results, study, sysinfo, train):
+for _module in (emulate, floors, labels, model, render, results, study, sysinfo, train, tune):
     _module.register(app)
 
 

@@ -27,9 +27,10 @@ Site profiles written before these keys existed get the defaults of their hardwa
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -53,7 +54,8 @@ GPUDIRECT = ("auto", "on", "off")
 GPUDIRECT_VERIFY = ("report", "library", "none")
 _TOP_KEYS = {"name", "description", "hardware", "single_host", "devices", "link", "env",
              "primitive", "wire"}
-_SECTION_KEYS = {"env", "mca", "transport", "gpudirect"}
+_SECTION_KEYS = {"env", "mca", "transport", "gpudirect", "tune"}
+_AXIS_KEYS = {"mca", "env", "values", "ops", "needs", "per_size", "note"}
 _GPUDIRECT_KEYS = {"verify", "on", "off"}
 SPEED_FROM = ("rdma", "nic", "none")
 _LINK_KEYS = {"speed_from", "device_env", "iface_env"}
@@ -77,6 +79,28 @@ def _frozen(mapping: Mapping[str, str]) -> Mapping[str, str]:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Axis:
+    """One setting `fabbench tune` may change ([[primitive.X.tune]]): an MCA parameter or an
+    environment variable, the values to try, the ops it affects (empty: every op), what a value
+    needs beside it to take effect (``needs``: Open MPI's forced algorithms need
+    coll_tuned_use_dynamic_rules), and whether it is chosen per message size (``per_size``:
+    an Open MPI collective's algorithm, written to a coll_tuned rules file)."""
+
+    kind: str                       # "mca" or "env"
+    key: str
+    values: tuple[str, ...]
+    ops: tuple[str, ...] = ()
+    needs_mca: Mapping[str, str] = field(default_factory=dict)
+    needs_env: Mapping[str, str] = field(default_factory=dict)
+    per_size: bool = False
+    note: str = ""
+
+    @property
+    def name(self) -> str:
+        return f"{self.kind}:{self.key}"
+
+
+@dataclass(frozen=True, kw_only=True)
 class Settings:
     """What one primitive needs on one fabric: environment, MCA parameters, accepted transports."""
 
@@ -88,6 +112,7 @@ class Settings:
     gpudirect_modes: Mapping[str, Settings] = field(default_factory=dict)
     gpudirect_verify: str = "none"
     gpudirect: str = "auto"
+    tune: tuple[Axis, ...] = ()  # what `fabbench tune` may change, and the values it tries
 
     def resolve(self, values: Mapping[str, str | None]) -> Settings:
         """Fill in "{iface}"-style placeholders; a placeholder without a value is a UsageError."""
@@ -185,6 +210,57 @@ class Profile:
             mca=_frozen({**base.mca, **extra.mca}), gpudirect=gpudirect)
 
 
+def _toml_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    return json.dumps(str(value))  # a JSON string is a TOML basic string
+
+
+def _inline(table: Mapping[str, str]) -> str:
+    return "{ " + ", ".join(f"{k} = {_toml_value(v)}" for k, v in table.items()) + " }"
+
+
+def _section_toml(at: str, s: Settings) -> list[str]:
+    lines = [f"[{at}]"]
+    if s.mca:
+        lines.append(f"mca = {_inline(s.mca)}")
+    if s.env:
+        lines.append(f"env = {_inline(s.env)}")
+    lines.append(f"transport = {_toml_value(s.transport)}")
+    if s.gpudirect_modes:
+        lines += ["", f"[{at}.gpudirect]", f"verify = {_toml_value(s.gpudirect_verify)}"]
+        for mode, m in s.gpudirect_modes.items():
+            parts = [f"{k} = {_inline(v)}" for k, v in (("mca", m.mca), ("env", m.env)) if v]
+            lines.append(f"{mode} = {{ {', '.join(parts)} }}")
+    return lines
+
+
+def profile_toml(profile: Profile, header: Sequence[str] = ()) -> str:
+    """The profile as a TOML file that reads back to the same profile (its tune axes left out:
+    a written profile is a result, not a search space); ``header``: comment lines on top."""
+    lines = [f"# {line}" if line else "#" for line in header]
+    lines += [f"name = {_toml_value(profile.name)}",
+              f"description = {_toml_value(profile.description)}",
+              f"hardware = {_toml_value(profile.hardware)}"]
+    if profile.single_host:
+        lines.append("single_host = true")
+    lines.append(f"devices = {_toml_value(profile.devices)}")
+    if profile.env:
+        lines.append(f"env = {_inline(profile.env)}")
+    link = profile.link
+    lines += ["", "[link]", f"speed_from = {_toml_value(link.speed_from)}",
+              f"device_env = {_toml_value(link.device_env)}",
+              f"iface_env = {_toml_value(link.iface_env)}"]
+    for name, settings in profile.primitives.items():
+        lines += ["", *_section_toml(f"primitive.{name}", settings)]
+    for wire, sections in profile.wires.items():
+        for name, settings in sections.items():
+            lines += ["", *_section_toml(f"wire.{wire}.primitive.{name}", settings)]
+    return "\n".join(lines) + "\n"
+
+
 def _strings(table: object, where: str, pattern: re.Pattern) -> dict[str, str]:
     if not isinstance(table, dict):
         raise UsageError(f"{where}: expected a table of strings")
@@ -219,7 +295,53 @@ def _section(table: object, where: str) -> Settings:
     modes, verify = _gpudirect(table.get("gpudirect"), f"{where}.gpudirect")
     return Settings(env=_frozen(_strings(table.get("env", {}), f"{where}.env", _ENV_NAME)),
                     mca=_frozen(_strings(table.get("mca", {}), f"{where}.mca", _MCA_NAME)),
-                    transport=tuple(transport), gpudirect_modes=modes, gpudirect_verify=verify)
+                    transport=tuple(transport), gpudirect_modes=modes, gpudirect_verify=verify,
+                    tune=_axes(table.get("tune", []), f"{where}.tune"))
+
+
+def _axes(value: object, where: str) -> tuple[Axis, ...]:
+    """[[primitive.X.tune]]: each an ``mca`` or ``env`` name with a non-empty list of values."""
+    if not isinstance(value, list):
+        raise UsageError(f"{where}: expected an array of tables ([[...tune]])")
+    axes = []
+    for i, table in enumerate(value, 1):
+        at = f"{where}[{i}]"
+        table = _table(table, at, _AXIS_KEYS)
+        kinds = [k for k in ("mca", "env") if k in table]
+        if len(kinds) != 1:
+            raise UsageError(f"{at}: name one setting, as mca = \"NAME\" or env = \"NAME\"")
+        kind = kinds[0]
+        key = table[kind]
+        if not isinstance(key, str) or not (_MCA_NAME if kind == "mca" else _ENV_NAME).match(key):
+            raise UsageError(f"{at}.{kind}: bad name {key!r}")
+        values = table.get("values")
+        if not isinstance(values, list) or not values:
+            raise UsageError(f"{at}: {kind} {key}: values must be a non-empty list")
+        if not all(isinstance(v, str | int) and not isinstance(v, bool) for v in values):
+            raise UsageError(f"{at}: {kind} {key}: values must be strings or integers")
+        texts = tuple(str(v) for v in values)
+        if len(set(texts)) != len(texts):
+            raise UsageError(f"{at}: {kind} {key}: a value is listed twice")
+        ops = table.get("ops", [])
+        if not isinstance(ops, list) or not all(isinstance(o, str) and o for o in ops):
+            raise UsageError(f"{at}.ops: expected a list of op names")
+        needs = _table(table.get("needs", {}), f"{at}.needs", {"mca", "env"})
+        per_size = table.get("per_size", False)
+        if not isinstance(per_size, bool):
+            raise UsageError(f"{at}.per_size: expected true or false")
+        if per_size and (kind != "mca" or len(ops) != 1):
+            raise UsageError(f"{at}: per_size is for one op's Open MPI algorithm (an mca "
+                             "setting with one op in ops)")
+        axes.append(Axis(kind=kind, key=key, values=texts, ops=tuple(ops),
+                         needs_mca=_frozen(_strings(needs.get("mca", {}), f"{at}.needs.mca",
+                                                    _MCA_NAME)),
+                         needs_env=_frozen(_strings(needs.get("env", {}), f"{at}.needs.env",
+                                                    _ENV_NAME)),
+                         per_size=per_size, note=str(table.get("note", ""))))
+    names = [a.name for a in axes]
+    if len(set(names)) != len(names):
+        raise UsageError(f"{where}: a setting is tuned twice")
+    return tuple(axes)
 
 
 def _gpudirect(table: object, where: str) -> tuple[Mapping[str, Settings], str]:

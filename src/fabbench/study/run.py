@@ -118,7 +118,7 @@ def _error_of(log: Path, code: int) -> str:
     return f"exit code {code}: {tail[-400:]}"
 
 
-def _file_ok(path: Path) -> bool:
+def results_ok(path: Path) -> bool:
     """A complete cell: its results file ends with ok summaries for every run in it."""
     from fabbench.results.reader import read_results
     from fabbench.results.records import Run, Summary
@@ -138,7 +138,7 @@ class _Stop(Exception):
     """SIGTERM/SIGHUP while a cell runs: stop it and end the study (resumable)."""
 
 
-def _launch(argv: list[str], env: dict[str, str], log: Path, deadline_s: float
+def launch_logged(argv: list[str], env: dict[str, str], log: Path, deadline_s: float
             ) -> tuple[int, str | None]:
     """Run one cell with its deadline; the exit code and, when the study stopped it, why."""
     with open(log, "ab") as out:
@@ -209,7 +209,7 @@ def run_study(study: Study, directory: str | os.PathLike, *, resume: bool = Fals
     for i, (cell, e) in enumerate(zip(study.cells, doc["cells"], strict=True)):
         if only is not None and not only(cell):
             continue
-        if e["status"] == "ok" and _file_ok(directory / e["file"]):
+        if e["status"] == "ok" and results_ok(directory / e["file"]):
             continue
         reason = why_not(cell, host, place)
         if reason is not None:
@@ -267,7 +267,7 @@ def _run_cell(directory: Path, cell: Cell, e: dict[str, Any], place: Place, inde
     argv, env = command(cell, results, place, index)
     t0 = time.monotonic()
     try:
-        code, stopped = _launch(argv, env, directory / e["log"], cell.deadline_s)
+        code, stopped = launch_logged(argv, env, directory / e["log"], cell.deadline_s)
     except BaseException:
         e.update(status="failed", error="the study was stopped while this cell ran",
                  wall_s=round(time.monotonic() - t0, 3))
@@ -275,7 +275,7 @@ def _run_cell(directory: Path, cell: Cell, e: dict[str, Any], place: Place, inde
         raise
     e["wall_s"] = round(time.monotonic() - t0, 3)
     e["exit_code"] = code
-    if code == 0 and _file_ok(results):
+    if code == 0 and results_ok(results):
         e["status"] = "ok"
     else:
         e["status"] = "failed"

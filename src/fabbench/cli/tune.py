@@ -1,0 +1,60 @@
+"""`fabbench tune`: parsing only; the library searches (fabbench.tune)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from fabbench.cli.options import run_options
+
+# the defaults of a tune that fits in minutes: the sizes where a link's bandwidth shows, and
+# allreduce (the op of data-parallel training); every other run option is `fabbench run`'s
+TUNE_DEFAULTS = {"collectives.ops": ("allreduce",), "collectives.sizes": "1M,4M,16M,64M",
+                 "collectives.budget_s": 1.0}
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    @run_options(defaults=TUNE_DEFAULTS)
+    def tune(
+        directory: Annotated[Path, typer.Argument(
+            help="The tune's directory: its launches, their results and what it writes.",
+            show_default=False)],
+        repeats: Annotated[int, typer.Option(
+            help="Launches of each setting, alternating with the others (at least 2).")] = 3,
+        deadline: Annotated[float, typer.Option(
+            help="Seconds the whole tune may take; then it stops (continue with "
+            "--resume).")] = 3600.0,
+        resume: Annotated[bool, typer.Option(
+            help="Continue the tune in DIRECTORY where it stopped (the same options).")] =
+        False,
+        **options: object,
+    ) -> None:
+        """Find the library settings that reach the wire: each setting the fabric's profile
+        lists in its tune tables tried against the ones chosen so far, in alternating
+        launches, judged by compare's rule (95 % interval and test); a setting that changed the
+        transport is refused. Writes DIRECTORY/<fabric>-tuned.toml (use it as --fabric), Open
+        MPI's coll_tuned rules file and NCCL's tuner CSV where they apply (docs/tuning.md).
+
+        Example: [bold]fabbench tune tune-eth/ --fabric ethernet --primitive mpi[/]
+        """
+        from fabbench.cli.show_tune import TuneProgress
+        from fabbench.config import from_parameters
+        from fabbench.tune import publish
+        from fabbench.tune.search import Tuner
+
+        config = from_parameters(options)
+        with TuneProgress() as progress:
+            tuner = Tuner(config, directory, repeats=repeats, deadline_s=deadline,
+                          resume=resume, progress=progress.update)
+            outcome = tuner.run()
+        written = publish.write(outcome)
+        print(publish.summary(outcome), end="")
+        for path in written:
+            print(f"wrote {path}")
+        sys.stdout.flush()
+        # 1: the tuned settings did not hold against the default (nothing written)
+        raise typer.Exit(0 if outcome.holds or outcome.final is None else 1)

@@ -1,0 +1,159 @@
+"""A finished tune's files and its account: the tuned site profile (`fabbench run --fabric
+FILE`), Open MPI's coll_tuned rules file, NCCL's tuner CSV, and the table of gains.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import date
+from pathlib import Path
+
+from fabbench.errors import UsageError
+from fabbench.fabrics.profile import profile_toml
+from fabbench.results.link import link_of
+from fabbench.tune.outputs import NCCL_CSV, RULES, nccl_csv, rules_file
+from fabbench.tune.search import Loaded, Stage, TuneOutcome, load_final
+from fabbench.units import format_size
+
+
+def _evidence(stage: Stage, value: str, op: str | None = None, size: int | None = None) -> str:
+    cand = next(c for c in stage.candidates if c.value == value)
+    points = [p for p in cand.points if (op is None or p.op == op)
+              and (size is None or p.bytes == size) and p.faster]
+    parts = [f"{p.op} {format_size(p.bytes)} time x{p.verdict.ratio:.3f} (95% CI "
+             f"{p.verdict.ci_low:.3f}-{p.verdict.ci_high:.3f}, p={p.verdict.p_value:.2g})"
+             for p in points if p.verdict.ci_low is not None and p.verdict.ci_high is not None
+             and p.verdict.p_value is not None]
+    return "; ".join(parts) or "faster"
+
+
+def write(outcome: TuneOutcome) -> list[Path]:
+    """The tuned profile, and the rules file or tuner CSV where the tune chose what they hold;
+    nothing when the tuned settings did not hold against the default (TuneOutcome.holds)."""
+    d, tuned = outcome.directory, outcome.tuned
+    written: list[Path] = []
+    if not outcome.holds:
+        return written
+    mca = dict(tuned.mca)
+    if tuned.per_size:
+        rules = d / RULES
+        rules.write_text(rules_file(tuned.per_size, _ranks(outcome)))
+        mca.update(coll_tuned_use_dynamic_rules="1",
+                   coll_tuned_dynamic_rules_filename=str(rules.resolve()))
+        written.append(rules)
+    key = "mpi" if outcome.primitive == "horovod" else outcome.primitive
+    section = outcome.profile.primitives[key]
+    section = dataclasses.replace(section, mca={**section.mca, **mca},
+                                  env={**section.env, **tuned.env}, tune=())
+    name = f"{outcome.profile.name}-tuned"
+    profile = dataclasses.replace(outcome.profile, name=name,
+                                  description=f"{outcome.profile.description}, tuned by "
+                                              f"fabbench tune",
+                                  primitives={**outcome.profile.primitives, key: section})
+    header = [f"written by fabbench tune on {date.today().isoformat()} from "
+              f"{outcome.profile.source} ({_image(outcome)})",
+              f"use: fabbench run --fabric {d.resolve() / (name + '.toml')} --primitive "
+              f"{outcome.primitive}", "what the tune chose, with its evidence against the "
+              "settings before it (time ratio, < 1: faster):"]
+    for stage in outcome.stages:
+        if stage.chosen is not None:
+            header.append(f"  {stage.name} = {stage.chosen}: "
+                          f"{_evidence(stage, stage.chosen)}")
+        for (op, size), value in sorted(stage.chosen_per_size.items()):
+            header.append(f"  {stage.name} = {value} at {op} {format_size(size)}: "
+                          f"{_evidence(stage, value, op, size)}")
+        for cand in stage.candidates:
+            if cand.refused:
+                header.append(f"  refused {stage.name} = {cand.value}: {cand.refused}")
+    path = d / f"{name}.toml"
+    path.write_text(profile_toml(profile, header))
+    written.insert(0, path)
+    if outcome.primitive == "nccl":
+        csv = nccl_csv(_ops(outcome), tuned.env, _nodes(outcome), _ranks(outcome))
+        if csv is not None:
+            (d / NCCL_CSV).write_text(csv)
+            written.append(d / NCCL_CSV)
+    return written
+
+
+def _runs(outcome: TuneOutcome) -> list:
+    default, _ = load_final(outcome.directory)
+    return default.runs
+
+
+def _ranks(outcome: TuneOutcome) -> int:
+    runs = _runs(outcome)
+    return runs[0].ranks if runs else 2
+
+
+def _nodes(outcome: TuneOutcome) -> int:
+    runs = _runs(outcome)
+    return runs[0].nodes if runs else 1
+
+
+def _ops(outcome: TuneOutcome) -> list[str]:
+    default, _ = load_final(outcome.directory)
+    return sorted({op for op, _ in default.samples})
+
+
+def _image(outcome: TuneOutcome) -> str:
+    runs = _runs(outcome)
+    image = runs[0].provenance.image if runs else None
+    return f"image {image.get('id')}" if image and image.get("id") else "no image"
+
+
+def _nominal_gbit_s(loaded: Loaded) -> float | None:
+    for run in loaded.runs:
+        try:
+            link = link_of(run)
+        except UsageError:
+            return None
+        return link.speed_gbit_s if link else None
+    return None
+
+
+def summary(outcome: TuneOutcome) -> str:
+    """What was chosen, what was refused, and the gain of each (op, size) against the default,
+    as a share of the wire's measured ceiling and of its nominal rate."""
+    lines = [f"tune of {outcome.profile.name} / {outcome.primitive} in {outcome.directory}"]
+    for stage in outcome.stages:
+        chosen = stage.chosen if stage.chosen is not None else (
+            ", ".join(f"{v} at {op} {format_size(n)}"
+                      for (op, n), v in sorted(stage.chosen_per_size.items())) or "kept")
+        lines.append(f"  {stage.name}: {chosen}")
+        lines += [f"    refused {c.value}: {c.refused}" for c in stage.candidates if c.refused]
+    if outcome.final is None:
+        lines.append("nothing was faster than the profile as it is: no tuned settings")
+        return "\n".join(lines) + "\n"
+    cand = outcome.final.candidates[0]
+    default, tuned = load_final(outcome.directory)
+    ceiling = min(default.ceilings_gbit_s) if default.ceilings_gbit_s else None
+    nominal = _nominal_gbit_s(default)
+    lines.append(f"default against tuned ({outcome.final.candidates[0].value}), "
+                 f"{len(default.runs)} launches each, alternating; ceiling "
+                 f"{f'{ceiling:.3g} Gbit/s (measured)' if ceiling else 'not measured'}, "
+                 f"nominal {f'{nominal:g} Gbit/s' if nominal else 'unknown'}")
+    lines.append(f"{'op':<10} {'size':>8} {'default GB/s':>12} {'tuned GB/s':>10} "
+                 f"{'gain':>7} {'95% CI':>15} {'verdict':>8} {'/ceiling':>8} {'/nominal':>8}")
+    for p in cand.points:
+        factor = default.factor.get((p.op, p.bytes), 0.0)  # busbw from the pooled medians
+        bd, bt = factor / p.base_us, factor / p.value_us
+        v = p.verdict
+        ci = (f"{1 / v.ci_high - 1:+.0%}…{1 / v.ci_low - 1:+.0%}"
+              if v.ci_low and v.ci_high else "-")
+        lines.append(f"{p.op:<10} {format_size(p.bytes):>8} {bd:>12.4g} {bt:>10.4g} "
+                     f"{1 / v.ratio - 1:>+7.0%} {ci:>15} {v.verdict:>8} "
+                     f"{_share(bt, ceiling):>8} {_share(bt, nominal):>8}")
+    if cand.refused:
+        lines.append(f"the tuned settings are refused: {cand.refused}")
+    elif not outcome.holds:
+        slower = [f"{p.op} {format_size(p.bytes)}" for p in cand.points if p.slower]
+        lines.append("the tuned settings do not hold against the default ("
+                     + (f"slower at {', '.join(slower)}" if slower else "faster nowhere")
+                     + "): no profile written; the choices, one axis at a time, did not add up "
+                     "(more --repeats, or fewer axes)")
+    return "\n".join(lines) + "\n"
+
+
+def _share(busbw_gbyte_s: float, gbit_s: float | None) -> str:
+    return f"{busbw_gbyte_s * 8 / gbit_s:.2f}" if gbit_s else "-"
