@@ -5,13 +5,14 @@ children) go with one signal to the group; a short-lived tool is run through `ru
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import shutil
 import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 
@@ -30,6 +31,25 @@ def stop_groups(procs: Sequence[subprocess.Popen | None], first: int = signal.SI
         for p in alive:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 p.wait(timeout=max(0.0, end - time.monotonic()))
+
+
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def dies_with_this_process(sig: int = signal.SIGTERM) -> Callable[[], None]:
+    """A Popen ``preexec_fn``: the child gets ``sig`` when this process ends, however it ends
+    (SIGKILL too, when no `finally` of ours runs), through Linux's PR_SET_PDEATHSIG, which
+    survives the child's exec (of a program that is not set-uid). Strictly, when the thread that
+    started the child ends: start it from a thread that outlives it (the launcher's waits)."""
+    prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up here, not in the forked child
+    parent = os.getpid()
+
+    def arm() -> None:
+        prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)
+        if os.getppid() != parent:  # this process ended before the line above
+            os.kill(os.getpid(), sig)
+
+    return arm
 
 
 def stop_marked(name: str, value: str, grace_s: float = 5.0) -> list[str]:

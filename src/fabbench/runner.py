@@ -228,10 +228,15 @@ def _close_unfinished(plan: Plan, code: int, seen: str) -> None:
         if rec.get("kind") != "run":
             counts[rec["kind"]] = counts.get(rec["kind"], 0) + 1
     writer = ResultWriter(path)
-    writer.write(Summary(run_id=plan.run_id, ok=False, counts=counts, wall_s=0.0,
-                         error=f"the ranks ended with exit code {code} before the run finished"
-                         + (f": {seen}" if seen else "")))
-    writer.close()
+    try:
+        writer.write(Summary(run_id=plan.run_id, ok=False, counts=counts, wall_s=0.0,
+                             error=f"the ranks ended with exit code {code} before the run "
+                             "finished" + (f": {seen}" if seen else "")))
+    except OSError as exc:  # a full disk: the records before stay whole
+        print(f"fabbench: warning: {path}: no summary written: {exc.strerror or exc}",
+              file=sys.stderr)
+    finally:
+        writer.close()
 
 
 def _drop_partial_line(path: Path) -> None:

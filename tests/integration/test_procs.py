@@ -1,5 +1,6 @@
 """stop_groups: the first signal to each child's process group, SIGKILL to what outlives the
-grace; the grandchildren go with their group."""
+grace; the grandchildren go with their group. dies_with_this_process: a child in a session of
+its own still ends when the process that started it is killed outright."""
 
 from __future__ import annotations
 
@@ -77,3 +78,24 @@ def test_nothing_to_stop_returns_at_once():
     start = time.monotonic()
     stop_groups([done, None])
     assert time.monotonic() - start < 0.5
+
+
+# a launcher that starts a child in its own session, as fabbench's does, reports its pid, waits
+LAUNCHER = """
+import subprocess, sys, time
+from fabbench.procs import dies_with_this_process
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                         start_new_session=True, preexec_fn=dies_with_this_process())
+print(child.pid, flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_child_in_its_own_session_ends_with_its_killed_launcher():
+    launcher = subprocess.Popen([sys.executable, "-c", LAUNCHER], stdout=subprocess.PIPE,
+                                text=True)
+    child = int(launcher.stdout.readline())
+    assert not _gone(child)
+    launcher.kill()  # no finally of the launcher's runs
+    launcher.wait(timeout=30)
+    assert _wait_gone(child)

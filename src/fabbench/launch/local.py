@@ -20,7 +20,7 @@ from fabbench.errors import RunError, UsageError
 from fabbench.launch import rundir
 from fabbench.launch.table import LaunchSpec
 from fabbench.plan import Plan
-from fabbench.procs import signals_unwind, stop_groups, stop_marked
+from fabbench.procs import dies_with_this_process, signals_unwind, stop_groups, stop_marked
 
 # after a rank showed a fault (its watchdog fired, or it died), how long the library's own abort
 # may take to end the run before the launcher ends it (an MPI abort across nodes can hang for
@@ -44,7 +44,10 @@ def run(spec: LaunchSpec, deadline_s: float, ranks: int) -> tuple[int, str]:
     the launcher saw of the ranks (who died first, who timed out waiting, who never arrived)."""
     procs: list[subprocess.Popen] = []
     copiers: list[threading.Thread] = []
-    # a launcher stopped by SIGTERM or SIGHUP stops its ranks first (the finally below)
+    # a launcher stopped by SIGTERM or SIGHUP stops its ranks first (the finally below); one
+    # killed outright cannot: each process it started is sent SIGTERM by the kernel then (mpirun
+    # stops its ranks and daemons on every node), not left to finish the run on its own
+    orphaned = dies_with_this_process(signal.SIGTERM)
     with signals_unwind(), tempfile.TemporaryDirectory(prefix="fabbench-run-") as shared:
         watch = rundir.Watch(Path(shared))
         try:
@@ -52,7 +55,7 @@ def run(spec: LaunchSpec, deadline_s: float, ranks: int) -> tuple[int, str]:
                 try:
                     procs.append(subprocess.Popen(
                         argv, env={**os.environ, **extra, rundir.ENV: shared},
-                        start_new_session=True,
+                        start_new_session=True, preexec_fn=orphaned,
                         stdout=subprocess.PIPE if spec.stdout_prefix else None))
                 except FileNotFoundError:
                     raise UsageError(f"cannot start {argv[0]!r}: not found on PATH") from None

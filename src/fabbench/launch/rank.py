@@ -5,6 +5,7 @@ inside a launched job."""
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import json
 import os
@@ -270,7 +271,12 @@ class RankRun:
         self.dog.disarm()
         self.counts[record.kind] += 1
         if self.writer is not None:
-            print(show(self.writer.write(record)), flush=True)
+            try:
+                written = self.writer.write(record)
+            except OSError as exc:  # a full disk, a quota: one line, not a library's failure
+                raise RunError(f"cannot write results to {self.writer.path}: "
+                               f"{exc.strerror or exc}") from None
+            print(show(written), flush=True)
 
     def finish(self, failed: bool) -> None:
         """The summary, then the communicator closed (under the watchdog: peers must arrive)."""
@@ -284,9 +290,12 @@ class RankRun:
         (a failed data check writes it in finish, then reaches run_rank's handler)."""
         if (self.writer is not None and self.writer.counts.get("run")
                 and not self.writer.counts.get("summary")):
-            self.writer.write(records.Summary(
-                run_id=self.plan.run_id, ok=ok, counts=dict(self.counts),
-                wall_s=round(time.monotonic() - self.started, 3), error=error))
+            # a file that cannot take the summary (a full disk) is left as it is: the rank's
+            # line says why, and the launcher writes its own summary if there is room
+            with contextlib.suppress(OSError):
+                self.writer.write(records.Summary(
+                    run_id=self.plan.run_id, ok=ok, counts=dict(self.counts),
+                    wall_s=round(time.monotonic() - self.started, 3), error=error))
 
     def _on_timeout(self, what: str, message: str) -> None:
         rundir.mark_timeout(self.me.rank, what)

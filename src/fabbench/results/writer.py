@@ -15,10 +15,12 @@ from fabbench.results.records import Record
 
 
 class ResultWriter:
-    """Appends typed records; never truncates: a file that already holds records is only added
-    to. A record that does not satisfy the schema is refused (InvalidRecord) and nothing of it is
-    written. With ``claim``, the file is claimed for this run (results/claim.py) when it is
-    opened: a file another run writes, or one that already holds records, is refused."""
+    """Appends typed records; never truncates what is written: a file that already holds
+    records is only added to, and a record the file system takes only part of (a full disk) is
+    taken back whole. A record that does not satisfy the schema is refused (InvalidRecord) and
+    nothing of it is written. With ``claim``, the file is claimed for this run
+    (results/claim.py) when it is opened: a file another run writes, or one that already holds
+    records, is refused."""
 
     def __init__(self, path: str | os.PathLike, *, claim: bool = False) -> None:
         self.path = Path(path)
@@ -57,7 +59,14 @@ class ResultWriter:
             if self._closed:
                 return data
             fd = self._open()
-            os.write(fd, line)
+            end = os.lseek(fd, 0, os.SEEK_END)
+            rest = memoryview(line)
+            try:
+                while rest:  # a full disk writes part of a line, then refuses the rest
+                    rest = rest[os.write(fd, rest):]
+            except OSError:
+                os.ftruncate(fd, end)  # a record is written whole or not at all
+                raise
             os.fsync(fd)
             self.counts[record.kind] = self.counts.get(record.kind, 0) + 1
         return data
