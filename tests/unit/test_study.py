@@ -106,6 +106,8 @@ def test_cells_of_a_good_study(tmp_path):
     ('sizes = "1K:64K"', 'sizes = "1K:64Q"', 20, "bad size"),
     ('ops = "allreduce"', 'ops = "allreduce"\nmodel = "gpt-tiny"', 20,
      "'model' is an option of train workloads, not of a collectives workload"),
+    ('deadline = 60', 'deadline = 60\nretry = "always"', 16,
+     "retry: takes none or transient, not 'always'"),
 ])
 def test_bad_study_names_file_line_and_key(tmp_path, old, new, line, words):
     assert old in GOOD
@@ -115,6 +117,25 @@ def test_bad_study_names_file_line_and_key(tmp_path, old, new, line, words):
     message = str(err.value)
     assert message.startswith(f"{path}:{line}: "), message
     assert words in message, message
+
+
+def test_retry_is_the_studys_choice_and_only_the_wires_faults_are_transient(tmp_path):
+    from fabbench.study.run import transient
+
+    plain = load_study(str(_write(tmp_path, GOOD)))
+    assert {c.retry for c in plain.cells} == {"none"}
+    retried = load_study(str(_write(tmp_path, GOOD.replace(
+        "deadline = 60", 'deadline = 60\nretry = "transient"'))))
+    assert {c.retry for c in retried.cells} == {"transient"}
+    assert transient("rank(s) 0 timed out in allreduce of 65536 bytes (deadline 5.0 s); "
+                     "rank(s) 1 did not arrive", 1)
+    assert transient("ORTE has lost communication with a remote daemon", 1)
+    assert transient("mpirun: Connection reset by peer", 1)
+    assert not transient("rank 0: WRONG result of allreduce: timed out in check", 1)
+    assert not transient("passed the cell's deadline of 60 s; stopped", 124)
+    assert not transient("--sizes: bad size", 2)
+    assert not transient("the transport changed: ucx/tcp is not ucx/rc*", 1)
+    assert not transient(None, 1)
 
 
 def test_all_cells_excluded_is_refused(tmp_path):

@@ -105,6 +105,23 @@ def command(cell: Cell, out: Path, place: Place, index: int) -> tuple[list[str],
         forward={k: os.environ[k] for k in (IMAGE_REF_ENV,) if os.environ.get(k)})
 
 
+# what a run says when the wire or a peer failed under it, not its configuration or its library:
+# the faults a second attempt may not meet (a link that flapped, a port that lost packets, a
+# peer that stalled); a persistent one (the link down for good) fails the retry too
+TRANSIENT = ("did not arrive", "timed out in", "connection reset",
+             "connection refused by peer", "no route to host", "network is unreachable",
+             "lost communication", "broken pipe")
+
+
+def transient(error: str | None, code: int | None) -> bool:
+    """Did the cell fail from a fault on the wire (retried with retry = "transient")? Never a
+    refusal of its options (exit 2), a wrong result, or a study stopped by its user."""
+    if not error or code == 2 or "stopped" in error:
+        return False
+    text = error.lower()
+    return any(phrase in text for phrase in TRANSIENT) and "wrong" not in text
+
+
 def _error_of(log: Path, code: int) -> str:
     """The cell's own account of what failed: its 'fabbench: error:' line, else its last line."""
     try:
@@ -238,6 +255,9 @@ def run_study(study: Study, directory: str | os.PathLike, *, resume: bool = Fals
             eta = elapsed / (n - 1) * (len(queue) - n + 1) if n > 1 else None
             tell(Event("cell", n - 1, len(queue), e, eta, skipped))
             _run_cell(directory, cell, e, place, i, doc)
+            if e["status"] == "failed" and cell.retry == "transient" and \
+                    transient(e["error"], e["exit_code"]):
+                _run_cell(directory, cell, e, place, i, doc)  # once more; both recorded
             out.ran += 1
             elapsed = time.monotonic() - started
             tell(Event("done", n, len(queue), e, elapsed / n * (len(queue) - n), skipped))
@@ -256,11 +276,19 @@ def run_study(study: Study, directory: str | os.PathLike, *, resume: bool = Fals
 def _run_cell(directory: Path, cell: Cell, e: dict[str, Any], place: Place, index: int,
               doc: dict[str, Any]) -> None:
     results = directory / e["file"]
+    kept = None
     if results.exists():  # an earlier attempt: kept beside, never overwritten
         n = e.get("attempts", 0)
         while results.with_name(f"{results.name}.attempt-{n}").exists():
             n += 1
-        results.rename(results.with_name(f"{results.name}.attempt-{n}"))
+        kept = results.with_name(f"{results.name}.attempt-{n}")
+        results.rename(kept)
+    if e["status"] == "failed":  # the attempt before this one, as it ended
+        e.setdefault("history", []).append({
+            "attempt": e.get("attempts", 0), "error": e.get("error"),
+            "exit_code": e.get("exit_code"), "wall_s": e.get("wall_s"),
+            "transient": transient(e.get("error"), e.get("exit_code")),
+            **({"file": str(kept.relative_to(directory))} if kept else {})})
     e.update(status="running", started=_now(), reason=None, error=None, exit_code=None,
              wall_s=None, attempts=e.get("attempts", 0) + 1)
     manifest.write(directory, doc)

@@ -60,7 +60,11 @@ _NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
 # it belongs to (None: every kind).
 _TOML = {"text": (str,), "int": (int,), "float": (int, float), "switch": (bool,),
          "list": (str, list)}
-_OWN_KEYS = {"ranks_per_node": ((int,), None), "deadline": ((int, float), None)}
+_OWN_KEYS = {"ranks_per_node": ((int,), None), "deadline": ((int, float), None),
+             "retry": ((str,), None)}
+# retry = "transient": a cell that failed from a fault on the wire (a peer that timed out, a
+# connection reset: study.run.transient) runs once more; "none" (the default) never
+RETRIES = ("none", "transient")
 KEYS: Mapping[str, tuple[tuple[type, ...], tuple[str, ...] | None]] = MappingProxyType({
     **_OWN_KEYS,
     **{key: (_TOML[f.option.kind.name], None if f.section is None else
@@ -122,6 +126,10 @@ class Cell:
     @property
     def deadline_s(self) -> float:
         return float(self.options.get("deadline", DEFAULT_DEADLINE_S))
+
+    @property
+    def retry(self) -> str:
+        return str(self.options.get("retry", "none"))
 
     @property
     def device(self) -> str | None:
@@ -432,6 +440,9 @@ def _cell(src: _Source, cell_id: str, workload: str, kind: str, where: Mapping[s
         raise src.error(("run", "ranks_per_node"), "must be at least 1")
     if not 0 < options.get("deadline", DEFAULT_DEADLINE_S) <= 86400:
         raise src.error(("run", "deadline"), "a deadline is between 0 and 86400 seconds")
+    if options.get("retry", "none") not in RETRIES:
+        raise src.error(("run", "retry"), f"takes {' or '.join(RETRIES)}, not "
+                                          f"{options['retry']!r}")
     primitive, gpudirect = where["primitive"], where["gpudirect"]
     keys = {k: v for k, v in options.items() if k in STUDY_KEYS}
     if registry.get(primitive).gpu_only or gpudirect != "auto":
