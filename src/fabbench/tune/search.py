@@ -10,8 +10,9 @@ that was stopped continues where it stopped (``resume``) and decides exactly as 
 Each (op, size) point pools its samples over the rounds; a candidate is faster at a point when
 compare's rule calls it so (Mann-Whitney p < 0.05 and the bootstrap 95 % interval of the ratio of
 medians below 1, report.stats) and its median is below the base's in every round too (the
-samples of one launch are not independent; launches are). A candidate whose launch failed, or whose library reported another
-transport than the base's, is refused, named, whatever its figures. The choice:
+samples of one launch are not independent; launches are). A candidate whose launch failed, or
+whose library reported another transport than the base's, is refused, named, whatever its
+figures. The choice:
   - a per-size axis (an Open MPI collective's algorithm): at each size, the fastest value among
     those faster than the base there; written to a coll_tuned rules file that the later stages
     and the tuned profile use;
@@ -431,7 +432,8 @@ class Loaded:
     factor: dict[tuple[str, int], float] = field(default_factory=dict)
     transport: str | None = None
     error: str | None = None
-    ceilings_gbit_s: list[float] = field(default_factory=list)
+    # the wire's measured ceilings: (tool and mode, Gbit/s per direction, the slower direction)
+    ceilings: list[tuple[str, float]] = field(default_factory=list)
     runs: list[Run] = field(default_factory=list)
 
 
@@ -465,7 +467,7 @@ def _load(paths: Sequence[Path]) -> Loaded:
         for ceiling in results.of_kind(Ceiling):
             rates = [d.gbit_s for d in ceiling.directions or () if d.gbit_s]
             if rates and not ceiling.error:
-                out.ceilings_gbit_s.append(min(rates))
+                out.ceilings.append((f"{ceiling.tool} {ceiling.mode}", min(rates)))
     return out
 
 
