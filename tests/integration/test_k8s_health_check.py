@@ -115,7 +115,7 @@ def test_the_check_runs_the_charts_benchmark():
     assert container["command"][:2] == ["/bin/sh", "-c"]
     fb, out, prefix, *launch = container["args"]
     assert (fb, prefix) == ("fabbench", "fabbench.dev")
-    assert out == "/results/$(FABBENCH_JOB_NAME)-collectives.jsonl"
+    assert out == "/results/$(FABBENCH_JOB_NAME)-pairs.jsonl"  # named after the workload
     assert job_argv[-2] == "--out" and launch == job_argv[:-2]
     assert "--workload" in launch and "pairs" in launch
     script = container["command"][2]
@@ -162,7 +162,7 @@ def test_the_pods_script(tmp_path, index, run_rc, verdict, label_rc, code, calls
     assert p.returncode == code, p.stderr
     made = (tmp_path / "calls").read_text().splitlines()
     assert [c.split()[0] for c in made] == calls
-    out = "/results/fb-fabbench-rack1-29000000-collectives.jsonl"
+    out = "/results/fb-fabbench-rack1-29000000-pairs.jsonl"
     assert made[0].endswith(f"--out {out}")
     if len(made) > 1:
         assert made[1] == (f"verify --floors /etc/fabbench/floors.toml {out} "

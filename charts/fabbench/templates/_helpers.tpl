@@ -181,7 +181,7 @@ controller and the device are decided here, as `fabbench render k8s` decides the
 {{- end }}
 {{- end }}
 {{- $args = concat $args $b.extraArgs }}
-{{- $out := printf "%s/%s-%s.jsonl" (trimSuffix "/" .Values.results.path) (include "fabbench.fullname" .) $b.label }}
+{{- $out := printf "%s/%s-%s.jsonl" (trimSuffix "/" .Values.results.path) (include "fabbench.fullname" .) ($b.label | default $b.workload | default "collectives") }}
 {{- toJson (concat $args (list "--out" $out)) }}
 {{- end }}
 

@@ -31,8 +31,7 @@ def benchmark(*, gpus_per_node: int, extra_args: Sequence[str] = (),
                             horovod_over=rendered_over(spec, config.horovod_over),
                             device=config.device or ("cuda" if gpus_per_node else "cpu"))
     # the results file is named after what it holds: <job id>-pairs.jsonl for the pairs
-    return Benchmark(label=label or config.workload, config=config,
-                     extra_args=tuple(extra_args))
+    return Benchmark(label=label or "", config=config, extra_args=tuple(extra_args))
 
 
 def node_selector(pairs: Sequence[str]) -> tuple[tuple[str, str], ...]:

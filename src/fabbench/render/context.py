@@ -51,13 +51,15 @@ class Benchmark:
     job cannot leave to the node it lands on: the fabric, the primitive, the device; and it is
     checked by the same Plan ``fabbench run`` builds, so a rendered job cannot fail on it."""
 
-    label: str = "collectives"
+    label: str = ""  # empty: the workload's name (<job id>-pairs.jsonl holds pairs)
     config: RunConfig
     extra_args: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         from fabbench.plan import Plan
 
+        if not self.label:
+            object.__setattr__(self, "label", self.config.workload)
         names.dns1123(self.label, "the benchmark label")
         c = self.config
         if c.fabric == "auto":
