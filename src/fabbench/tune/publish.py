@@ -34,10 +34,13 @@ def write(outcome: TuneOutcome) -> list[Path]:
     written: list[Path] = []
     if not outcome.holds:
         return written
+    default, _ = load_final(d)  # the final stage's default launches: their world and image
+    first = default.runs[0] if default.runs else None
+    ranks, nodes = (first.ranks, first.nodes) if first else (2, 1)
     mca = dict(tuned.mca)
     if tuned.per_size:
         rules = d / RULES
-        rules.write_text(rules_file(tuned.per_size, _ranks(outcome)))
+        rules.write_text(rules_file(tuned.per_size, ranks))
         mca.update(coll_tuned_use_dynamic_rules="1",
                    coll_tuned_dynamic_rules_filename=str(rules.resolve()))
         written.append(rules)
@@ -51,7 +54,7 @@ def write(outcome: TuneOutcome) -> list[Path]:
                                               f"fabbench tune",
                                   primitives={**outcome.profile.primitives, key: section})
     header = [f"written by fabbench tune on {date.today().isoformat()} from "
-              f"{outcome.profile.source} ({_image(outcome)})",
+              f"{outcome.profile.source} ({_image(default)})",
               f"use: fabbench run --fabric {d.resolve() / (name + '.toml')} --primitive "
               f"{outcome.primitive}", "what the tune chose, with its evidence against the "
               "settings before it (time ratio, < 1: faster):"]
@@ -69,36 +72,15 @@ def write(outcome: TuneOutcome) -> list[Path]:
     path.write_text(profile_toml(profile, header))
     written.insert(0, path)
     if outcome.primitive == "nccl":
-        csv = nccl_csv(_ops(outcome), tuned.env, _nodes(outcome), _ranks(outcome))
+        csv = nccl_csv(sorted({op for op, _ in default.samples}), tuned.env, nodes, ranks)
         if csv is not None:
             (d / NCCL_CSV).write_text(csv)
             written.append(d / NCCL_CSV)
     return written
 
 
-def _runs(outcome: TuneOutcome) -> list:
-    default, _ = load_final(outcome.directory)
-    return default.runs
-
-
-def _ranks(outcome: TuneOutcome) -> int:
-    runs = _runs(outcome)
-    return runs[0].ranks if runs else 2
-
-
-def _nodes(outcome: TuneOutcome) -> int:
-    runs = _runs(outcome)
-    return runs[0].nodes if runs else 1
-
-
-def _ops(outcome: TuneOutcome) -> list[str]:
-    default, _ = load_final(outcome.directory)
-    return sorted({op for op, _ in default.samples})
-
-
-def _image(outcome: TuneOutcome) -> str:
-    runs = _runs(outcome)
-    image = runs[0].provenance.image if runs else None
+def _image(default: Loaded) -> str:
+    image = default.runs[0].provenance.image if default.runs else None
     return f"image {image.get('id')}" if image and image.get("id") else "no image"
 
 
