@@ -22,6 +22,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fabbench.launch.rundir import alive
+
 PRIMITIVES = ("mpi", "gloo", "horovod")
 RANK_MODULE = "fabbench.launch.rank"
 MARKER = "FABBENCH_RUNDIR"  # fabbench.launch.rundir.ENV: every process of a run carries it
@@ -68,15 +70,7 @@ def standing(*extra: str) -> Iterator[Cluster]:
 def pids_in(netns: str) -> list[int]:
     out = subprocess.run(["ip", "netns", "pids", netns], capture_output=True, text=True,
                          timeout=10, check=False).stdout.split()
-    return [int(p) for p in out if _running(int(p))]
-
-
-def _running(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in ("Z", "X")
+    return [int(p) for p in out if alive(int(p))]
 
 
 def _comm(pid: int) -> str:
@@ -115,7 +109,7 @@ def marked(value: str) -> list[int]:
     for entry in os.scandir("/proc"):
         if entry.name.isdigit() and int(entry.name) != os.getpid():
             env = _environ(int(entry.name))
-            if needle in env + b"\0" and _running(int(entry.name)):
+            if needle in env + b"\0" and alive(int(entry.name)):
                 found.append(int(entry.name))
     return found
 

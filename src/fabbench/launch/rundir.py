@@ -45,7 +45,8 @@ def mark_ended(rank: int) -> None:
     _write(f"rank-{rank}.ended", "")
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """The process exists and is not a zombie (nor dead, waiting to be reaped)."""
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except (OSError, IndexError):
@@ -79,7 +80,7 @@ class Watch:
             if any(r == rank for r, _, _ in self.died) or (self.path / f"rank-{rank}.ended"
                                                            ).exists():
                 continue
-            if not _alive(pid):
+            if not alive(pid):
                 self.died.append((rank, pid, time.monotonic()))
 
     @property
