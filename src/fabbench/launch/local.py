@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import IO
 
 from fabbench.errors import RunError, UsageError
-from fabbench.launch import rundir
+from fabbench.launch import notices, rundir
 from fabbench.launch.table import LaunchSpec
 from fabbench.plan import Plan
 from fabbench.procs import dies_with_this_process, signals_unwind, stop_groups, stop_marked
@@ -44,6 +44,7 @@ def run(spec: LaunchSpec, deadline_s: float, ranks: int) -> tuple[int, str]:
     the launcher saw of the ranks (who died first, who timed out waiting, who never arrived)."""
     procs: list[subprocess.Popen] = []
     copiers: list[threading.Thread] = []
+    tails: list[notices.Tail] = []  # each process's stderr, copied through and kept
     # a launcher stopped by SIGTERM or SIGHUP stops its ranks first (the finally below); one
     # killed outright cannot: each process it started is sent SIGTERM by the kernel then (mpirun
     # stops its ranks and daemons on every node), not left to finish the run on its own
@@ -55,10 +56,12 @@ def run(spec: LaunchSpec, deadline_s: float, ranks: int) -> tuple[int, str]:
                 try:
                     procs.append(subprocess.Popen(
                         argv, env={**os.environ, **extra, rundir.ENV: shared},
-                        start_new_session=True, preexec_fn=orphaned,
+                        start_new_session=True, preexec_fn=orphaned, stderr=subprocess.PIPE,
                         stdout=subprocess.PIPE if spec.stdout_prefix else None))
                 except FileNotFoundError:
                     raise UsageError(f"cannot start {argv[0]!r}: not found on PATH") from None
+                if procs[-1].stderr is not None:  # stderr=PIPE
+                    tails.append(notices.Tail(procs[-1].stderr))
                 out = procs[-1].stdout
                 if spec.stdout_prefix and out is not None:  # stdout=PIPE
                     copiers.append(_copy_unprefixed(out, spec.stdout_prefix))
@@ -71,14 +74,19 @@ def run(spec: LaunchSpec, deadline_s: float, ranks: int) -> tuple[int, str]:
                 if failed:
                     time.sleep(0.5)  # let the others report their own error first
                     watch.poll()
-                    return failed[0], watch.explain(ranks)
+                    # the last words of those that ended (a stream ends with its writers)
+                    until = time.monotonic() + 1.0
+                    for tail, code in zip(tails, codes, strict=True):
+                        if code is not None:
+                            tail.join(timeout_s=max(0.0, until - time.monotonic()))
+                    return failed[0], _seen(watch, ranks, tails)
                 if all(c == 0 for c in codes):
                     return 0, ""
                 named = watch.first_fault
                 if named is not None and time.monotonic() > named + FAULT_GRACE_S:
                     # a rank timed out or died and the library's own abort has not ended the
                     # run: the launcher ends it (the finally below), the rank's line first
-                    why = watch.explain(ranks) or "a rank failed"
+                    why = _seen(watch, ranks, tails) or "a rank failed"
                     return 1, (f"{why}; the launcher stopped every rank and daemon "
                                f"{FAULT_GRACE_S:.0f} s after (the library had not ended the run)")
                 if time.monotonic() > end:
@@ -95,6 +103,15 @@ def run(spec: LaunchSpec, deadline_s: float, ranks: int) -> tuple[int, str]:
                       f"after its launcher ended: {', '.join(left)}", file=sys.stderr)
             for copier in copiers:  # the pipe closes with its last writer; never wait long
                 copier.join(timeout=2.0)
+            for tail in tails:
+                tail.join(timeout_s=2.0)
+
+
+def _seen(watch: rundir.Watch, ranks: int, tails: list[notices.Tail]) -> str:
+    """What the launcher saw of the ranks, and what a launcher process said it lost (the rank,
+    node and signal mpirun names when a rank on another node died)."""
+    said = next((n for n in (notices.notice(t.text()) for t in tails) if n), "")
+    return "; ".join(part for part in (watch.explain(ranks), said) if part)
 
 
 def _copy_unprefixed(stream: IO[bytes], prefix: str) -> threading.Thread:
