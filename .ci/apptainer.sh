@@ -24,8 +24,17 @@
 # The user is $FABBENCH_APPTAINER_USER (default fabbench-user), created on this host (its home,
 # /home/<user>, is bound into the root at the same path) and copied into the root's passwd. As root
 # apptainer stops on its capability check; sites run it as users, and so do the tests.
+# Debian sid moves: the root gets whatever apptainer sid has the day it is made. The version the
+# tests were run with is pinned (SID_APPTAINER_VERSION, below, beside the root's recipe: not in
+# containers/versions.env, which every stage of the image copies first, so that an edit there
+# rebuilds the whole image, and the image has no Apptainer); every call
+# compares the root's (recorded when it was made, `apptainer --version`) with the pin and, when
+# they differ, stops with one line saying both and what to do (run the Apptainer tests with the
+# new version, e.g. FABBENCH_SID_APPTAINER_VERSION=<new> to let this script use it, then update
+# the pin), instead of a test breaking somewhere downstream.
 # Environment: FABBENCH_CACHE (default ~/.cache/fabbench; the root is <cache>/apptainer/sid-*,
-# the SIF <cache>/apptainer/images/), DEBIAN_MIRROR (default http://deb.debian.org/debian).
+# the SIF <cache>/apptainer/images/), DEBIAN_MIRROR (default http://deb.debian.org/debian),
+# FABBENCH_SID_APPTAINER_VERSION (instead of the pin).
 # `exec` passes through only a launcher's and fabbench's variables (OMPI_*, PMIX_*, SLURM_*,
 # FABBENCH_*, APPTAINER*, ...), the way a job's environment reaches its ranks.
 set -euo pipefail
@@ -39,11 +48,28 @@ mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 # The root's recipe; a change to it makes a new root (the old one is removed).
 INCLUDE=apptainer,ca-certificates,squashfuse,fuse3
 RECIPE="debootstrap --variant=minbase --include=$INCLUDE sid (v1)"
+# The apptainer the tests were run with: Debian sid's 1.4.5 (package 1.4.5-2, checked 2026-11-26).
+SID_APPTAINER_VERSION=1.4.5
 key=$(printf '%s' "$RECIPE" | sha256sum | cut -c1-12)
 root=$base/sid-$key
 log() { printf '[apptainer] %s\n' "$*" >&2; }
 die() { printf '[apptainer] ERROR: %s\n' "$*" >&2; exit 1; }
 [ "$(id -u)" -eq 0 ] || die "needs root (debootstrap, and a mount namespace to enter the sid root)"
+pinned=$SID_APPTAINER_VERSION pin_source="SID_APPTAINER_VERSION in .ci/apptainer.sh"
+if [ -n "${FABBENCH_SID_APPTAINER_VERSION:-}" ]; then
+  pinned=$FABBENCH_SID_APPTAINER_VERSION pin_source=FABBENCH_SID_APPTAINER_VERSION
+fi
+
+check_version() {  # the root's apptainer is the version the tests were run with (cheap: a file)
+  local made have
+  have=$(sed -n 's/^apptainer version //p' "$root/.fabbench-done")
+  [ "$have" != "$pinned" ] || return 0
+  made=$(date -u -r "$root/.fabbench-done" +%Y-%m-%d)
+  die "Debian sid gave apptainer ${have:-?} (the sid root made $made, $root), the tests were" \
+      "run with $pinned ($pin_source): run the Apptainer tests" \
+      "with ${have:-it} (FABBENCH_SID_APPTAINER_VERSION=${have:-?} lets this script use it) and" \
+      "update the pin, or remove $root to make it again"
+}
 
 locked() {  # one maker at a time (pytest-xdist may ask from several workers)
   mkdir -p "$base"
@@ -87,6 +113,7 @@ make_root() {
     chroot "$root" apptainer --version 2>/dev/null >"$root/.fabbench-done" || die "apptainer does not start"
     log "made the sid root in $((SECONDS - start))s: $(cat "$root/.fabbench-done")"
   fi
+  check_version
   ensure_user
   exec 9>&-
 }
@@ -108,6 +135,7 @@ run_in_root() {
   done
   [ $# -gt 0 ] || die "exec: no command"
   [ -f "$root/.fabbench-done" ] || die "no sid root yet: run $0 root first"
+  check_version
   local home uid gid
   home=$(getent passwd "$user" | cut -d: -f6) || die "no user $user: run $0 root first"
   uid=$(id -u "$user"); gid=$(id -g "$user")

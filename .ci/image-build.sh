@@ -131,12 +131,18 @@ vcs_ref=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' "$root/pyproject.toml")
 log "building $tag (cold: tens of minutes on 2 cores; later: minutes, from podman's layer cache)"
 start=$SECONDS
-timeout "$build_timeout" podman build --isolation chroot --network host --layers \
+# .ci/podman-build.sh: podman build under the deadline, and no build container left behind when it
+# is stopped (by a signal to it or its process group, by the deadline, or because this script
+# died: it runs with a parent-death signal); a build stopped by SIGKILL is cleaned by the next.
+status=0
+setpriv --pdeathsig TERM -- "$root/.ci/podman-build.sh" --timeout "$build_timeout" \
+  --isolation chroot --network host --layers \
   "${volumes[@]}" \
   --build-arg FLAVOR="$FLAVOR" --build-arg VERSION="$version" --build-arg VCS_REF="$vcs_ref" \
   --build-arg INPUTS_HASH="$inputs_hash" \
   --build-arg BASE_IMAGE="$base" --build-arg DEBIAN_IMAGE="$DEBIAN_IMAGE" \
-  -t "$tag" -t "$IMAGE_REPO:$FLAVOR" -f "$ctx/Dockerfile" "$ctx" >&2 \
-  || die "podman build failed after $((SECONDS - start))s"
+  -t "$tag" -t "$IMAGE_REPO:$FLAVOR" -f "$ctx/Dockerfile" "$ctx" >&2 || status=$?
+[ "$status" -ne 124 ] || die "podman build did not finish in ${build_timeout}s (BUILD_TIMEOUT)"
+[ "$status" -eq 0 ] || die "podman build failed after $((SECONDS - start))s (exit $status)"
 log "built $tag in $((SECONDS - start))s"
 printf '%s\n' "$tag"
