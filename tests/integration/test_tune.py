@@ -1,7 +1,8 @@
 """`fabbench tune` with real launches of `fabbench run` on local ranks (Open MPI over TCP on
 loopback), with small search spaces in profiles written here: a faster value that moved the
 bytes to shared memory is refused, named; a tune stopped by SIGTERM and resumed launches only
-what it had not, and a finished tune resumed launches nothing and decides the same; a search
+what it had not, a finished tune resumed launches nothing and decides the same, and `fabbench
+report DIR` shows its table without launching or writing anything; a search
 space the library would not take is one line, exit 2, before anything runs.
 
 The choices a tune makes on this shared 2-core host are not asserted (they are measurements);
@@ -99,6 +100,10 @@ def test_a_stopped_tune_resumes_where_it_stopped_and_decides_the_same(tmp_path):
     assert proc.returncode != 0
     done = sorted(p.name for p in (d / "trials").glob("*.jsonl"))
     assert len(done) in (2, 3), done
+    unfinished = fabbench("report", str(d), timeout=120)  # nothing to show yet: one line
+    assert unfinished.returncode == 2, unfinished.stderr
+    (line,) = unfinished.stderr.strip().splitlines()
+    assert "the tune did not finish; continue it with fabbench tune" in line, line
     resumed = fabbench("tune", str(d), "--fabric", str(path), "--ops", "allreduce", *QUICK,
                        "--resume", timeout=600)
     assert resumed.returncode in (0, 1), resumed.stderr[-2000:]
@@ -118,6 +123,15 @@ def test_a_stopped_tune_resumes_where_it_stopped_and_decides_the_same(tmp_path):
     assert launches and all(ln.endswith("(done before)") for ln in launches), again.stderr
     second = state(d)
     assert second["stages"] == first["stages"] and second["tuned"] == first["tuned"]
+    # `report DIR`: the same table, decided again from the files, nothing launched or written
+    before = {p: p.stat().st_mtime_ns for p in d.rglob("*")}
+    shown = fabbench("report", str(d), timeout=300)
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    assert shown.stdout.startswith("tune of tcp-test / mpi in ") and \
+        again.stdout.startswith(shown.stdout), (shown.stdout, again.stdout)
+    assert {p: p.stat().st_mtime_ns for p in d.rglob("*")} == before
+    refused = fabbench("report", str(d), "--html", str(tmp_path / "r.html"), timeout=120)
+    assert refused.returncode == 2 and "--html: a tune's report is its table" in refused.stderr
     if first["tuned"]["per_size"] and resumed.returncode == 0:
         rules = (d / "coll_tuned.rules").read_text()
         assert read_rules(rules)[:2] == [1, 2]  # one collective: allreduce

@@ -43,7 +43,13 @@ def report(paths: Paths, html: Html = None, plots: Plots = None, csv: Csv = None
     Example: [bold]fabbench report results/ --html report.html --plots figs/ --csv all.csv[/]
     """
     from fabbench.study.manifest import is_study_dir
+    from fabbench.tune.search import is_tune_dir
 
+    if len(paths) == 1 and is_tune_dir(paths[0]):
+        _tune_report(paths[0], given=[flag for flag, value in (
+            ("--html", html), ("--plots", plots), ("--csv", csv), ("--title", title),
+            ("--json", json_out), ("--floors", floors)) if value])
+        return
     if len(paths) == 1 and is_study_dir(paths[0]):
         if csv:
             from fabbench.errors import UsageError
@@ -65,6 +71,19 @@ def report(paths: Paths, html: Html = None, plots: Plots = None, csv: Csv = None
     print(out.text, end="")
     _warn(out.warnings)
     _written(out.written)
+
+
+def _tune_report(directory: Path, given: list[str]) -> None:
+    """A tune's directory: its table (the gain of each op and size against the default, and
+    the share of the wire's ceiling), decided again from its files; nothing is launched."""
+    from fabbench.errors import UsageError
+    from fabbench.tune import publish
+    from fabbench.tune.search import replayed
+
+    if given:
+        raise UsageError(f"{' '.join(given)}: a tune's report is its table (the tuned profile "
+                         "and tune.json beside it hold the rest); these are for results files")
+    print(publish.summary(replayed(directory)), end="")
 
 
 def _study_report(directory: Path, *, html: Path | None, plots: Path | None,

@@ -180,8 +180,10 @@ class Tuner:
     """One tune in one directory (see the module's doc)."""
 
     def __init__(self, config: RunConfig, directory: Path, *, repeats: int = 3,
-                 deadline_s: float = 3600.0, resume: bool = False,
+                 deadline_s: float = 3600.0, resume: bool = False, replay: bool = False,
                  progress: Callable[[TuneEvent], None] | None = None) -> None:
+        # replay: decide again from the files of a finished tune, launching and writing nothing
+        self.replay = replay
         if repeats < 2:
             raise UsageError("--repeats must be at least 2 (a verdict needs launches that "
                              "alternate)")
@@ -226,6 +228,8 @@ class Tuner:
 
     def _prepare(self, resume: bool) -> None:
         state = self.directory / STATE
+        if self.replay:
+            return  # the files are read as they are (replayed() checked them)
         if resume:
             if not state.is_file():
                 raise UsageError(f"cannot resume {self.directory}: it holds no tune ({STATE})")
@@ -247,6 +251,8 @@ class Tuner:
 
     def _write_state(self, stages: list[Stage], tuned: Choice | None, *,
                      finished: str | None) -> None:
+        if self.replay:
+            return
         doc = {"format": "fabbench-tune/1", "fabbench": __version__, "argv": self.argv,
                "fabric": self.profile.name, "profile_source": self.profile.source,
                "primitive": self.primitive, "repeats": self.repeats, "started": _now(),
@@ -311,6 +317,9 @@ class Tuner:
         if left <= 0:
             raise RunError(f"the tune passed its deadline of {self.deadline_s:g} s "
                            f"(continue with --resume {self.directory})")
+        if self.replay:
+            raise UsageError(f"{self.directory}: the tune has no complete launch {out.name}; "
+                             f"finish it with fabbench tune {self.directory} ... --resume")
         choice = self._rules_for(choice, label)
         profile = self._profile_for(choice, _slug(label))
         config = self.config.replace(fabric=str(profile), out=str(out),
@@ -392,6 +401,25 @@ class Tuner:
                             f"{got.transport}")
         stage.candidates.append(cand)
         return stage
+
+
+def is_tune_dir(path: Path) -> bool:
+    return (path / STATE).is_file()
+
+
+def replayed(directory: Path) -> TuneOutcome:
+    """A finished tune's outcome, decided again from its files as `--resume` would, without
+    launching or writing anything (what `fabbench report DIR` shows)."""
+    try:
+        state = json.loads((directory / STATE).read_text())
+        argv, repeats = list(state["argv"]), int(state["repeats"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"{directory / STATE}: not a tune's state file ({exc})") from None
+    if not state.get("finished"):
+        raise UsageError(f"{directory}: the tune did not finish; continue it with fabbench "
+                         f"tune {directory} {' '.join(argv)} --resume")
+    tuner = Tuner(RunConfig.from_argv(argv), directory, repeats=repeats, replay=True)
+    return tuner.run()
 
 
 def judge(axis: Axis, current: Choice, base: Loaded, got: Mapping[str, Loaded]) -> Stage:
