@@ -13,6 +13,14 @@ import pytest
 from conftest import REPO
 from fabbench.sysinfo.inventory import image_id
 from integration.oci_registry import port_is_free, tls_registry
+from integration.suite_stop import (  # noqa: F401  (hooks: one line when make test's timeout stops the suite)
+    pytest_collection_finish,
+    pytest_fixture_setup,
+    pytest_runtest_call,
+    pytest_runtest_protocol,
+    pytest_runtest_setup,
+    pytest_runtest_teardown,
+)
 from integration.test_apptainer import image_manifest
 from integration.test_registry import BUILD_TIMEOUT_S, Published, clean_env, keypair, sh
 

@@ -3,7 +3,9 @@
 (`docker://...@sha256:` and `oras://`) and Charliecloud (`ch-image pull`), each run, and the same
 image id (and the digest) found in every results file; the failures of a pull (registry down,
 unknown digest, a certificate that does not verify, a signature that does not match) each give
-one line and a non-zero exit and leave nothing half-pulled.
+one line and a non-zero exit and leave nothing half-pulled. A transfer cut off or gone silent and
+a blob that no longer matches its digest are in test_setup_faults.py, with an image of their
+own: podman holds every layer of the published one (it built them) and would download none.
 
 The image and the SIF are the ones test_image.py and test_apptainer.py build (same cache keys:
 .ci/image-build.sh, .ci/apptainer.sh sif); nothing is rebuilt here when they are cached. After

@@ -28,6 +28,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import time
 import uuid
 from dataclasses import dataclass
@@ -334,3 +335,44 @@ def test_a_sid_root_with_another_apptainer_stops_with_one_line():
         assert "update the pin" in lines[0]
     assert (root / ".fabbench-done").stat().st_mtime == stamp  # not rebuilt
 
+
+
+# ---- make test's whole-suite timeout ------------------------------------------------------------
+
+SLOW_SUITE = '''
+import subprocess
+import sys
+import pytest
+
+@pytest.fixture(scope="session")
+def cold_build():
+    subprocess.run(["sleep", "{marker}"], check=True)
+
+def test_quick():
+    pass
+
+def test_needs_the_image(cold_build):
+    pass
+'''
+
+
+def test_a_suite_stopped_by_make_tests_timeout_says_where_in_one_line(tmp_path):
+    """`timeout N pytest` (make test's recipe) on a suite whose fixture hangs, with the
+    integration conftest's hooks (tests/integration/suite_stop.py): pytest's own exit line names
+    the test, the phase and the fixture, the summary says what ran, exit 124, nothing left."""
+    marker = f"{300 + (uuid.uuid4().int % 10**6) / 10**7:.7f}"
+    (tmp_path / "test_slow.py").write_text(SLOW_SUITE.format(marker=marker))
+    start = time.monotonic()
+    res = sh(["timeout", "10", sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
+              "-p", "integration.conftest", "-q", "--rootdir", tmp_path, tmp_path / "test_slow.py"],
+             120, env=clean_env(PYTHONPATH=str(REPO / "tests")), cwd=tmp_path)
+    seconds = time.monotonic() - start
+    out = res.stdout + res.stderr
+    assert res.returncode == 124, out[-3000:]
+    assert seconds < 30, seconds
+    stops = [line for line in out.splitlines() if "[tests] stopped by SIGTERM" in line]
+    assert len(stops) == 1, out[-3000:]
+    assert ("during test_slow.py::test_needs_the_image (setup, setting up fixture cold_build): "
+            "`make test` sends it when the whole suite runs past TEST_TIMEOUT") in stops[0]
+    assert "1 passed" in out, out[-3000:]
+    assert step_processes(marker) == []
