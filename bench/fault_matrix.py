@@ -1,7 +1,9 @@
 """The fault matrix (issue 36, docs/faults.md), measured: every row of
-tests/integration/faults_on_wire.py — mpi, gloo and horovod on a standing cluster of 2 emulated
-nodes at 1 Gbit/s, one fault each (none: the control; a link down for good, a 5 s flap, 5 % loss
-on node 1, node 1's rank killed, node 1's orted killed, --out's disk full, `fabbench run` sent
+tests/integration/faults_on_wire.py — mpi, gloo, horovod (over MPI) and horovod-gloo (Horovod
+over Gloo, started by horovodrun --gloo) on a standing cluster of 2 emulated nodes at 1 Gbit/s,
+one fault each (none: the control; a link down for good, a 5 s flap, 5 % loss on node 1, node
+1's rank killed, node 1's orted (horovodrun: the rank's ssh session shell) killed, --out's disk
+full, `fabbench run` sent
 SIGTERM, sent SIGKILL), injected once the results file shows the first point — run ``--repeats``
 times, the rows and their right outcomes as the test (tests/integration/test_fault_matrix.py)
 defines them.
@@ -12,7 +14,7 @@ the exit and SETTLE_S later, the seconds until nothing of the run was left (max)
 point's bus bandwidth where it was measured, and whether every repeat ended as the row expects
 (else what differed). Needs root (network namespaces). Exits 1 when a repeat did not.
 
-Usage: python bench/fault_matrix.py [--repeats 3] [--primitives mpi,gloo,horovod]
+Usage: python bench/fault_matrix.py [--repeats 3] [--primitives mpi,gloo,horovod,horovod-gloo]
                                     [--faults link-down,flap,...]
 """
 
@@ -24,6 +26,7 @@ import statistics
 import sys
 import tempfile
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
@@ -31,6 +34,7 @@ from integration.faults_on_wire import (  # noqa: E402 - the rows live beside th
     FAULTS,
     PRIMITIVES,
     SETTLE_S,
+    Expect,
     Outcome,
     problems,
     run_row,
@@ -79,6 +83,21 @@ def line(fault: str, primitive: str, outcomes: list[Outcome], wrong: list[str]) 
         "yes" if not wrong else cell("; ".join(wrong), 200), ""]).strip()
 
 
+def repeat(fault: str, column: str, repeats: int, expect: Expect,
+           once: Callable[[int], Outcome]) -> tuple[str, bool]:
+    """Run a row ``repeats`` times (``once(i)``, the i-th), each repeat's outcome said on stderr
+    as it ends; its table line, and whether a repeat did not end as ``expect`` says."""
+    outcomes, wrong = [], []
+    for i in range(repeats):
+        o = once(i)
+        outcomes.append(o)
+        found = problems(o, expect)
+        wrong += [f"#{i + 1}: {p}" for p in found]
+        print(f"{fault} {column} #{i + 1}: exit {o.code}, {o.fault_to_exit_s or 0:.1f} s; "
+              + ("as expected" if not found else "; ".join(found)), file=sys.stderr, flush=True)
+    return line(fault, column, outcomes, wrong), bool(wrong)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeats", type=int, default=3)
@@ -95,19 +114,12 @@ def main() -> int:
                         absent.append(f"| {fault.name} | {primitive} | "
                                       f"{fault.absent.get(primitive, 'not a row')} |")
                         continue
-                    outcomes, wrong = [], []
-                    for i in range(args.repeats):
-                        o = run_row(cluster, primitive, fault,
-                                    Path(tmp) / f"{fault.name}-{primitive}-{i}.jsonl")
-                        outcomes.append(o)
-                        found = problems(o, fault.expect[primitive])
-                        wrong += [f"#{i + 1}: {p}" for p in found]
-                        print(f"{fault.name} {primitive} #{i + 1}: exit {o.code}, "
-                              f"{o.fault_to_exit_s or 0:.1f} s; "
-                              + ("as expected" if not found else "; ".join(found)),
-                              file=sys.stderr, flush=True)
-                    missed += bool(wrong)
-                    table.append(line(fault.name, primitive, outcomes, wrong))
+                    row, wrong = repeat(
+                        fault.name, primitive, args.repeats, fault.expect[primitive],
+                        lambda i, f=fault, p=primitive: run_row(
+                            cluster, p, f, Path(tmp) / f"{f.name}-{p}-{i}.jsonl"))
+                    missed += wrong
+                    table.append(row)
     print(f"\n{args.repeats} repeat(s) per row; left running: at the exit / {SETTLE_S:.0f} s "
           "after it\n")
     print("| fault | primitive | fault→exit s (median / max) | exit code | headline | summary "

@@ -36,13 +36,15 @@ def stop_groups(procs: Sequence[subprocess.Popen | None], first: int = signal.SI
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
-def dies_with_this_process(sig: int = signal.SIGTERM) -> Callable[[], None]:
-    """A Popen ``preexec_fn``: the child gets ``sig`` when this process ends, however it ends
-    (SIGKILL too, when no `finally` of ours runs), through Linux's PR_SET_PDEATHSIG, which
-    survives the child's exec (of a program that is not set-uid). Strictly, when the thread that
-    started the child ends: start it from a thread that outlives it (the launcher's waits)."""
+def dies_with_this_process(sig: int = signal.SIGTERM, parent: int | None = None
+                           ) -> Callable[[], None]:
+    """A Popen ``preexec_fn``: the child gets ``sig`` when this process (``parent``: that one)
+    ends, however it ends (SIGKILL too, when no `finally` of ours runs), through Linux's
+    PR_SET_PDEATHSIG, which survives the child's exec (of a program that is not set-uid).
+    Strictly, when the thread that started the child ends: start it from a thread that outlives
+    it (the launcher's waits)."""
     prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up here, not in the forked child
-    parent = os.getpid()
+    parent = os.getpid() if parent is None else parent
 
     def arm() -> None:
         prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)
@@ -50,6 +52,12 @@ def dies_with_this_process(sig: int = signal.SIGTERM) -> Callable[[], None]:
             os.kill(os.getpid(), sig)
 
     return arm
+
+
+def die_with_parent(sig: int = signal.SIGTERM) -> None:
+    """This process gets ``sig`` when its parent ends (at once if it has already ended): a rank
+    whose launcher's session on its node (the shell horovodrun's ssh runs it in) is killed."""
+    dies_with_this_process(sig, parent=os.getppid())()
 
 
 def stop_marked(name: str, value: str, grace_s: float = 5.0) -> list[str]:

@@ -113,15 +113,15 @@ def test_spawn_across_emulated_nodes(tmp_path, monkeypatch):
 
 
 def test_horovodrun_here_and_across(tmp_path):
-    hvd = table.beside_python("horovodrun")
+    hvd = table.HOROVODRUN
     spec, plan = _build("horovodrun", Where(), iface="eth9")
-    assert spec.commands == [[hvd, "--gloo", "-np", "2", "-H", "localhost:2", "--start-timeout",
+    assert spec.commands == [[*hvd, "--gloo", "-np", "2", "-H", "localhost:2", "--start-timeout",
                               "30", "--network-interfaces", "eth9", *PROGRAM]]
     assert spec.env == [{**_Resolved().env(), **PAYLOAD}]
     assert spec.stdout_prefix == table.HOROVODRUN_PREFIX
     c = _cluster(tmp_path)
     spec, _ = _build("horovodrun", Where(cluster=c))
-    assert spec.commands == [c.on(0, [hvd, "--gloo", "-np", "2", "-H",
+    assert spec.commands == [c.on(0, [*hvd, "--gloo", "-np", "2", "-H",
                                       "198.18.0.1:1,198.18.0.2:1", "--start-timeout", "30",
                                       "--network-interfaces", "fbnet0", *PROGRAM])]
     assert spec.env[0]["PATH"].startswith(f"{c.agent.parent}:")

@@ -50,6 +50,7 @@ RANK_MODULE = (sys.executable, "-m", "fabbench.launch.rank")
 # horovodrun --gloo prefixes every line of rank N's stdout with "[N]<stdout>:"; it has no
 # option to turn that off
 HOROVODRUN_PREFIX = r"^\[\d+\]<stdout>:"
+HOROVODRUN = (sys.executable, "-m", "fabbench.launch.horovodrun")
 HOSTFILE_K8S = "/etc/mpi/hostfile"  # where the MPI operator mounts the hostfile it writes
 
 
@@ -150,12 +151,6 @@ class LaunchSpec:
         return "\n".join(lines)
 
 
-def beside_python(tool: str) -> str:
-    """A console script of this environment (a venv's bin/ need not be on PATH)."""
-    candidate = os.path.join(os.path.dirname(sys.executable), tool)
-    return candidate if os.access(candidate, os.X_OK) else tool
-
-
 def _as_root() -> list[str]:
     return ["--allow-run-as-root"] if os.geteuid() == 0 else []
 
@@ -251,8 +246,9 @@ def pod_launch(family: str, *, nodes: int, per_node: int, program: Sequence[str]
 
 
 def _horovodrun(plan: Plan, hosts: str, iface: str | None, program: Sequence[str]) -> list[str]:
-    """horovodrun --gloo starting ``program`` on HOSTS (host:slots,...)."""
-    argv = [beside_python("horovodrun"), "--gloo", "-np", str(plan.ranks), "-H", hosts,
+    """horovodrun --gloo starting ``program`` on HOSTS (host:slots,...), through
+    launch/horovodrun.py (a failed rank said in one line, not a traceback of horovodrun's)."""
+    argv = [*HOROVODRUN, "--gloo", "-np", str(plan.ranks), "-H", hosts,
             "--start-timeout", str(int(plan.timeout_s))]
     if iface:
         argv += ["--network-interfaces", iface]
