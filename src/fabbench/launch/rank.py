@@ -9,6 +9,7 @@ import contextlib
 import fnmatch
 import json
 import os
+import signal
 import socket
 import sys
 import tempfile
@@ -35,6 +36,7 @@ from fabbench.launch.discover import RankEnv, discover
 from fabbench.launch.settings import Resolved, apply, resolve
 from fabbench.launch.world import check_world
 from fabbench.plan import PLAN_ENV, STATE_ENV, Plan, RunState
+from fabbench.procs import Terminated, die_with_parent, signals_unwind
 from fabbench.results import lines, records
 from fabbench.results.writer import ResultWriter
 from fabbench.sysinfo.inventory import container_runtime, inventory
@@ -65,30 +67,44 @@ def run_rank(plan: Plan, state: RunState, me: RankEnv) -> int:
     preparing is raised as it is."""
     global entered
     entered = True
+    if me.launcher == "horovodrun":
+        # horovodrun waits for every rank and has no daemon on the node: the rank's parent is
+        # the shell its ssh session runs (a shell of one command, which waits for it). That
+        # shell killed, the rank would measure on, unseen; it ends instead
+        die_with_parent(signal.SIGTERM)
     run = RankRun.prepare(plan, state, me)
     run.start_watchdog()
-    try:
-        run.start_communicator()
-        peers = run.exchange()
-        run.write_run_record(peers)
-        run.check_transport(peers)
-        run.measure_ceiling(peers)
-        failed = run.run_workloads(peers)
-        run.finish(failed)
-        if failed:
-            raise DataCheckFailed(_WRONG)
-        return 0
-    except FabbenchError as exc:
-        run.write_summary(False, str(exc))
-        raise
-    except Exception as exc:  # a library error (a peer vanished, a socket closed): one line
-        first = (str(exc).strip().splitlines() or [""])[0][:300]
-        failure = RunError(f"failed in {run.dog.pending or 'start-up'}: {type(exc).__name__}: "
-                           f"{first}")
-        run.write_summary(False, str(failure))
-        raise failure from None
-    finally:
-        run.end()
+    # a rank of another launcher (srun, torchrun) is stopped by SIGTERM (scancel, that
+    # launcher's teardown), and no launcher of fabbench's is there to write the summary: it
+    # unwinds, and rank 0 writes why (fabbench's own launcher writes it for its ranks)
+    own = os.environ.get(rundir.ENV) is not None
+    with contextlib.nullcontext() if own else signals_unwind():
+        try:
+            run.start_communicator()
+            peers = run.exchange()
+            run.write_run_record(peers)
+            run.check_transport(peers)
+            run.measure_ceiling(peers)
+            failed = run.run_workloads(peers)
+            run.finish(failed)
+            if failed:
+                raise DataCheckFailed(_WRONG)
+            return 0
+        except FabbenchError as exc:
+            run.write_summary(False, str(exc))
+            raise
+        except Terminated as exc:
+            run.write_summary(False, f"rank {me.rank} was stopped by signal {exc.signum} "
+                                     f"(its launcher or scheduler ended the run)")
+            raise
+        except Exception as exc:  # a library error (a peer vanished, a socket closed): one line
+            first = (str(exc).strip().splitlines() or [""])[0][:300]
+            failure = RunError(f"failed in {run.dog.pending or 'start-up'}: "
+                               f"{type(exc).__name__}: {first}")
+            run.write_summary(False, str(failure))
+            raise failure from None
+        finally:
+            run.end()
 
 
 @dataclass(frozen=True)
@@ -342,6 +358,10 @@ def main() -> int:
     except FabbenchError as exc:
         print(f"fabbench: error: rank {me.rank}: {exc}", file=sys.stderr, flush=True)
         return exc.exit_code
+    except Terminated as exc:
+        print(f"fabbench: rank {me.rank}: stopped by signal {exc.signum}", file=sys.stderr,
+              flush=True)
+        return 128 + exc.signum
 
 
 if __name__ == "__main__":

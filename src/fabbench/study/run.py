@@ -31,13 +31,17 @@ from fabbench import __version__
 from fabbench.emulate.site import current as emulated_site
 from fabbench.errors import RunError, UsageError
 from fabbench.launch import table
-from fabbench.procs import stop_groups
+from fabbench.procs import dies_with_this_process, stop_groups
 from fabbench.study import manifest
 from fabbench.study.host import Host, Place, detect_place, launcher_of, why_not
 from fabbench.study.spec import Cell, Study
 from fabbench.sysinfo.inventory import IMAGE_REF_ENV
 
-STOP_GRACE_S = 15.0  # after SIGINT, the cell's launcher stops its ranks; then SIGKILL
+STOP_GRACE_S = 15.0  # after SIGTERM, the cell's launcher stops its ranks; then SIGKILL
+# a cell is stopped as a user's `kill` would: `fabbench run` stops its ranks and writes the
+# summary saying so (SIGINT, a Ctrl-C, leaves the file without one; srun takes a first SIGINT
+# as a request for its status)
+STOP = signal.SIGTERM
 
 
 def _now() -> str:
@@ -161,9 +165,12 @@ def launch_logged(argv: list[str], env: dict[str, str], log: Path, deadline_s: f
     with open(log, "ab") as out:
         out.write(f"# {_now()} {shlex.join(argv)}\n".encode())
         out.flush()
+        # the cell ends with the study, however the study ends (SIGKILL too): the kernel sends
+        # it SIGTERM then, as the study itself would (a cell left running would finish on its
+        # own, in a directory --resume takes over)
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, env={**os.environ, **env},
-                                start_new_session=True)
+                                start_new_session=True, preexec_fn=dies_with_this_process(STOP))
     end = time.monotonic() + deadline_s
     try:
         while True:
@@ -171,11 +178,11 @@ def launch_logged(argv: list[str], env: dict[str, str], log: Path, deadline_s: f
                 return proc.wait(timeout=min(1.0, max(0.0, end - time.monotonic()))), None
             except subprocess.TimeoutExpired:
                 if time.monotonic() >= end:
-                    stop_groups([proc], signal.SIGINT, STOP_GRACE_S)
+                    stop_groups([proc], STOP, STOP_GRACE_S)
                     return (proc.returncode if proc.returncode is not None else 124,
                             f"passed the cell's deadline of {deadline_s:g} s; stopped")
     except BaseException:
-        stop_groups([proc], signal.SIGINT, STOP_GRACE_S)
+        stop_groups([proc], STOP, STOP_GRACE_S)
         raise
 
 
