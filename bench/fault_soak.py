@@ -13,7 +13,8 @@ warm-up and measurement (up to 0.6 of what is left of a clean run). Checked:
   bootstrap interval of the ratio of medians that excludes 1) does not call the clean runs slower
   or faster than the baseline; the runs right after a fault are listed against the baseline's
   range;
-- at the end, no process in either node's namespace and none on the host carrying a run's marker.
+- at the end, no process in either node's namespace and none on the host carrying the marker of
+  one of the stream's runs.
 
 Prints a line per run and a summary; exits 1 when a check failed. Needs root (namespaces).
 
@@ -58,10 +59,11 @@ def busbw(o: Outcome) -> float | None:
                  if r.get("kind") == "collective" and r.get("bytes") == SIXTEEN_MIB), None)
 
 
-def marked_anywhere() -> list[str]:
-    """Every process on this host that carries some run's marker (any run, not one)."""
+def marked_under(folder: Path) -> list[str]:
+    """Every process on this host that carries the marker of a run whose directory is under
+    ``folder`` (this stream's runs: their launchers' TMPDIR), as pids."""
     found = []
-    needle = f"\0{MARKER}=".encode()
+    needle = f"\0{MARKER}={folder}/".encode()
     for entry in os.scandir("/proc"):
         if entry.name.isdigit() and int(entry.name) != os.getpid():
             try:
@@ -99,6 +101,11 @@ def main() -> int:
     wrong: list[str] = []
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="fault-soak-") as tmp, standing() as cluster:
+        # each run's launcher makes its run directory (every rank's and daemon's marker) under
+        # TMPDIR: this stream's runs are told from other work on the host by it
+        runs_tmp = Path(tmp) / "runs"
+        runs_tmp.mkdir()
+        os.environ["TMPDIR"] = str(runs_tmp)
         base: list[float] = []
         rest: list[float] = []  # of the baseline's runs: seconds from the first point to exit
         for i in range(args.baseline):
@@ -133,7 +140,7 @@ def main() -> int:
                   + (f", left {len(o.left_at_exit)}/{len(o.left_after)}")
                   + ("" if not found else "; " + "; ".join(found)), flush=True)
             previous_faulted = fault is not None
-        at_end = left(cluster, None) + marked_anywhere()
+        at_end = left(cluster, None) + marked_under(runs_tmp)
     if at_end:
         wrong.append(f"left running at the end: {at_end}")
     print(f"\n{args.primitive}: {args.baseline} baseline runs, then {args.runs} runs with "
