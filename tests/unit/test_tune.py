@@ -221,3 +221,29 @@ def test_the_nccl_tuner_csv_has_the_example_plugins_columns():
     assert rows == ["allreduce,0,4294967295,tree,ll128,-1,2,16,-1,-1",
                     "broadcast,0,4294967295,tree,ll128,-1,2,16,-1,-1"]
     assert all(len(r.split(",")) == 10 for r in rows)
+
+
+class _Stop(Exception):
+    pass
+
+
+@pytest.mark.parametrize("given,sizes,budget,repeats", [
+    ((), "4M,64M", 0.3, 2),
+    (("--sizes", "1M,64M"), "1M,64M", 0.3, 2),
+    (("--budget", "2", "--repeats", "4"), "4M,64M", 2.0, 4),
+])
+def test_quick_sets_what_was_not_given(monkeypatch, capsys, given, sizes, budget, repeats):
+    from conftest import cli
+    from fabbench.tune import search
+
+    seen = {}
+
+    def tuner(config, directory, *, repeats, **_):
+        seen.update(sizes=config.collectives.sizes, budget=config.collectives.budget_s,
+                    repeats=repeats)
+        raise _Stop
+
+    monkeypatch.setattr(search, "Tuner", tuner)
+    with pytest.raises(_Stop):
+        cli(capsys, "tune", "d", "--fabric", "ethernet", "--primitive", "mpi", "--quick", *given)
+    assert seen == {"sizes": sizes, "budget": budget, "repeats": repeats}

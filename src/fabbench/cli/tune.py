@@ -14,6 +14,12 @@ from fabbench.cli.options import run_options
 # allreduce (the op of data-parallel training); every other run option is `fabbench run`'s
 TUNE_DEFAULTS = {"collectives.ops": ("allreduce",), "collectives.sizes": "1M,4M,16M,64M",
                  "collectives.budget_s": 1.0}
+REPEATS = 3
+# --quick: about 5 minutes on 2 emulated nodes at 1 Gbit/s (docs/tuning.md): a size where the
+# algorithms differ most and one where the wire does, shorter samples, two rounds; an option
+# the user gave keeps the user's value
+QUICK = {"sizes": "4M,64M", "budget": 0.3}
+QUICK_REPEATS = 2
 
 
 def register(app: typer.Typer) -> None:
@@ -24,7 +30,11 @@ def register(app: typer.Typer) -> None:
             help="The tune's directory: its launches, their results and what it writes.",
             show_default=False)],
         repeats: Annotated[int, typer.Option(
-            help="Launches of each setting, alternating with the others (at least 2).")] = 3,
+            help="Launches of each setting, alternating with the others (at least 2).")] =
+        REPEATS,
+        quick: Annotated[bool, typer.Option(
+            help=f"About 5 minutes on 2 nodes: --repeats {QUICK_REPEATS}, --sizes "
+            f"{QUICK['sizes']}, --budget {QUICK['budget']}, where not given.")] = False,
         deadline: Annotated[float, typer.Option(
             help="Seconds the whole tune may take; then it stops (continue with "
             "--resume).")] = 3600.0,
@@ -39,13 +49,18 @@ def register(app: typer.Typer) -> None:
         transport is refused. Writes DIRECTORY/<fabric>-tuned.toml (use it as --fabric), Open
         MPI's coll_tuned rules file and NCCL's tuner CSV where they apply (docs/tuning.md).
 
-        Example: [bold]fabbench tune tune-eth/ --fabric ethernet --primitive mpi[/]
+        Example: [bold]fabbench tune tune-eth/ --fabric ethernet --primitive mpi --quick[/]
         """
         from fabbench.cli.show_tune import TuneProgress
         from fabbench.config import from_parameters
         from fabbench.tune import publish
         from fabbench.tune.search import Tuner
 
+        if quick:
+            defaults = {"sizes": TUNE_DEFAULTS["collectives.sizes"],
+                        "budget": TUNE_DEFAULTS["collectives.budget_s"]}
+            options.update({k: v for k, v in QUICK.items() if options.get(k) == defaults[k]})
+            repeats = QUICK_REPEATS if repeats == REPEATS else repeats
         config = from_parameters(options)
         with TuneProgress() as progress:
             tuner = Tuner(config, directory, repeats=repeats, deadline_s=deadline,
