@@ -50,7 +50,7 @@ from integration.test_registry import USER, clean_env, pull, sh, user_dir  # noq
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.needs_root,
-    pytest.mark.timeout(900),
+    pytest.mark.timeout(2400),  # a first sid root or base image (debootstrap) in a fixture
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root (podman storage, namespaces)"),
     pytest.mark.skipif(not Path(REGISTRY_BIN).exists(),
                        reason="needs docker-registry (.ci/apt-packages.txt)"),
@@ -187,7 +187,7 @@ class Build:
 def build_containers() -> dict[str, str]:
     res = sh(["buildah", "containers", "--json"], 60)
     assert res.returncode == 0, res.stderr
-    return {c["id"]: c["containername"] for c in json.loads(res.stdout or "[]")}
+    return {c["id"]: c["containername"] for c in json.loads(res.stdout or "null") or []}
 
 
 def step_processes(marker: str) -> list[str]:
