@@ -5,7 +5,8 @@ random point of the run. Does a fault leave anything behind that spoils the runs
 
 Each run is the matrix's run (allreduce 1 MiB and 16 MiB, --budget 3, --timeout 5); a fault comes
 a random delay after the 1 MiB point is in the results file, anywhere in the 16 MiB point's
-warm-up and measurement (up to 0.6 of what is left of a clean run). Checked:
+warm-up and measurement (up to 0.8 of its budget: a later one could land after the run's last
+exchange, when a link going down harms nothing). Checked:
 - every faulted run ended as its matrix row expects (exit code, bound, headline, records,
   summary, nothing of it left running);
 - every clean run ended well, with nothing left, and its 16 MiB bus bandwidth is within the noise
@@ -28,6 +29,7 @@ import argparse
 import dataclasses
 import os
 import random
+import signal
 import statistics
 import sys
 import tempfile
@@ -52,6 +54,7 @@ SIXTEEN_MIB = 16 << 20
 # the faults a stream can take on a plain cluster (the loss row needs a lossy one; none is clean)
 STREAM = tuple(f for f in FAULTS if not f.cluster and f.name != "none")
 CONTROL = next(f for f in FAULTS if f.name == "none")
+BUDGET_S = float(CONTROL.sweep[CONTROL.sweep.index("--budget") + 1])  # of the 16 MiB point
 
 
 def busbw(o: Outcome) -> float | None:
@@ -95,6 +98,8 @@ def main() -> int:
     if not menu or not 0 <= args.faulted <= args.runs or args.baseline < 1:
         ap.error(f"nothing to draw from, or --faulted not in 0..--runs: faults {args.faults!r} "
                  f"for {args.primitive}, {args.faulted} of {args.runs}")
+    # SIGTERM unwinds like Ctrl-C, so that the standing cluster is taken down
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     rng = random.Random(args.seed)
     faulted = dict(zip(sorted(rng.sample(range(args.runs), args.faulted)),
                        (rng.choice(menu) for _ in range(args.faulted)), strict=True))
@@ -117,7 +122,9 @@ def main() -> int:
                 rest.append(CONTROL.delay_s + o.fault_to_exit_s)
             print(f"baseline {i + 1:>2}: exit {o.code}, 16 MiB {bw or 0:.4f} GB/s"
                   + ("" if not found else "; " + "; ".join(found)), flush=True)
-        latest = 0.6 * statistics.median(rest) if rest else 2.0
+        # the latest a fault may come: within the 16 MiB point's measurement (it lasts its
+        # budget at least after the 1 MiB point is written), so that it always meets the run
+        latest = min(0.6 * statistics.median(rest) if rest else 2.0, 0.8 * BUDGET_S)
         clean: list[float] = []
         after_fault: list[tuple[int, float | None]] = []
         previous_faulted = False
