@@ -348,6 +348,13 @@ ROWS: tuple[Row, ...] = (
                       said="Received 15 death signal, shutting down workers", ok=False,
                       why=r"rank 0 was stopped by signal 15", bound_s=15,
                       traceback=TORCHRUN_FAILED)),
+    # torchrun's workers die with it (the rank arms PR_SET_PDEATHSIG: torchrun starts them in
+    # sessions of their own, and before, they ran the sweep on and wrote ok: true); rank 0
+    # writes the summary saying it was stopped
+    Row(launcher="torchrun", name="launcher-kill", what="torchrun sent SIGKILL",
+        inject=signal_launcher(signal.SIGKILL),
+        expect=Expect(code=(-9,), headline=None, ok=False,
+                      why=r"rank 0 was stopped by signal 15", bound_s=5, settles=True)),
     Row(launcher="study", name="launcher-term", what="`fabbench study run` sent SIGTERM",
         inject=signal_launcher(signal.SIGTERM),
         expect=Expect(code=(1,), headline=r"study stopped by SIGTERM", ok=False,

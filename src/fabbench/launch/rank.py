@@ -67,10 +67,11 @@ def run_rank(plan: Plan, state: RunState, me: RankEnv) -> int:
     preparing is raised as it is."""
     global entered
     entered = True
-    if me.launcher == "horovodrun":
-        # horovodrun waits for every rank and has no daemon on the node: the rank's parent is
-        # the shell its ssh session runs (a shell of one command, which waits for it). That
-        # shell killed, the rank would measure on, unseen; it ends instead
+    if me.launcher in ("horovodrun", "torchrun"):
+        # the rank ends with its parent, which these launchers do not arrange: horovodrun's is
+        # the shell its ssh session runs the rank in (horovodrun has no daemon on the node and
+        # waits for every rank), torchrun's is torchrun itself (it starts its workers in
+        # sessions of their own). Either killed, the rank would measure on, unseen
         die_with_parent(signal.SIGTERM)
     run = RankRun.prepare(plan, state, me)
     run.start_watchdog()
