@@ -493,8 +493,9 @@ FAULTS: tuple[Fault, ...] = (
     # horovodrun has no daemon: what stands for one on node 1 is the shell its ssh session
     # runs the rank in; killed, the rank (armed with PR_SET_PDEATHSIG) ends too. Rank 0 named
     # the reset (or Horovod's shut-down that followed it) in 2 runs of 5; in 3 it was ended by
-    # a SIGTERM first (its shell says "Terminated"; the sender is not found yet), and the
-    # headline is the launcher's "the ranks exited with code 1" beside horovodrun's line
+    # a SIGTERM first (its shell says "Terminated"; strace: sent by horovodrun's own middleman
+    # of slot 0, horovodrun stopping rank 0 once rank 1 has ended), and the headline is the
+    # launcher's "the ranks exited with code 1" beside horovodrun's line
     Fault(name="daemon-kill", what="node 1's launcher daemon (orted; horovodrun: the rank's "
                                    "ssh session shell) killed (SIGKILL)",
           inject=kill_daemon,
