@@ -1,17 +1,18 @@
 """The fault matrix of issue 36 under other launchers (docs/faults-launchers.md): srun on the
 emulated Slurm cluster (a rank killed, the slurmd of rank 1's node killed, the job cancelled),
-torchrun (a rank killed, torchrun sent SIGTERM) and the study runner (sent SIGTERM, sent
-SIGKILL, then --resume). Each row: the right exit code within its bound of the fault, the
-headline, the records before the fault intact with a summary that says why, and nothing of the
-run left running. The rows are defined once, in faults_on_launchers.py (bench/fault_launchers.py
-runs them repeatedly for the page's figures); horovodrun's rows are test_fault_matrix's
-(the horovod-gloo column)."""
+torchrun (a rank killed, torchrun sent SIGTERM, sent SIGKILL) and the study runner (sent
+SIGTERM, sent SIGKILL, then --resume). Each row: the right exit code within its bound of the
+fault, the headline, the records before the fault intact with a summary that says why, and
+nothing of the run left running. The rows are defined once, in faults_on_launchers.py
+(bench/fault_launchers.py runs them repeatedly for the page's figures); horovodrun's rows are
+test_fault_matrix's (the horovod-gloo column)."""
 
 from __future__ import annotations
 
 import json
 import os
 import shutil
+import sys
 
 import pytest
 
@@ -57,7 +58,7 @@ def test_srun_row(slurm, tmp_path, row: Row):
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("row", _rows("torchrun"), ids=lambda r: r.name)
 def test_torchrun_row(tmp_path, row: Row):
-    if shutil.which("torchrun", path=os.path.dirname(os.sys.executable)) is None:
+    if shutil.which("torchrun", path=os.path.dirname(sys.executable)) is None:
         pytest.skip("torchrun is not installed (torch)")
     outcome, _ = run_row(row, tmp_path)
     _check(outcome, row)
