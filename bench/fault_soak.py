@@ -156,13 +156,16 @@ def main() -> int:
     if base and clean:
         v = compare_samples(base, clean, ratio=statistics.median(clean) / statistics.median(base))
         interval = f"{v.ci_low:.3f}..{v.ci_high:.3f}" if v.ci_low is not None else "none"
+        # compare_samples reads its samples as times: a verdict "slower" on bandwidths is a
+        # stream that moved more bytes per second than its baseline, "faster" one that moved less
+        said = {"slower": "higher", "faster": "lower"}.get(v.verdict, v.verdict)
         print(f"16 MiB busbw, GB/s: baseline median {statistics.median(base):.4f} "
               f"(min {min(base):.4f}, max {max(base):.4f}, n {len(base)}); clean runs of the "
               f"stream median {statistics.median(clean):.4f} (min {min(clean):.4f}, "
               f"max {max(clean):.4f}, n {len(clean)}); ratio {v.ratio:.3f} (95 % {interval}, "
-              f"p {v.p_value if v.p_value is None else round(v.p_value, 3)}): {v.verdict}")
+              f"p {v.p_value if v.p_value is None else round(v.p_value, 3)}): {said}")
         if v.significant:
-            wrong.append(f"the clean runs are {v.verdict} than the baseline (ratio "
+            wrong.append(f"the clean runs' busbw is {said} than the baseline's (ratio "
                          f"{v.ratio:.3f}, 95 % {interval})")
         low, high = min(base), max(base)
         print("right after a fault: " + ", ".join(
