@@ -6,9 +6,13 @@ random point of the run. Does a fault leave anything behind that spoils the runs
 Each run is the matrix's run (allreduce 1 MiB and 16 MiB, --budget 3, --timeout 5); a fault comes
 a random delay after the 1 MiB point is in the results file, anywhere in the 16 MiB point's
 warm-up and measurement (up to 0.8 of its budget: a later one could land after the run's last
-exchange, when a link going down harms nothing). Checked:
+exchange, when a link going down harms nothing), but for the full disk, which comes when the
+first point is written, as in the matrix (filled later, what is left of the results file's last
+page could hold the rest of the sweep and its summary: seen once). Checked:
 - every faulted run ended as its matrix row expects (exit code, bound, headline, records,
-  summary, nothing of it left running);
+  summary, nothing of it left running), or outlived its fault: every point measured and rank 0's
+  summary ok, the launch failed after them and said so, nothing left (a daemon killed while the
+  ranks talk to each other directly: mpirun may notice only when it ends the job);
 - every clean run ended well, with nothing left, and its 16 MiB bus bandwidth is within the noise
   of the baseline's: compare's rule (report.stats.compare_samples: Mann-Whitney p < 0.05 with a
   bootstrap interval of the ratio of medians that excludes 1) does not call the clean runs slower
@@ -78,9 +82,21 @@ def marked_under(folder: Path) -> list[str]:
     return found
 
 
+OUTLIVED = "every measurement had finished, and rank 0's summary says ok"
+
+
+def outlived(o: Outcome) -> bool:
+    """The run outlived its fault: every point measured, rank 0's summary ok, and the launch
+    failed only after them, said so (a fault off the data path: mpirun notices a daemon it
+    lost only when it needs it, to end the job); nothing of it left running."""
+    return (o.code not in (0, None) and OUTLIVED in o.stderr and o.summary is not None
+            and o.summary.get("ok") is True and len(o.points()) == 2
+            and not o.left_at_exit and not o.left_after)
+
+
 def run_once(cluster: Cluster, primitive: str, fault: Fault, out: Path) -> tuple[Outcome, list]:
     o = run_row(cluster, primitive, fault, out)
-    return o, problems(o, fault.expect[primitive])
+    return o, [] if fault.name != "none" and outlived(o) else problems(o, fault.expect[primitive])
 
 
 def main() -> int:
@@ -130,8 +146,10 @@ def main() -> int:
         previous_faulted = False
         for i in range(args.runs):
             fault = faulted.get(i)
-            row = CONTROL if fault is None else dataclasses.replace(
-                fault, delay_s=round(rng.uniform(0.0, latest), 2))
+            # a fault the matrix gives at the first point (the disk filled then: later, what is
+            # left of the file's last page can hold the rest of the sweep) keeps its moment
+            row = CONTROL if fault is None else fault if fault.delay_s == 0 else \
+                dataclasses.replace(fault, delay_s=round(rng.uniform(0.0, latest), 2))
             o, found = run_once(cluster, args.primitive, row, Path(tmp) / f"run-{i}.jsonl")
             bw = busbw(o)
             if fault is None:
@@ -141,6 +159,8 @@ def main() -> int:
                     after_fault.append((i + 1, bw))
             wrong += [f"run #{i + 1} ({row.name}): {p}" for p in found]
             what = "clean" if fault is None else f"{row.name} at +{row.delay_s:.2f} s"
+            if fault is not None and outlived(o):
+                what += ", outlived"
             print(f"run {i + 1:>2} {what:<22} exit {o.code}, "
                   + (f"16 MiB {bw:.4f} GB/s" if bw is not None else
                      f"ended {o.fault_to_exit_s or 0:.1f} s after the fault")

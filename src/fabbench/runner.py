@@ -162,7 +162,9 @@ def _launch(plan: Plan, state: RunState, resolved: Resolved) -> tuple[int, str |
              f"with code {code}" + (f"; {seen}" if seen else "") +
              (" (the results file has what finished)" if wrote else
               " before writing any result (the library's own message is above)"))
-    _close_unfinished(plan, code, seen)
+    if _close_unfinished(plan, code, seen):
+        error += ("; every measurement had finished, and rank 0's summary says ok: what failed "
+                  "came after them (the results stand; the launch did not end well)")
     return code, error
 
 
@@ -214,15 +216,18 @@ def _refuse_without_gpu(plan: Plan) -> None:
                     else "--device cuda")
 
 
-def _close_unfinished(plan: Plan, code: int, seen: str) -> None:
+def _close_unfinished(plan: Plan, code: int, seen: str) -> bool:
     """A run whose rank 0 died wrote no summary: say so in the file, keep everything else.
-    A last line cut short by the kill is no record: it is cut off, with a warning."""
+    A last line cut short by the kill is no record: it is cut off, with a warning. True when
+    the run had finished after all: its last record is rank 0's summary saying ok (the launch
+    failed after the measurements, e.g. mpirun lost a daemon it needed only to end the job)."""
     path = Path(plan.out)
     if not path.exists():
-        return
+        return False
     records = _complete_records(path)
     if not records or records[-1].get("kind") == "summary":
-        return
+        return bool(records) and records[-1].get("run_id") == plan.run_id and \
+            records[-1].get("ok") is True
     counts: dict[str, int] = {}
     for rec in records:
         if rec.get("kind") != "run":
@@ -237,6 +242,7 @@ def _close_unfinished(plan: Plan, code: int, seen: str) -> None:
               file=sys.stderr)
     finally:
         writer.close()
+    return False
 
 
 def _drop_partial_line(path: Path) -> None:

@@ -199,9 +199,14 @@ def small_disk(folder: Path) -> Iterator[Path]:
 def fill_disk(t: Target) -> None:
     """Fill the results file's file system to the last byte: the next record cannot be written
     (whole, at least: what fits in the file's last page is written, and the rest refused)."""
+    wrote = 0
     with contextlib.suppress(OSError), (t.out.parent / "filler").open("wb", buffering=0) as f:
         while True:
-            f.write(b"\0" * 4096)
+            wrote += f.write(b"\0" * 4096) or 0
+    free = os.statvfs(t.out.parent)
+    if free.f_bavail:  # the fault is not there: said, not taken for the run's doing
+        raise RuntimeError(f"{t.out.parent} still has {free.f_bavail * free.f_frsize} bytes "
+                           f"free after {wrote} bytes of filler")
 
 
 def term_launcher(t: Target) -> None:
@@ -477,10 +482,11 @@ FAULTS: tuple[Fault, ...] = (
           timeouts={"horovod-gloo": 15},
           expect=_all(Expect(code=(0,), headline=None, ok=True, bound_s=45))),
     # gloo: the peer's connection is reset, rank 0 names it; Open MPI: mpirun names the rank
-    # and the signal, and fabbench the exit code (128 + 9)
+    # and the signal, and fabbench the exit code (128 + 9) with what mpirun said (notices)
     Fault(name="rank-kill", what="the rank on node 1 killed (SIGKILL)", inject=kill_rank,
-          expect=_all(Expect(code=(137,), headline=r"exited with code 137", ok=False,
-                             why=r"exit code 137",
+          expect=_all(Expect(code=(137,), headline=r"exited with code 137; mpirun says rank 1 "
+                             r"\(pid \d+\) on node \S+ exited on signal 9", ok=False,
+                             why=r"exit code 137.*rank 1 .* signal 9",
                              said=r"process rank 1 .* exited on signal 9", bound_s=15),
                       gloo=Expect(code=(1, 137), headline=SIXTEEN + r".*Connection reset",
                                   ok=False, why="Connection reset", bound_s=15),
@@ -499,8 +505,9 @@ FAULTS: tuple[Fault, ...] = (
     Fault(name="daemon-kill", what="node 1's launcher daemon (orted; horovodrun: the rank's "
                                    "ssh session shell) killed (SIGKILL)",
           inject=kill_daemon,
-          expect={p: Expect(code=(205, 1), headline=r"exited with code", ok=False,
-                            why=r"exit code", said=r"lost communication with a remote daemon",
+          expect={p: Expect(code=(205, 1), headline=r"exited with code \d+; mpirun lost its "
+                            r"daemon on node \S+", ok=False, why=r"exit code .*daemon on node",
+                            said=r"lost communication with a remote daemon",
                             bound_s=15) for p in ("mpi", "horovod")}
           | {"horovod-gloo": Expect(code=(1,), headline=SIXTEEN + r"|the ranks exited with code 1",
                                     ok=False, why="Connection (reset|closed)|Horovod has been shut "

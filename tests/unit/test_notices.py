@@ -56,6 +56,13 @@ def test_a_rank_with_a_non_zero_exit():
     assert notices.notice(NON_ZERO) == "mpirun says rank 1 exited first, with code 3"
 
 
+def test_horovodruns_failed_rank():
+    text = ("horovodrun: error: Horovod detected that one or more processes exited with non-zero "
+            "status, thus causing the job to be terminated. The first process to do so was: "
+            "Process name: 1 Exit code: 137")
+    assert notices.notice(text) == "Horovod says rank 1 exited first, with code 137"
+
+
 def test_a_lost_daemon_names_its_node():
     assert notices.notice(DAEMON) == ("mpirun lost its daemon on node 198.18.0.2 (it died, or "
                                       "the node or its link did)")

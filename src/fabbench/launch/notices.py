@@ -17,6 +17,9 @@ Open MPI 4.1's texts (help-orterun.txt and help-errmgr-base.txt, /usr/share/open
                                     Exit code: %d
   [node-died]                       ORTE has lost communication with a remote daemon. HNP
                                     daemon: %s on node %s  Remote daemon: %s on node %s
+horovodrun's (horovod/runner/gloo_run.py), as launch/horovodrun.py prints it in one line: "Horovod
+detected that one or more processes exited with non-zero status, ... Process name: 1 Exit code:
+137" (the process name is the rank)
 The help texts are wrapped over lines and framed by dashes, so the patterns read the tail as one
 line with its whitespace folded.
 """
@@ -36,8 +39,8 @@ _SIGNALLED = re.compile(r"(?P<who>\S+) noticed that process rank (?P<rank>\d+) w
                         r"(?P<pid>\d+) on node (?P<node>\S+) exited on signal (?P<sig>\d+)"
                         r"(?: \((?P<name>[^)]*)\))?")
 _FAILED = re.compile(r"(?P<who>\S+) detected that one or more processes exited with non-zero "
-                     r"status.*?Process name: \[\[\d+,\d+\],(?P<rank>\d+)\] Exit code: "
-                     r"(?P<code>-?\d+)")
+                     r"status.*?Process name: (?:\[\[\d+,\d+\],)?(?P<rank>\d+)\]? Exit "
+                     r"code: (?P<code>-?\d+)")
 _DAEMON = re.compile(r"ORTE has lost communication with a remote daemon\. .*?Remote daemon: "
                      r"\S+ on node (?P<node>\S+)")
 
