@@ -58,3 +58,31 @@ def test_fault_row(cluster, tmp_path, primitive: str, fault: Fault):
     assert not problems(outcome, fault.expect[primitive]), \
         f"{problems(outcome, fault.expect[primitive])}\n--- stderr\n{outcome.stderr[-3000:]}"
     read_results(out)  # every line written is a valid record, the last one included
+
+
+def test_judge_accepts_a_daemon_kill_the_ranks_outlived():
+    """The daemon-kill row's judge, without a cluster: an ok summary stands only when the
+    headline says every measurement had finished and both points are there (CI once saw the
+    ranks finish before mpirun noticed its lost daemon)."""
+    from integration.faults_on_wire import FAULTS, FIRST, Outcome
+
+    expect = next(f for f in FAULTS if f.name == "daemon-kill").expect["mpi"]
+    said = "ORTE has lost communication with a remote daemon."
+    lost = ("fabbench: error: mpi on fabric 'ethernet' (asked for transport ob1/tcp) failed: the "
+            "ranks exited with code 205; mpirun lost its daemon on node 198.18.0.2 (it died, or "
+            "the node or its link did) (the results file has what finished)")
+    finished = (lost + "; every measurement had finished, and rank 0's summary says ok: what "
+                "failed came after them (the results stand; the launch did not end well)")
+
+    def outcome(head: str, sizes: list[int], ok: bool) -> Outcome:
+        recs = [{"kind": "run"}] + [{"kind": "collective", "bytes": b} for b in sizes] + [
+            {"kind": "summary", "ok": ok,
+             "error": None if ok else "exit code 205: mpirun lost its daemon on node n1"}]
+        return Outcome(injected=True, code=205, fault_to_exit_s=2.8, headline=head,
+                       records=recs, left_at_exit=[], left_after=[], gone_s=2.8,
+                       stderr=said + "\n" + head, stdout="")
+
+    assert not problems(outcome(finished, [FIRST, 16 << 20], True), expect)
+    assert not problems(outcome(lost, [FIRST], False), expect)
+    assert problems(outcome(lost, [FIRST, 16 << 20], True), expect)  # ok, but not said so
+    assert problems(outcome(finished, [FIRST], True), expect)  # said so, but a point is missing
