@@ -108,27 +108,25 @@ def summary(outcome: TuneOutcome) -> str:
         lines.append("nothing was faster than the profile as it is: no tuned settings")
         return "\n".join(lines) + "\n"
     cand = outcome.final.candidates[0]
-    default, tuned = load_final(outcome.directory)
-    # the share is against the fastest the wire itself went (iperf3 one way, usually): on a
-    # host whose CPUs bind iperf3's bidirectional streams a collective can pass those
-    ceiling = max((rate for _, rate in default.ceilings), default=None)
-    nominal = _nominal_gbit_s(default)
-    measured = ", ".join(f"{what} {rate:.3g}" for what, rate in default.ceilings)
-    wire = f"{ceiling:.3g} Gbit/s per direction (measured: {measured})" if ceiling else \
-        "not measured"
-    lines.append(f"default against tuned, {len(default.runs)} launches each, alternating; "
-                 f"ceiling {wire}, nominal {f'{nominal:g} Gbit/s' if nominal else 'unknown'}")
+    gains = gain_rows(outcome)
+    wire = gains[0] if gains else None
+    measured = ", ".join(f"{what} {rate:.3g}" for what, rate in wire.measured) if wire else ""
+    ceiling = f"{wire.ceiling_gbit_s:.3g} Gbit/s per direction (measured: {measured})" \
+        if wire and wire.ceiling_gbit_s else "not measured"
+    nominal = wire.nominal_gbit_s if wire else None
+    lines.append(f"default against tuned, {wire.launches if wire else 0} launches each, "
+                 f"alternating; ceiling {ceiling}, nominal "
+                 f"{f'{nominal:g} Gbit/s' if nominal else 'unknown'}")
     lines.append(f"{'op':<10} {'size':>8} {'default GB/s':>12} {'tuned GB/s':>10} "
                  f"{'gain':>7} {'95% CI':>15} {'verdict':>8} {'/ceiling':>8} {'/nominal':>8}")
-    for p in cand.points:
-        factor = default.factor.get((p.op, p.bytes), 0.0)  # busbw from the pooled medians
-        bd, bt = factor / p.base_us, factor / p.value_us
+    for g, p in zip(gains, cand.points, strict=True):
         v = p.verdict
         ci = (f"{1 / v.ci_high - 1:+.0%}…{1 / v.ci_low - 1:+.0%}"
               if v.ci_low and v.ci_high else "-")
-        lines.append(f"{p.op:<10} {format_size(p.bytes):>8} {bd:>12.4g} {bt:>10.4g} "
-                     f"{1 / v.ratio - 1:>+7.0%} {ci:>15} {v.verdict:>8} "
-                     f"{_share(bt, ceiling):>8} {_share(bt, nominal):>8}")
+        lines.append(f"{g.op:<10} {format_size(g.bytes):>8} {g.default_gbyte_s:>12.4g} "
+                     f"{g.tuned_gbyte_s:>10.4g} {1 / v.ratio - 1:>+7.0%} {ci:>15} "
+                     f"{v.verdict:>8} {_share(g.tuned_gbyte_s, g.ceiling_gbit_s):>8} "
+                     f"{_share(g.tuned_gbyte_s, g.nominal_gbit_s):>8}")
     if cand.refused:
         lines.append(f"the tuned settings are refused: {cand.refused}")
     elif not outcome.holds:
@@ -138,6 +136,41 @@ def summary(outcome: TuneOutcome) -> str:
                      + "): no profile written; the choices, one axis at a time, did not add up "
                      "(more --repeats, or fewer axes)")
     return "\n".join(lines) + "\n"
+
+
+@dataclasses.dataclass(frozen=True)
+class Gain:
+    """One (op, size) of the final stage: the default's and the tuned busbw (from the pooled
+    medians), the verdict on the time ratio, and the wire: the fastest the ceiling measured
+    (iperf3 one way, usually: on a host whose CPUs bind iperf3's bidirectional streams a
+    collective can pass those), every ceiling measured, and the link's nominal rate."""
+
+    op: str
+    bytes: int
+    default_gbyte_s: float
+    tuned_gbyte_s: float
+    verdict: str
+    ceiling_gbit_s: float | None
+    nominal_gbit_s: float | None
+    measured: tuple[tuple[str, float], ...]
+    launches: int
+
+
+def gain_rows(outcome: TuneOutcome) -> list[Gain]:
+    """The final stage's (op, size) rows: empty when no setting was faster (no final stage)."""
+    if outcome.final is None:
+        return []
+    default, _ = load_final(outcome.directory)
+    ceiling = max((rate for _, rate in default.ceilings), default=None)
+    nominal = _nominal_gbit_s(default)
+    rows = []
+    for p in outcome.final.candidates[0].points:
+        factor = default.factor.get((p.op, p.bytes), 0.0)
+        rows.append(Gain(op=p.op, bytes=p.bytes, default_gbyte_s=factor / p.base_us,
+                         tuned_gbyte_s=factor / p.value_us, verdict=p.verdict.verdict,
+                         ceiling_gbit_s=ceiling, nominal_gbit_s=nominal,
+                         measured=tuple(default.ceilings), launches=len(default.runs)))
+    return rows
 
 
 def _share(busbw_gbyte_s: float, gbit_s: float | None) -> str:

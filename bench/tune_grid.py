@@ -1,0 +1,130 @@
+"""Issue 35's grid in one run: on emulated nodes (network namespaces, veth, tbf both ways) of
+each --nodes count at each --links rate, `fabbench tune` of mpi on the shipped ethernet profile
+(its final stage: the default against the tuned settings, alternating, with the wire's ceiling
+measured in the same job), then gloo as shipped (torch exposes nothing of Gloo's collectives to
+tune: its default is its tuned). Per cluster, primitive and size: allreduce busbw, default and
+tuned, as a share of the measured ceiling and of the nominal link; and how busy this host's cores
+were in the busiest quarter of the run (bench/wire.py's gauge): on one 2-core host every node's
+ranks, TCP, veth and tbf work share the same cores, so a share near 100 % names the CPUs as the
+limit, not the emulated wire.
+
+Needs root. Usage: python bench/tune_grid.py [--nodes 2,4] [--links 1gbit,10gbit]
+[--sizes 1M,4M,16M,64M] [--budget 0.3] [--repeats 2] [--keep DIR]
+Exit 0 when every tune and run finished (a tune whose settings did not hold counts as finished:
+its row says so), 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from wire import CpuWatch  # noqa: E402
+
+from fabbench.emulate import ENV, make_emulation  # noqa: E402
+from fabbench.emulate.session import emulated  # noqa: E402
+from fabbench.results.link import ceiling_of  # noqa: E402
+from fabbench.results.reader import read_results  # noqa: E402
+from fabbench.results.records import Ceiling, Collective  # noqa: E402
+from fabbench.tune.publish import gain_rows  # noqa: E402
+from fabbench.tune.search import replayed  # noqa: E402
+from fabbench.units import format_size  # noqa: E402
+
+TIMEOUT_S = 3000
+
+
+def fabbench(args: list[str], state: Path) -> tuple[subprocess.CompletedProcess, float, float]:
+    """One fabbench command inside the cluster, its output passed on; with the CPU gauge."""
+    with CpuWatch() as cpu:
+        p = subprocess.run([sys.executable, "-m", "fabbench", *args], capture_output=True,
+                           text=True, timeout=TIMEOUT_S, check=False,
+                           env={**os.environ, ENV: str(state)})
+    sys.stderr.write(p.stdout[-4000:])
+    if p.returncode not in (0, 1) or "error" in p.stderr:
+        sys.stderr.write(p.stderr[-3000:])
+    return (p, *cpu.busiest())
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--nodes", default="2,4")
+    ap.add_argument("--links", default="1gbit,10gbit")
+    ap.add_argument("--sizes", default="1M,4M,16M,64M")
+    ap.add_argument("--budget", default="0.3")
+    ap.add_argument("--repeats", default="2")
+    ap.add_argument("--keep", type=Path, help="keep the tunes and runs here")
+    a = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("bench/tune_grid.py: needs root (network namespaces)")
+    rows: list[tuple] = []
+    failed = []
+    with tempfile.TemporaryDirectory(prefix="fabbench-tune-grid-") as tmp:
+        top = a.keep or Path(tmp)
+        for nodes in map(int, a.nodes.split(",")):
+            for link in a.links.split(","):
+                emulation = make_emulation(nodes=nodes, link=link)
+                nominal = emulation.link.rate_bit_s / 1e9
+                where = top / f"{nodes}n-{link}"
+                where.mkdir(parents=True, exist_ok=True)
+                common = ["--fabric", "ethernet", "--ranks", str(nodes), "--sizes", a.sizes,
+                          "--budget", a.budget]
+                with emulated(emulation) as cluster:
+                    print(f"# {nodes} nodes at {link}: tune of mpi", file=sys.stderr,
+                          flush=True)
+                    p, busy, soft = fabbench(["tune", str(where / "mpi"), *common,
+                                              "--primitive", "mpi", "--repeats", a.repeats],
+                                             cluster.state_file)
+                    gains = gain_rows(replayed(where / "mpi")) if p.returncode in (0, 1) \
+                        else []
+                    if p.returncode not in (0, 1):
+                        failed.append(f"{nodes}n {link} mpi: exit {p.returncode}")
+                    held = "held" if p.returncode == 0 else "did not hold"
+                    for g in gains:
+                        rows.append((nodes, link, "mpi", g.bytes, g.default_gbyte_s,
+                                     g.tuned_gbyte_s, g.ceiling_gbit_s, nominal, busy, soft,
+                                     f"tuned {held}, {g.verdict}"))
+                    if p.returncode in (0, 1) and not gains:
+                        failed.append(f"{nodes}n {link} mpi: no setting was faster (no final "
+                                      "stage, no default figures)")
+                    print(f"# {nodes} nodes at {link}: gloo as shipped", file=sys.stderr,
+                          flush=True)
+                    out = where / "gloo.jsonl"
+                    p, busy, soft = fabbench(["run", *common, "--primitive", "gloo", "--ops",
+                                              "allreduce", "--ceiling", "--out", str(out)],
+                                             cluster.state_file)
+                    if p.returncode != 0:
+                        failed.append(f"{nodes}n {link} gloo: exit {p.returncode}")
+                        continue
+                    results = read_results(out)
+                    ceiling = ceiling_of(results.of_kind(Ceiling))
+                    fastest = max((c.per_direction_gbit_s for c in results.of_kind(Ceiling)
+                                   if c.per_direction_gbit_s),
+                                  default=None)
+                    for r in results.of_kind(Collective):
+                        rows.append((nodes, link, "gloo", r.bytes, r.busbw_gbyte_s,
+                                     r.busbw_gbyte_s, fastest or (ceiling.speed_gbit_s
+                                                                  if ceiling else None),
+                                     nominal, busy, soft, "nothing to tune"))
+    print(f"allreduce busbw; ceiling: the fastest of the wire's measured rates (iperf3), same "
+          f"job; tune --budget {a.budget} --repeats {a.repeats}; CPU: this host's cores in the "
+          "busiest quarter of the tune or run")
+    print(f"{'nodes':>5} {'link':>7} {'prim':<5} {'size':>6} {'default GB/s':>12} "
+          f"{'tuned GB/s':>10} {'/ceiling':>8} {'/nominal':>8} {'CPU':>5} {'softirq':>7}  note")
+    for nodes, link, prim, size, dflt, tuned, ceil, nom, busy, soft, note in rows:
+        share = f"{tuned * 8 / ceil:.2f}" if ceil else "-"
+        print(f"{nodes:>5} {link:>7} {prim:<5} {format_size(size):>6} {dflt:>12.4g} "
+              f"{tuned:>10.4g} {share:>8} {tuned * 8 / nom:>8.2f} {busy:>5.0%} {soft:>7.0%}  "
+              f"{note}")
+    for line in failed:
+        print(f"failed: {line}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
