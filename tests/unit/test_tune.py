@@ -231,6 +231,8 @@ class _Stop(Exception):
     ((), "4M,64M", 0.3, 2),
     (("--sizes", "1M,64M"), "1M,64M", 0.3, 2),
     (("--budget", "2", "--repeats", "4"), "4M,64M", 2.0, 4),
+    # given, though equal to tune's defaults: still the user's
+    (("--sizes", "1M,4M,16M,64M", "--budget", "1", "--repeats", "3"), "1M,4M,16M,64M", 1.0, 3),
 ])
 def test_quick_sets_what_was_not_given(monkeypatch, capsys, given, sizes, budget, repeats):
     from conftest import cli

@@ -26,6 +26,7 @@ def register(app: typer.Typer) -> None:
     @app.command()
     @run_options(defaults=TUNE_DEFAULTS)
     def tune(
+        ctx: typer.Context,
         directory: Annotated[Path, typer.Argument(
             help="The tune's directory: its launches, their results and what it writes.",
             show_default=False)],
@@ -57,10 +58,11 @@ def register(app: typer.Typer) -> None:
         from fabbench.tune.search import Tuner
 
         if quick:
-            defaults = {"sizes": TUNE_DEFAULTS["collectives.sizes"],
-                        "budget": TUNE_DEFAULTS["collectives.budget_s"]}
-            options.update({k: v for k, v in QUICK.items() if options.get(k) == defaults[k]})
-            repeats = QUICK_REPEATS if repeats == REPEATS else repeats
+            # what the command line gave keeps its value, even one equal to the default
+            given = {name for name in (*QUICK, "repeats")
+                     if getattr(ctx.get_parameter_source(name), "name", "") == "COMMANDLINE"}
+            options.update({k: v for k, v in QUICK.items() if k not in given})
+            repeats = repeats if "repeats" in given else QUICK_REPEATS
         config = from_parameters(options)
         with TuneProgress() as progress:
             tuner = Tuner(config, directory, repeats=repeats, deadline_s=deadline,
