@@ -106,3 +106,16 @@ def test_tail_writes_to_a_text_stderr(monkeypatch):
             w.write(b"fabbench: error: rank 0: caf\xc3\xa9\n")
         tail.join(timeout_s=10)
         assert sys.stderr.getvalue() == "fabbench: error: rank 0: café\n"
+
+
+def test_tail_copies_a_launchers_stdout_without_its_prefix(monkeypatch):
+    read, write = os.pipe()
+    sink = io.BytesIO()
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(sink, write_through=True))
+    with os.fdopen(read, "rb") as stream:
+        tail = notices.Tail(stream, stdout=True, strip=r"^\[\d+\]<stdout>:")
+        with os.fdopen(write, "wb") as w:
+            w.write(b"[0]<stdout>:#  allreduce 1048576 [1]<stdout>: stays\nplain\n")
+        tail.join(timeout_s=10)
+    assert sink.getvalue() == b"#  allreduce 1048576 [1]<stdout>: stays\nplain\n"
+    assert tail.text().endswith("plain\n")

@@ -4,17 +4,13 @@ processes, with a deadline. The first rank that fails ends the others.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import re
 import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
-from typing import IO
 
 from fabbench.errors import RunError, UsageError
 from fabbench.launch import notices, rundir
@@ -43,7 +39,7 @@ def run(spec: LaunchSpec, deadline_s: float, ranks: int) -> tuple[int, str]:
     when one fails or the deadline passes. Returns the first non-zero exit code (or 0) and what
     the launcher saw of the ranks (who died first, who timed out waiting, who never arrived)."""
     procs: list[subprocess.Popen] = []
-    copiers: list[threading.Thread] = []
+    copiers: list[notices.Tail] = []  # a launcher's stdout, without its line prefix
     tails: list[notices.Tail] = []  # each process's stderr, copied through and kept
     # a launcher stopped by SIGTERM or SIGHUP stops its ranks first (the finally below); one
     # killed outright cannot: each process it started is sent SIGTERM by the kernel then (mpirun
@@ -64,7 +60,7 @@ def run(spec: LaunchSpec, deadline_s: float, ranks: int) -> tuple[int, str]:
                     tails.append(notices.Tail(procs[-1].stderr))
                 out = procs[-1].stdout
                 if spec.stdout_prefix and out is not None:  # stdout=PIPE
-                    copiers.append(_copy_unprefixed(out, spec.stdout_prefix))
+                    copiers.append(notices.Tail(out, stdout=True, strip=spec.stdout_prefix))
             end = time.monotonic() + deadline_s
             while True:
                 codes = [p.poll() for p in procs]
@@ -102,7 +98,7 @@ def run(spec: LaunchSpec, deadline_s: float, ranks: int) -> tuple[int, str]:
                 print(f"fabbench: stopped {len(left)} process(es) of this run still running "
                       f"after its launcher ended: {', '.join(left)}", file=sys.stderr)
             for copier in copiers:  # the pipe closes with its last writer; never wait long
-                copier.join(timeout=2.0)
+                copier.join(timeout_s=2.0)
             for tail in tails:
                 tail.join(timeout_s=2.0)
 
@@ -112,21 +108,3 @@ def _seen(watch: rundir.Watch, ranks: int, tails: list[notices.Tail]) -> str:
     node and signal mpirun names when a rank on another node died)."""
     said = next((n for n in (notices.notice(t.text()) for t in tails) if n), "")
     return "; ".join(part for part in (watch.explain(ranks), said) if part)
-
-
-def _copy_unprefixed(stream: IO[bytes], prefix: str) -> threading.Thread:
-    """Copy a launcher's stdout to ours line by line, without the launcher's line prefix."""
-    pattern = re.compile(prefix.encode())
-
-    def copy() -> None:
-        out = sys.stdout.buffer
-        with contextlib.suppress(OSError, ValueError):
-            for line in iter(stream.readline, b""):
-                out.write(pattern.sub(b"", line, count=1))
-                out.flush()
-
-    thread = threading.Thread(target=copy, name="fabbench-stdout", daemon=True)
-    thread.start()
-    return thread
-
-

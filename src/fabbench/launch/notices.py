@@ -64,19 +64,26 @@ def notice(text: str) -> str:
 
 
 class Tail:
-    """Copies a process's stderr to ours as it comes, line by line, keeping the last lines."""
+    """Copies a process's stream to ours as it comes, line by line, keeping the last lines:
+    stderr to our stderr (the default), or stdout to our stdout without the launcher's line
+    prefix (``strip``, a pattern: Slurm's or horovodrun's rank tag)."""
 
-    def __init__(self, stream: IO[bytes]) -> None:
+    def __init__(self, stream: IO[bytes], *, stdout: bool = False,
+                 strip: str | None = None) -> None:
         self._lines: collections.deque[bytes] = collections.deque(maxlen=TAIL_LINES)
         self._lock = threading.Lock()
-        self._thread = threading.Thread(target=self._copy, args=(stream,),
-                                        name="fabbench-stderr", daemon=True)
+        self._write = _write_out if stdout else _write_err
+        self._strip = re.compile(strip.encode()) if strip else None
+        self._thread = threading.Thread(target=self._copy, args=(stream,), daemon=True,
+                                        name="fabbench-stdout" if stdout else "fabbench-stderr")
         self._thread.start()
 
     def _copy(self, stream: IO[bytes]) -> None:
         with contextlib.suppress(OSError, ValueError):
             for line in iter(stream.readline, b""):
-                _write_err(line)
+                if self._strip is not None:
+                    line = self._strip.sub(b"", line, count=1)
+                self._write(line)
                 with self._lock:
                     self._lines.append(line)
 
@@ -87,6 +94,12 @@ class Tail:
     def text(self) -> str:
         with self._lock:
             return b"".join(self._lines).decode(errors="replace")
+
+
+def _write_out(line: bytes) -> None:
+    out = sys.stdout.buffer
+    out.write(line)
+    out.flush()
 
 
 def _write_err(line: bytes) -> None:
