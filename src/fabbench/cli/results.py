@@ -43,7 +43,7 @@ def report(paths: Paths, html: Html = None, plots: Plots = None, csv: Csv = None
     Example: [bold]fabbench report results/ --html report.html --plots figs/ --csv all.csv[/]
     """
     from fabbench.study.manifest import is_study_dir
-    from fabbench.tune.search import is_tune_dir
+    from fabbench.tune import is_tune_dir
 
     if len(paths) == 1 and is_tune_dir(paths[0]):
         _tune_report(paths[0], given=[flag for flag, value in (

@@ -49,10 +49,9 @@ from fabbench.report.stats import Verdict, compare_samples, median_ratio
 from fabbench.results.reader import read_results
 from fabbench.results.records import Ceiling, Collective, Run, Summary
 from fabbench.study.run import launch_logged, results_ok
-from fabbench.tune import library
+from fabbench.tune import STATE, library
 from fabbench.tune.outputs import RULES, rules_file
 
-STATE = "tune.json"
 TRIAL_DEADLINE_S = 900.0
 
 
@@ -401,10 +400,6 @@ class Tuner:
                             f"{got.transport}")
         stage.candidates.append(cand)
         return stage
-
-
-def is_tune_dir(path: Path) -> bool:
-    return (path / STATE).is_file()
 
 
 def replayed(directory: Path) -> TuneOutcome:
