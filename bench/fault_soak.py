@@ -41,6 +41,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from fabbench import procs  # noqa: E402
 from fabbench.report.stats import compare_samples  # noqa: E402
 from integration.faults_on_wire import (  # noqa: E402 - the rows live beside their test
     FAULTS,
@@ -69,17 +70,7 @@ def busbw(o: Outcome) -> float | None:
 def marked_under(folder: Path) -> list[str]:
     """Every process on this host that carries the marker of a run whose directory is under
     ``folder`` (this stream's runs: their launchers' TMPDIR), as pids."""
-    found = []
-    needle = f"\0{MARKER}={folder}/".encode()
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit() and int(entry.name) != os.getpid():
-            try:
-                env = b"\0" + Path(f"/proc/{entry.name}/environ").read_bytes()
-            except OSError:
-                continue
-            if needle in env:
-                found.append(entry.name)
-    return found
+    return [str(pid) for pid, _ in procs.marked(MARKER, f"{folder}/", prefix=True)]
 
 
 OUTLIVED = "every measurement had finished, and rank 0's summary says ok"

@@ -60,12 +60,10 @@ def die_with_parent(sig: int = signal.SIGTERM) -> None:
     dies_with_this_process(sig, parent=os.getppid())()
 
 
-def stop_marked(name: str, value: str, grace_s: float = 5.0) -> list[str]:
-    """SIGKILL every process but this one whose environment holds ``name=value`` (a run's own
-    marker, which its launcher gives every rank and daemon it starts, on any node of this host,
-    in a container or a namespace), and wait up to ``grace_s`` for them to be gone. Returns what
-    was stopped, "comm (pid N)" each: the processes a run left behind."""
-    needle = b"\0" + f"{name}={value}".encode() + b"\0"
+def marked(name: str, value: str, *, prefix: bool = False) -> list[tuple[int, str]]:
+    """Every process but this one whose environment holds ``name=value`` (``prefix``: a value
+    that starts with ``value``), as (pid, comm)."""
+    needle = b"\0" + f"{name}={value}".encode() + (b"" if prefix else b"\0")
     found: list[tuple[int, str]] = []
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
@@ -77,8 +75,17 @@ def stop_marked(name: str, value: str, grace_s: float = 5.0) -> list[str]:
                 continue
             with open(f"/proc/{entry.name}/comm") as f:
                 found.append((int(entry.name), f.read().strip()))
-        except OSError:  # gone meanwhile, or a zombie: nothing to stop
+        except OSError:  # gone meanwhile, or a zombie
             continue
+    return found
+
+
+def stop_marked(name: str, value: str, grace_s: float = 5.0) -> list[str]:
+    """SIGKILL every process but this one whose environment holds ``name=value`` (a run's own
+    marker, which its launcher gives every rank and daemon it starts, on any node of this host,
+    in a container or a namespace), and wait up to ``grace_s`` for them to be gone. Returns what
+    was stopped, "comm (pid N)" each: the processes a run left behind."""
+    found = marked(name, value)
     for pid, _ in found:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)

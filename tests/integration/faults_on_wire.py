@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from fabbench import procs
 from fabbench.launch.rundir import alive
 
 # a column of the matrix -> `fabbench run`'s options choosing it ("horovod": Horovod over its MPI
@@ -108,14 +109,7 @@ def marker_of(pids: list[int]) -> str | None:
 
 def marked(value: str, name: str = MARKER) -> list[int]:
     """Every live process (but this one) whose environment holds ``name=value``."""
-    needle = f"\0{name}={value}\0".encode()
-    found = []
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit() and int(entry.name) != os.getpid():
-            env = environ_of(int(entry.name))
-            if needle in env + b"\0" and alive(int(entry.name)):
-                found.append(int(entry.name))
-    return found
+    return [pid for pid, _ in procs.marked(name, value) if alive(pid)]
 
 
 def left(cluster: Cluster, marker: str | None) -> list[str]:
