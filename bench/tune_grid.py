@@ -32,11 +32,35 @@ from fabbench.emulate.session import emulated  # noqa: E402
 from fabbench.results.link import ceiling_of  # noqa: E402
 from fabbench.results.reader import read_results  # noqa: E402
 from fabbench.results.records import Ceiling, Collective  # noqa: E402
+from fabbench.scaling.costs import coefficients  # noqa: E402
+from fabbench.scaling.fit import fit_records  # noqa: E402
 from fabbench.tune.publish import gain_rows  # noqa: E402
 from fabbench.tune.search import replayed  # noqa: E402
 from fabbench.units import format_size  # noqa: E402
 
 TIMEOUT_S = 3000
+SMALL = (1 << 20, 4 << 20)  # where the α-β limit shows: α's share of the time there
+
+
+def alpha_beta(files: list[Path]) -> str:
+    """The α-β fit of allreduce (fabbench.scaling, T = a·α + b·n·β for the algorithm) over the
+    sizes of each launch, the median over launches: α, the asymptotic busbw 1/β, and α's share
+    of the fitted time at 1 and 4 MiB (the latency limit of the small sizes)."""
+    fits = []
+    for path in files:
+        try:
+            found, _ = fit_records(read_results(path).of_kind(Collective))
+        except Exception as exc:  # noqa: BLE001 - the table says why there is no fit
+            return f"no fit ({exc})"
+        fits += [f for f in found if f.op == "allreduce"]
+    if not fits:
+        return "no fit"
+    fit = sorted(fits, key=lambda f: f.alpha_s)[len(fits) // 2]
+    a, _, _ = coefficients(fit.op, fit.algorithm, fit.ranks)
+    shares = ", ".join(f"{format_size(n)} {a * fit.alpha_s / fit.predict_s(n):.0%}"
+                       for n in SMALL)
+    return (f"α {fit.alpha_s * 1e6:.0f} us, 1/β {fit.bandwidth_gbyte_s:.3g} GB/s "
+            f"({fit.algorithm}); α's share of the time: {shares}")
 
 
 def fabbench(args: list[str], state: Path) -> tuple[subprocess.CompletedProcess, float, float]:
@@ -63,6 +87,7 @@ def main() -> int:
     if os.geteuid() != 0:
         sys.exit("bench/tune_grid.py: needs root (network namespaces)")
     rows: list[tuple] = []
+    fits: list[str] = []
     failed = []
     with tempfile.TemporaryDirectory(prefix="fabbench-tune-grid-") as tmp:
         top = a.keep or Path(tmp)
@@ -89,6 +114,11 @@ def main() -> int:
                         rows.append((nodes, link, "mpi", g.bytes, g.default_gbyte_s,
                                      g.tuned_gbyte_s, g.ceiling_gbit_s, nominal, busy, soft,
                                      f"tuned {held}, {g.verdict}"))
+                    trials = where / "mpi" / "trials"
+                    fits.append(f"{nodes}n {link} mpi default: "
+                                + alpha_beta(sorted(trials.glob("*-final-default-r*.jsonl"))))
+                    fits.append(f"{nodes}n {link} mpi tuned: "
+                                + alpha_beta(sorted(trials.glob("*-final-tuned-r*.jsonl"))))
                     if p.returncode in (0, 1) and not gains:
                         failed.append(f"{nodes}n {link} mpi: no setting was faster (no final "
                                       "stage, no default figures)")
@@ -101,6 +131,7 @@ def main() -> int:
                     if p.returncode != 0:
                         failed.append(f"{nodes}n {link} gloo: exit {p.returncode}")
                         continue
+                    fits.append(f"{nodes}n {link} gloo: " + alpha_beta([out]))
                     results = read_results(out)
                     ceiling = ceiling_of(results.of_kind(Ceiling))
                     fastest = max((c.per_direction_gbit_s for c in results.of_kind(Ceiling)
@@ -121,6 +152,9 @@ def main() -> int:
         print(f"{nodes:>5} {link:>7} {prim:<5} {format_size(size):>6} {dflt:>12.4g} "
               f"{tuned:>10.4g} {share:>8} {tuned * 8 / nom:>8.2f} {busy:>5.0%} {soft:>7.0%}  "
               f"{note}")
+    print("α-β fits of allreduce (median over the launches):")
+    for line in fits:
+        print(f"  {line}")
     for line in failed:
         print(f"failed: {line}")
     return 1 if failed else 0
