@@ -21,11 +21,13 @@ demo: setup
 
 # Both run the type checker too (mypy over src/, [tool.mypy] in pyproject.toml), and fail when it
 # or a test fails; test-fast runs it beside the unit tests, its output after theirs (a second run
-# reads its cache, .mypy_cache: seconds).
+# reads its cache, .mypy_cache: seconds). make test runs the integration tests one at a time
+# (their ranks, links and timings need the cores), then the unit tests spread over 2 workers.
 test: setup
 	$(VENV)/bin/mypy; typed=$$?; \
-	timeout $(TEST_TIMEOUT) $(VENV)/bin/python -m pytest; tested=$$?; \
-	exit $$(( tested ? tested : typed ))
+	timeout $(TEST_TIMEOUT) $(VENV)/bin/python -m pytest tests/integration; integrated=$$?; \
+	timeout 900 $(VENV)/bin/python -m pytest -n 2 tests/unit; unit=$$?; \
+	exit $$(( integrated ? integrated : unit ? unit : typed ))
 
 test-fast: setup
 	typing=$$(mktemp); $(VENV)/bin/mypy >"$$typing" 2>&1 & checker=$$!; \

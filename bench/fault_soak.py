@@ -46,6 +46,7 @@ from fabbench.report.stats import compare_samples  # noqa: E402
 from integration.faults_on_wire import (  # noqa: E402 - the rows live beside their test
     FAULTS,
     MARKER,
+    SWEEP,
     Cluster,
     Fault,
     Outcome,
@@ -58,7 +59,10 @@ from integration.faults_on_wire import (  # noqa: E402 - the rows live beside th
 SIXTEEN_MIB = 16 << 20
 # the faults a stream can take on a plain cluster (the loss row needs a lossy one; none is clean)
 STREAM = tuple(f for f in FAULTS if not f.cluster and f.name != "none")
-CONTROL = next(f for f in FAULTS if f.name == "none")
+# the control, with the faulted rows' sweep (the matrix runs its own shorter): a clean run is
+# the same run as a faulted one, up to the fault
+CONTROL = dataclasses.replace(next(f for f in FAULTS if f.name == "none"), sweep=SWEEP,
+                              delay_s=1.0)
 BUDGET_S = float(CONTROL.sweep[CONTROL.sweep.index("--budget") + 1])  # of the 16 MiB point
 
 

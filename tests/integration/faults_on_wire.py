@@ -34,6 +34,8 @@ MARKER = "FABBENCH_RUNDIR"  # fabbench.launch.rundir.ENV: every process of a run
 FLAP_S = 5.0
 FIRST = 1 << 20  # the first point's size: the fault comes once it is in the results file
 SWEEP = ("--ops", "allreduce", "--sizes", "1M,16M", "--budget", "3", "--no-ceiling")
+# the rows with no fault to land mid-point (the control, the lossy link): shorter points
+SWEEP_WELL = ("--ops", "allreduce", "--sizes", "1M,16M", "--budget", "1", "--no-ceiling")
 TIMEOUT_S = 5  # --timeout of every row but the flap's
 SETTLE_S = 15.0  # how long after the run's exit its processes may take to be gone
 
@@ -469,7 +471,8 @@ HOROVODRUN_LOST = (r"horovodrun: error: Horovod detected that one or more proces
                    r"non-zero status.* Process name: [01] Exit code: (137|1)\b")
 FAULTS: tuple[Fault, ...] = (
     # the control: the same run on clean links, its figures the others' yardstick
-    Fault(name="none", what="no fault (the control)", inject=nothing,
+    Fault(name="none", what="no fault (the control)", inject=nothing, delay_s=0.0,
+          sweep=SWEEP_WELL,
           expect=_all(Expect(code=(0,), headline=None, ok=True, bound_s=45))),
     # the rank's deadline (--timeout, 8 s with the warm-up) passes: that rank's line is the
     # headline; mpirun's abort across nodes hangs, so the launcher ends the run 5 s later
@@ -490,7 +493,7 @@ FAULTS: tuple[Fault, ...] = (
     # of connections pay the retransmissions: "rank 1 timed out in starting horovod"), so it
     # has --timeout 15 here
     Fault(name="loss", what="node 1's link drops 5 % of its packets (--lossy-node 1:5%)",
-          inject=nothing, cluster=("--lossy-node", "1:5%"), delay_s=0.0,
+          inject=nothing, cluster=("--lossy-node", "1:5%"), delay_s=0.0, sweep=SWEEP_WELL,
           timeouts={"horovod-gloo": 15},
           expect=_all(Expect(code=(0,), headline=None, ok=True, bound_s=45))),
     # gloo: the peer's connection is reset, rank 0 names it; Open MPI: mpirun names the rank
