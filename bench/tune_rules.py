@@ -48,7 +48,8 @@ def main() -> int:
     state = json.loads((args.tune_dir / "tune.json").read_text())
     tuned_path = next(args.tune_dir.glob("*-tuned.toml"), None)
     if tuned_path is None:
-        print(f"{args.tune_dir}: no tuned profile (the tune's settings did not hold)")
+        print(f"{args.tune_dir}: no tuned profile (nothing was faster than the default, or the "
+              "tuned settings did not hold against it)")
         return 2
     tuned = tomllib.loads(tuned_path.read_text())["primitive"]["mpi"]["mca"]
     before = tomllib.loads(Path(state["profile_source"]).read_text())["primitive"]["mpi"]["mca"]
