@@ -39,7 +39,7 @@ from fabbench.results.reader import read_results  # noqa: E402
 from fabbench.results.records import Ceiling, Collective  # noqa: E402
 from fabbench.scaling.costs import coefficients  # noqa: E402
 from fabbench.scaling.fit import fit_records  # noqa: E402
-from fabbench.tune.publish import gain_rows  # noqa: E402
+from fabbench.tune.publish import final_gains  # noqa: E402
 from fabbench.tune.search import replayed  # noqa: E402
 from fabbench.units import format_size  # noqa: E402
 
@@ -130,14 +130,15 @@ def table(where: Path) -> tuple[list[tuple], list[str], list[str]]:
         failed.append(f"{tag} mpi: the tune exited {code}")
     elif (where / "mpi" / "tune.json").is_file():
         try:
-            gains = gain_rows(replayed(where / "mpi"))
+            gains = final_gains(replayed(where / "mpi"))
         except UsageError as exc:
             failed.append(f"{tag} mpi: {exc}")
             return rows, fits, failed
         held = "tuned held" if code == 0 else "tuned did not hold" if code == 1 else "tuned"
-        for g in gains:
+        for g in gains.rows if gains else []:
             rows.append((nodes, link, "mpi", g.bytes, g.default_gbyte_s, g.tuned_gbyte_s,
-                         g.ceiling_gbit_s, nominal, busy, soft, f"{held}, {g.verdict}"))
+                         gains.ceiling_gbit_s if gains else None, nominal, busy, soft,
+                         f"{held}, {g.verdict}"))
         if gains:
             fits.append(f"{tag} mpi default: "
                         + alpha_beta(sorted(trials.glob("*-final-default-r*.jsonl"))))

@@ -33,9 +33,17 @@ RANK_MODULE = "fabbench.launch.rank"
 MARKER = "FABBENCH_RUNDIR"  # fabbench.launch.rundir.ENV: every process of a run carries it
 FLAP_S = 5.0
 FIRST = 1 << 20  # the first point's size: the fault comes once it is in the results file
-SWEEP = ("--ops", "allreduce", "--sizes", "1M,16M", "--budget", "3", "--no-ceiling")
+
+
+def sweep(budget_s: float) -> tuple[str, ...]:
+    """A row's run: allreduce at the first point and 16 MiB, each point lasting ``budget_s``."""
+    return ("--ops", "allreduce", "--sizes", "1M,16M", "--budget", f"{budget_s:g}",
+            "--no-ceiling")
+
+
+SWEEP = sweep(3)
 # the rows with no fault to land mid-point (the control, the lossy link): shorter points
-SWEEP_WELL = ("--ops", "allreduce", "--sizes", "1M,16M", "--budget", "1", "--no-ceiling")
+SWEEP_WELL = sweep(1)
 TIMEOUT_S = 5  # --timeout of every row but the flap's
 SETTLE_S = 15.0  # how long after the run's exit its processes may take to be gone
 
@@ -551,7 +559,7 @@ FAULTS: tuple[Fault, ...] = (
     # finish it in the seconds the launcher takes to stop them (at --budget 3 a CI run's rank 0
     # once wrote its ok summary first)
     Fault(name="launcher-term", what="`fabbench run` sent SIGTERM", inject=term_launcher,
-          sweep=("--ops", "allreduce", "--sizes", "1M,16M", "--budget", "6", "--no-ceiling"),
+          sweep=sweep(6),
           expect=_all(Expect(code=(143,), headline=r"stopped by signal 15", ok=False,
                              why=r"stopped by signal 15", bound_s=15),
                       **{"horovod-gloo": Expect(
@@ -563,7 +571,7 @@ FAULTS: tuple[Fault, ...] = (
     # mpirun takes about 2 s to stop its ranks, and at --budget 3 a CI run's ranks (of
     # 6e5311c's successor) finished the 16 MiB point first, rank 0 writing its ok summary
     Fault(name="launcher-kill", what="`fabbench run` sent SIGKILL", inject=kill_launcher,
-          sweep=("--ops", "allreduce", "--sizes", "1M,16M", "--budget", "6", "--no-ceiling"),
+          sweep=sweep(6),
           expect=_all(Expect(code=(-9,), headline=None, ok=None, bound_s=5, settles=True))),
 )
 

@@ -12,14 +12,13 @@ from pathlib import Path
 
 import pytest
 
-import fabbench as fabbench_package
 from conftest import fabbench
+from fabbench.study.spec import BUILTIN_DIR as STUDIES
 from integration.test_slurm import one_host, submit_and_wait  # noqa: F401  (a fixture)
 
 pytestmark = [pytest.mark.integration, pytest.mark.needs_root]
 
 FABBENCH = str(Path(sys.executable).parent / "fabbench")
-STUDIES = Path(fabbench_package.__file__).parent / "study" / "studies"
 DEADLINE_S = 1200
 
 

@@ -72,7 +72,7 @@ class Tail:
                  strip: str | None = None) -> None:
         self._lines: collections.deque[bytes] = collections.deque(maxlen=TAIL_LINES)
         self._lock = threading.Lock()
-        self._write = _write_out if stdout else _write_err
+        self._to = "stdout" if stdout else "stderr"
         self._strip = re.compile(strip.encode()) if strip else None
         self._thread = threading.Thread(target=self._copy, args=(stream,), daemon=True,
                                         name="fabbench-stdout" if stdout else "fabbench-stderr")
@@ -83,7 +83,7 @@ class Tail:
             for line in iter(stream.readline, b""):
                 if self._strip is not None:
                     line = self._strip.sub(b"", line, count=1)
-                self._write(line)
+                _write(self._to, line)
                 with self._lock:
                     self._lines.append(line)
 
@@ -96,17 +96,13 @@ class Tail:
             return b"".join(self._lines).decode(errors="replace")
 
 
-def _write_out(line: bytes) -> None:
-    out = sys.stdout.buffer
-    out.write(line)
-    out.flush()
-
-
-def _write_err(line: bytes) -> None:
-    """To our stderr as it is now (a test may have put a text stream there)."""
-    out = getattr(sys.stderr, "buffer", None)
+def _write(to: str, line: bytes) -> None:
+    """To our ``to`` ("stdout", "stderr") as it is now (a test may have put a text stream
+    there)."""
+    stream = getattr(sys, to)
+    out = getattr(stream, "buffer", None)
     if out is not None:
         out.write(line)
     else:
-        sys.stderr.write(line.decode(errors="replace"))
-    sys.stderr.flush()
+        stream.write(line.decode(errors="replace"))
+    stream.flush()

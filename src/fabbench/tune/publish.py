@@ -108,25 +108,24 @@ def summary(outcome: TuneOutcome) -> str:
         lines.append("nothing was faster than the profile as it is: no tuned settings")
         return "\n".join(lines) + "\n"
     cand = outcome.final.candidates[0]
-    gains = gain_rows(outcome)
-    wire = gains[0] if gains else None
-    measured = ", ".join(f"{what} {rate:.3g}" for what, rate in wire.measured) if wire else ""
-    ceiling = f"{wire.ceiling_gbit_s:.3g} Gbit/s per direction (measured: {measured})" \
-        if wire and wire.ceiling_gbit_s else "not measured"
-    nominal = wire.nominal_gbit_s if wire else None
-    lines.append(f"default against tuned, {wire.launches if wire else 0} launches each, "
-                 f"alternating; ceiling {ceiling}, nominal "
-                 f"{f'{nominal:g} Gbit/s' if nominal else 'unknown'}")
+    gains = final_gains(outcome)
+    assert gains is not None  # a final stage
+    measured = ", ".join(f"{what} {rate:.3g}" for what, rate in gains.measured)
+    ceiling = f"{gains.ceiling_gbit_s:.3g} Gbit/s per direction (measured: {measured})" \
+        if gains.ceiling_gbit_s else "not measured"
+    nominal = gains.nominal_gbit_s
+    lines.append(f"default against tuned, {gains.launches} launches each, alternating; "
+                 f"ceiling {ceiling}, nominal {f'{nominal:g} Gbit/s' if nominal else 'unknown'}")
     lines.append(f"{'op':<10} {'size':>8} {'default GB/s':>12} {'tuned GB/s':>10} "
                  f"{'gain':>7} {'95% CI':>15} {'verdict':>8} {'/ceiling':>8} {'/nominal':>8}")
-    for g, p in zip(gains, cand.points, strict=True):
+    for g, p in zip(gains.rows, cand.points, strict=True):
         v = p.verdict
         ci = (f"{1 / v.ci_high - 1:+.0%}…{1 / v.ci_low - 1:+.0%}"
               if v.ci_low and v.ci_high else "-")
         lines.append(f"{g.op:<10} {format_size(g.bytes):>8} {g.default_gbyte_s:>12.4g} "
                      f"{g.tuned_gbyte_s:>10.4g} {1 / v.ratio - 1:>+7.0%} {ci:>15} "
-                     f"{v.verdict:>8} {_share(g.tuned_gbyte_s, g.ceiling_gbit_s):>8} "
-                     f"{_share(g.tuned_gbyte_s, g.nominal_gbit_s):>8}")
+                     f"{v.verdict:>8} {_share(g.tuned_gbyte_s, gains.ceiling_gbit_s):>8} "
+                     f"{_share(g.tuned_gbyte_s, nominal):>8}")
     if cand.refused:
         lines.append(f"the tuned settings are refused: {cand.refused}")
     elif not outcome.holds:
@@ -141,36 +140,43 @@ def summary(outcome: TuneOutcome) -> str:
 @dataclasses.dataclass(frozen=True)
 class Gain:
     """One (op, size) of the final stage: the default's and the tuned busbw (from the pooled
-    medians), the verdict on the time ratio, and the wire: the fastest the ceiling measured
-    (iperf3 one way, usually: on a host whose CPUs bind iperf3's bidirectional streams a
-    collective can pass those), every ceiling measured, and the link's nominal rate."""
+    medians) and the verdict on the time ratio."""
 
     op: str
     bytes: int
     default_gbyte_s: float
     tuned_gbyte_s: float
     verdict: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Gains:
+    """The final stage's rows and the wire they ran on: the fastest the ceiling measured
+    (iperf3 one way, usually: on a host whose CPUs bind iperf3's bidirectional streams a
+    collective can pass those), every ceiling measured, the link's nominal rate, and the
+    default's launches."""
+
+    rows: list[Gain]
     ceiling_gbit_s: float | None
     nominal_gbit_s: float | None
     measured: tuple[tuple[str, float], ...]
     launches: int
 
 
-def gain_rows(outcome: TuneOutcome) -> list[Gain]:
-    """The final stage's (op, size) rows: empty when no setting was faster (no final stage)."""
+def final_gains(outcome: TuneOutcome) -> Gains | None:
+    """The final stage's gains; None when no setting was faster (no final stage)."""
     if outcome.final is None:
-        return []
+        return None
     default, _ = load_final(outcome.directory)
-    ceiling = max((rate for _, rate in default.ceilings), default=None)
-    nominal = _nominal_gbit_s(default)
     rows = []
     for p in outcome.final.candidates[0].points:
-        factor = default.factor.get((p.op, p.bytes), 0.0)
+        factor = default.factor.get((p.op, p.bytes), 0.0)  # busbw from the pooled medians
         rows.append(Gain(op=p.op, bytes=p.bytes, default_gbyte_s=factor / p.base_us,
-                         tuned_gbyte_s=factor / p.value_us, verdict=p.verdict.verdict,
-                         ceiling_gbit_s=ceiling, nominal_gbit_s=nominal,
-                         measured=tuple(default.ceilings), launches=len(default.runs)))
-    return rows
+                         tuned_gbyte_s=factor / p.value_us, verdict=p.verdict.verdict))
+    return Gains(rows=rows, ceiling_gbit_s=max((rate for _, rate in default.ceilings),
+                                               default=None),
+                 nominal_gbit_s=_nominal_gbit_s(default), measured=tuple(default.ceilings),
+                 launches=len(default.runs))
 
 
 def _share(busbw_gbyte_s: float, gbit_s: float | None) -> str:
