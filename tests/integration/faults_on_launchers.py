@@ -86,6 +86,38 @@ class Slurm:
             time.sleep(0.5)
         raise RuntimeError(f"slurmd of {name} did not come back within 60 s")
 
+    def _squeue(self) -> list[str]:
+        return subprocess.run(["squeue", "-h", "-o", "%i %t %N"], env=self.env,
+                              capture_output=True, text=True, timeout=10).stdout.split("\n")
+
+    def wait_free(self, timeout_s: float = 90) -> None:
+        """Wait until the cluster has no job left, so the next row's srun is not queued behind
+        the last row's. A job whose node lost its slurmd mid-step (the slurmd-kill row) may
+        stay COMPLETING after the slurmd is back (a CI run of 44394dc: the scancel row's job
+        queued for 255 s); after 20 s such a node is set down and resumed, which ends it, and
+        after 40 s what is left is cancelled."""
+        start = time.monotonic()
+        nudged: set[str] = set()
+        while True:
+            jobs = [line.split() for line in self._squeue() if line.strip()]
+            if not jobs:
+                return
+            waited = time.monotonic() - start
+            if waited > timeout_s:
+                raise RuntimeError(f"the cluster still has jobs after {timeout_s:.0f} s: {jobs}")
+            if waited > 20:
+                for job in jobs:
+                    if len(job) == 3 and job[1] == "CG" and job[2] not in nudged:
+                        nudged.add(job[2])
+                        for state in ("state=down reason=fault-matrix", "state=resume"):
+                            subprocess.run(["scontrol", "update", f"nodename={job[2]}",
+                                            *state.split(" ")], env=self.env,
+                                           capture_output=True, timeout=10, check=False)
+            if waited > 40:  # an earlier row's job Slurm still counts (its checks are done)
+                subprocess.run(["scancel", *(job[0] for job in jobs)], env=self.env,
+                               capture_output=True, timeout=10, check=False)
+            time.sleep(0.5)
+
 
 SLURM_DIR = Path("/var/tmp/fabbench-slurm/faults")
 SLURM_PORT = 16877  # its slurmctld's; start.sh four takes the next one for the slurmds
@@ -269,9 +301,10 @@ def _first_error(stderr: str) -> str:
 def srun_launch(slurm: Slurm, out: Path) -> tuple[list[str], dict[str, str]]:
     """A step of 2 `fabbench run` ranks over Gloo, one on node0 and one on node1 (rank 1),
     started by srun from this host as a rendered job's step is (--kill-on-bad-exit=1), the
-    rendezvous at node0."""
+    rendezvous at node0. --immediate bounds the wait for the nodes: a row whose job is queued
+    fails in a minute, saying so, not at the row's deadline."""
     port = 30000 + uuid.uuid4().int % 10000
-    return (["srun", "--kill-on-bad-exit=1", "--nodes=2", "--ntasks-per-node=1",
+    return (["srun", "--kill-on-bad-exit=1", "--immediate=60", "--nodes=2", "--ntasks-per-node=1",
              "--nodelist=node0,node1", "--job-name=fabbench-fault", FABBENCH, "run",
              "--primitive", "gloo", "--iface", "fbnet0", *SWEEP, "--out", str(out)],
             {**slurm.env, "MASTER_ADDR": slurm.node("node0")["address"],
@@ -376,6 +409,7 @@ def run_row(row: Row, folder: Path, slurm: Slurm | None = None) -> tuple[Outcome
     if row.launcher == "srun":
         if slurm is None:
             raise ValueError("an srun row needs the Slurm cluster")
+        slurm.wait_free()
         out = folder / "results.jsonl"
         argv, env = srun_launch(slurm, out)
         return measure(row, argv, env, out, logs, slurm=slurm)
