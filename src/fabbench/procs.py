@@ -10,6 +10,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -128,6 +129,32 @@ def signals_unwind() -> Iterator[None]:
     finally:
         for s, h in saved.items():
             signal.signal(s, h)
+
+
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[None]:
+    """Within: SIGTERM/SIGHUP, where signals_unwind would raise Terminated, are held until the
+    end, so that what runs here (a rank's summary, written on its way out) is not cut short by
+    a signal that came while it unwound from another failure. On leaving, a signal held raises
+    Terminated, unless an exception is already on its way out (the process is ending anyway).
+    A signal with its default action (no handler of Python's) is left as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+
+    def hold(signum: int, _frame: object) -> None:
+        held.append(signum)
+
+    saved = {s: signal.signal(s, hold) for s in (signal.SIGTERM, signal.SIGHUP)
+             if callable(signal.getsignal(s))}
+    try:
+        yield
+    finally:
+        for s, h in saved.items():
+            signal.signal(s, h)
+        if held and sys.exc_info()[1] is None:
+            raise Terminated(held[0])
 
 
 @dataclass(frozen=True)

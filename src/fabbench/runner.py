@@ -22,7 +22,7 @@ from fabbench.launch.settings import Resolved, resolve, resolve_fabric
 from fabbench.launch.table import launch_spec
 from fabbench.launch.world import announced_nodes
 from fabbench.plan import Plan, RunState
-from fabbench.procs import Terminated
+from fabbench.procs import Terminated, signals_deferred
 from fabbench.results.claim import claim
 from fabbench.results.reader import read_results, salvage
 from fabbench.results.records import Collective, Run, Summary, Train
@@ -152,7 +152,9 @@ def _launch(plan: Plan, state: RunState, resolved: Resolved) -> tuple[int, str |
         code, seen = local.run(launch_spec(plan, resolved, state=state), local.wall_limit(plan),
                                plan.ranks)
     except Terminated as exc:  # the ranks are stopped; the file says why it ends here
-        _close_unfinished(plan, 128 + exc.signum, f"fabbench was stopped by signal {exc.signum}")
+        with signals_deferred():  # a second signal does not cut the summary short
+            _close_unfinished(plan, 128 + exc.signum,
+                              f"fabbench was stopped by signal {exc.signum}")
         raise
     if code == 0:
         return 0, None
@@ -162,7 +164,9 @@ def _launch(plan: Plan, state: RunState, resolved: Resolved) -> tuple[int, str |
              f"with code {code}" + (f"; {seen}" if seen else "") +
              (" (the results file has what finished)" if wrote else
               " before writing any result (the library's own message is above)"))
-    if _close_unfinished(plan, code, seen):
+    with signals_deferred():
+        finished = _close_unfinished(plan, code, seen)
+    if finished:
         error += ("; every measurement had finished, and rank 0's summary says ok: what failed "
                   "came after them (the results stand; the launch did not end well)")
     return code, error

@@ -1,14 +1,20 @@
-"""procs.run_tool: the one way fabbench runs a short-lived tool."""
+"""procs.run_tool: the one way fabbench runs a short-lived tool; signals_unwind and
+signals_deferred, how a rank unwinds on SIGTERM and still writes its summary."""
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from fabbench.procs import run_tool, stop_marked
+import pytest
+
+from fabbench.errors import RunError
+from fabbench.launch.rank import _why
+from fabbench.procs import Terminated, run_tool, signals_deferred, signals_unwind, stop_marked
 
 
 def test_a_missing_program_is_none():
@@ -79,3 +85,45 @@ def test_stop_marked_stops_what_carries_the_marker_in_another_session_only(tmp_p
         other.kill()
         other.wait(timeout=5)
         mine.kill()
+
+
+def test_a_signal_within_signals_deferred_waits_for_its_end():
+    done, before = [], signal.getsignal(signal.SIGTERM)
+    with pytest.raises(Terminated) as info, signals_unwind():
+        with signals_deferred():
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.05)  # the handler has run: it held the signal
+            done.append("the rest of the block")
+        done.append("never: Terminated on leaving")
+    assert info.value.signum == signal.SIGTERM and done == ["the rest of the block"]
+    assert signal.getsignal(signal.SIGTERM) is before  # both handlers put back
+
+
+def test_a_held_signal_does_not_replace_the_exception_on_its_way_out():
+    written = []
+    with pytest.raises(ValueError), signals_unwind():
+        try:
+            raise ValueError("the rank's own failure")
+        finally:  # as a rank writes its summary
+            with signals_deferred():
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(0.05)
+                written.append(repr(sys.exc_info()[1]))
+    assert written == ["ValueError(\"the rank's own failure\")"]
+
+
+def test_signals_deferred_leaves_a_default_action_alone():
+    before = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        with signals_deferred():
+            assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+def test_a_ranks_summary_names_the_signal_or_the_failure():
+    assert _why(Terminated(15), 0) == ("rank 0 was stopped by signal 15 (its launcher or "
+                                       "scheduler ended the run)")
+    assert _why(RunError("failed in allreduce of 16777216 bytes: reset"), 1) == \
+        "failed in allreduce of 16777216 bytes: reset"
+    assert _why(None, 0) is None and _why(KeyboardInterrupt(), 0) is None

@@ -36,7 +36,7 @@ from fabbench.launch.discover import RankEnv, discover
 from fabbench.launch.settings import Resolved, apply, resolve
 from fabbench.launch.world import check_world
 from fabbench.plan import PLAN_ENV, STATE_ENV, Plan, RunState
-from fabbench.procs import Terminated, die_with_parent, signals_unwind
+from fabbench.procs import Terminated, die_with_parent, signals_deferred, signals_unwind
 from fabbench.results import lines, records
 from fabbench.results.writer import ResultWriter
 from fabbench.sysinfo.inventory import container_runtime, inventory
@@ -91,21 +91,30 @@ def run_rank(plan: Plan, state: RunState, me: RankEnv) -> int:
             if failed:
                 raise DataCheckFailed(_WRONG)
             return 0
-        except FabbenchError as exc:
-            run.write_summary(False, str(exc))
-            raise
-        except Terminated as exc:
-            run.write_summary(False, f"rank {me.rank} was stopped by signal {exc.signum} "
-                                     f"(its launcher or scheduler ended the run)")
+        except (FabbenchError, Terminated):
             raise
         except Exception as exc:  # a library error (a peer vanished, a socket closed): one line
             first = (str(exc).strip().splitlines() or [""])[0][:300]
-            failure = RunError(f"failed in {run.dog.pending or 'start-up'}: "
-                               f"{type(exc).__name__}: {first}")
-            run.write_summary(False, str(failure))
-            raise failure from None
+            raise RunError(f"failed in {run.dog.pending or 'start-up'}: "
+                           f"{type(exc).__name__}: {first}") from None
         finally:
-            run.end()
+            # the summary says why, whatever is on its way out. Written here, with the signals
+            # held: a SIGTERM that came while the rank unwound from a peer's reset (a launcher
+            # stopping every rank at once) took the rank's summary with it (a CI run of the
+            # fault matrix's torchrun launcher-kill row); now it is the reason written
+            with signals_deferred():
+                why = _why(sys.exc_info()[1], me.rank)
+                if why is not None:
+                    run.write_summary(False, why)
+                run.end()
+
+
+def _why(exc: BaseException | None, rank: int) -> str | None:
+    """The summary's error for what ends a rank: a failure's own line, or the signal."""
+    if isinstance(exc, Terminated):
+        return (f"rank {rank} was stopped by signal {exc.signum} (its launcher or scheduler "
+                "ended the run)")
+    return str(exc) if isinstance(exc, FabbenchError) else None
 
 
 @dataclass(frozen=True)
