@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -48,10 +49,11 @@ values = [2]
 
 [[primitive.mpi.tune]]
 mca = "coll_tuned_allreduce_algorithm"
-values = [4, 6]
+values = [6]
 ops = ["allreduce"]
 per_size = true
 needs = { mca = { coll_tuned_use_dynamic_rules = "1" } }
+segment = { mca = "coll_tuned_allreduce_algorithm_segmentsize", algorithms = [5], values = [65536] }
 """
 
 
@@ -113,6 +115,10 @@ def test_a_stopped_tune_resumes_where_it_stopped_and_decides_the_same(tmp_path):
     assert first["finished"] and len(first["stages"]) in (2, 3)  # + the final stage
     trials = sorted(p.name for p in (d / "trials").glob("*.jsonl"))
     assert len(trials) == 2 * 2 + 2 * 3 + (4 if len(first["stages"]) == 3 else 0)
+    # the segmented ring's launches forced it with its segment size
+    (paired,) = {p.read_text() for p in (d / "profiles").glob("*-5_65536-r1.toml")}
+    assert 'coll_tuned_allreduce_algorithm = "5"' in paired and \
+        'coll_tuned_allreduce_algorithm_segmentsize = "65536"' in paired, paired
     # the interrupted launch was kept beside its rerun, never overwritten
     assert list((d / "trials").glob("*.jsonl.attempt-1")) or len(done) == 2
     # a finished tune resumed: nothing launched again, the same decisions
@@ -135,6 +141,8 @@ def test_a_stopped_tune_resumes_where_it_stopped_and_decides_the_same(tmp_path):
     if first["tuned"]["per_size"] and resumed.returncode == 0:
         rules = (d / "coll_tuned.rules").read_text()
         assert read_rules(rules)[:2] == [1, 2]  # one collective: allreduce
+        if any(alg == "5:65536" for _, _, alg in first["tuned"]["per_size"]):
+            assert re.search(r"^\d+ 5 0 65536 ", rules, re.M), rules  # its segment column
         profile_text = (d / "tcp-test-tuned.toml").read_text()
         assert f'coll_tuned_dynamic_rules_filename = "{(d / "coll_tuned.rules").resolve()}"' \
             in profile_text

@@ -35,8 +35,43 @@ def test_a_profile_declares_what_may_be_tuned():
     assert alg.per_size and dict(alg.needs_mca) == {"coll_tuned_use_dynamic_rules": "1"}
 
 
+SEGMENT = {"mca": "coll_tuned_allreduce_algorithm_segmentsize", "algorithms": [5],
+           "values": [262144, 1048576]}
+
+
+def test_a_segmented_algorithm_pairs_with_segment_sizes():
+    (alg,) = profile_with({"mca": "coll_tuned_allreduce_algorithm", "values": [4, 6],
+                           "ops": ["allreduce"], "per_size": True,
+                           "segment": SEGMENT}).primitives["mpi"].tune
+    assert alg.values == ("4", "6", "5:262144", "5:1048576")
+    assert alg.segment_key == "coll_tuned_allreduce_algorithm_segmentsize"
+    assert alg.settings_of("4") == {"coll_tuned_allreduce_algorithm": "4"}
+    assert alg.settings_of("5:1048576") == {"coll_tuned_allreduce_algorithm": "5",
+                                            "coll_tuned_allreduce_algorithm_segmentsize":
+                                            "1048576"}
+    # a trial of the pair forces both; the next trial of the stage starts from the base again
+    trial = Choice().with_value(alg, "5:262144")
+    assert trial.mca["coll_tuned_allreduce_algorithm_segmentsize"] == "262144"
+    assert "coll_tuned_allreduce_algorithm_segmentsize" not in Choice().with_value(alg, "4").mca
+
+
 @pytest.mark.parametrize("axis,message", [
     ({"mca": "btl_tcp_links", "values": []}, "values must be a non-empty list"),
+    ({"mca": "x", "values": [5], "segment": SEGMENT}, "segment sizes pair with a per_size"),
+    ({"mca": "x", "values": [4], "ops": ["allreduce"], "per_size": True,
+      "segment": {**SEGMENT, "algorithms": []}}, "a non-empty list of the segmented algorithms"),
+    ({"mca": "x", "values": [4, "5:1"], "ops": ["allreduce"], "per_size": True,
+      "segment": {**SEGMENT, "values": [1]}}, "a value is listed twice"),
+    ({"mca": "x", "values": [5], "ops": ["allreduce"], "per_size": True,
+      "segment": {**SEGMENT, "values": []}}, "a non-empty list of sizes in bytes"),
+    ({"mca": "x", "values": [5], "ops": ["allreduce"], "per_size": True,
+      "segment": {**SEGMENT, "values": [0]}}, "a non-empty list of sizes in bytes"),
+    ({"mca": "x", "values": [5], "ops": ["allreduce"], "per_size": True,
+      "segment": {**SEGMENT, "values": [1, 1]}}, "a size is listed twice"),
+    ({"mca": "x", "values": [5], "ops": ["allreduce"], "per_size": True,
+      "segment": {"algorithms": [5], "values": [1]}}, "name the segment size's MCA parameter"),
+    ({"mca": "x", "values": [5], "ops": ["allreduce"], "per_size": True,
+      "segment": {**SEGMENT, "size": 1}}, "unknown key 'size'"),
     ({"mca": "btl_tcp_links"}, "values must be a non-empty list"),
     ({"values": [1]}, 'name one setting, as mca = "NAME" or env = "NAME"'),
     ({"mca": "a", "env": "B", "values": [1]}, "name one setting"),
@@ -62,6 +97,8 @@ mca:coll:tuned:param:coll_tuned_allreduce_algorithm:value:ignore
 mca:coll:tuned:param:coll_tuned_allreduce_algorithm:enumerator:value:0:ignore
 mca:coll:tuned:param:coll_tuned_allreduce_algorithm:enumerator:value:4:ring
 mca:coll:tuned:param:coll_tuned_allreduce_algorithm:type:int
+mca:coll:tuned:param:coll_tuned_allreduce_algorithm_segmentsize:value:0
+mca:coll:tuned:param:coll_tuned_allreduce_algorithm_segmentsize:type:int
 mca:btl:tcp:param:btl_tcp_if_include:value:
 mca:btl:tcp:param:btl_tcp_if_include:type:string
 """
@@ -85,6 +122,12 @@ def test_ompi_info_is_read_with_types_defaults_and_enumerators():
     (Axis(kind="mca", key="coll_tuned_allreduce_algorithm", values=("4",),
           needs_mca={"coll_tuned_use_dynamic_rulez": "1"}), "no MCA parameter"),
     (Axis(kind="env", key="NCCL_ALGO", values=("Ring",)), "NCCL_ALGO is not a setting of mpi"),
+    (Axis(kind="mca", key="coll_tuned_allreduce_algorithm", values=("4", "4:big"),
+          segment_key="coll_tuned_allreduce_algorithm_segmentsize"),
+     "Open MPI refuses 'big for coll_tuned_allreduce_algorithm_segmentsize': not an integer"),
+    (Axis(kind="mca", key="coll_tuned_allreduce_algorithm", values=("4:1024",),
+          segment_key="coll_tuned_allreduce_algorithm_segsize"),
+     "Open MPI has no MCA parameter 'coll_tuned_allreduce_algorithm_segsize'"),
 ])
 def test_what_the_library_would_refuse_is_one_line(axis, message):
     with pytest.raises(UsageError) as info:
@@ -95,6 +138,9 @@ def test_what_the_library_would_refuse_is_one_line(axis, message):
 
 def test_what_the_library_takes_passes():
     check_space([Axis(kind="mca", key="coll_tuned_allreduce_algorithm", values=("ring", "0"))],
+                "mpi", "p", parse_ompi_info(OMPI_INFO))
+    check_space([Axis(kind="mca", key="coll_tuned_allreduce_algorithm", values=("4:65536",),
+                      segment_key="coll_tuned_allreduce_algorithm_segmentsize")],
                 "mpi", "p", parse_ompi_info(OMPI_INFO))
     check_space([Axis(kind="env", key="NCCL_PROTO", values=("LL",))], "nccl", "p", None)
     with pytest.raises(UsageError, match="an MCA parameter tunes Open MPI, not nccl"):
@@ -207,6 +253,9 @@ def test_the_rules_file_is_coll_tuneds_classic_format():
     assert read_rules(text) == [2, 2, 1, 4, 2, 0, 6, 0, 0, 4 * m + 1, 0, 0, 0,
                                 7, 1, 4, 1, 0, 3, 0, 0]
     assert text.startswith("# Open MPI coll_tuned dynamic rules")
+    # a segmented choice fills the segment size column
+    assert read_rules(rules_file({("allreduce", m): "5:262144"}, 2)) == [
+        1, 2, 1, 2, 1, 0, 5, 0, 262144]
     with pytest.raises(ValueError, match="not reduce_scatter"):
         rules_file({("reduce_scatter", m): "1"}, 2)
 

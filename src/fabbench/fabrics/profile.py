@@ -55,7 +55,8 @@ GPUDIRECT_VERIFY = ("report", "library", "none")
 _TOP_KEYS = {"name", "description", "hardware", "single_host", "devices", "link", "env",
              "primitive", "wire"}
 _SECTION_KEYS = {"env", "mca", "transport", "gpudirect", "tune"}
-_AXIS_KEYS = {"mca", "env", "values", "ops", "needs", "per_size", "note"}
+_AXIS_KEYS = {"mca", "env", "values", "ops", "needs", "per_size", "note", "segment"}
+_SEGMENT_KEYS = {"mca", "algorithms", "values"}
 _GPUDIRECT_KEYS = {"verify", "on", "off"}
 SPEED_FROM = ("rdma", "nic", "none")
 _LINK_KEYS = {"speed_from", "device_env", "iface_env"}
@@ -84,7 +85,10 @@ class Axis:
     environment variable, the values to try, the ops it affects (empty: every op), what a value
     needs beside it to take effect (``needs``: Open MPI's forced algorithms need
     coll_tuned_use_dynamic_rules), and whether it is chosen per message size (``per_size``:
-    an Open MPI collective's algorithm, written to a coll_tuned rules file)."""
+    an Open MPI collective's algorithm, written to a coll_tuned rules file). A per-size axis
+    may pair its segmented algorithms with segment sizes (``segment``: the MCA parameter of the
+    segment size, in a rules line the fourth column): each pair is one more value, written
+    "ALGORITHM:SEGMENT" (a segmented algorithm with no segment size is its unsegmented one)."""
 
     kind: str                       # "mca" or "env"
     key: str
@@ -94,10 +98,19 @@ class Axis:
     needs_env: Mapping[str, str] = field(default_factory=dict)
     per_size: bool = False
     note: str = ""
+    segment_key: str = ""  # the segment size's MCA parameter, for "ALGORITHM:SEGMENT" values
 
     @property
     def name(self) -> str:
         return f"{self.kind}:{self.key}"
+
+    def settings_of(self, value: str) -> dict[str, str]:
+        """The settings a value stands for: {key: value}, or for "ALGORITHM:SEGMENT" the
+        algorithm and its segment size."""
+        if self.segment_key and ":" in value:
+            algorithm, segment = value.split(":", 1)
+            return {self.key: algorithm, self.segment_key: segment}
+        return {self.key: value}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -332,16 +345,47 @@ def _axes(value: object, where: str) -> tuple[Axis, ...]:
         if per_size and (kind != "mca" or len(ops) != 1):
             raise UsageError(f"{at}: per_size is for one op's Open MPI algorithm (an mca "
                              "setting with one op in ops)")
+        segment_key = ""
+        if "segment" in table:
+            if not per_size:
+                raise UsageError(f"{at}.segment: segment sizes pair with a per_size algorithm")
+            segment_key, pairs = _segments(table["segment"], f"{at}.segment")
+            if set(pairs) & set(texts):
+                raise UsageError(f"{at}: {kind} {key}: a value is listed twice")
+            texts += pairs
         axes.append(Axis(kind=kind, key=key, values=texts, ops=tuple(ops),
                          needs_mca=_frozen(_strings(needs.get("mca", {}), f"{at}.needs.mca",
                                                     _MCA_NAME)),
                          needs_env=_frozen(_strings(needs.get("env", {}), f"{at}.needs.env",
                                                     _ENV_NAME)),
-                         per_size=per_size, note=str(table.get("note", ""))))
+                         per_size=per_size, note=str(table.get("note", "")),
+                         segment_key=segment_key))
     names = [a.name for a in axes]
     if len(set(names)) != len(names):
         raise UsageError(f"{where}: a setting is tuned twice")
     return tuple(axes)
+
+
+def _segments(value: object, where: str) -> tuple[str, tuple[str, ...]]:
+    """segment = { mca = NAME, algorithms = [...], values = [...] }: the segment size's MCA
+    parameter and the "ALGORITHM:SEGMENT" values, every listed algorithm with every size (a
+    listed algorithm need not be among the axis' own values: without a segment size it may be
+    another one's twin, as Open MPI's segmented ring is its ring)."""
+    table = _table(value, where, _SEGMENT_KEYS)
+    key = table.get("mca")
+    if not isinstance(key, str) or not _MCA_NAME.match(key):
+        raise UsageError(f"{where}.mca: name the segment size's MCA parameter")
+    segmented = table.get("algorithms")
+    if not isinstance(segmented, list) or not segmented or \
+            not all(isinstance(a, str | int) and not isinstance(a, bool) for a in segmented):
+        raise UsageError(f"{where}.algorithms: a non-empty list of the segmented algorithms")
+    sizes = table.get("values")
+    if not isinstance(sizes, list) or not sizes or \
+            not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in sizes):
+        raise UsageError(f"{where}.values: a non-empty list of sizes in bytes (integers > 0)")
+    if len(set(sizes)) != len(sizes):
+        raise UsageError(f"{where}.values: a size is listed twice")
+    return key, tuple(f"{a}:{v}" for a in segmented for v in sizes)
 
 
 def _gpudirect(table: object, where: str) -> tuple[Mapping[str, Settings], str]:

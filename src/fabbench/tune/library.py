@@ -101,14 +101,17 @@ def check_space(axes: Sequence[Axis], primitive: str, where: str,
             if primitive not in ("mpi", "horovod"):
                 raise UsageError(f"{at}: an MCA parameter tunes Open MPI, not {primitive}")
             assert params is not None
-            for key in (axis.key, *axis.needs_mca):
+            segment = (axis.segment_key,) if axis.segment_key else ()
+            for key in (axis.key, *axis.needs_mca, *segment):
                 if key not in params:
                     raise UsageError(f"{at}: Open MPI has no MCA parameter {key!r} "
                                      "(ompi_info --param all all --level 9 lists them)")
             for value in axis.values:
-                why = params[axis.key].refuses(value)
-                if why is not None:
-                    raise UsageError(f"{at}: Open MPI refuses {value!r}: {why}")
+                for key, setting in axis.settings_of(value).items():
+                    why = params[key].refuses(setting)
+                    if why is not None:
+                        shown = setting if key == axis.key else f"{setting} for {key}"
+                        raise UsageError(f"{at}: Open MPI refuses {shown!r}: {why}")
         else:
             prefixes = ENV_PREFIXES.get("mpi" if primitive == "horovod" else primitive, ())
             if not axis.key.startswith(prefixes):

@@ -12,9 +12,11 @@ whitespace-separated integers, ``#`` starting a comment to the end of the line:
     <message size> <algorithm> <fan in/out> <segment size>    (one line each, the first at 0)
 
 Algorithm 0 leaves the choice to coll_tuned's fixed rules; 0 for fan in/out and segment size
-keeps the algorithm's own. A message size is the bytes of the whole operation (count x type
-size), the sizes fabbench names. Each band starts halfway (geometrically) between two measured
-sizes and takes the choice of the size above it.
+keeps the algorithm's own (for the segmented ring, none: it runs as the ring). A choice
+"ALGORITHM:SEGMENT" (a per-size axis with segment sizes) fills the segment size column. A
+message size is the bytes of the whole operation (count x type size), the sizes fabbench names.
+Each band starts halfway (geometrically) between two measured sizes and takes the choice of the
+size above it.
 
 NCCL's tuner plugin (the example plugin of NCCL's ext-tuner, ``NCCL_TUNER_CONFIG_FILE``) reads
 CSV lines ``collective_type,min_bytes,max_bytes,algorithm,protocol,channels,nNodes,nRanks,
@@ -70,7 +72,9 @@ def rules_file(per_size: Mapping[tuple[str, int], str], ranks: int) -> str:
         rules = bands(by_op[op])
         lines += [f"{COLL_IDS[op]}  # {op}", "1  # communicator sizes",
                   f"{ranks}  # ranks (and more)", f"{len(rules)}  # message sizes"]
-        lines += [f"{start} {alg} 0 0  # {op} from {start} B" for start, _, alg in rules]
+        for start, _, choice in rules:
+            alg, _, segment = choice.partition(":")
+            lines.append(f"{start} {alg} 0 {segment or 0}  # {op} from {start} B")
     return "\n".join(lines) + "\n"
 
 

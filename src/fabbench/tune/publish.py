@@ -16,6 +16,12 @@ from fabbench.tune.search import Loaded, Stage, TuneOutcome, load_final
 from fabbench.units import format_size
 
 
+def shown(value: str) -> str:
+    """A per-size choice for people: "5:1048576" as "5 (1 MiB segments)"."""
+    algorithm, _, segment = value.partition(":")
+    return f"{algorithm} ({format_size(int(segment))} segments)" if segment.isdigit() else value
+
+
 def _evidence(stage: Stage, value: str, op: str | None = None, size: int | None = None) -> str:
     cand = next(c for c in stage.candidates if c.value == value)
     points = [p for p in cand.points if (op is None or p.op == op)
@@ -63,7 +69,7 @@ def write(outcome: TuneOutcome) -> list[Path]:
             header.append(f"  {stage.name} = {stage.chosen}: "
                           f"{_evidence(stage, stage.chosen)}")
         for (op, size), value in sorted(stage.chosen_per_size.items()):
-            header.append(f"  {stage.name} = {value} at {op} {format_size(size)}: "
+            header.append(f"  {stage.name} = {shown(value)} at {op} {format_size(size)}: "
                           f"{_evidence(stage, value, op, size)}")
         for cand in stage.candidates:
             if cand.refused:
@@ -100,7 +106,7 @@ def summary(outcome: TuneOutcome) -> str:
     lines = [f"tune of {outcome.profile.name} / {outcome.primitive} in {outcome.directory}"]
     for stage in outcome.stages:
         chosen = stage.chosen if stage.chosen is not None else (
-            ", ".join(f"{v} at {op} {format_size(n)}"
+            ", ".join(f"{shown(v)} at {op} {format_size(n)}"
                       for (op, n), v in sorted(stage.chosen_per_size.items())) or "kept")
         lines.append(f"  {stage.name}: {chosen}")
         lines += [f"    refused {c.value}: {c.refused}" for c in stage.candidates if c.refused]

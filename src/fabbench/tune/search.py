@@ -61,12 +61,12 @@ class Choice:
 
     mca: Mapping[str, str] = field(default_factory=dict)
     env: Mapping[str, str] = field(default_factory=dict)
-    # (op, bytes) -> algorithm number, for the coll_tuned rules file
+    # (op, bytes) -> algorithm number, or "ALGORITHM:SEGMENT", for the coll_tuned rules file
     per_size: Mapping[tuple[str, int], str] = field(default_factory=dict)
 
     def with_value(self, axis: Axis, value: str) -> Choice:
         mca, env = {**self.mca, **axis.needs_mca}, {**self.env, **axis.needs_env}
-        (mca if axis.kind == "mca" else env)[axis.key] = value
+        (mca if axis.kind == "mca" else env).update(axis.settings_of(value))
         return Choice(mca, env, self.per_size)
 
     def as_dict(self) -> dict[str, Any]:
