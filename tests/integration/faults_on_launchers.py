@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from integration.faults_on_wire import (
+    PEER_GONE,
     TIMEOUT_S,
     Expect,
     Outcome,
@@ -352,8 +353,8 @@ ROWS: tuple[Row, ...] = (
         # SIGTERM to rank 0 may come before rank 0 sees the reset (a CI run of 6e5311c): then
         # rank 0 says it was stopped, and srun's line is what names the killed rank
         expect=Expect(code=(137,), headline=r"failed in allreduce of 16777216 bytes.*"
-                      r"Connection reset|stopped by signal 15", said=r"node1: task 1: Killed",
-                      ok=False, why="Connection reset|rank 0 was stopped by signal 15",
+                      + PEER_GONE + "|stopped by signal 15", said=r"node1: task 1: Killed",
+                      ok=False, why=PEER_GONE + "|rank 0 was stopped by signal 15",
                       bound_s=15, settles=True)),
     Row(launcher="srun", name="slurmd-kill",
         what="slurmd of node1 (the node of rank 1) killed (SIGKILL)",
@@ -368,13 +369,13 @@ ROWS: tuple[Row, ...] = (
                       why=r"rank 0 was stopped by signal 15", bound_s=15, settles=True)),
     Row(launcher="torchrun", name="rank-kill", what="local rank 1 killed (SIGKILL)",
         # torchrun reports the failed workers (its ChildFailedError: rank 1's SIGKILL as the
-        # root cause) and exits 1; rank 0 names its connection reset, or, when torchrun's
-        # SIGTERM comes first (1 repeat of 3), that it was stopped
+        # root cause) and exits 1; rank 0 names its connection reset (or closed: a CI run), or,
+        # when torchrun's SIGTERM comes first (1 repeat of 3), that it was stopped
         inject=kill_rank_1("RANK"),
         expect=Expect(code=(1,), headline=r"failed in allreduce of 16777216 bytes.*"
-                      r"Connection reset|stopped by signal 15",
+                      + PEER_GONE + "|stopped by signal 15",
                       said=r"exitcode\s*: -9 .*\(SIGKILL\)", ok=False,
-                      why="Connection reset|rank 0 was stopped by signal 15", bound_s=15,
+                      why=PEER_GONE + "|rank 0 was stopped by signal 15", bound_s=15,
                       traceback=TORCHRUN_FAILED)),
     # torchrun sends its workers SIGTERM: each unwinds, rank 0 writes the summary saying so;
     # torchrun then raises its SignalException and exits 1
