@@ -135,11 +135,10 @@ def table(where: Path) -> tuple[list[tuple], list[str], list[str]]:
             failed.append(f"{tag} mpi: {exc}")
             return rows, fits, failed
         held = "tuned held" if code == 0 else "tuned did not hold" if code == 1 else "tuned"
-        for g in gains.rows if gains else []:
-            rows.append((nodes, link, "mpi", g.bytes, g.default_gbyte_s, g.tuned_gbyte_s,
-                         gains.ceiling_gbit_s if gains else None, nominal, busy, soft,
-                         f"{held}, {g.verdict}"))
         if gains:
+            rows += [(nodes, link, "mpi", g.bytes, g.default_gbyte_s, g.tuned_gbyte_s,
+                      gains.ceiling_gbit_s, nominal, busy, soft, f"{held}, {g.verdict}")
+                     for g in gains.rows]
             fits.append(f"{tag} mpi default: "
                         + alpha_beta(sorted(trials.glob("*-final-default-r*.jsonl"))))
             fits.append(f"{tag} mpi tuned: "

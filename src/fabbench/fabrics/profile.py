@@ -107,10 +107,17 @@ class Axis:
     def settings_of(self, value: str) -> dict[str, str]:
         """The settings a value stands for: {key: value}, or for "ALGORITHM:SEGMENT" the
         algorithm and its segment size."""
-        if self.segment_key and ":" in value:
-            algorithm, segment = value.split(":", 1)
+        algorithm, segment = split_pair(value)
+        if self.segment_key and segment is not None:
             return {self.key: algorithm, self.segment_key: segment}
         return {self.key: value}
+
+
+def split_pair(value: str) -> tuple[str, str | None]:
+    """A per-size value as (algorithm, segment size): "5:1048576" is ("5", "1048576"), a value
+    without a segment size (value, None)."""
+    algorithm, sep, segment = value.partition(":")
+    return (algorithm, segment) if sep else (value, None)
 
 
 @dataclass(frozen=True, kw_only=True)

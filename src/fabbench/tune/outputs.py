@@ -29,6 +29,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from fabbench.fabrics.profile import split_pair
+
 RULES = "coll_tuned.rules"
 NCCL_CSV = "nccl_tuner.csv"
 # coll_base_functions.h's COLLTYPE, for the ops fabbench tunes per size
@@ -73,7 +75,7 @@ def rules_file(per_size: Mapping[tuple[str, int], str], ranks: int) -> str:
         lines += [f"{COLL_IDS[op]}  # {op}", "1  # communicator sizes",
                   f"{ranks}  # ranks (and more)", f"{len(rules)}  # message sizes"]
         for start, _, choice in rules:
-            alg, _, segment = choice.partition(":")
+            alg, segment = split_pair(choice)
             lines.append(f"{start} {alg} 0 {segment or 0}  # {op} from {start} B")
     return "\n".join(lines) + "\n"
 

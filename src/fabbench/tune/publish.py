@@ -9,7 +9,7 @@ from datetime import date
 from pathlib import Path
 
 from fabbench.errors import UsageError
-from fabbench.fabrics.profile import profile_toml
+from fabbench.fabrics.profile import profile_toml, split_pair
 from fabbench.results.link import link_of
 from fabbench.tune.outputs import NCCL_CSV, RULES, nccl_csv, rules_file
 from fabbench.tune.search import Loaded, Stage, TuneOutcome, load_final
@@ -18,8 +18,8 @@ from fabbench.units import format_size
 
 def shown(value: str) -> str:
     """A per-size choice for people: "5:1048576" as "5 (1 MiB segments)"."""
-    algorithm, _, segment = value.partition(":")
-    return f"{algorithm} ({format_size(int(segment))} segments)" if segment.isdigit() else value
+    algorithm, segment = split_pair(value)
+    return f"{algorithm} ({format_size(int(segment))} segments)" if segment else value
 
 
 def _evidence(stage: Stage, value: str, op: str | None = None, size: int | None = None) -> str:
