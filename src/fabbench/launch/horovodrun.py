@@ -13,23 +13,20 @@ bytecodes: a second signal that came while the first handler was inside Event.se
 handler again there, which waited for the Event's lock that the handler under it held, for good
 (py-spy of a horovodrun the fault matrix's launcher-kill row left running: the main thread's
 stack holds set_event_on_signal twice; the ranks measured on and wrote ok: true, and horovodrun
-never ended). Here the handler takes no lock: it writes a byte to a pipe, and a thread of its
-own sets the event (_shutdown_event, in place of gloo_run.register_shutdown_event). And a
-signal the kernel hands to another of horovodrun's threads does not wake the main thread where
-it waits for the ranks in a lock, so the handler would run only once they had ended:
-relay_signals passes every signal on, through Python's wakeup fd, to a thread that calls the
-handler itself."""
+never ended). And a signal the kernel hands to another of horovodrun's threads does not wake
+the main thread where it waits for the ranks in a lock, so the handler would run only once they
+had ended. Here (_shutdown_event, in place of gloo_run.register_shutdown_event) the handlers do
+nothing, and a thread of its own sets the event from what Python's wakeup fd says: the C-level
+handler writes the signal there from whichever thread took it."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import sys
 import threading
-from collections.abc import Callable
 
-RELAYED = (signal.SIGTERM, signal.SIGINT)  # those horovodrun --gloo handles (gloo_run.py)
+SHUTDOWN = (signal.SIGTERM, signal.SIGINT)  # those horovodrun --gloo stops its ranks on
 
 
 def _thread_failed(args: threading.ExceptHookArgs) -> None:
@@ -39,65 +36,30 @@ def _thread_failed(args: threading.ExceptHookArgs) -> None:
 
 
 def _shutdown_event() -> threading.Event:
-    """gloo_run.register_shutdown_event's event, set on SIGINT or SIGTERM by a handler that is
-    safe to run anywhere, even inside itself: it only writes to a pipe, and a thread sets the
-    event."""
+    """gloo_run.register_shutdown_event's event (called from the main thread), set on SIGINT or
+    SIGTERM whichever thread the kernel hands it to, by a thread of its own that reads the
+    signals from Python's wakeup fd (written by the C-level handler in the thread that took
+    the signal). The Python-level handlers do nothing: they take no lock, so they may run
+    anywhere, even inside themselves."""
     event = threading.Event()
     r, w = os.pipe()
     os.set_blocking(w, False)
+    signal.set_wakeup_fd(w, warn_on_full_buffer=False)
 
     def setter() -> None:
-        os.read(r, 1)  # the first signal's byte
-        event.set()
-
-    def on_signal(_signum: int, _frame: object) -> None:
-        with contextlib.suppress(OSError):  # a full pipe: a byte is there already
-            os.write(w, b"s")
+        while got := os.read(r, 64):
+            if set(got) & set(SHUTDOWN):
+                event.set()
+                return
 
     threading.Thread(target=setter, name="fabbench-shutdown", daemon=True).start()
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
+    for signum in SHUTDOWN:
+        signal.signal(signum, _noted)
     return event
 
 
-def _until_replaced(signum: int, _frame: object) -> None:
-    """SIGTERM before horovodrun has its handler: as the default action, the process ends."""
-    os._exit(128 + signum)
-
-
-def relay_signals() -> Callable[[], None]:
-    """From the main thread: each signal a Python handler takes is written to a pipe (Python's
-    wakeup fd, from whichever thread took it), and a thread reading it calls the handler of
-    SIGTERM and SIGINT at once (horovodrun's sets an event; called again by the main thread
-    later, it writes one byte more). Until horovodrun installs its own, SIGTERM ends the process
-    as its default action would. Returns what undoes it (tests)."""
-    r, w = os.pipe()
-    os.set_blocking(w, False)
-    previous = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
-    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-        signal.signal(signal.SIGTERM, _until_replaced)
-
-    def relay() -> None:
-        while True:
-            try:
-                got = os.read(r, 64)
-            except OSError:
-                got = b""
-            if not got:
-                os.close(r)
-                return
-            for signum in set(got) & set(RELAYED):
-                handler = signal.getsignal(signum)
-                if callable(handler) and handler is not signal.default_int_handler:
-                    with contextlib.suppress(Exception):
-                        handler(signum, None)
-
-    threading.Thread(target=relay, name="fabbench-signal-relay", daemon=True).start()
-
-    def undo() -> None:
-        signal.set_wakeup_fd(previous)
-        os.close(w)  # the relay reads the end of the pipe and returns
-    return undo
+def _noted(_signum: int, _frame: object) -> None:
+    """A signal of SHUTDOWN: the wakeup fd has it already."""
 
 
 def main() -> int:
@@ -107,7 +69,6 @@ def main() -> int:
     gloo_run.register_shutdown_event = _shutdown_event
     sys.argv[0] = "horovodrun"
     threading.excepthook = _thread_failed
-    relay_signals()
     try:
         run_commandline()
     except RuntimeError as exc:
