@@ -40,14 +40,14 @@ from integration.faults_on_wire import (
     pids_in,
     read_records,
     settle,
+    sweep,
 )
 
 REPO = Path(__file__).resolve().parents[2]
 FABBENCH = str(Path(sys.executable).parent / "fabbench")  # the venv's console script
 MARK = "FAULT_MATRIX_MARK"
 # the same short sweep as the emulated rows (faults_on_wire.SWEEP), over gloo
-SWEEP = ("--ops", "allreduce", "--sizes", "1M,16M", "--budget", "3", "--no-ceiling",
-         "--timeout", str(TIMEOUT_S))
+SWEEP = (*sweep(3), "--timeout", str(TIMEOUT_S))
 
 
 # --- where the launcher runs ------------------------------------------------------------------
