@@ -66,7 +66,7 @@ def test_a_link_down_mid_run_ends_fast_named_and_leaves_nothing(cluster, tmp_pat
     env, namespaces = cluster
     out = tmp_path / "down.jsonl"
     cmd = [sys.executable, "-m", "fabbench", "run", "--primitive", "mpi", "--ops", "allreduce",
-           "--sizes", "1M,64M", "--budget", "30", "--timeout", "5", "--no-ceiling",
+           "--sizes", "1M,64M", "--budget", "5", "--timeout", "5", "--no-ceiling",
            "--out", str(out)]
     run = subprocess.Popen(cmd, env={**os.environ, **env}, stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True)

@@ -63,7 +63,7 @@ pytestmark = [
 CUT_AFTER = 4 << 20   # bytes from the registry per connection before the proxy cuts it
 LAYER_BYTES = 16 << 20
 PULL_DEADLINE_S = 120  # pull.sh --timeout for a cut or changed pull: each ended in < 5 s here
-STALL_DEADLINE_S = 20  # pull.sh --timeout for a registry gone silent
+STALL_DEADLINE_S = 10  # pull.sh --timeout for a registry gone silent (a cut pull ended in < 5 s)
 BASE = "localhost/debian:bookworm"  # containers/base-image.sh
 
 
