@@ -139,10 +139,8 @@ def table(where: Path) -> tuple[list[tuple], list[str], list[str]]:
             rows += [(nodes, link, "mpi", g.bytes, g.default_gbyte_s, g.tuned_gbyte_s,
                       gains.ceiling_gbit_s, nominal, busy, soft, f"{held}, {g.verdict}")
                      for g in gains.rows]
-            fits.append(f"{tag} mpi default: "
-                        + alpha_beta(sorted(trials.glob("*-final-default-r*.jsonl"))))
-            fits.append(f"{tag} mpi tuned: "
-                        + alpha_beta(sorted(trials.glob("*-final-tuned-r*.jsonl"))))
+            fits.append(f"{tag} mpi default: " + alpha_beta(last_final(trials, "default")))
+            fits.append(f"{tag} mpi tuned: " + alpha_beta(last_final(trials, "tuned")))
         else:
             # nothing was faster: no final stage; the default is the first stage's base, and
             # the wire's ceiling the one gloo's run measured on the same cluster
@@ -159,6 +157,13 @@ def table(where: Path) -> tuple[list[tuple], list[str], list[str]]:
             rows.append((nodes, link, "gloo", n, bw, bw, wire, nominal, gbusy, gsoft,
                          "nothing to tune"))
     return rows, fits, failed
+
+
+def last_final(trials: Path, label: str) -> list[Path]:
+    """The launches of the tune's last final stage (one more per narrowing) of ``label``."""
+    paths = sorted(trials.glob(f"*-final-{label}-r*.jsonl"))
+    last = paths[-1].name.split("-", 1)[0] if paths else ""
+    return [p for p in paths if p.name.startswith(f"{last}-")]
 
 
 def main() -> int:

@@ -14,7 +14,7 @@ from fabbench.errors import UsageError
 from fabbench.fabrics.profile import Axis, load_profile, parse_profile, profile_toml
 from fabbench.tune.library import Param, check_space, parse_ompi_info
 from fabbench.tune.outputs import bands, nccl_csv, read_rules, rules_file
-from fabbench.tune.search import Choice, Loaded, judge
+from fabbench.tune.search import Candidate, Choice, Loaded, Stage, _points, judge, narrowed
 
 BASE = {"name": "t", "primitive": {"mpi": {"mca": {"btl": "self,tcp"},
                                            "transport": ["ob1/tcp"]}}}
@@ -234,6 +234,61 @@ def test_a_per_size_axis_chooses_per_size():
         "6": loaded({1 << 20: 60.0, 16 << 20: 800.0}, seed=7)})
     assert stage.chosen is None
     assert stage.chosen_per_size == {("allreduce", 1 << 20): "6", ("allreduce", 16 << 20): "4"}
+
+
+# ---- the final stage, narrowed ----
+
+M, S = 1 << 20, 16 << 20
+TUNED = Choice({"btl_tcp_links": "2", "coll_tuned_use_dynamic_rules": "1"}, {},
+               {("allreduce", M): "4", ("allreduce", S): "5:1048576"})
+STAGES = [Stage(LINKS.name, Choice(), chosen="2"),
+          Stage(ALG.name, Choice(), chosen_per_size={("allreduce", M): "4",
+                                                     ("allreduce", S): "5:1048576"})]
+
+
+def final(default: dict[int, float], tuned: dict[int, float], transport="ob1/tcp") -> Stage:
+    got = loaded(tuned, transport=transport, seed=9)
+    cand = Candidate("tuned", points=_points(loaded(default, seed=8), got))
+    if transport != "ob1/tcp":
+        cand.refused = "the transport changed"
+    return Stage("final", Choice(), candidates=[cand])
+
+
+def test_the_per_size_choice_at_a_size_found_slower_goes_back_to_the_fixed_rules():
+    step = narrowed(TUNED, final({M: 100.0, S: 1000.0}, {M: 120.0, S: 700.0}), STAGES,
+                    [LINKS, ALG])
+    assert step is not None
+    choice, what = step
+    assert choice.per_size == {("allreduce", M): "0", ("allreduce", S): "5:1048576"}
+    assert choice.mca == TUNED.mca and what == "the per-size choices at allreduce 1M"
+
+
+def test_slower_where_no_per_size_choice_was_made_drops_the_other_axes_settings():
+    tuned = dataclasses.replace(TUNED, per_size={("allreduce", S): "5:1048576",
+                                                 ("allreduce", M): "0"})
+    step = narrowed(tuned, final({M: 100.0, S: 1000.0}, {M: 120.0, S: 700.0}), STAGES,
+                    [LINKS, ALG])
+    assert step is not None
+    choice, what = step
+    assert choice.mca == {"coll_tuned_use_dynamic_rules": "1"}  # what the per-size axis needs
+    assert choice.per_size == tuned.per_size and what == "mca:btl_tcp_links = 2"
+
+
+@pytest.mark.parametrize("default, tuned, transport", [
+    ({M: 100.0, S: 1000.0}, {M: 80.0, S: 700.0}, "ob1/tcp"),    # holds
+    ({M: 100.0, S: 1000.0}, {M: 100.3, S: 1001.0}, "ob1/tcp"),  # faster nowhere, slower nowhere
+    ({M: 100.0, S: 1000.0}, {M: 120.0, S: 700.0}, "ob1/vader")])  # refused
+def test_nothing_is_narrowed_where_nothing_was_slower_or_the_settings_were_refused(
+        default, tuned, transport):
+    assert narrowed(TUNED, final(default, tuned, transport), STAGES, [LINKS, ALG]) is None
+
+
+def test_nothing_left_to_drop_ends_the_narrowing():
+    only_rules = Choice({"coll_tuned_use_dynamic_rules": "1"}, {},
+                        {("allreduce", M): "0", ("allreduce", S): "5:1048576"})
+    slower_at_1m = final({M: 100.0, S: 1000.0}, {M: 120.0, S: 700.0})
+    assert narrowed(only_rules, slower_at_1m, [Stage(LINKS.name, Choice()), STAGES[1]],
+                    [LINKS, ALG]) is None
 
 
 # ---- the files ----

@@ -65,12 +65,16 @@ def write(outcome: TuneOutcome) -> list[Path]:
               f"{outcome.primitive}", "what the tune chose, with its evidence against the "
               "settings before it (time ratio, < 1: faster):"]
     for stage in outcome.stages:
-        if stage.chosen is not None:
+        if stage.chosen is not None and _kept(outcome, stage):
             header.append(f"  {stage.name} = {stage.chosen}: "
                           f"{_evidence(stage, stage.chosen)}")
         for (op, size), value in sorted(stage.chosen_per_size.items()):
-            header.append(f"  {stage.name} = {shown(value)} at {op} {format_size(size)}: "
-                          f"{_evidence(stage, value, op, size)}")
+            if tuned.per_size.get((op, size)) == value:
+                header.append(f"  {stage.name} = {shown(value)} at {op} {format_size(size)}: "
+                              f"{_evidence(stage, value, op, size)}")
+    for final, what in outcome.narrowed:
+        header.append(f"  dropped {what}: together the settings were slower at "
+                      f"{_slower(final)}")
         for cand in stage.candidates:
             if cand.refused:
                 header.append(f"  refused {stage.name} = {cand.value}: {cand.refused}")
@@ -83,6 +87,23 @@ def write(outcome: TuneOutcome) -> list[Path]:
             (d / NCCL_CSV).write_text(csv)
             written.append(d / NCCL_CSV)
     return written
+
+
+def _slower(final: Stage) -> str:
+    return ", ".join(f"{p.op} {format_size(p.bytes)}" for p in final.candidates[0].points
+                     if p.slower)
+
+
+def _kept(outcome: TuneOutcome, stage: Stage) -> bool:
+    """Whether a stage's chosen value is in the settings the tune ends with (a narrowing may
+    have dropped it)."""
+    section = outcome.profile.primitives["mpi" if outcome.primitive == "horovod"
+                                         else outcome.primitive]
+    axis = next((a for a in section.tune if a.name == stage.name), None)
+    if axis is None or stage.chosen is None:
+        return False
+    held = outcome.tuned.mca if axis.kind == "mca" else outcome.tuned.env
+    return all(held.get(k) == v for k, v in axis.settings_of(stage.chosen).items())
 
 
 def _image(default: Loaded) -> str:
@@ -113,6 +134,9 @@ def summary(outcome: TuneOutcome) -> str:
     if outcome.final is None:
         lines.append("nothing was faster than the profile as it is: no tuned settings")
         return "\n".join(lines) + "\n"
+    for final, what in outcome.narrowed:
+        lines.append(f"  against the default the settings were slower at {_slower(final)}: "
+                     f"dropped {what}, and compared again")
     cand = outcome.final.candidates[0]
     gains = final_gains(outcome)
     assert gains is not None  # a final stage
@@ -135,9 +159,9 @@ def summary(outcome: TuneOutcome) -> str:
     if cand.refused:
         lines.append(f"the tuned settings are refused: {cand.refused}")
     elif not outcome.holds:
-        slower = [f"{p.op} {format_size(p.bytes)}" for p in cand.points if p.slower]
+        slower = _slower(outcome.final)
         lines.append("the tuned settings do not hold against the default ("
-                     + (f"slower at {', '.join(slower)}" if slower else "faster nowhere")
+                     + (f"slower at {slower}" if slower else "faster nowhere")
                      + "): no profile written; the choices, one axis at a time, did not add up "
                      "(more --repeats, or fewer axes)")
     return "\n".join(lines) + "\n"

@@ -21,8 +21,12 @@ figures. The choice:
 A last stage runs the profile as it is ("default") against the tuned settings, alternating, for
 the gains the report shows (the default's first launch measures the wire's ceiling, if the run
 would). The tuned settings hold only when that stage finds them faster at one point or more and
-slower at none: choices made one axis at a time need not add up, and a tune whose choices do
-not hold writes no profile.
+slower at none: choices made one axis at a time need not add up. Where they are slower
+somewhere, the tune narrows them and runs the last stage again, at most NARROWINGS times
+(narrowed): the per-size choices at the sizes found slower go back to the fixed rules; where
+none of those sizes had one, the settings of every other axis go (the per-size choices stay).
+What the last of those stages finds decides; a tune whose settings still do not hold writes no
+profile.
 """
 
 from __future__ import annotations
@@ -51,8 +55,10 @@ from fabbench.results.records import Ceiling, Collective, Run, Summary
 from fabbench.study.run import launch_logged, results_ok
 from fabbench.tune import STATE, library
 from fabbench.tune.outputs import RULES, rules_file
+from fabbench.units import format_size
 
 TRIAL_DEADLINE_S = 900.0
+NARROWINGS = 2  # final stages after the first, each with the tuned settings narrowed
 
 
 @dataclass(frozen=True)
@@ -154,8 +160,10 @@ class TuneOutcome:
     profile: Profile
     primitive: str
     stages: list[Stage]
-    tuned: Choice
-    final: Stage | None
+    tuned: Choice             # the settings the last final stage ran
+    final: Stage | None       # the last final stage
+    # the final stages before it, and what each narrowing dropped, in order
+    narrowed: list[tuple[Stage, str]] = field(default_factory=list)
 
     @property
     def holds(self) -> bool:
@@ -351,9 +359,24 @@ class Tuner:
             elif stage.chosen is not None:
                 current = current.with_value(axis, stage.chosen)
             self._write_state(stages, current, finished=None)
-        final = self._final(len(self.axes) + 1, current) if current != Choice() else None
-        self._write_state([*stages, *([final] if final else [])], current, finished=_now())
-        return TuneOutcome(self.directory, self.profile, self.primitive, stages, current, final)
+        if current == Choice():
+            self._write_state(stages, current, finished=_now())
+            return TuneOutcome(self.directory, self.profile, self.primitive, stages, current, None)
+        index = len(self.axes) + 1
+        final = self._final(index, current)
+        before: list[tuple[Stage, str]] = []
+        for _ in range(NARROWINGS):
+            step = narrowed(current, final, stages, self.axes)
+            if step is None:
+                break
+            before.append((final, step[1]))
+            current = step[0]
+            self._write_state([*stages, *(s for s, _ in before)], current, finished=None)
+            index += 1
+            final = self._final(index, current)
+        self._write_state([*stages, *(s for s, _ in before), final], current, finished=_now())
+        return TuneOutcome(self.directory, self.profile, self.primitive, stages, current, final,
+                           before)
 
     def _current_value(self, axis: Axis, current: Choice) -> str:
         held = current.mca if axis.kind == "mca" else current.env
@@ -400,6 +423,39 @@ class Tuner:
                             f"{got.transport}")
         stage.candidates.append(cand)
         return stage
+
+
+def narrowed(tuned: Choice, final: Stage, stages: Sequence[Stage],
+             axes: Sequence[Axis]) -> tuple[Choice, str] | None:
+    """The tuned settings with what a final stage found slower taken out, and what was taken,
+    in words; None when there is nothing to narrow (the settings hold, were refused, were
+    faster nowhere, or nothing is left to take). At each (op, size) found slower, a per-size
+    choice goes back to the fixed rules ("0"); where no size found slower had one, the settings
+    of the axes that are not per size go, the per-size choices and what they need staying."""
+    cand = final.candidates[0]
+    slower = {(p.op, p.bytes) for p in cand.points if p.slower}
+    if cand.refused or not slower:
+        return None
+    blamed = sorted(k for k in slower if tuned.per_size.get(k, "0") != "0")
+    if blamed:
+        per_size = {**tuned.per_size, **{k: "0" for k in blamed}}
+        what = ("the per-size choices at " + ", ".join(f"{op} {format_size(n)}"
+                                                       for op, n in blamed))
+        return Choice(tuned.mca, tuned.env, per_size), what
+    kept = Choice()
+    dropped = []
+    for axis, stage in zip(axes, stages, strict=False):
+        if axis.per_size:
+            if stage.chosen_per_size:
+                kept = Choice({**kept.mca, **axis.needs_mca}, {**kept.env, **axis.needs_env})
+        elif stage.chosen is not None:
+            dropped.append(f"{axis.name} = {stage.chosen}")
+    if not dropped:
+        return None
+    kept = Choice(kept.mca, kept.env, dict(tuned.per_size))
+    if all(v == "0" for v in kept.per_size.values()):
+        return None  # nothing would be left but the fixed rules: the default
+    return kept, ", ".join(dropped)
 
 
 def replayed(directory: Path) -> TuneOutcome:
@@ -510,7 +566,11 @@ def _points(base: Loaded, other: Loaded) -> list[TunePoint]:
 
 
 def load_final(directory: Path) -> tuple[Loaded, Loaded]:
-    """The final stage's launches (default, tuned), for the report."""
+    """The last final stage's launches (default, tuned), for the report; the default's
+    ceilings are those every final stage measured (the first one's first launch, as a rule)."""
     trials = directory / "trials"
-    return (_load(sorted(trials.glob("*-final-default-r*.jsonl"))),
-            _load(sorted(trials.glob("*-final-tuned-r*.jsonl"))))
+    defaults = sorted(trials.glob("*-final-default-r*.jsonl"))
+    last = defaults[-1].name.split("-", 1)[0] if defaults else ""
+    default = _load([p for p in defaults if p.name.startswith(f"{last}-")])
+    default.ceilings = _load(defaults).ceilings
+    return default, _load(sorted(trials.glob(f"{last}-final-tuned-r*.jsonl")))
