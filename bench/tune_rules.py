@@ -8,11 +8,13 @@ the engine's samples target, as the fidelity check gives it): with the loop's ow
 against fabbench's 25 ms at --budget 0.5, the two timed different numbers of back-to-back
 operations per sample. For each round both run once, the order reversed every other round; per
 size the verdict takes the median of the rounds' ratios (fabbench's p50 over the loop's), within
-1 +- 0.03 as the fidelity band; the quartiles of the ratios show the rounds' spread. Beside it the same loop without the rules file (`--mca` of the profile as it was
-before the tune): when the rules changed the algorithm, that one differs, so agreement with the
-tuned run is the file at work, not the library's default.
+1 +- 0.03 as the fidelity band; the quartiles of the ratios show the rounds' spread. Beside it
+the same loop without the rules file (`--mca` of the profile as it was before the tune): when
+the rules changed the algorithm, that one differs, so agreement with the tuned run is the file
+at work, not the library's default.
 
-Usage: python bench/tune_rules.py TUNE_DIR [--rounds 5] [--ranks 2] [--budget 1]
+Usage: python bench/tune_rules.py TUNE_DIR [--rounds 20] [--ranks 2] [--budget 1]
+(5 rounds are too few for a ±3 % verdict on a 2-core host: docs/tuning.md)
 Exit 0 when every size is within the band, 1 otherwise.
 """
 
@@ -49,7 +51,7 @@ def mpirun(ranks: int, mca: dict[str, str], sizes: list[int], budget_s: float) -
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("tune_dir", type=Path)
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--ranks", type=int, default=2)
     ap.add_argument("--budget", type=float, default=1.0)
     args = ap.parse_args()
