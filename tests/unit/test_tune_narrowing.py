@@ -12,6 +12,7 @@ import pytest
 
 from fabbench.catalog import CollectivesConfig
 from fabbench.config import RunConfig
+from fabbench.errors import UsageError
 from fabbench.results.writer import ResultWriter
 from fabbench.tune import library, publish, search
 from fabbench.tune.library import Param
@@ -114,3 +115,14 @@ def test_a_final_stage_slower_at_a_size_drops_that_sizes_choice_and_holds_after(
     assert launched == [] and again.tuned == outcome.tuned and again.holds
     state = json.loads((d / "tune.json").read_text())
     assert [s["axis"] for s in state["stages"]][-2:] == ["final", "final"]
+
+
+def test_without_narrowing_the_settings_do_not_hold_and_a_resume_must_say_the_same(tuner_env):
+    config, d, launched = tuner_env
+    outcome = search.Tuner(config, d, repeats=3, narrowings=0).run()  # what --quick does
+    assert outcome.narrowed == [] and not outcome.holds and publish.write(outcome) == []
+    assert sum("-final-" in label for label in launched) == 2 * 3
+    with pytest.raises(UsageError, match=r"holds a tune of other options \(.*--repeats 3 "
+                                         r"--quick\): resume it with those"):
+        search.Tuner(config, d, repeats=3, resume=True)
+    assert search.replayed(d).holds is False  # decided again as it was: without narrowing

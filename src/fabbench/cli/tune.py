@@ -19,7 +19,7 @@ REPEATS = 3
 # algorithms differ most and one where the wire does, shorter samples, two rounds; an option
 # the user gave keeps the user's value
 QUICK = {"sizes": "4M,64M", "budget": 0.3}
-QUICK_REPEATS = 2
+QUICK_REPEATS = 2  # and no narrowing of settings that did not hold (each costs a final stage)
 
 
 def register(app: typer.Typer) -> None:
@@ -35,7 +35,8 @@ def register(app: typer.Typer) -> None:
         REPEATS,
         quick: Annotated[bool, typer.Option(
             help=f"About 5 minutes on 2 nodes: --repeats {QUICK_REPEATS}, --sizes "
-            f"{QUICK['sizes']}, --budget {QUICK['budget']}, where not given.")] = False,
+            f"{QUICK['sizes']}, --budget {QUICK['budget']}, where not given; settings that do "
+            "not hold are not narrowed and compared again.")] = False,
         deadline: Annotated[float, typer.Option(
             help="Seconds the whole tune may take; then it stops (continue with "
             "--resume).")] = 3600.0,
@@ -55,7 +56,7 @@ def register(app: typer.Typer) -> None:
         from fabbench.cli.show_tune import TuneProgress
         from fabbench.config import from_parameters
         from fabbench.tune import publish
-        from fabbench.tune.search import Tuner
+        from fabbench.tune.search import NARROWINGS, Tuner
 
         if quick:
             # what the command line gave keeps its value, even one equal to the default
@@ -66,7 +67,8 @@ def register(app: typer.Typer) -> None:
         config = from_parameters(options)
         with TuneProgress() as progress:
             tuner = Tuner(config, directory, repeats=repeats, deadline_s=deadline,
-                          resume=resume, progress=progress.update)
+                          resume=resume, narrowings=0 if quick else NARROWINGS,
+                          progress=progress.update)
             outcome = tuner.run()
         written = publish.write(outcome)
         print(publish.summary(outcome), end="")

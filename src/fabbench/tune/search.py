@@ -23,10 +23,10 @@ the gains the report shows (the default's first launch measures the wire's ceili
 would). The tuned settings hold only when that stage finds them faster at one point or more and
 slower at none: choices made one axis at a time need not add up. Where they are slower
 somewhere, the tune narrows them and runs the last stage again, at most NARROWINGS times
-(narrowed): the per-size choices at the sizes found slower go back to the fixed rules; where
-none of those sizes had one, the settings of every other axis go (the per-size choices stay).
-What the last of those stages finds decides; a tune whose settings still do not hold writes no
-profile.
+(none with --quick; narrowed): the per-size choices at the sizes found slower go back to the
+fixed rules; where none of those sizes had one, the settings of every other axis go (the
+per-size choices stay). What the last of those stages finds decides; a tune whose settings
+still do not hold writes no profile.
 """
 
 from __future__ import annotations
@@ -188,6 +188,7 @@ class Tuner:
 
     def __init__(self, config: RunConfig, directory: Path, *, repeats: int = 3,
                  deadline_s: float = 3600.0, resume: bool = False, replay: bool = False,
+                 narrowings: int = NARROWINGS,
                  progress: Callable[[TuneEvent], None] | None = None) -> None:
         # replay: decide again from the files of a finished tune, launching and writing nothing
         self.replay = replay
@@ -224,6 +225,7 @@ class Tuner:
         self.config = config
         self.directory = directory
         self.repeats = repeats
+        self.narrowings = narrowings
         self.deadline_s = deadline_s
         self.tell = progress or (lambda _e: None)
         self.argv = config.to_argv()
@@ -241,10 +243,12 @@ class Tuner:
             if not state.is_file():
                 raise UsageError(f"cannot resume {self.directory}: it holds no tune ({STATE})")
             old = json.loads(state.read_text())
-            if old.get("argv") != self.argv or old.get("repeats") != self.repeats:
+            if old.get("argv") != self.argv or old.get("repeats") != self.repeats or \
+                    old.get("narrowings", NARROWINGS) != self.narrowings:
+                quick = " --quick" if old.get("narrowings", NARROWINGS) == 0 else ""
                 raise UsageError(f"{self.directory} holds a tune of other options "
                                  f"({' '.join(old.get('argv', []))}, --repeats "
-                                 f"{old.get('repeats')}): resume it with those")
+                                 f"{old.get('repeats')}{quick}): resume it with those")
         elif self.directory.exists() and any(self.directory.iterdir()):
             raise UsageError(f"{self.directory} is not empty; choose another directory, or "
                              "add --resume to continue the tune in it")
@@ -262,7 +266,8 @@ class Tuner:
             return
         doc = {"format": "fabbench-tune/1", "fabbench": __version__, "argv": self.argv,
                "fabric": self.profile.name, "profile_source": self.profile.source,
-               "primitive": self.primitive, "repeats": self.repeats, "started": _now(),
+               "primitive": self.primitive, "repeats": self.repeats,
+               "narrowings": self.narrowings, "started": _now(),
                "finished": finished, "axes": [a.name for a in self.axes],
                "stages": [s.as_dict() for s in stages],
                "tuned": tuned.as_dict() if tuned else None}
@@ -365,7 +370,7 @@ class Tuner:
         index = len(self.axes) + 1
         final = self._final(index, current)
         before: list[tuple[Stage, str]] = []
-        for _ in range(NARROWINGS):
+        for _ in range(self.narrowings):
             step = narrowed(current, final, stages, self.axes)
             if step is None:
                 break
@@ -464,12 +469,14 @@ def replayed(directory: Path) -> TuneOutcome:
     try:
         state = json.loads((directory / STATE).read_text())
         argv, repeats = list(state["argv"]), int(state["repeats"])
+        narrowings = int(state.get("narrowings", NARROWINGS))
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise UsageError(f"{directory / STATE}: not a tune's state file ({exc})") from None
     if not state.get("finished"):
         raise UsageError(f"{directory}: the tune did not finish; continue it with fabbench "
                          f"tune {directory} {' '.join(argv)} --resume")
-    tuner = Tuner(RunConfig.from_argv(argv), directory, repeats=repeats, replay=True)
+    tuner = Tuner(RunConfig.from_argv(argv), directory, repeats=repeats, replay=True,
+                  narrowings=narrowings)
     return tuner.run()
 
 
