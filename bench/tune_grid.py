@@ -40,7 +40,7 @@ from fabbench.results.records import Ceiling, Collective  # noqa: E402
 from fabbench.scaling.costs import coefficients  # noqa: E402
 from fabbench.scaling.fit import fit_records  # noqa: E402
 from fabbench.tune.publish import final_gains  # noqa: E402
-from fabbench.tune.search import replayed  # noqa: E402
+from fabbench.tune.search import final_launches, replayed  # noqa: E402
 from fabbench.units import format_size  # noqa: E402
 
 TIMEOUT_S = 3000
@@ -139,8 +139,8 @@ def table(where: Path) -> tuple[list[tuple], list[str], list[str]]:
             rows += [(nodes, link, "mpi", g.bytes, g.default_gbyte_s, g.tuned_gbyte_s,
                       gains.ceiling_gbit_s, nominal, busy, soft, f"{held}, {g.verdict}")
                      for g in gains.rows]
-            fits.append(f"{tag} mpi default: " + alpha_beta(last_final(trials, "default")))
-            fits.append(f"{tag} mpi tuned: " + alpha_beta(last_final(trials, "tuned")))
+            fits += [f"{tag} mpi {label}: " + alpha_beta(final_launches(trials, label))
+                     for label in ("default", "tuned")]
         else:
             # nothing was faster: no final stage; the default is the first stage's base, and
             # the wire's ceiling the one gloo's run measured on the same cluster
@@ -157,13 +157,6 @@ def table(where: Path) -> tuple[list[tuple], list[str], list[str]]:
             rows.append((nodes, link, "gloo", n, bw, bw, wire, nominal, gbusy, gsoft,
                          "nothing to tune"))
     return rows, fits, failed
-
-
-def last_final(trials: Path, label: str) -> list[Path]:
-    """The launches of the tune's last final stage (one more per narrowing) of ``label``."""
-    paths = sorted(trials.glob(f"*-final-{label}-r*.jsonl"))
-    last = paths[-1].name.split("-", 1)[0] if paths else ""
-    return [p for p in paths if p.name.startswith(f"{last}-")]
 
 
 def main() -> int:

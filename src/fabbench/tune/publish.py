@@ -72,12 +72,12 @@ def write(outcome: TuneOutcome) -> list[Path]:
             if tuned.per_size.get((op, size)) == value:
                 header.append(f"  {stage.name} = {shown(value)} at {op} {format_size(size)}: "
                               f"{_evidence(stage, value, op, size)}")
-    for final, what in outcome.narrowed:
-        header.append(f"  dropped {what}: together the settings were slower at "
-                      f"{_slower(final)}")
         for cand in stage.candidates:
             if cand.refused:
                 header.append(f"  refused {stage.name} = {cand.value}: {cand.refused}")
+    for final, what in outcome.narrowed:
+        header.append(f"  dropped {what}: together the settings were slower at "
+                      f"{_slower(final)}")
     path = d / f"{name}.toml"
     path.write_text(profile_toml(profile, header))
     written.insert(0, path)

@@ -243,9 +243,10 @@ class Tuner:
             if not state.is_file():
                 raise UsageError(f"cannot resume {self.directory}: it holds no tune ({STATE})")
             old = json.loads(state.read_text())
+            narrowings = old.get("narrowings", NARROWINGS)
             if old.get("argv") != self.argv or old.get("repeats") != self.repeats or \
-                    old.get("narrowings", NARROWINGS) != self.narrowings:
-                quick = " --quick" if old.get("narrowings", NARROWINGS) == 0 else ""
+                    narrowings != self.narrowings:
+                quick = " --quick" if narrowings == 0 else ""
                 raise UsageError(f"{self.directory} holds a tune of other options "
                                  f"({' '.join(old.get('argv', []))}, --repeats "
                                  f"{old.get('repeats')}{quick}): resume it with those")
@@ -447,20 +448,18 @@ def narrowed(tuned: Choice, final: Stage, stages: Sequence[Stage],
         what = ("the per-size choices at " + ", ".join(f"{op} {format_size(n)}"
                                                        for op, n in blamed))
         return Choice(tuned.mca, tuned.env, per_size), what
-    kept = Choice()
+    mca: dict[str, str] = {}
+    env: dict[str, str] = {}
     dropped = []
     for axis, stage in zip(axes, stages, strict=False):
-        if axis.per_size:
-            if stage.chosen_per_size:
-                kept = Choice({**kept.mca, **axis.needs_mca}, {**kept.env, **axis.needs_env})
-        elif stage.chosen is not None:
+        if axis.per_size and stage.chosen_per_size:  # kept, with what it needs
+            mca.update(axis.needs_mca)
+            env.update(axis.needs_env)
+        elif not axis.per_size and stage.chosen is not None:
             dropped.append(f"{axis.name} = {stage.chosen}")
-    if not dropped:
-        return None
-    kept = Choice(kept.mca, kept.env, dict(tuned.per_size))
-    if all(v == "0" for v in kept.per_size.values()):
-        return None  # nothing would be left but the fixed rules: the default
-    return kept, ", ".join(dropped)
+    if not dropped or all(v == "0" for v in tuned.per_size.values()):
+        return None  # nothing to drop, or nothing left but the fixed rules: the default
+    return Choice(mca, env, dict(tuned.per_size)), ", ".join(dropped)
 
 
 def replayed(directory: Path) -> TuneOutcome:
@@ -572,12 +571,20 @@ def _points(base: Loaded, other: Loaded) -> list[TunePoint]:
     return points
 
 
+def final_launches(trials: Path, label: str, *, last: bool = True) -> list[Path]:
+    """The results files of the final stages' ``label`` ("default" or "tuned") launches in a
+    tune's trials folder: the last final stage's (one more per narrowing), or every one's."""
+    paths = sorted(trials.glob(f"*-final-{label}-r*.jsonl"))
+    if not last or not paths:
+        return paths
+    stage = paths[-1].name.split("-", 1)[0]
+    return [p for p in paths if p.name.startswith(f"{stage}-")]
+
+
 def load_final(directory: Path) -> tuple[Loaded, Loaded]:
     """The last final stage's launches (default, tuned), for the report; the default's
     ceilings are those every final stage measured (the first one's first launch, as a rule)."""
     trials = directory / "trials"
-    defaults = sorted(trials.glob("*-final-default-r*.jsonl"))
-    last = defaults[-1].name.split("-", 1)[0] if defaults else ""
-    default = _load([p for p in defaults if p.name.startswith(f"{last}-")])
-    default.ceilings = _load(defaults).ceilings
-    return default, _load(sorted(trials.glob(f"{last}-final-tuned-r*.jsonl")))
+    default = _load(final_launches(trials, "default"))
+    default.ceilings = _load(final_launches(trials, "default", last=False)).ceilings
+    return default, _load(final_launches(trials, "tuned"))
