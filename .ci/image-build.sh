@@ -108,10 +108,13 @@ if [ "$FLAVOR" = cuda ]; then
   # the cuda flavour installs torch's CUDA build from its lock, inside the build; no torch wheel
   # in the context (a CPU wheel there must never be found)
   rm -f "$ctx"/wheels/torch-*.whl
-elif ! ls "$ctx"/wheels/torch-"$TORCH_VERSION"*.whl >/dev/null 2>&1; then
-  log "torch $TORCH_VERSION (CPU) into the context's wheels/"
-  timeout 1800 python3 -m pip download -q --no-deps -d "$ctx/wheels" "torch==$TORCH_VERSION" \
-    || die "could not get the torch $TORCH_VERSION wheel"
+else
+  # PyTorch's CPU wheel (FABBENCH_TORCH_WHEELS or PyTorch's CPU index, checked against its pinned
+  # sha256: containers/torch-wheel.sh), kept in the set-up's wheel cache; no other torch wheel
+  # may sit beside it in the context
+  torch_wheel=$("$root/containers/torch-wheel.sh" "$cache/wheels") || die "no CPU torch wheel"
+  find "$ctx/wheels" -name 'torch-*.whl' ! -name "${torch_wheel##*/}" -delete
+  cmp -s "$torch_wheel" "$ctx/wheels/${torch_wheel##*/}" || cp -f "$torch_wheel" "$ctx/wheels/"
 fi
 timeout 60 python3 -c 'import sys, tomllib
 print("\n".join(tomllib.load(open(sys.argv[1], "rb"))["project"]["dependencies"]))' \

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Idempotent set-up of a development machine: Debian packages, a virtual environment with the
-# package, mpi4py built against the system Open MPI, and the Horovod wheel (built once, cached).
-# Called by `make setup`; safe to run again; downloads and builds are cached under $FABBENCH_CACHE.
+# package, PyTorch's CPU wheel, mpi4py built against the system Open MPI and, with --horovod, the
+# Horovod wheel (built once, cached). Called by `make setup` (what the demo needs) and `make
+# setup-horovod` (make test); safe to run again; downloads and builds are cached under
+# $FABBENCH_CACHE. torch's wheel comes from FABBENCH_TORCH_WHEELS (a folder or an index URL;
+# default PyTorch's CPU index), checked against its pinned sha256 (containers/torch-wheel.sh).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -42,12 +45,18 @@ if ! ls "$wheels"/mpi4py-"$MPI4PY_VERSION"-*.whl >/dev/null 2>&1; then
   "${pip[@]}" wheel --no-deps --no-binary mpi4py -w "$wheels" "mpi4py==$MPI4PY_VERSION"
 fi
 
-# 4. torch (CPU build on this machine), the package and its test tools.
-"${pip[@]}" install --find-links "$wheels" "torch==$TORCH_VERSION" "mpi4py==$MPI4PY_VERSION"
-"${pip[@]}" install -e "$here[comm,plots,dev]"
+# 4. torch's CPU wheel (never PyPI's CUDA build: 3.5 GB of nvidia wheels a CPU machine does not
+# use), the package and its test tools.
+torch_wheel=$("$here/containers/torch-wheel.sh" "$wheels")
+"${pip[@]}" install --find-links "$wheels" "$torch_wheel" "mpi4py==$MPI4PY_VERSION"
+"${pip[@]}" install -e "${here}[comm,plots,dev]"
+have=$("$venv/bin/python" -c 'import torch; print(torch.__version__, torch.version.cuda)')
+[ "$have" = "$TORCH_VERSION+cpu None" ] \
+  || { log "ERROR: the venv's torch is '$have', not '$TORCH_VERSION+cpu None'"; exit 1; }
 
-# 5. Horovod with the C++17 fix, built once into the wheel cache (containers/horovod.sh).
-if ! "$venv/bin/python" -c "import horovod.torch" >/dev/null 2>&1; then
+# 5. Horovod with the C++17 fix, built once into the wheel cache (containers/horovod.sh), when
+# asked for (--horovod: make test, make setup-horovod); the demo does not use it.
+if [ "${1:-}" = --horovod ] && ! "$venv/bin/python" -c "import horovod.torch" >/dev/null 2>&1; then
   PYTHON="$venv/bin/python" WHEEL_DIR="$wheels" "$here/containers/horovod.sh"
   "${pip[@]}" install --find-links "$wheels" "horovod==$HOROVOD_VERSION"
 fi

