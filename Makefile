@@ -5,25 +5,26 @@ SHELL := /bin/bash
 VENV ?= .venv
 export FABBENCH_CACHE ?= $(HOME)/.cache/fabbench
 STAMP := $(VENV)/.setup-done
-HOROVOD_STAMP := $(VENV)/.horovod-done
+ALL_STAMP := $(VENV)/.setup-all-done
 SETUP_INPUTS := pyproject.toml .ci/setup.sh .ci/apt-packages.txt containers/versions.env containers/torch-wheel.sh
 TEST_TIMEOUT ?= 4800
 
-.PHONY: setup setup-horovod demo test test-fast typecheck lint bench clean image-cuda test-image-cuda
+.PHONY: setup setup-all demo test test-fast typecheck lint bench clean image-cuda test-image-cuda
 
-# setup: what the demo needs (Debian packages, the venv, torch's CPU wheel from
-# FABBENCH_TORCH_WHEELS or PyTorch's CPU index, mpi4py); setup-horovod adds Horovod (make test).
+# setup: what the demo needs (its Debian packages, the venv, torch's CPU wheel from
+# FABBENCH_TORCH_WHEELS or PyTorch's CPU index, mpi4py); setup-all adds the Debian packages only
+# the tests use and Horovod (make test).
 setup: $(STAMP)
 
-setup-horovod: $(HOROVOD_STAMP)
+setup-all: $(ALL_STAMP)
 
 $(STAMP): $(SETUP_INPUTS)
 	@start=$$(date +%s); VENV=$(VENV) bash .ci/setup.sh && \
 	  echo "[setup] took $$(( $$(date +%s) - start )) s; the venv: $$(du -sh $(VENV) | cut -f1)"
 	touch $@
 
-$(HOROVOD_STAMP): $(STAMP) containers/horovod.sh
-	VENV=$(VENV) bash .ci/setup.sh --horovod
+$(ALL_STAMP): $(STAMP) containers/horovod.sh
+	VENV=$(VENV) bash .ci/setup.sh --all
 	touch $@
 
 demo: setup
@@ -33,7 +34,7 @@ demo: setup
 # or a test fails; test-fast runs it beside the unit tests, its output after theirs (a second run
 # reads its cache, .mypy_cache: seconds). make test runs the integration tests one at a time
 # (their ranks, links and timings need the cores), then the unit tests spread over 2 workers.
-test: setup-horovod
+test: setup-all
 	$(VENV)/bin/mypy; typed=$$?; \
 	timeout $(TEST_TIMEOUT) $(VENV)/bin/python -m pytest tests/integration; integrated=$$?; \
 	timeout 900 $(VENV)/bin/python -m pytest -n 2 tests/unit; unit=$$?; \

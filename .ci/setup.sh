@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Idempotent set-up of a development machine: Debian packages, a virtual environment with the
-# package, PyTorch's CPU wheel, mpi4py built against the system Open MPI and, with --horovod, the
-# Horovod wheel (built once, cached). Called by `make setup` (what the demo needs) and `make
-# setup-horovod` (make test); safe to run again; downloads and builds are cached under
+# package, PyTorch's CPU wheel, mpi4py built against the system Open MPI and, with --all, the
+# Debian packages only the tests use and the Horovod wheel (built once, cached). Called by `make
+# setup` (what the demo needs) and `make setup-all` (make test); safe to run again; downloads and builds are cached under
 # $FABBENCH_CACHE. torch's wheel comes from FABBENCH_TORCH_WHEELS (a folder or an index URL;
 # default PyTorch's CPU index), checked against its pinned sha256 (containers/torch-wheel.sh).
 set -euo pipefail
@@ -17,12 +17,15 @@ mkdir -p "$wheels"
 
 log() { printf '[setup] %s\n' "$*"; }
 
-# 1. Debian packages, only those missing.
+all=0
+[ "${1:-}" = --all ] && all=1
+
+# 1. Debian packages, only those missing: the demo's (above "# @tests"), or all with --all.
 missing=()
 while read -r pkg; do
   [ -z "$pkg" ] && continue
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
-done < <(grep -v '^#' "$here/.ci/apt-packages.txt")
+done < <(awk -v all="$all" '/^# @tests/ && !all { exit } !/^#/' "$here/.ci/apt-packages.txt")
 if [ "${#missing[@]}" -gt 0 ]; then
   log "installing Debian packages: ${missing[*]}"
   sudo_cmd=()
@@ -55,8 +58,8 @@ have=$("$venv/bin/python" -c 'import torch; print(torch.__version__, torch.versi
   || { log "ERROR: the venv's torch is '$have', not '$TORCH_VERSION+cpu None'"; exit 1; }
 
 # 5. Horovod with the C++17 fix, built once into the wheel cache (containers/horovod.sh), when
-# asked for (--horovod: make test, make setup-horovod); the demo does not use it.
-if [ "${1:-}" = --horovod ] && ! "$venv/bin/python" -c "import horovod.torch" >/dev/null 2>&1; then
+# asked for (--all: make test, make setup-all); the demo does not use it.
+if [ "$all" = 1 ] && ! "$venv/bin/python" -c "import horovod.torch" >/dev/null 2>&1; then
   PYTHON="$venv/bin/python" WHEEL_DIR="$wheels" "$here/containers/horovod.sh"
   "${pip[@]}" install --find-links "$wheels" "horovod==$HOROVOD_VERSION"
 fi

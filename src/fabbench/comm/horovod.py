@@ -34,7 +34,8 @@ class HorovodComm(Communicator):
                 import horovod.torch as hvd
             except ImportError as exc:
                 raise RunError(f"horovod is not installed in this environment ({exc}); "
-                               "build it with containers/horovod.sh") from None
+                               "in a checkout `make setup-all` builds it (make demo does "
+                               "not), elsewhere containers/horovod.sh") from None
             self._torch, self._hvd, self.over = torch, hvd, over
             capture: Capture = report.capture if report is not None else {}
             with captured_stderr(died=INIT_DIED, **capture) as captured:
