@@ -1,0 +1,191 @@
+#!/usr/bin/env bash
+# Stop the cluster .ci/k8s/start.sh started and remove everything it made: its processes (by
+# their pid files, then whatever is left in its cgroups: containerd's shims, pods), mounts,
+# cgroups, the emulated nodes (`fabbench emulate down`: namespaces, veths, bridge, and with them
+# kube-proxy's iptables rules, which live in the nodes' namespaces), the host paths kubelet, CNI
+# and containerd created, and its state; / gets its mount propagation back. Idempotent: with
+# nothing running it does nothing. Kept: $FABBENCH_K8S_DIR/cache (the registry's storage and the
+# image store, so that a next start pushes nothing again); --purge removes it too.
+#
+#   .ci/k8s/stop.sh [--purge]
+#
+# Exit 0 when nothing of the cluster is left; 1, naming what is left, otherwise. Deadline: each
+# step is bounded (about 3 minutes in all at worst).
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=.ci/k8s/lib.sh
+. "$here/lib.sh"
+export LOG_TAG=k8s-stop
+purge=0
+case ${1:-} in --purge) purge=1 ;; "") ;; *) echo "usage: $0 [--purge]" >&2; exit 2 ;; esac
+[ "$(id -u)" -eq 0 ] || { echo "stop.sh: needs root" >&2; exit 3; }
+
+dir=${FABBENCH_K8S_DIR:-/var/tmp/fabbench-k8s}
+[ -d "$dir" ] || exit 0
+exec 9>"$dir/lock"
+flock -w 120 9 || die "another start.sh or stop.sh held $dir/lock for 120 s"
+t0=$SECONDS
+
+BIN="" FABBENCH="" HOLDER=""
+# shellcheck disable=SC1091  # written by start.sh
+[ -f "$dir/state.env" ] && . "$dir/state.env"
+
+# stop_pid NAME SECONDS: end the daemon of pid file NAME (only when the pid still runs the
+# executable the file names), SIGTERM then SIGKILL after SECONDS.
+stop_pid() {
+  local f=$dir/pids/$1.pid pid exe end
+  [ -f "$f" ] || return 0
+  read -r pid exe <"$f" || true
+  if [ -n "${pid:-}" ] && [ "$(readlink "/proc/$pid/exe" 2>/dev/null)" = "$exe" ]; then
+    kill -TERM "$pid" 2>/dev/null || true
+    end=$((SECONDS + $2))
+    while [ -d "/proc/$pid" ] && [ $SECONDS -lt $end ]; do sleep 0.2; done
+    kill -KILL "$pid" 2>/dev/null || true
+    end=$((SECONDS + 10))
+    while [ -d "/proc/$pid" ] && [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ] \
+          && [ $SECONDS -lt $end ]; do sleep 0.2; done
+  fi
+  rm -f "$f"
+}
+
+# The cluster's cgroups: fbk-cp (host daemons), fbk-sys-I (node I's daemons and containerd's
+# shims), fbk-I (node I's pods), in every hierarchy (runc makes them in cgroup2's too).
+cg_roots() { awk '$3 == "cgroup" || $3 == "cgroup2" {print $2}' /proc/self/mounts; }
+cg_dirs() {
+  local h
+  for h in $(cg_roots); do
+    find "$h" -maxdepth 1 -mindepth 1 -type d \( -name 'fbk-cp' -o -name 'fbk-sys-[0-9]*' -o -name 'fbk-[0-9]*' \)
+  done
+}
+cg_pids() {
+  local d
+  for d in $(cg_dirs); do find "$d" -name cgroup.procs -exec cat {} + 2>/dev/null; done | sort -u
+}
+kill_cgroups() {  # SIGKILL what is left in the cluster's cgroups, until none is (20 s)
+  local end=$((SECONDS + 20)) pids
+  while pids=$(cg_pids) && [ -n "$pids" ]; do
+    # shellcheck disable=SC2086  # a list of pids
+    kill -KILL $pids 2>/dev/null || true
+    [ $SECONDS -lt $end ] || { log "still in the cluster's cgroups after 20 s: $(tr '\n' ' ' <<<"$pids")"; return 0; }
+    sleep 0.3
+  done
+}
+
+# 1. Node daemons: kubelets and kube-proxies first (they would restart pods), then containerd,
+# then whatever is left of the nodes (shims, pods).
+for f in "$dir"/pids/kubelet-*.pid "$dir"/pids/kube-proxy-*.pid; do
+  [ -f "$f" ] && stop_pid "$(basename "$f" .pid)" 10
+done
+for f in "$dir"/pids/containerd-*.pid; do
+  [ -f "$f" ] && stop_pid "$(basename "$f" .pid)" 10
+done
+# 2. The control plane and the registry.
+for name in kube-scheduler kube-controller-manager kube-apiserver etcd registry; do
+  stop_pid "$name" 10
+done
+kill_cgroups
+
+# 3. Mounts under the state folder (pod volumes, container root file systems, pod network
+# namespaces, shm), deepest first.
+mounts_under() { awk -v d="$dir/" 'index($5, d) == 1 {print $5}' /proc/self/mountinfo | sort -r; }
+for _ in 1 2 3; do
+  m=$(mounts_under)
+  [ -n "$m" ] || break
+  while read -r mp; do
+    mp=$(printf '%b' "$mp")  # mountinfo escapes spaces as \040
+    timeout 20 umount "$mp" 2>/dev/null || timeout 20 umount -l "$mp" 2>/dev/null || true
+  done <<<"$m"
+done
+
+# 4. The emulated nodes (their namespaces hold kube-proxy's rules; the bridge, the routes).
+if [ -n "$HOLDER" ] && [ -n "$FABBENCH" ]; then
+  if [ -d "/proc/$HOLDER" ]; then
+    timeout 120 "$FABBENCH" emulate down --pid "$HOLDER" >/dev/null 2>>"$dir/logs/emulate.log" \
+      || log "fabbench emulate down --pid $HOLDER failed (see $dir/logs/emulate.log)"
+  fi
+fi
+
+# 5. The cgroups, deepest first.
+for _ in 1 2 3; do
+  left=$(cg_dirs)
+  [ -n "$left" ] || break
+  for d in $left; do find "$d" -depth -type d -exec rmdir {} + 2>/dev/null || true; done
+  sleep 0.3
+done
+
+# 6. Host paths kubelet, CNI and containerd made outside the state folder: those that were not
+# there before are removed; in those that were, only the files the cluster added. CNI's result
+# cache and /run/netns may hold other programs' files: there only ours go.
+before() { grep -qxF "$1" "$dir/before/host-paths" 2>/dev/null; }
+sandboxes=$(find "$dir"/nodes/*/containerd/io.containerd.grpc.v1.cri/sandboxes -mindepth 1 -maxdepth 1 \
+              -regextype egrep -regex '.*/[0-9a-f]{64}' -printf '%f\n' 2>/dev/null || true)
+if [ -f "$dir/before/host-paths" ]; then
+  for p in /var/lib/kubelet /var/lib/cni /var/log/containers /var/log/pods /usr/libexec/kubernetes \
+           /run/containerd /run/netns /opt/cni /opt/containerd /etc/cni /var/lib/containerd /run/nri \
+           /var/run/nri /etc/kubernetes; do
+    [ -e "$p" ] || continue
+    case $p in
+      /run/netns)
+        # iproute2 made it a mount point; only when no namespace is left in it
+        if ! before "$p" && [ -z "$(ls -A /run/netns 2>/dev/null)" ]; then
+          umount /run/netns 2>/dev/null || true
+          rmdir /run/netns 2>/dev/null || true
+        fi ;;
+      /var/lib/cni)
+        for id in $sandboxes; do rm -f /var/lib/cni/results/fbk-"$id"-* /var/lib/cni/results/cni-loopback-"$id"-*; done
+        before "$p" || find "$p" -depth -type d -empty -delete 2>/dev/null || true ;;
+      /var/log/containers)
+        find "$p" -maxdepth 1 -type l -lname "$dir/*" -delete 2>/dev/null || true
+        before "$p" || rmdir "$p" 2>/dev/null || true ;;
+      *)
+        if before "$p"; then
+          find "$p" -xdev -depth 2>/dev/null | grep -vxFf "$dir/before/host-files" | while read -r f; do
+            rm -f "$f" 2>/dev/null || rmdir "$f" 2>/dev/null || true
+          done
+        else
+          rm -rf "$p"
+        fi ;;
+    esac
+  done
+fi
+
+# 7. Mount propagation of / as it was.
+if [ "$(cat "$dir/before/propagation" 2>/dev/null)" = private ]; then
+  mount --make-private /
+fi
+
+# 8. What is left? (processes of the cluster's binaries, mounts, cgroups, the emulation)
+left=()
+if [ -n "$BIN" ]; then
+  for p in /proc/[0-9]*; do
+    exe=$(readlink "$p/exe" 2>/dev/null) || continue
+    case $exe in "$BIN"/*) left+=("process ${p#/proc/} ($exe)") ;; esac
+  done
+fi
+while read -r mp; do [ -z "$mp" ] || left+=("mount $mp"); done <<<"$(mounts_under)"
+while read -r d; do [ -z "$d" ] || left+=("cgroup $d"); done <<<"$(cg_dirs)"
+if [ -n "$HOLDER" ]; then
+  while read -r ns; do [ -z "$ns" ] || left+=("netns $ns"); done \
+    <<<"$(ip netns list 2>/dev/null | awk -v p="fabbench-$HOLDER-" 'index($1, p) == 1 {print $1}')"
+  while read -r l; do [ -z "$l" ] || left+=("link $l"); done \
+    <<<"$(ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1 | grep -E "^fb(br$HOLDER|v${HOLDER}n[0-9]+)$" || true)"
+fi
+while read -r r; do [ -z "$r" ] || left+=("iptables rule '$r'"); done \
+  <<<"$(timeout 20 iptables-save 2>/dev/null | grep -E 'KUBE-|198\.19\.|fbk' || true)"
+if [ "${#left[@]}" -gt 0 ]; then
+  log "left after $((SECONDS - t0)) s: ${left[*]}"
+  exit 1
+fi
+
+# 9. The state (the cache stays unless --purge).
+for f in "$dir"/*; do
+  case ${f##*/} in
+    cache) [ "$purge" = 1 ] && rm -rf "$f" ;;
+    lock|state.env) ;;
+    failed-logs) ;;
+    *) rm -rf "$f" ;;
+  esac
+done
+rm -f "$dir/state.env"
+log "stopped in $((SECONDS - t0)) s"
