@@ -1,0 +1,243 @@
+"""The project's own Kubernetes cluster (.ci/k8s, docs/kubernetes-cluster.md): three emulated
+nodes Ready under their names and addresses; pods reach each other across nodes by IP and through
+a Service name (CoreDNS); they run fabbench's image by digest; every address is in 198.18.0.0/15;
+pod-to-pod throughput between nodes is the emulated link's; a second start is refused; and after
+stop.sh nothing of the cluster is left."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import re
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from integration.k8s_cluster import (
+    K8S,
+    K8S_TIMEOUT_S,
+    STATE_DIR,
+    K8sCluster,
+    k8s_cluster,
+    skip_reason,
+    stop,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.needs_root,
+              pytest.mark.timeout(K8S_TIMEOUT_S),
+              pytest.mark.skipif(skip_reason() is not None, reason=skip_reason() or "")]
+
+RANGE = ipaddress.ip_network("198.18.0.0/15")
+NODES = 3
+LINK_BIT_S = 250e6  # every node's link
+SLOW_NODE, SLOW_BIT_S = 2, 100e6  # fbk-2's
+NS = "fbk-test"
+POD_TIMEOUT_S = 300  # a first pull of the image (~1 GB) over a 100 Mbit/s link fits
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with k8s_cluster(NODES, link="250mbit", slow_nodes=(f"{SLOW_NODE}:100mbit",)) as c:
+        print(f"k8s: start.sh took {c.start_s:.0f} s")
+        yield c
+
+
+def _pod(name: str, node: str, image: str, command: str, *, labels: dict | None = None,
+         port: int | None = None) -> dict:
+    container = {"name": "main", "image": image, "command": ["sh", "-c", command],
+                 "env": [{"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath":
+                                                                     "spec.nodeName"}}}]}
+    if port:
+        container["readinessProbe"] = {"tcpSocket": {"port": port}, "periodSeconds": 1}
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": NS, "labels": labels or {}},
+            "spec": {"nodeSelector": {"kubernetes.io/hostname": node},
+                     "terminationGracePeriodSeconds": 1, "containers": [container]}}
+
+
+SERVER = ("mkdir -p /tmp/www && echo hello-from-$NODE >/tmp/www/index.html && "
+          "(python3 -m http.server 8080 --directory /tmp/www & iperf3 -s -p 5201 & wait)")
+
+
+@pytest.fixture(scope="module")
+def pods(cluster: K8sCluster):
+    """A server (HTTP on 8080, iperf3 on 5201) on fbk-0 behind Service `web`, a client on fbk-1
+    and one on the slow node fbk-2, all running fabbench's image by digest."""
+    with cluster.namespace(NS):
+        cluster.apply([
+            _pod("server", "fbk-0", cluster.image, SERVER, labels={"app": "web"}, port=8080),
+            _pod("client", "fbk-1", cluster.image, "sleep 3600"),
+            _pod("client-slow", f"fbk-{SLOW_NODE}", cluster.image, "sleep 3600"),
+            {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": NS},
+             "spec": {"selector": {"app": "web"},
+                      "ports": [{"name": "http", "port": 80, "targetPort": 8080}]}}])
+        t0 = time.monotonic()
+        cluster.wait("pod --all", "condition=Ready", namespace=NS, timeout=POD_TIMEOUT_S)
+        print(f"k8s: 3 pods Ready (image pulled over the links) in {time.monotonic() - t0:.0f} s")
+        yield {p["metadata"]["name"]: p for p in
+               cluster.kubectl_json("get", "pods", "-n", NS)["items"]}
+
+
+def _in_range(address: str) -> bool:
+    return ipaddress.ip_address(address) in RANGE
+
+
+def _py(cluster: K8sCluster, pod: str, code: str, timeout: float = 60) -> str:
+    return cluster.exec(pod, "python3", "-c", code, namespace=NS, timeout=timeout).stdout.strip()
+
+
+def test_three_nodes_ready_with_their_names_and_emulated_addresses(cluster):
+    nodes = cluster.kubectl_json("get", "nodes")["items"]
+    by_name = {n["metadata"]["name"]: n for n in nodes}
+    assert sorted(by_name) == [f"fbk-{i}" for i in range(NODES)] == list(cluster.nodes)
+    for i, name in enumerate(cluster.nodes):
+        status = by_name[name]["status"]
+        ready = {c["type"]: c["status"] for c in status["conditions"]}["Ready"]
+        internal = [a["address"] for a in status["addresses"] if a["type"] == "InternalIP"]
+        assert ready == "True", (name, status["conditions"])
+        assert internal == [cluster.node_addresses[i]] and _in_range(internal[0]), internal
+        assert status["nodeInfo"]["kubeletVersion"] == "v1.36.3"
+        assert status["nodeInfo"]["containerRuntimeVersion"] == "containerd://2.4.2"
+
+
+def test_a_pod_reaches_a_pod_on_another_node_by_its_ip(cluster, pods):
+    server, client = pods["server"], pods["client"]
+    assert server["spec"]["nodeName"] == "fbk-0" and client["spec"]["nodeName"] == "fbk-1"
+    ip = server["status"]["podIP"]
+    got = _py(cluster, "client", "import urllib.request as u; "
+              f"print(u.urlopen('http://{ip}:8080/', timeout=10).read().decode())")
+    assert got == "hello-from-fbk-0"
+
+
+def test_a_service_name_resolves_through_coredns_to_a_pod_on_another_node(cluster, pods):
+    service = cluster.kubectl_json("get", "service", "web", "-n", NS)
+    resolved = _py(cluster, "client", "import socket; print(socket.gethostbyname('web'))")
+    assert resolved == service["spec"]["clusterIP"]
+    assert ipaddress.ip_address(resolved) in ipaddress.ip_network(
+        cluster.env["FABBENCH_K8S_SERVICE_CIDR"])
+    for url in ("http://web/", f"http://web.{NS}.svc.cluster.local/"):
+        got = _py(cluster, "client", "import urllib.request as u; "
+                  f"print(u.urlopen('{url}', timeout=10).read().decode())")
+        assert got == "hello-from-fbk-0", url
+
+
+def test_pods_run_fabbenchs_image_by_digest(cluster, pods):
+    assert re.fullmatch(r"sha256:[0-9a-f]{64}", cluster.image_digest)
+    for name, pod in pods.items():
+        assert pod["spec"]["containers"][0]["image"] == cluster.image
+        image_id = pod["status"]["containerStatuses"][0]["imageID"]
+        assert image_id == cluster.image, (name, image_id)
+
+
+def test_every_node_pod_and_service_address_is_in_198_18_0_0_15(cluster, pods):
+    outside = []
+    for node in cluster.kubectl_json("get", "nodes")["items"]:
+        outside += [f"node {node['metadata']['name']} {a['address']}"
+                    for a in node["status"]["addresses"] if a["type"].endswith("IP")
+                    and not _in_range(a["address"])]
+        outside += [f"node {node['metadata']['name']} podCIDR {c}"
+                    for c in node["spec"].get("podCIDRs", [])
+                    if not ipaddress.ip_network(c).subnet_of(RANGE)]
+    for pod in cluster.kubectl_json("get", "pods", "-A")["items"]:
+        name = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+        outside += [f"pod {name} {ip['ip']}" for ip in pod["status"].get("podIPs", [])
+                    if not _in_range(ip["ip"])]
+        outside += [f"pod {name} host {ip['ip']}" for ip in pod["status"].get("hostIPs", [])
+                    if not _in_range(ip["ip"])]
+    for svc in cluster.kubectl_json("get", "services", "-A")["items"]:
+        outside += [f"service {svc['metadata']['name']} {ip}"
+                    for ip in svc["spec"].get("clusterIPs", []) if ip != "None"
+                    and not _in_range(ip)]
+    assert not outside, outside
+
+
+def _iperf(cluster: K8sCluster, client: str, server_ip: str) -> float:
+    p = cluster.exec(client, "iperf3", "-c", server_ip, "-p", "5201", "-t", "5", "-J",
+                     namespace=NS, timeout=60)
+    return json.loads(p.stdout)["end"]["sum_received"]["bits_per_second"]
+
+
+def test_pod_to_pod_throughput_is_the_emulated_links(cluster, pods):
+    ip = pods["server"]["status"]["podIP"]
+    fast = _iperf(cluster, "client", ip)
+    slow = _iperf(cluster, "client-slow", ip)
+    print(f"k8s: pod-to-pod fbk-1 -> fbk-0 {fast / 1e6:.0f} Mbit/s (links 250 Mbit/s), "
+          f"fbk-{SLOW_NODE} -> fbk-0 {slow / 1e6:.0f} Mbit/s (its link 100 Mbit/s)")
+    assert 0.6 * LINK_BIT_S < fast < 1.02 * LINK_BIT_S, fast
+    assert 0.6 * SLOW_BIT_S < slow < 1.02 * SLOW_BIT_S, slow
+
+
+def test_a_second_start_is_refused_in_one_line(cluster):
+    p = subprocess.run([str(K8S / "start.sh"), "3"], capture_output=True, text=True,
+                       timeout=120, check=False, stdin=subprocess.DEVNULL)
+    assert p.returncode == 1, p.stderr
+    assert p.stderr.count("\n") == 1 and "already running" in p.stderr, p.stderr
+    assert cluster.kubectl("get", "nodes").returncode == 0
+
+
+def _mounts_under(path: str) -> list[str]:
+    return [ln.split()[4] for ln in Path("/proc/self/mountinfo").read_text().splitlines()
+            if ln.split()[4].startswith(path + "/")]
+
+
+def _cgroups() -> list[str]:
+    found = []
+    for ln in Path("/proc/self/mounts").read_text().splitlines():
+        _, where, fstype = ln.split()[:3]
+        if fstype in ("cgroup", "cgroup2"):
+            found += [str(d) for d in Path(where).glob("fbk-*") if d.is_dir()]
+    return found
+
+
+def _processes_of(bin_dir: str) -> list[str]:
+    found = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                exe = os.readlink(d / "exe")
+            except OSError:
+                continue
+            if exe.startswith(bin_dir + "/"):
+                found.append(f"{d.name} {exe}")
+    return found
+
+
+def _lines(argv: list[str]) -> list[str]:
+    return subprocess.run(argv, capture_output=True, text=True, timeout=30,
+                          check=False).stdout.splitlines()
+
+
+def test_stop_leaves_nothing_of_the_cluster(cluster):
+    """Last in this module: stops the cluster (the fixture's stop.sh then finds nothing)."""
+    holder = cluster.env["FABBENCH_K8S_EMULATION_HOLDER"]
+    bin_dir = cluster.env["FABBENCH_K8S_BIN"]
+    before_paths = set((STATE_DIR / "before" / "host-paths").read_text().split())
+    private_before = (STATE_DIR / "before" / "propagation").read_text().strip() == "private"
+    assert _processes_of(bin_dir) and _mounts_under(str(STATE_DIR)) and _cgroups()
+    t0 = time.monotonic()
+    p = stop()
+    print(f"k8s: stop.sh took {time.monotonic() - t0:.0f} s")
+    left = [f"process {p}" for p in _processes_of(bin_dir)]
+    left += [f"mount {m}" for m in _mounts_under(str(STATE_DIR))]
+    left += [f"cgroup {c}" for c in _cgroups()]
+    left += [f"netns {n}" for n in _lines(["ip", "netns", "list"])
+             if n.startswith(f"fabbench-{holder}-")]
+    left += [f"link {ln}" for ln in _lines(["ip", "-o", "link", "show"])
+             if re.search(rf": fb(br{holder}|v{holder}n\d+)[@:]", ln)]
+    left += [f"iptables {r}" for r in _lines(["iptables-save"])
+             if re.search(r"KUBE-|198\.19\.|fbk", r)]
+    left += [f"host path {h}" for h in ("/var/lib/kubelet", "/var/lib/cni", "/var/log/containers",
+                                        "/var/log/pods", "/usr/libexec/kubernetes",
+                                        "/run/containerd", "/opt/cni", "/opt/containerd")
+             if Path(h).exists() and h not in before_paths]
+    left += [f"emulation holder {holder}"] if Path(f"/proc/{holder}").exists() else []
+    propagation = _lines(["findmnt", "-no", "PROPAGATION", "/"])
+    if private_before:
+        left += [] if propagation == ["private"] else [f"/ propagation {propagation}"]
+    assert not left, f"left after stop.sh: {left}\n{p.stderr[-2000:]}"
+    assert not (STATE_DIR / "state.env").exists()
+    q = stop()  # idempotent
+    assert q.returncode == 0, q.stderr
