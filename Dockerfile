@@ -59,12 +59,17 @@ RUN FLAVOR=${FLAVOR} /opt/fabbench/containers/python-stack.sh fabbench /opt/fabb
 FROM ${DEBIAN_IMAGE} AS cpu-runtime
 COPY containers/versions.env containers/lib.sh containers/distro-fabric.sh /opt/fabbench/containers/
 RUN /opt/fabbench/containers/distro-fabric.sh cpu-runtime
+# sshd for the MPI Operator's workers (its own layer: the build stages never see it)
+COPY containers/sshd.sh /opt/fabbench/containers/
+RUN /opt/fabbench/containers/sshd.sh install
 
 # the CUDA runtime library and the fabric stack; never the link-time stubs (lib64/stubs): the
 # host's driver gives libcuda.so.1 and libnvidia-ml.so.1
 FROM ${DEBIAN_IMAGE} AS cuda-runtime
 COPY containers/versions.env containers/lib.sh containers/distro-fabric.sh /opt/fabbench/containers/
 RUN /opt/fabbench/containers/distro-fabric.sh cuda-runtime
+COPY containers/sshd.sh /opt/fabbench/containers/
+RUN /opt/fabbench/containers/sshd.sh install
 COPY --from=cuda-build /usr/local/cuda/lib64/libcudart.so.13 /usr/local/cuda/lib64/
 COPY --from=cuda-build /usr/local/cuda/version.json /usr/local/cuda/
 COPY --from=cuda-build /opt/fabric /opt/fabric

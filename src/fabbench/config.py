@@ -119,8 +119,9 @@ class RunConfig:
         None, TEXT, "--out", "Results file (JSON Lines). Default: results/<run id>-...",
         short="-o", placed=True, check=_out)
     iface: str | None = option(
-        None, TEXT, "--iface", "Network interface for TCP traffic. Default: lo for local ranks, "
-        "else the default route's.")
+        None, TEXT, "--iface", "Network interface for TCP traffic. Default: lo for local ranks; "
+        "in a launched job each rank finds its own (the route to its rendezvous peer, else the "
+        "default route, else the one interface up) and records which and why.")
     rdma_device: str | None = option(
         None, TEXT, "--rdma-device", "RDMA device (e.g. mlx5_0). Default: the first active port.")
     ceiling: bool | None = option(

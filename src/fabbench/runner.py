@@ -110,6 +110,8 @@ def dry_run(c: RunConfig, argv: tuple[str, ...] = ()) -> str:
              f"# wire {plan.wire}, device {plan.device}, gpudirect {plan.gpudirect}, "
              f"accepted transports: {', '.join(resolved.settings.transport)}"]
     lines += [f"# picked {p}" for p in state.picked]
+    if resolved.iface is not None:
+        lines.append(f"# picked {resolved.iface.note()}")
     lines.append("# environment:")
     lines += [f"{k}={v}" for k, v in sorted(resolved.env().items())]
     if me is None:

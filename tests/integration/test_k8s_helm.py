@@ -130,6 +130,7 @@ def test_value_sets_cover_the_matrix():
     {"rdma": {"resource": "rdma/a b"}}, {"fullnameOverride": "UPPER"},
     {"gpudirect": "yes"}, {"gpudirect": True}, {"image": {"digest": "sha256:abc"}},
     {"image": {"digest": "0123456789abcdef" * 4}}, {"image": {"tag": ":x"}},
+    {"results": {"hostPath": "relative"}}, {"results": {"hostPath": "/a b"}},
 ])
 def test_schema_rejects_bad_values(bad):
     with pytest.raises(helm_python.HelmValuesError):
@@ -145,6 +146,7 @@ def test_schema_rejects_bad_values(bad):
       "gpudirect": "on"}, "no GPUDirect"),
     ({"benchmark": {"extraArgs": ["--budget=1"]}}, "--budget is an option fabbench declares"),
     ({"benchmark": {"extraArgs": ["--no-check"]}}, "set its value \\(check\\)"),
+    ({"results": {"claim": "pvc", "hostPath": "/var/x"}}, "set one"),
 ])
 def test_chart_refuses_impossible_settings(bad, message):
     with pytest.raises(helm_python.HelmError, match=message):
@@ -180,6 +182,8 @@ def cli_args(values: dict) -> list[str]:
         args += ["--node-selector", f"{key}={value}"]
     if v.get("results", {}).get("claim"):
         args += ["--results-claim", v["results"]["claim"]]
+    if v.get("results", {}).get("hostPath"):
+        args += ["--results-host-path", v["results"]["hostPath"]]
     image = v.get("image", {})
     if image:  # the chart's: repository@digest, else repository:tag (default: the flavour's)
         repo = image.get("repository", "fabbench")
@@ -323,3 +327,87 @@ def test_the_default_tag_is_the_flavour_the_job_needs(values, flavour):
     assert env["FABBENCH_IMAGE_REF"] == want
     named = render_chart({**values, "image": {"repository": "site/fabbench", "tag": "nightly"}})
     assert images(named) == {"site/fabbench:nightly"}
+
+
+def notes(values: dict) -> str:
+    out = helm_python.Chart.load(str(CHART)).render(values, name=RELEASE, namespace="bench")
+    return next(text for name, text in out.items() if name.endswith("NOTES.txt"))
+
+
+def pod_specs(manifests: list[dict]) -> dict[str, dict]:
+    """Every pod template's spec: the Job's ("fabbench"), the MPIJob's by role."""
+    out = {}
+    for doc in manifests:
+        if doc["kind"] == "MPIJob":
+            for role, r in doc["spec"]["mpiReplicaSpecs"].items():
+                out[role] = r["template"]["spec"]
+        elif doc["kind"] == "Job":
+            out["fabbench"] = doc["spec"]["template"]["spec"]
+    return out
+
+
+NODE_NAME = {"name": "FABBENCH_NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath":
+                                                                       "spec.nodeName"}}}
+
+
+@pytest.mark.parametrize("path", VALUE_SETS, ids=lambda p: p.stem)
+def test_every_pod_that_runs_ranks_is_told_its_node(path):
+    """FABBENCH_NODE_NAME from the downward API in the Job's pods and the MPIJob's workers
+    (where the image's sshd hands it to the ranks): the records name the Kubernetes nodes."""
+    specs = pod_specs(render_chart(values_of(path)))
+    ranks = specs.get("fabbench") or specs["Worker"]
+    assert NODE_NAME in ranks["containers"][0]["env"]
+
+
+@pytest.mark.parametrize("results,to_log", [
+    ({}, True), ({"claim": "pvc1"}, False), ({"hostPath": "/var/lib/fabbench"}, False)])
+@pytest.mark.parametrize("primitive", ["gloo", "mpi"])
+def test_results_on_an_emptydir_go_to_the_log_and_notes_say_how_to_read_them(
+        results, to_log, primitive):
+    """With the chart's defaults the results volume is an emptyDir: rank 0 is told to write
+    the file into its log (an MPIJob's through mpirun -x), and NOTES.txt gives the exact
+    command that reads it back: rank 0's pod's log, or the MPIJob launcher's."""
+    values = {"primitive": primitive, "results": results}
+    manifests = render_chart(values)
+    for doc in manifests:
+        validate_manifest(doc)
+    container = _container(manifests)
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert (env.get("FABBENCH_RESULTS_TO_LOG") == "1") == to_log
+    if primitive == "mpi":
+        args = container["args"]
+        exported = [args[i + 1] for i, a in enumerate(args) if a == "-x"]
+        assert ("FABBENCH_RESULTS_TO_LOG" in exported) == to_log
+    text = notes(values)
+    reads = {"gloo": "kubectl logs -n bench -l batch.kubernetes.io/job-name=fb-fabbench,"
+                     "batch.kubernetes.io/job-completion-index=0 --tail=-1 | fabbench from-log - "
+                     "-o results.jsonl",
+             "mpi": "kubectl logs -n bench job/fb-fabbench-launcher | fabbench from-log - -o "
+                    "results.jsonl"}[primitive]
+    assert (reads in text) == to_log
+    assert "kubectl cp" not in text  # a completed pod cannot be exec'd into
+    if results.get("hostPath"):
+        assert "/var/lib/fabbench/fb-fabbench-collectives.jsonl" in text
+        volume = next(v for v in pod_specs(manifests)["fabbench" if primitive == "gloo"
+                                                       else "Worker"]["volumes"]
+                      if v["name"] == "results")
+        assert volume["hostPath"] == {"path": "/var/lib/fabbench", "type": "DirectoryOrCreate"}
+    p = fabbench("render", "k8s", *cli_args(values), timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert normalised(docs(p.stdout)) == normalised(manifests)
+
+
+def test_the_mpijob_workers_run_the_images_sshd_as_root():
+    """The chart's default primitive (mpi): the workers start the image's fabbench-sshd
+    (containers/sshd.sh: host keys made in the pod), not the operator's /usr/sbin/sshd -De,
+    which finds no host key; launcher and workers run as root, where the operator mounts its
+    keys (sshAuthMountPath); the launcher starts once every worker is ready."""
+    (mpijob,) = render_chart({})
+    spec = mpijob["spec"]
+    assert spec["sshAuthMountPath"] == "/root/.ssh"
+    assert spec["launcherCreationPolicy"] == "WaitForWorkersReady"
+    specs = pod_specs([mpijob])
+    assert specs["Worker"]["containers"][0]["command"] == ["/usr/local/sbin/fabbench-sshd",
+                                                           "serve"]
+    for role in ("Launcher", "Worker"):
+        assert specs[role]["securityContext"] == {"runAsUser": 0, "runAsGroup": 0}

@@ -21,8 +21,9 @@ PINNED = f"registry.example/fabbench@{DIGEST}"
 
 ETHERNET_MPI = """\
 # Rendered by fabbench: `fabbench render k8s`, ethernet fabric, mpi.
-# The MPI operator (kubeflow.org/v2beta1) starts the workers (sshd), writes /etc/mpi/hostfile and
-# runs the launcher's mpirun over it; rank 0 (on the first worker) writes the results.
+# The MPI operator (kubeflow.org/v2beta1) starts the workers (the image's sshd, as root: the
+# operator's ssh keys are at /root/.ssh), writes /etc/mpi/hostfile and, once every worker is
+# ready, runs the launcher's mpirun over it; rank 0 (on the first worker) writes the results.
 apiVersion: kubeflow.org/v2beta1
 kind: MPIJob
 metadata:
@@ -36,6 +37,8 @@ metadata:
 spec:
   slotsPerWorker: 1
   mpiImplementation: OpenMPI
+  sshAuthMountPath: /root/.ssh
+  launcherCreationPolicy: WaitForWorkersReady
   runPolicy:
     cleanPodPolicy: Running
     backoffLimit: 0
@@ -52,6 +55,9 @@ spec:
             app.kubernetes.io/component: "benchmark"
             app.kubernetes.io/managed-by: "fabbench-render"
         spec:
+          securityContext:  # root: ssh takes the operator's key from /root/.ssh
+            runAsUser: 0
+            runAsGroup: 0
           containers:
             - name: launcher
               image: "registry.example/fabbench@sha256:0123456789abcdef0123456789abcdef0123456789ab\
@@ -76,6 +82,8 @@ cdef0123456789abcdef"
                 - "ob1"
                 - "-x"
                 - "FABBENCH_IMAGE_REF"
+                - "-x"
+                - "FABBENCH_RESULTS_TO_LOG"
                 - "fabbench"
                 - "run"
                 - "--fabric"
@@ -98,6 +106,8 @@ cdef0123456789abcdef"
                 - name: FABBENCH_IMAGE_REF
                   value: "registry.example/fabbench@sha256:0123456789abcdef0123456789abcdef01234567\
 89abcdef0123456789abcdef"
+                - name: FABBENCH_RESULTS_TO_LOG
+                  value: "1"
                 - name: OMPI_MCA_btl
                   value: "self,tcp"
                 - name: OMPI_MCA_btl_tcp_if_include
@@ -123,12 +133,22 @@ cdef0123456789abcdef"
                 sizeLimit: "1Gi"
             - name: results
               emptyDir: {}
+          securityContext:  # root: sshd, and the operator's keys at /root/.ssh
+            runAsUser: 0
+            runAsGroup: 0
           containers:
             - name: worker
               image: "registry.example/fabbench@sha256:0123456789abcdef0123456789abcdef0123456789ab\
 cdef0123456789abcdef"
               imagePullPolicy: IfNotPresent
-              command: ["/usr/sbin/sshd", "-De"]
+              # host keys made for this pod, then sshd; its sessions (mpirun's orted and the
+              # ranks) get the container's variables, FABBENCH_NODE_NAME among them
+              command: ["/usr/local/sbin/fabbench-sshd", "serve"]
+              env:
+                - name: FABBENCH_NODE_NAME
+                  valueFrom:
+                    fieldRef:
+                      fieldPath: spec.nodeName
               securityContext:
                 allowPrivilegeEscalation: false
                 capabilities:
@@ -240,6 +260,10 @@ spec:
               valueFrom:
                 fieldRef:
                   fieldPath: "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+            - name: FABBENCH_NODE_NAME
+              valueFrom:
+                fieldRef:
+                  fieldPath: spec.nodeName
             - name: FABBENCH_WORLD_SIZE
               value: "8"
             - name: MASTER_ADDR
@@ -248,6 +272,8 @@ spec:
               value: "29500"
             - name: FABBENCH_IMAGE_REF
               value: "fabbench:0.1.0-cuda"
+            - name: FABBENCH_RESULTS_TO_LOG
+              value: "1"
             - name: NCCL_IB_HCA
               value: "mlx5_0"
             - name: NCCL_NET
@@ -398,6 +424,60 @@ def test_the_default_image_is_the_flavour_the_job_needs(args, flavour):
     assert {env_of(c).get("FABBENCH_IMAGE_REF") for c in found.values()} - {None} == {want}
 
 
+def pods(manifests: dict[str, dict]) -> list[dict]:
+    spec = manifests.get("Job", manifests.get("MPIJob"))["spec"]
+    return [r["template"]["spec"] for r in spec["mpiReplicaSpecs"].values()] \
+        if "mpiReplicaSpecs" in spec else [spec["template"]["spec"]]
+
+
+@pytest.mark.parametrize("bench", [{}, {"primitive": "mpi"}])
+def test_the_pods_that_run_ranks_are_told_their_kubernetes_node(bench):
+    """FABBENCH_NODE_NAME from spec.nodeName, in the Job's pods and the MPIJob's workers (whose
+    sshd hands it to the ranks' sessions): the records name hosts by it (launch.world)."""
+    found = containers(job(bench=bench))
+    ranks = found.get("fabbench", found.get("worker"))
+    node = [e for e in ranks["env"] if e["name"] == "FABBENCH_NODE_NAME"]
+    assert node == [{"name": "FABBENCH_NODE_NAME",
+                     "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]
+
+
+@pytest.mark.parametrize("volume,where,to_log", [
+    ({}, {"emptyDir": {}}, "1"),
+    ({"results_claim": "pvc1"}, {"persistentVolumeClaim": {"claimName": "pvc1"}}, None),
+    ({"results_host_path": "/var/lib/fb"},
+     {"hostPath": {"path": "/var/lib/fb", "type": "DirectoryOrCreate"}}, None)])
+@pytest.mark.parametrize("bench,starts", [({}, "fabbench"), ({"primitive": "mpi"}, "launcher")])
+def test_results_on_an_emptydir_also_go_to_rank_0s_log(volume, where, to_log, bench, starts):
+    """FABBENCH_RESULTS_TO_LOG=1 only where the file is gone with the pod; an MPIJob's
+    launcher passes it to the ranks (-x)."""
+    manifests = job(bench=bench, **volume)
+    volumes = [v for p in pods(manifests) for v in p.get("volumes", []) if v["name"] == "results"]
+    assert volumes and all({k: v for k, v in vol.items() if k != "name"} == where
+                           for vol in volumes)
+    launcher = containers(manifests)[starts]
+    assert env_of(launcher).get("FABBENCH_RESULTS_TO_LOG") == to_log
+    if starts == "launcher":
+        args = launcher["args"]
+        exported = [args[i + 1] for i, a in enumerate(args) if a == "-x"]
+        assert ("FABBENCH_RESULTS_TO_LOG" in exported) == (to_log is not None)
+
+
+def test_the_mpijob_runs_the_images_sshd_as_root_for_the_operators_keys():
+    """The workers start containers/sshd.sh's fabbench-sshd (host keys made in the pod), both
+    pods run as root (the operator mounts its keys at sshAuthMountPath, /root/.ssh), and the
+    launcher waits for every worker to be ready."""
+    spec = job(bench={"primitive": "mpi"})["MPIJob"]["spec"]
+    assert spec["sshAuthMountPath"] == "/root/.ssh"
+    assert spec["launcherCreationPolicy"] == "WaitForWorkersReady"
+    for role in ("Launcher", "Worker"):
+        pod = spec["mpiReplicaSpecs"][role]["template"]["spec"]
+        assert pod["securityContext"] == {"runAsUser": 0, "runAsGroup": 0}
+    worker = spec["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    assert worker["command"] == ["/usr/local/sbin/fabbench-sshd", "serve"]
+    script = (REPO / "containers" / "sshd.sh").read_text()
+    assert "install -m 0755 \"${BASH_SOURCE[0]}\" /usr/local/sbin/fabbench-sshd" in script
+
+
 def test_an_image_the_user_names_is_never_changed():
     for gpus, bench in ((4, {"primitive": "nccl", "device": "cuda"}), (0, {})):
         found = containers(job(gpus_per_node=gpus, image="site/fabbench:latest", bench=bench))
@@ -417,6 +497,8 @@ def test_the_chart_app_version_is_the_package_version():
     (["--rdma-resource", "rdma/a b"], "resource name"),
     (["--node-selector", "novalue"], "KEY=VALUE"),
     (["--results-path", "relative"], "absolute"),
+    (["--results-host-path", "var/x"], "--results-host-path must be an absolute path"),
+    (["--results-claim", "pvc", "--results-host-path", "/var/x"], "give one"),
     (["--primitive", "horovod", "--extra-arg", "x", "--master-port", "80"], "--master-port"),
     # on a login node without GPUs: the advice is what to pass, not "a GPU" this host lacks
     (["--primitive", "nccl"], "pass --gpus-per-node N"),

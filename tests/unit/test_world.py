@@ -8,7 +8,13 @@ import pytest
 
 from fabbench.errors import UsageError
 from fabbench.launch.discover import discover
-from fabbench.launch.world import WorldMismatch, announced_nodes, check_world, node_name
+from fabbench.launch.world import (
+    WorldMismatch,
+    announced_nodes,
+    check_world,
+    host_name,
+    node_name,
+)
 
 
 class FakeComm:
@@ -165,3 +171,14 @@ def test_a_world_of_one_rank_has_no_transport_to_check():
     from fabbench.launch.rank import _check_transport
 
     _check_transport([("nccl/Socket", "g1", None)], ("nccl/P2P*", "nccl/SHM*"), "shm", "native")
+
+
+def test_the_kubernetes_node_name_wins_over_the_hostname():
+    """The chart's pods get spec.nodeName as FABBENCH_NODE_NAME: on the nodes' network every
+    pod's hostname was the machine's ("vm"), and the labeller patched no node of that name."""
+    me = discover({"PMI_RANK": "0", "PMI_SIZE": "2"})
+    env = {"FABBENCH_NODE_NAME": "fb-node-2"}
+    assert host_name(env) == "fb-node-2" and node_name(me, env) == "fb-node-2"
+    srun = discover({"SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_STEP_ID": "0"})
+    assert node_name(srun, {**env, "SLURMD_NODENAME": "n2"}) == "fb-node-2"
+    assert host_name({}) == socket.gethostname() == host_name({"FABBENCH_NODE_NAME": ""})

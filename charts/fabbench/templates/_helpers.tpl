@@ -134,13 +134,41 @@ reference, and the digest when the reference holds one), as a JSON object. */}}
 {{- dict "FABBENCH_IMAGE_REF" (include "fabbench.image" .) | toJson }}
 {{- end }}
 
-{{/* Every variable the ranks get, MCA parameters as OMPI_MCA_*, and the image's, as a JSON
-object. */}}
+{{/* Whether the results volume is an emptyDir (neither results.claim nor results.hostPath):
+"true" or "". */}}
+{{- define "fabbench.resultsEphemeral" -}}
+{{- if and (not .Values.results.claim) (not .Values.results.hostPath) }}true{{ end }}
+{{- end }}
+
+{{/* What fabbench tells every rank beyond the fabric's settings, as a JSON object: the image
+(fabbench.imageEnv), and FABBENCH_RESULTS_TO_LOG=1 when the results volume is an emptyDir, gone
+with the pod: rank 0 then writes its finished results file into its log, between markers that
+`fabbench from-log` reads (launch.results_log). With a claim or a hostPath the file stays and
+the log stays short (a sweep of many ranks writes megabytes of records, past the kubelet's log
+rotation). */}}
+{{- define "fabbench.runEnv" -}}
+{{- $env := include "fabbench.imageEnv" . | fromJson }}
+{{- if include "fabbench.resultsEphemeral" . }}{{ $_ := set $env "FABBENCH_RESULTS_TO_LOG" "1" }}{{ end }}
+{{- toJson $env }}
+{{- end }}
+
+{{/* Every variable the ranks get, MCA parameters as OMPI_MCA_*, and fabbench's own
+(fabbench.runEnv), as a JSON object. */}}
 {{- define "fabbench.env" -}}
 {{- $f := include "fabbench.fabric" . | fromJson }}
 {{- $env := deepCopy $f.env }}
 {{- range $k, $v := $f.mca }}{{ $_ := set $env (printf "OMPI_MCA_%s" $k) $v }}{{ end }}
-{{- toJson (merge $env (include "fabbench.imageEnv" . | fromJson)) }}
+{{- toJson (merge $env (include "fabbench.runEnv" . | fromJson)) }}
+{{- end }}
+
+{{/* The variable that names the Kubernetes node a pod runs on (the downward API's
+spec.nodeName): the records name each rank's host by it (launch.world.host_name), so the
+health check labels the nodes it judged. */}}
+{{- define "fabbench.nodeNameEnv" -}}
+- name: FABBENCH_NODE_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: spec.nodeName
 {{- end }}
 
 {{/* `fabbench run`'s arguments: per field of the run configuration (files/run-options.yaml,
@@ -294,6 +322,10 @@ volumes:
     {{- if .Values.results.claim }}
     persistentVolumeClaim:
       claimName: {{ .Values.results.claim | toJson }}
+    {{- else if .Values.results.hostPath }}
+    hostPath:
+      path: {{ .Values.results.hostPath | toJson }}
+      type: DirectoryOrCreate
     {{- else }}
     emptyDir: {}
     {{- end }}
@@ -301,6 +333,9 @@ volumes:
 
 {{/* What fabbench render k8s refuses, decided by the profile and registry data. */}}
 {{- define "fabbench.check" -}}
+{{- if and .Values.results.claim .Values.results.hostPath }}
+{{- fail "results.claim and results.hostPath name two places for the results: set one" }}
+{{- end }}
 {{- if and (include "fabbench.profile" . | fromJson).singleHost (gt (int .Values.nodes) 1) }}
 {{- fail (printf "fabric %s works within one host only: set nodes=1" .Values.fabric) }}
 {{- end }}

@@ -116,7 +116,11 @@ def k8s(
     node_selector: Annotated[list[str] | None, typer.Option(
         help="KEY=VALUE a node must carry (repeatable).")] = None,
     results_claim: Annotated[str | None, typer.Option(
-        help="PersistentVolumeClaim for the results. Default: an emptyDir.")] = None,
+        help="PersistentVolumeClaim for the results. Default (neither this nor "
+        "--results-host-path): an emptyDir, and rank 0 writes the file into its log too, for "
+        "`fabbench from-log`.")] = None,
+    results_host_path: Annotated[str | None, typer.Option(
+        help="A directory on the nodes for the results (a hostPath volume).")] = None,
     results_path: Annotated[str, typer.Option(help="Results directory in the pods.")] =
     "/results",
     shm_size: Annotated[str, typer.Option(help="Size of the memory-backed /dev/shm.")] = "1Gi",
@@ -140,7 +144,8 @@ def k8s(
         gpus_per_node=gpus_per_node, image=image, image_pull_policy=image_pull_policy,
         gpu_resource=gpu_resource, rdma_resource=rdma_resource, rdma_per_node=rdma_per_node,
         host_network=host_network, node_selector_pairs=node_selector or (),
-        results_claim=results_claim, results_path=results_path, shm_size=shm_size,
+        results_claim=results_claim, results_host_path=results_host_path,
+        results_path=results_path, shm_size=shm_size,
         master_port=master_port, fabbench_command=fabbench_command)))
 
 

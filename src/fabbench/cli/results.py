@@ -1,4 +1,5 @@
-"""`fabbench report` and `fabbench compare`: read results files, write tables, plots, HTML, CSV."""
+"""`fabbench report` and `fabbench compare`: read results files, write tables, plots, HTML, CSV;
+`fabbench from-log`: results files out of a pod's log."""
 
 from __future__ import annotations
 
@@ -27,6 +28,20 @@ def _warn(warnings: list[str]) -> None:
         err.print(f"[yellow]warning:[/] {w}", soft_wrap=True)
 
 
+def _is_dir_of(what: str, path: Path) -> bool:
+    """A tune's or a study's directory; a file is neither, and their modules (the study's
+    imports jsonschema) are not imported for one."""
+    if not path.is_dir():
+        return False
+    if what == "tune":
+        from fabbench.tune import is_tune_dir
+
+        return is_tune_dir(path)
+    from fabbench.study.manifest import is_study_dir
+
+    return is_study_dir(path)
+
+
 def _written(paths: list[Path]) -> None:
     for p in paths:
         print(f"wrote {p}")
@@ -42,15 +57,12 @@ def report(paths: Paths, html: Html = None, plots: Plots = None, csv: Csv = None
 
     Example: [bold]fabbench report results/ --html report.html --plots figs/ --csv all.csv[/]
     """
-    from fabbench.study.manifest import is_study_dir
-    from fabbench.tune import is_tune_dir
-
-    if len(paths) == 1 and is_tune_dir(paths[0]):
+    if len(paths) == 1 and _is_dir_of("tune", paths[0]):
         _tune_report(paths[0], given=[flag for flag, value in (
             ("--html", html), ("--plots", plots), ("--csv", csv), ("--title", title),
             ("--json", json_out), ("--floors", floors)) if value])
         return
-    if len(paths) == 1 and is_study_dir(paths[0]):
+    if len(paths) == 1 and _is_dir_of("study", paths[0]):
         if csv:
             from fabbench.errors import UsageError
 
@@ -115,9 +127,7 @@ def compare(paths: Paths, html: Html = None, plots: Plots = None, csv: Csv = Non
 
     Example: [bold]fabbench compare siteA.jsonl siteB.jsonl --html compare.html[/]
     """
-    from fabbench.study.manifest import is_study_dir
-
-    if len(paths) == 2 and all(is_study_dir(p) for p in paths):
+    if len(paths) == 2 and all(_is_dir_of("study", p) for p in paths):
         if plots or csv:
             from fabbench.errors import UsageError
 
@@ -197,6 +207,37 @@ def _study_compare(a: Path, b: Path, *, json_out: bool, html: Path | None,
     _written([html] if html else [])
 
 
+def from_log(
+        log: Annotated[str, typer.Argument(
+            help="The log: a file, or - to read it from stdin.", show_default=False)],
+        out: Annotated[Path | None, typer.Option(
+            "--out", "-o", help="The results file to write; a directory: each file of the log "
+            "under its own name in it. Default: the file's own name, here.")] = None) -> None:
+    """Read the results files that rank 0 wrote into its log out of `kubectl logs`, every
+    record checked (rank 0 does so with FABBENCH_RESULTS_TO_LOG=1: the Helm chart's default
+    when results.claim and results.hostPath are unset). Exit code 0: written; 2: no results, a
+    block cut short, or a record that is not valid.
+
+    Example: [bold]kubectl logs -n bench job/fb-fabbench-launcher | fabbench from-log - -o
+    results.jsonl[/]
+    """
+    import sys
+
+    from fabbench.errors import UsageError
+    from fabbench.launch.results_log import from_log as read_back
+
+    if log == "-":
+        text = sys.stdin.read()
+    else:
+        try:
+            text = Path(log).read_text(errors="replace")
+        except OSError as exc:
+            raise UsageError(f"cannot read the log {log}: {exc.strerror or exc}") from None
+    for path, count in read_back(text, out):
+        print(f"wrote {path} ({count} records)")
+
+
 def register(app: typer.Typer) -> None:
     app.command()(report)
     app.command()(compare)
+    app.command("from-log")(from_log)

@@ -6,6 +6,7 @@ inside a launched job."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fnmatch
 import json
 import os
@@ -31,10 +32,10 @@ from fabbench.errors import (
     TransportMismatch,
     UsageError,
 )
-from fabbench.launch import gpudirect, rundir
+from fabbench.launch import gpudirect, results_log, rundir
 from fabbench.launch.discover import RankEnv, discover
 from fabbench.launch.settings import Resolved, apply, resolve
-from fabbench.launch.world import check_world
+from fabbench.launch.world import NODE_NAME_ENV, check_world, host_name
 from fabbench.plan import PLAN_ENV, STATE_ENV, Plan, RunState
 from fabbench.procs import Terminated, die_with_parent, signals_deferred, signals_unwind
 from fabbench.results import lines, records
@@ -107,6 +108,7 @@ def run_rank(plan: Plan, state: RunState, me: RankEnv) -> int:
                 if why is not None:
                     run.write_summary(False, why)
                 run.end()
+                run.results_to_log()
 
 
 def _why(exc: BaseException | None, rank: int) -> str | None:
@@ -123,11 +125,12 @@ class Peers:
 
     ranks: list[tuple[str, str, str | None]]  # (transport, host, GPUDirect state)
     containers: list[str | None]  # the container runtime each rank runs in
+    interfaces: list[str | None]  # each rank's TCP interface (None: none found, none needed)
 
     @classmethod
     def of(cls, gathered: list[Any]) -> Peers:
-        return cls(ranks=[(t, host, gdr) for t, host, _, gdr, _ in gathered],
-                   containers=[g[4] for g in gathered])
+        return cls(ranks=[(t, host, gdr) for t, host, _, gdr, *_ in gathered],
+                   containers=[g[4] for g in gathered], interfaces=[g[5] for g in gathered])
 
     @property
     def hosts(self) -> tuple[str, ...]:
@@ -166,8 +169,17 @@ class RankRun:
         0's writer made (nothing opened yet)."""
         started = time.monotonic()
         rundir.mark_started(me.rank)
+        results_log.wanted()  # a bad FABBENCH_RESULTS_TO_LOG stops here
+        if os.environ.get(NODE_NAME_ENV):  # the records name this rank's host by it
+            print(f"fabbench: rank {me.rank}: node {host_name()} ({NODE_NAME_ENV})",
+                  file=sys.stderr, flush=True)
         resolved = resolve(plan)
         apply(resolved)
+        if resolved.iface is not None:  # found here: said, recorded, and used by every step
+            print(f"fabbench: rank {me.rank}: {resolved.iface.note()}", file=sys.stderr,
+                  flush=True)
+            state = dataclasses.replace(state, picked=(*state.picked, resolved.iface.note()))
+            plan = dataclasses.replace(plan, iface=resolved.iface.name)
         os.environ["FABBENCH_LOCAL_RANK"] = str(me.local_rank)
         chosen = workloads.load(plan.workload)  # imported now, before the library starts
         for workload in chosen:
@@ -202,8 +214,9 @@ class RankRun:
         self.dog.arm(self.plan.timeout_s, "exchanging transports and host names")
         refused = self._claim_results()
         self.transport = self.comm.transport()
-        gathered = self.comm.gather_objects((self.transport, socket.gethostname(), refused,
-                                             self.comm.gpudirect(), container_runtime()))
+        gathered = self.comm.gather_objects((self.transport, host_name(), refused,
+                                             self.comm.gpudirect(), container_runtime(),
+                                             self.plan.iface))
         self.dog.disarm()
         if gathered[0][2]:
             raise UsageError(gathered[0][2] if self.me.rank == 0 else f"rank 0: {gathered[0][2]}")
@@ -241,7 +254,7 @@ class RankRun:
             ranks=comm.size, nodes=peers.nodes, rank_hosts=list(peers.hosts),
             rank_containers=peers.containers,
             transport=self.transport, interface=plan.iface,
-            expected_transport=resolved.settings.transport, picked=self.state.picked,
+            expected_transport=resolved.settings.transport, picked=self._picked(peers),
             profile_source=str(resolved.profile.source), profile_env=resolved.env(),
             profile_link=records.ProfileLink.of({"hardware": resolved.profile.hardware,
                                                  **resolved.profile.link.to_json()}),
@@ -252,6 +265,18 @@ class RankRun:
             emulation=None if cluster is None else cluster.as_record(),
             gpudirect=records.GpuDirect.of(gdr_record))
         self.written = self.writer.write(run)
+
+    def _picked(self, peers: Peers) -> tuple[str, ...]:
+        """What was picked for the user, with what the ranks found for themselves: their
+        interfaces when they differ, and the node names the records carry when the job gave
+        them (FABBENCH_NODE_NAME)."""
+        picked = list(self.state.picked)
+        if len(set(peers.interfaces)) > 1:
+            picked.append("iface by rank: " + ", ".join(map(str, peers.interfaces)))
+        if os.environ.get(NODE_NAME_ENV):
+            picked.append(f"hosts=the nodes' names from {NODE_NAME_ENV} (rank 0's: "
+                          f"{host_name()}; its hostname: {socket.gethostname()})")
+        return tuple(picked)
 
     def check_transport(self, peers: Peers) -> None:
         """Transport truth: every rank's transport, GPUDirect and the hosts the fabric allows."""
@@ -326,6 +351,25 @@ class RankRun:
     def _on_timeout(self, what: str, message: str) -> None:
         rundir.mark_timeout(self.me.rank, what)
         self.write_summary(False, message)
+
+    def results_to_log(self) -> None:
+        """Rank 0, its file closed, with FABBENCH_RESULTS_TO_LOG=1: the file written to stdout
+        between the markers `fabbench from-log` reads (launch.results_log); a failure to is a
+        line on stderr, never the run's."""
+        if self.writer is None or not results_log.wanted():
+            return
+        if not self.writer.path.exists():
+            print("fabbench: rank 0: no results file to write to the log (the run wrote none)",
+                  file=sys.stderr, flush=True)
+            return
+        try:
+            count = results_log.emit(self.writer.path)
+        except OSError as exc:
+            print(f"fabbench: rank 0: results not written to the log: cannot read "
+                  f"{self.writer.path}: {exc.strerror or exc}", file=sys.stderr, flush=True)
+            return
+        print(f"fabbench: rank 0: wrote {self.writer.path} to this log ({count} lines; "
+              "`fabbench from-log` reads them back)", file=sys.stderr, flush=True)
 
     def end(self) -> None:
         """Whatever happened: the watchdog stopped, rank 0's file closed (an unwritten claim

@@ -12,8 +12,13 @@ job announces, the first that is set:
                           --host list or the allocation (hosts without ranks are not counted)
   SLURM_STEP_NUM_NODES, SLURM_NNODES   srun: the nodes of this job step
 
-A rank's node is its hostname; under srun, Slurm's name for the node (SLURMD_NODENAME), which is
-what Slurm placed the step on (a site may run several slurmd on one host on purpose). Every rank
+A rank's node is FABBENCH_NODE_NAME when set (the chart's pods get the Kubernetes node's name,
+spec.nodeName, through the downward API: a pod's hostname is the pod's, or on the node's network
+the host's, which need not be the node's name); else under srun, Slurm's name for the node
+(SLURMD_NODENAME), which is what Slurm placed the step on (a site may run several slurmd on one
+host on purpose); else its hostname. The records name each rank's host by it (launch.rank), so
+that a verdict's nodes are the nodes `fabbench label-nodes` patches (records name a rank's host
+by FABBENCH_NODE_NAME or the hostname: host_name). Every rank
 gathers every rank's announcement, so all take the same decision (an ssh-started rank may not see
 the variables its launcher's host had)."""
 
@@ -33,6 +38,9 @@ from fabbench.launch.discover import RankEnv
 class WorldMismatch(RunError):
     """The communicator's world is not the one the launcher announced."""
 
+
+# the node's name as the scheduler knows it (the chart: the Kubernetes node, spec.nodeName)
+NODE_NAME_ENV = "FABBENCH_NODE_NAME"
 
 # (variable, what it is), in order: the first one set is this rank's announcement
 NODE_VARS = (("FABBENCH_EXPECT_NODES", "said explicitly"),
@@ -68,9 +76,19 @@ def announced_nodes(me: RankEnv | None, env: Mapping[str, str] | None = None
     return None
 
 
-def node_name(me: RankEnv, env: Mapping[str, str] | None = None) -> str:
-    """The node this rank runs on: Slurm's name for it under srun, else the hostname."""
+def host_name(env: Mapping[str, str] | None = None) -> str:
+    """What the records call this rank's host: FABBENCH_NODE_NAME (the Kubernetes node), else
+    the hostname."""
     env = os.environ if env is None else env
+    return env.get(NODE_NAME_ENV) or socket.gethostname()
+
+
+def node_name(me: RankEnv, env: Mapping[str, str] | None = None) -> str:
+    """The node this rank runs on: FABBENCH_NODE_NAME, else Slurm's name for it under srun,
+    else the hostname."""
+    env = os.environ if env is None else env
+    if env.get(NODE_NAME_ENV):
+        return env[NODE_NAME_ENV]
     if me.launcher == "srun" and env.get("SLURMD_NODENAME"):
         return env["SLURMD_NODENAME"]
     return socket.gethostname()

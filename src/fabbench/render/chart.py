@@ -163,7 +163,9 @@ _END = "# <<< generated"
 # what the chart says beside an option's own help
 _CHART_HELP = MappingProxyType({
     "fabric": "Fabric profile: {choices} (files/fabrics.yaml, from the package's profiles).",
-    "iface": "Network interface on the nodes for TCP traffic (\"\": each rank's default route).",
+    "iface": "Network interface in the pods for TCP traffic (\"\": each rank finds its own, the "
+             "interface of its route to the rendezvous peer, else of the default route, and says "
+             "which in its log and its results' run record).",
     "rdma_device": "RDMA device on the nodes, e.g. mlx5_0 (\"\": each rank's first active port).",
     "gpudirect": "{help} Quote \"on\" and \"off\" in YAML files: unquoted, YAML reads them as "
                  "booleans.",

@@ -12,7 +12,7 @@ from fabbench import __version__
 from fabbench.comm import registry
 from fabbench.config import BY_FLAG, RunConfig
 from fabbench.errors import UsageError
-from fabbench.launch import table
+from fabbench.launch import results_log, table
 from fabbench.render import names
 from fabbench.sysinfo.inventory import IMAGE_REF_ENV
 
@@ -217,7 +217,8 @@ class K8sJob:
     image_pull_policy: str = "IfNotPresent"
     fabbench_command: str = "fabbench"
     node_selector: tuple[tuple[str, str], ...] = ()
-    results_claim: str | None = None  # a PersistentVolumeClaim; else an emptyDir
+    results_claim: str | None = None  # a PersistentVolumeClaim
+    results_host_path: str | None = None  # a directory on the nodes; neither: an emptyDir
     results_path: str = "/results"
     shm_size: str = "1Gi"
     master_port: int = table.RENDEZVOUS_PORT
@@ -243,6 +244,14 @@ class K8sJob:
                 raise UsageError(f"--node-selector value {value!r} is not a label value")
         if self.results_claim is not None:
             names.dns1123(self.results_claim, "--results-claim", max_len=253)
+        if self.results_host_path is not None and (
+                not self.results_host_path.startswith("/")
+                or any(c.isspace() for c in self.results_host_path)):
+            raise UsageError("--results-host-path must be an absolute path on the nodes, not "
+                             f"{self.results_host_path!r}")
+        if self.results_claim is not None and self.results_host_path is not None:
+            raise UsageError("--results-claim and --results-host-path name two places for the "
+                             "results: give one")
         if not self.results_path.startswith("/"):
             raise UsageError("--results-path must be an absolute path in the container")
         if not 1024 <= self.master_port <= 65535:
@@ -268,3 +277,15 @@ class K8sJob:
     def image_env(self) -> dict[str, str]:
         """The image's variables every rank gets."""
         return image_ref_env(self.image_ref)
+
+    @property
+    def run_env(self) -> dict[str, str]:
+        """What fabbench tells every rank beyond the fabric's settings: the image, and
+        FABBENCH_RESULTS_TO_LOG=1 when the results volume is an emptyDir, gone with the pod
+        (rank 0 then writes the finished file into its log, for `fabbench from-log`); with a
+        claim or a host path the file stays and the log stays short. The chart's
+        fabbench.runEnv."""
+        env = self.image_env
+        if self.results_claim is None and self.results_host_path is None:
+            env[results_log.ENV] = "1"
+        return env

@@ -1,7 +1,9 @@
 """Kubernetes manifests for a K8sJob: an Indexed Job and a headless Service for torch primitives
 (the rendezvous at index 0's pod, <name>-0.<name>; torchrun in a pod of several ranks), an MPIJob
-(kubeflow.org/v2beta1, mpirun with the operator's hostfile) for MPI and Horovod, each launch
-composed by launch.table. The chart (charts/fabbench) renders the same jobs."""
+(kubeflow.org/v2beta1, mpirun with the operator's hostfile; the workers run the image's sshd,
+containers/sshd.sh, as root) for MPI and Horovod, each launch composed by launch.table. Every
+pod is told its Kubernetes node (FABBENCH_NODE_NAME). The chart (charts/fabbench) renders the
+same jobs."""
 
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ def render_k8s(job: K8sJob) -> str:
         resources[job.gpu_resource] = job.gpus_per_node
     if job.rdma_resource:
         resources[job.rdma_resource] = job.rdma_per_node
-    env = dict(sorted({**fab.env, **job.image_env}.items()))  # every rank's: the chart's too
+    env = dict(sorted({**fab.env, **job.run_env}.items()))  # every rank's: the chart's too
     context = {"job": job, "bench": bench, "fabric": fab, "env": env,
                "resources": resources, "labels": labels(job),
                "selector": {k: v for k, v in labels(job).items()
@@ -58,5 +60,5 @@ def pod_argv(job: K8sJob, fab: FabricEnv | None = None) -> list[str]:
                             program=[job.fabbench_command, *bench.run_args(), "--out", out],
                             mca=fab.mca,
                             exports=[*(k for k in fab.env if not k.startswith("OMPI_MCA_")),
-                                     *job.image_env])
+                                     *job.run_env])
     return [w if isinstance(w, table.Shell) else k8s_arg(w) for w in argv]
