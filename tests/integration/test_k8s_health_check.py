@@ -75,7 +75,7 @@ def test_enabled_renders_a_cronjob_per_group_and_validates():
         assert job["completionMode"] == "Indexed" and job["completions"] == nodes
         pod = pod_of(cron)
         assert pod["nodeSelector"] == {"site": "a", "rack": rack}  # the group's over the chart's
-        assert pod["hostNetwork"] is True  # the hosts the results name are the nodes'
+        assert pod["hostNetwork"] is True  # the nodes' own wire
         assert pod["serviceAccountName"] == f"{FULLNAME}-labeller"
         anti = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
         assert anti[0]["topologyKey"] == "kubernetes.io/hostname"
@@ -85,6 +85,11 @@ def test_enabled_renders_a_cronjob_per_group_and_validates():
         assert env["FABBENCH_WORLD_SIZE"]["value"] == str(nodes)
         assert env["MASTER_ADDR"]["value"] == f"$(FABBENCH_JOB_NAME)-0.{FULLNAME}"
         assert list(env).index("FABBENCH_JOB_NAME") < list(env).index("MASTER_ADDR")
+        # the Kubernetes node the records name and label-nodes patches (on the nodes' network
+        # every pod's hostname is the machine's, whatever the node is called)
+        assert env["FABBENCH_NODE_NAME"] == {
+            "name": "FABBENCH_NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}
+        assert env["FABBENCH_RESULTS_TO_LOG"]["value"] == "1"  # an emptyDir: into the log too
         mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
         assert mounts["floors"] == "/etc/fabbench"
 

@@ -218,8 +218,8 @@ def from_log(
     when results.claim and results.hostPath are unset). Exit code 0: written; 2: no results, a
     block cut short, or a record that is not valid.
 
-    Example: [bold]kubectl logs -n bench job/fb-fabbench-launcher | fabbench from-log - -o
-    results.jsonl[/]
+    Example: [bold]fabbench from-log launcher.log -o results.jsonl[/] (launcher.log from
+    `kubectl logs job/NAME-launcher`; - reads the log from a pipe)
     """
     import sys
 

@@ -68,7 +68,7 @@ def emit(path: str | os.PathLike, stream: TextIO | None = None) -> int:
 
 
 @dataclass(frozen=True)
-class Block:
+class LoggedFile:
     """One results file found in a log: its name, its lines, where it began (1-based)."""
 
     name: str
@@ -76,10 +76,10 @@ class Block:
     at: int
 
 
-def blocks(text: str) -> list[Block]:
+def blocks(text: str) -> list[LoggedFile]:
     """Every complete block of the log, in order; UsageError (one line) for a block cut short,
     mixed with other output, or of a format this fabbench does not read."""
-    found: list[Block] = []
+    found: list[LoggedFile] = []
     log = text.splitlines()
     number = 0
     while number < len(log):
@@ -117,12 +117,12 @@ def blocks(text: str) -> list[Block]:
                     f"log line {at}: the results block of {name} holds {len(body)} lines that "
                     f"do not match its end line ({end['lines']} lines, its checksum): lines were "
                     "lost or mixed with other output")
-            found.append(Block(name, tuple(body), at))
+            found.append(LoggedFile(name, tuple(body), at))
             break
     return found
 
 
-def _destination(found: list[Block], out: Path | None) -> list[Path]:
+def _destination(found: list[LoggedFile], out: Path | None) -> list[Path]:
     """Where each block goes: ``out`` for one block (a directory: the block's name in it),
     else each block's name in ``out`` (a directory) or the working directory."""
     names = [b.name for b in found]
@@ -174,7 +174,7 @@ def from_log(text: str, out: Path | None = None) -> list[tuple[Path, int]]:
     return written
 
 
-def _relocated(message: str, tmp: str, block: Block) -> str:
+def _relocated(message: str, tmp: str, block: LoggedFile) -> str:
     """The reader's message about the temporary file, about the log's lines instead."""
     m = re.match(rf"^{re.escape(tmp)}:(\d+): (.*)$", message)
     if m:

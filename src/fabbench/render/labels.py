@@ -76,7 +76,8 @@ def figure_value(figure: float, unit: str) -> str:
 
 def node_labels(verdict: Mapping[str, Any], prefix: str = DEFAULT_PREFIX) -> list[NodeLabels]:
     """The labels of every node the verdict names (`fabbench verify --json`'s "nodes"), by node
-    name: the host in lower case, as the kubelet names a node after its host."""
+    name in lower case: the name the records give each rank's host, which in the chart's pods
+    is the Kubernetes node's (FABBENCH_NODE_NAME, from spec.nodeName; launch.world)."""
     check_prefix(prefix)
     if not isinstance(verdict, Mapping) or verdict.get("format") != VERDICT_FORMAT:
         found = verdict.get("format") if isinstance(verdict, Mapping) else type(verdict).__name__
