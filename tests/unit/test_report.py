@@ -5,6 +5,8 @@ from __future__ import annotations
 import csv
 import io
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -257,3 +259,17 @@ def test_busbw_above_the_measured_ceiling_is_called_out_with_the_tools_retransmi
         assert "above the ceiling: the raw test was held back by something other than the " \
                "wire" in text
         assert (said in text) if said else ("resent" not in text)
+
+
+@pytest.mark.parametrize("argv", [["report", str(SITE_A)], ["--help"]])
+def test_the_console_report_and_help_import_no_plotting_nor_comm_library(argv):
+    """The console report draws nothing and tests nothing: matplotlib (figures), numpy (a
+    comparison's statistics), jsonschema (the walk of a refused record), torch, mpi4py and
+    Horovod stay unimported; so does everything of them for `fabbench --help`."""
+    heavy = ("matplotlib", "numpy", "jsonschema", "torch", "mpi4py", "horovod")
+    code = ("import sys\nfrom fabbench.cli.main import main\ntry:\n    main(sys.argv[1:])\n"
+            "except SystemExit:\n    pass\n"
+            f"print(sorted(m for m in {heavy!r} if m in sys.modules), file=sys.stderr)")
+    done = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True,
+                          timeout=120)
+    assert done.stderr.splitlines()[-1] == "[]", done.stderr

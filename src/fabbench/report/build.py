@@ -14,8 +14,8 @@ from fabbench.report import pairs, tables
 from fabbench.report.compare import Comparison, compare
 from fabbench.report.late import late_ranks
 from fabbench.results import lines
-from fabbench.results.runs import Series, expand, load
 from fabbench.results.records import best_pairs
+from fabbench.results.runs import Series, expand, load
 from fabbench.workload_spec import load_entry
 
 if TYPE_CHECKING:
@@ -70,8 +70,6 @@ def make_report(paths: Sequence[str | Path], *, html: Path | None = None,
     (default: the shipped reference floors)."""
     from fabbench.floors.foreign import read_foreign
     from fabbench.floors.verify import is_fabbench
-    from fabbench.report.html import warnings_of
-
     files = expand(paths)
     own = [f for f in files if is_fabbench(f)]
     series = load(own) if own else []
@@ -86,7 +84,7 @@ def make_report(paths: Sequence[str | Path], *, html: Path | None = None,
     placed = floors_lines(series, floors, others)
     if placed[1]:
         text += f"# {placed[0]}:\n" + "".join(f"#   {line}\n" for line in placed[1])
-    out = Outputs(series, text, warnings_of(series), floors=placed if placed[1] else None)
+    out = Outputs(series, text, tables.warnings_of(series), floors=placed if placed[1] else None)
     names = [s.label for s in series] + sorted({f"{p.source} {Path(p.file).name}"
                                                  for p in others})
     _finish(out, html=html, plots_dir=plots_dir, csv=csv,
@@ -186,11 +184,9 @@ def findings_json(series: Sequence[Series]) -> list[dict]:
 def make_compare(paths: Sequence[str | Path], *, html: Path | None = None,
                  plots_dir: Path | None = None, csv: Path | None = None,
                  title: str | None = None) -> Outputs:
-    from fabbench.report.html import warnings_of
-
     series = load(paths)
     comparison = compare(series)
-    out = Outputs(series, "", warnings_of(series), comparison=comparison)
+    out = Outputs(series, "", tables.warnings_of(series), comparison=comparison)
     out.warnings += comparison.unmatched
     _finish(out, html=html, plots_dir=plots_dir, csv=csv,
             title=title or f"fabbench compare: {' vs '.join(s.label for s in series)}")

@@ -7,18 +7,21 @@ from __future__ import annotations
 import base64
 from collections.abc import Sequence
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING
 
 import jinja2
 
 from fabbench import __version__
 from fabbench.report.compare import Comparison
-from fabbench.report.plots import Plot
 from fabbench.report.stats import ALPHA
-from fabbench.report.tables import count_of, efficiency_lines, ops_of, unstable, unstable_points
+from fabbench.report.tables import count_of, efficiency_lines, ops_of, unstable, warnings_of
 from fabbench.results.link import format_gbit_s, link_of
 from fabbench.results.records import Train
 from fabbench.results.runs import Series
 from fabbench.timing.stats import STABLE_REL
+
+if TYPE_CHECKING:
+    from fabbench.report.plots import Plot  # matplotlib: imported where figures are drawn
 
 # The head and style every fabbench page shares (a template adds its own rules, then
 # "</style></head><body>").
@@ -147,18 +150,6 @@ def _table_rows(s: Series, op: str) -> list[dict]:
                      "link": "-" if link is None else f"{100 * link.efficiency(r.busbw_gbyte_s):.1f}",
                      "transport": r.transport, "unstable": unstable(r) or ""})
     return rows
-
-
-def warnings_of(series: Sequence[Series]) -> list[str]:
-    out = []
-    for s in series:
-        out += s.warnings
-        bad = unstable_points(s)
-        if bad:
-            shown = "; ".join(bad[:6]) + (f"; and {len(bad) - 6} more" if len(bad) > 6 else "")
-            out.append(f"{s.label}: {len(bad)} of {len(s.collectives)} points are unstable "
-                       f"(rerun with a larger --budget, on an idle host): {shown}")
-    return out
 
 
 def render(series: Sequence[Series], plots: Sequence[Plot], *, title: str,

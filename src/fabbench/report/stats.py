@@ -13,10 +13,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from fabbench.timing.stats import MIN_CI_SAMPLES, STABLE_REL
+
+if TYPE_CHECKING:
+    import numpy as np  # imported where a comparison is computed: a report needs none of it
 
 ALPHA = 0.05
 BOOTSTRAP = 2000
@@ -37,6 +39,8 @@ def why_unstable(stable: bool, ci95_rel: float | None, samples: int) -> str | No
 
 def mann_whitney(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
     """U statistic of ``a`` and the two-sided p-value (normal approximation)."""
+    import numpy as np
+
     x, y = np.asarray(a, float), np.asarray(b, float)
     n1, n2 = len(x), len(y)
     if n1 == 0 or n2 == 0:
@@ -57,6 +61,8 @@ def mann_whitney(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
 
 def _rankdata(values: np.ndarray) -> np.ndarray:
     """Average ranks (1-based), ties sharing the mean of their ranks."""
+    import numpy as np
+
     order = np.argsort(values, kind="mergesort")
     ranks = np.empty(len(values), float)
     ranks[order] = np.arange(1, len(values) + 1)
@@ -70,6 +76,8 @@ def bootstrap_median_ratio(a: Sequence[float], b: Sequence[float],
                            resamples: int = BOOTSTRAP, level: float = 0.95
                            ) -> tuple[float, float, float]:
     """median(b) / median(a) and its percentile bootstrap interval."""
+    import numpy as np
+
     x, y = np.asarray(a, float), np.asarray(b, float)
     if len(x) == 0 or len(y) == 0 or np.median(x) <= 0:
         raise ValueError("a ratio of medians needs positive samples on both sides")

@@ -104,6 +104,20 @@ def unstable_points(s: Series) -> list[str]:
     return out
 
 
+def warnings_of(series: Iterable[Series]) -> list[str]:
+    """The runs' own warnings (no summary, failed, a truncated line) and each run's unstable
+    points, as a report and a comparison list them."""
+    out = []
+    for s in series:
+        out += s.warnings
+        bad = unstable_points(s)
+        if bad:
+            shown = "; ".join(bad[:6]) + (f"; and {len(bad) - 6} more" if len(bad) > 6 else "")
+            out.append(f"{s.label}: {len(bad)} of {len(s.collectives)} points are unstable "
+                       f"(rerun with a larger --budget, on an idle host): {shown}")
+    return out
+
+
 CSV_FIELDS = ("series", "file", "run_id", "host", "fabric", "primitive", "wire", "op", "bytes",
               "count", "dtype", "ranks", "nodes", "transport", "time_us_min", "time_us_p50",
               "time_us_mean", "time_us_p99", "time_us_max", "time_us_stdev", "samples",

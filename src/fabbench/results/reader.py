@@ -18,6 +18,7 @@ mapping, and no reader here relies on it.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, overload
@@ -83,12 +84,24 @@ def _judged_collective(record: dict[str, Any]) -> dict[str, Any]:
 DERIVED = {"fabbench/1": {"collective": _judged_collective}}
 
 
+class _Constant(Exception):
+    """NaN, Infinity or -Infinity in a line (JSON has no such numbers)."""
+
+
+def _refuse(constant: str) -> Any:
+    raise _Constant(constant)
+
+
+# one decoder for every line (json.loads with an argument makes one per call)
+_DECODER = json.JSONDecoder(parse_constant=_refuse)
+
+
 def _parse(path: Path, number: int, line: str) -> dict[str, Any]:
-    def refuse(constant: str) -> Any:
-        raise UsageError(f"{path}:{number}: {constant} is not a number fabbench accepts "
-                         "(NaN and Infinity are refused)")
     try:
-        record = json.loads(line, parse_constant=refuse)
+        record = _DECODER.decode(line)
+    except _Constant as exc:
+        raise UsageError(f"{path}:{number}: {exc} is not a number fabbench accepts "
+                         "(NaN and Infinity are refused)") from None
     except json.JSONDecodeError:
         raise UsageError(f"{path}:{number}: not a fabbench results file "
                          "(a line is not JSON)") from None
@@ -97,24 +110,29 @@ def _parse(path: Path, number: int, line: str) -> dict[str, Any]:
     return record
 
 
-def read_results(path: str | Path) -> ResultsFile:
-    path = Path(path)
+def _lines(path: Path) -> Iterator[tuple[int, str, bool]]:
+    """A file's lines, one at a time (a file is never held whole): each one's number, text,
+    and whether it is a last line without its newline (a writer killed in the middle)."""
     try:
-        data = path.read_bytes()
+        with path.open("rb") as f:
+            for number, raw in enumerate(f, 1):
+                yield number, raw.decode(errors="replace"), not raw.endswith(b"\n")
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror}") from None
-    lines = data.decode(errors="replace").split("\n")
+
+
+def read_results(path: str | Path) -> ResultsFile:
+    path = Path(path)
     records: list[Record] = []
     warnings: list[str] = []
-    truncated = not data.endswith(b"\n") and lines[-1] != ""
     version: str | None = None  # the schema of the run record the lines below belong to
-    for number, line in enumerate(lines, 1):
+    for number, line, truncated in _lines(path):
         if not line.strip():
             continue
         try:
             record = _parse(path, number, line)
         except UsageError:
-            if truncated and number == len(lines):
+            if truncated:
                 warnings.append(f"{path}:{number}: last line is truncated (killed run?); ignored")
                 continue
             raise

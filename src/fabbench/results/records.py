@@ -28,12 +28,14 @@ import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib import resources
 from types import MappingProxyType
-from typing import Any, ClassVar, TypeVar
-
-import jsonschema
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from fabbench.errors import InvalidRecord
 from fabbench.results import SCHEMA, SCHEMA_FILES
+from fabbench.results.compiled import CompiledCheck, compile_check
+
+if TYPE_CHECKING:
+    import jsonschema
 
 R = TypeVar("R", bound="Record")
 N = TypeVar("N", bound="Nested")
@@ -64,12 +66,44 @@ def kind(name: str, schema: Mapping[str, Any] | None = None) -> Callable[[type[R
             if missing:
                 raise ValueError(f"record kind {name!r}: its schema does not list "
                                  f"{', '.join(sorted(missing))}")
+            import jsonschema  # the walk: only where a schema is checked or a record refused
+
             jsonschema.Draft202012Validator.check_schema(dict(schema))
             OWN_SCHEMAS[name] = schema
         cls.kind = name
         KINDS[name] = cls
         return cls
     return register
+
+
+_SCALARS = frozenset({str, int, bool, type(None)})  # the JSON values that are never NaN
+
+
+def _all_finite(value: Any) -> bool:
+    """No NaN or Infinity in a JSON-like value, found quickly: True means _finite would find
+    none; False, that it may (it decides). The numbers of a list or an object are added up in
+    one pass in C: a NaN or an Infinity among them makes the sum one (so does a sum past
+    float's range: _finite looks then, and finds none)."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return True
+    if kind is dict:
+        items: Any = value.values()
+    elif kind is list:
+        items = value
+    elif isinstance(value, float):
+        return math.isfinite(value)
+    elif isinstance(value, Mapping):
+        items = value.values()
+    elif isinstance(value, list | tuple):
+        items = value
+    else:
+        return True
+    try:
+        total = sum(items)
+    except (TypeError, OverflowError):  # not numbers only (or an int past float's range)
+        return all(map(_all_finite, items))
+    return not isinstance(total, float) or math.isfinite(total)
 
 
 def _finite(value: Any, where: str) -> str | None:
@@ -94,9 +128,15 @@ def _is_finite_number(checker: Any, instance: Any) -> bool:
             and math.isfinite(instance))
 
 
-_BASE = jsonschema.Draft202012Validator
-_FINITE = jsonschema.validators.extend(
-    _BASE, type_checker=_BASE.TYPE_CHECKER.redefine("number", _is_finite_number))
+@functools.cache
+def _finite_class() -> type[jsonschema.protocols.Validator]:
+    """Draft 2020-12's validator class whose "number" is a finite number."""
+    import jsonschema
+
+    base = jsonschema.Draft202012Validator
+    made: type[jsonschema.protocols.Validator] = jsonschema.validators.extend(
+        base, type_checker=base.TYPE_CHECKER.redefine("number", _is_finite_number))
+    return made
 
 
 @functools.cache
@@ -110,25 +150,38 @@ def _schema(version: str) -> dict[str, Any]:
 @functools.cache
 def validator(schema: str = SCHEMA) -> jsonschema.protocols.Validator:
     """The validator of one schema version; its "number" is a finite number."""
-    return _FINITE(_schema(schema))
+    return _finite_class()(_schema(schema))
+
+
+def _own_schema(name: str) -> dict[str, Any]:
+    """The schema of a workload package's kind: its own, with ``kind`` and ``run_id`` as every
+    record has them."""
+    return {"type": "object", "required": ["kind", "run_id"],
+            "properties": {"kind": {"const": name}, "run_id": {"type": "string", "minLength": 1}},
+            "allOf": [dict(OWN_SCHEMAS[name])]}
 
 
 @functools.cache
 def _own_validator(name: str) -> jsonschema.protocols.Validator:
-    """The validator of a workload package's kind: its schema, with ``kind`` and ``run_id`` as
-    every record has them."""
-    return _FINITE({"type": "object", "required": ["kind", "run_id"],
-                    "properties": {"kind": {"const": name},
-                                   "run_id": {"type": "string", "minLength": 1}},
-                    "allOf": [dict(OWN_SCHEMAS[name])]})
+    """The validator of a workload package's kind (_own_schema)."""
+    return _finite_class()(_own_schema(name))
+
+
+@functools.cache
+def _compiled(schema: str, own: str | None, lenient: bool) -> CompiledCheck | None:
+    """The compiled check (results.compiled) of a schema version, or of a workload package's
+    kind (``own``); ``lenient``: a reader's, fields the schema does not list not refused."""
+    return compile_check(_own_schema(own) if own else _schema(schema), lenient=lenient)
 
 
 def problem(record: Mapping[str, Any], schema: str = SCHEMA, *,
             unknown_fields: bool = False) -> str | None:
     """What is wrong with a record as JSON (one line naming the field), or None. A writer
     refuses fields the schema does not list; a reader passes ``unknown_fields=True`` and ignores
-    them (a newer fabbench may add fields without a new version)."""
-    bad = _finite(record, "")
+    them (a newer fabbench may add fields without a new version). A record is checked by the
+    schema's compiled code (results.compiled); one it refuses is walked by jsonschema, whose
+    verdict and best-matching error are the answer."""
+    bad = None if _all_finite(record) else _finite(record, "")
     if bad is not None:
         value = json.dumps(_at(record, bad))
         return f"{bad}: {value} is not a finite number (NaN and Infinity are refused)"
@@ -136,7 +189,18 @@ def problem(record: Mapping[str, Any], schema: str = SCHEMA, *,
     if isinstance(name, str) and name not in KINDS:
         return (f"kind: {name!r} is not a record kind this fabbench knows ({', '.join(KINDS)}); "
                 "a workload package's records need that package installed")
-    own = name in OWN_SCHEMAS
+    own = isinstance(name, str) and name in OWN_SCHEMAS
+    fast = _compiled(schema, record["kind"] if own else None, unknown_fields)
+    if fast is not None and fast(record):
+        return None
+    return _walked(record, schema, own=own, unknown_fields=unknown_fields)
+
+
+def _walked(record: Mapping[str, Any], schema: str, *, own: bool,
+            unknown_fields: bool) -> str | None:
+    """problem's answer by jsonschema's walk of the schema."""
+    import jsonschema
+
     errors = (_own_validator(record["kind"]) if own else validator(schema)).iter_errors(record)
     if unknown_fields:
         errors = (e for e in errors if e.validator != "additionalProperties")
@@ -223,19 +287,34 @@ def _made(spec: tuple[type[Nested], bool], value: Any, *, read: bool) -> Any:
     return tuple(one(v) for v in value) if many else one(value)
 
 
+_READ_PLANS: dict[tuple[type, frozenset[str]], tuple[
+    list[tuple[str, str, tuple[type[Nested], bool] | None]], frozenset[str]]] = {}
+
+
+def _read_plan(cls: type, ignored: frozenset[str]) -> tuple[
+        list[tuple[str, str, tuple[type[Nested], bool] | None]], frozenset[str]]:
+    """How _read fills a class: each field's name, JSON key and nested type (or None), and the
+    keys that are not extra; worked out once per class."""
+    plan = _READ_PLANS.get((cls, ignored))
+    if plan is None:
+        fields = dataclasses.fields(cls)
+        nested = _nested_fields(cls)
+        plan = _READ_PLANS[cls, ignored] = (
+            [(f.name, _key(f), nested.get(f.name)) for f in fields],
+            frozenset(_key(f) for f in fields) | ignored)
+    return plan
+
+
 def _read(cls: Any, data: Mapping[str, Any], ignored: frozenset[str]) -> Any:
     """A record or nested object of a JSON object, unchecked (Record.read, Nested.read)."""
-    fields = dataclasses.fields(cls)
-    nested = _nested_fields(cls)
+    fields, keys = _read_plan(cls, ignored)
     made = object.__new__(cls)
-    for f in fields:
-        value = data.get(_key(f))
-        if f.name in nested:
-            value = _made(nested[f.name], value, read=True)
-        object.__setattr__(made, f.name, value)
-    keys = {_key(f) for f in fields} | ignored
-    object.__setattr__(made, "_extra", MappingProxyType(
-        {k: v for k, v in data.items() if k not in keys}))
+    values = made.__dict__  # a frozen dataclass's fields, set as its own __init__ would
+    for name, key, spec in fields:
+        value = data.get(key)
+        values[name] = value if spec is None else _made(spec, value, read=True)
+    values["_extra"] = _NONE if keys.issuperset(data) else MappingProxyType(
+        {k: v for k, v in data.items() if k not in keys})
     return made
 
 

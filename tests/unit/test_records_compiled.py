@@ -1,0 +1,180 @@
+"""The compiled schema check (results.compiled) gives jsonschema's verdict, and problem() the
+message it always gave: records of every kind and both schema versions, valid and broken by
+hypothesis in every way a line can be (a value replaced by any JSON value, a field dropped or
+added, several at once), are judged by the compiled check and by jsonschema's walk of the schema,
+writer's (strict) and reader's (unknown fields ignored) alike, and problem() is compared with the
+implementation it had before the compiled check (reference_problem below: jsonschema only)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fabbench.results import SCHEMA, compiled, records
+from unit.test_records import examples
+
+FIXTURES = Path(__file__).parents[1] / "fixtures"
+
+
+def _seeds() -> list[tuple[str, dict[str, Any]]]:
+    """Valid records as written: one of each kind (fabbench/2), and every line of the fixture
+    files (fabbench/1 runs, a fabbench/2 pairs run)."""
+    out = [(SCHEMA, r.to_dict()) for r in examples().values()]
+    for path in sorted(FIXTURES.glob("*/*.jsonl")):
+        version = None
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            version = record.get("schema", version) if record["kind"] == "run" else version
+            out.append((version, record))
+    return out
+
+
+SEEDS = _seeds()
+
+# any JSON value, and the ones at the edges of the schema's rules
+EDGES = st.sampled_from([None, True, False, 0, 1, -1, 2, 1.0, 2.0, 0.5, -0.0, -1.5, 1e300, "",
+                         "x", "fabbench/2", "fabbench/2\n", "run", "collective", "allreduce",
+                         "float32", "tcp", [], {}, [1.0, -1.0], {"p50": 1.0}, 10**30])
+SCALARS = (st.none() | st.booleans() | st.integers(-10**20, 10**20)
+           | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=6) | EDGES)
+JSON = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=3)
+                    | st.dictionaries(st.text(max_size=5), inner, max_size=3), max_leaves=8)
+NON_FINITE = st.sampled_from([math.nan, math.inf, -math.inf])
+
+
+def _paths(value: Any, where: tuple = ()) -> list[tuple]:
+    """Every place in a JSON value: the keys and indexes that lead to it."""
+    out = [where]
+    if isinstance(value, dict):
+        for k, v in value.items():
+            out += _paths(v, (*where, k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            out += _paths(v, (*where, i))
+    return out
+
+
+@st.composite
+def broken(draw: st.DrawFn, non_finite: bool = False) -> tuple[str, dict[str, Any]]:
+    """A seed record with 0 to 3 changes: a value replaced, a key dropped or added."""
+    version, record = draw(st.sampled_from(SEEDS))
+    record = copy.deepcopy(record)
+    for _ in range(draw(st.integers(0, 3))):
+        where = draw(st.sampled_from(_paths(record)[1:]))
+        parent: Any = record
+        for part in where[:-1]:
+            parent = parent[part]
+        action = draw(st.sampled_from(["replace", "replace", "drop", "add"]))
+        if action == "replace":
+            parent[where[-1]] = draw(NON_FINITE if non_finite else JSON)
+        elif action == "drop" and isinstance(parent, dict):
+            del parent[where[-1]]
+        elif isinstance(parent, dict):
+            parent[draw(st.text(max_size=8) | st.sampled_from(["p42", "extra", "kind"]))] = \
+                draw(JSON)
+    return version, record
+
+
+def walk_valid(record: dict[str, Any], version: str, *, lenient: bool) -> bool:
+    """jsonschema's verdict (a reader's ignores additionalProperties errors)."""
+    errors = records.validator(version).iter_errors(record)
+    return not any(e.validator != "additionalProperties" or not lenient for e in errors)
+
+
+def reference_problem(record: dict[str, Any], schema: str = SCHEMA, *,
+                      unknown_fields: bool = False) -> str | None:
+    """records.problem as it was before the compiled check: jsonschema's walk alone."""
+    bad = records._finite(record, "")
+    if bad is not None:
+        value = json.dumps(records._at(record, bad))
+        return f"{bad}: {value} is not a finite number (NaN and Infinity are refused)"
+    name = record.get("kind")
+    if isinstance(name, str) and name not in records.KINDS:
+        return (f"kind: {name!r} is not a record kind this fabbench knows "
+                f"({', '.join(records.KINDS)}); a workload package's records need that "
+                "package installed")
+    own = name in records.OWN_SCHEMAS
+    validator = records._own_validator(record["kind"]) if own else records.validator(schema)
+    errors = validator.iter_errors(record)
+    if unknown_fields:
+        errors = (e for e in errors if e.validator != "additionalProperties")
+    error = jsonschema.exceptions.best_match(errors)
+    if error is None:
+        return None
+    where = "/".join(str(p) for p in error.absolute_path) or "record"
+    return f"{where}: {error.message}"
+
+
+def test_every_seed_is_valid_and_the_compiled_check_says_so():
+    for version, record in SEEDS:
+        for lenient in (False, True):
+            assert walk_valid(record, version, lenient=lenient)
+            check = records._compiled(version, None, lenient)
+            assert check is not None and check(record) is True
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=list(HealthCheck))
+@given(broken())
+def test_the_compiled_verdict_is_jsonschemas(case):
+    version, record = case
+    for lenient in (False, True):
+        verdict = records._compiled(version, None, lenient)(record)
+        if verdict is not None:  # None: no kind to dispatch on, the walk decides
+            assert verdict == walk_valid(record, version, lenient=lenient), (lenient, record)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
+@given(broken() | broken(non_finite=True))
+def test_problem_gives_the_message_it_always_gave(case):
+    version, record = case
+    for lenient in (False, True):
+        try:
+            before = reference_problem(record, version, unknown_fields=lenient)
+        except TypeError:  # a kind that is a list or an object: a crash, now a refusal
+            assert isinstance(record["kind"], list | dict)
+            assert records.problem(record, version, unknown_fields=lenient) is not None
+            continue
+        assert records.problem(record, version, unknown_fields=lenient) == before
+
+
+def test_a_ref_with_siblings_applies_both():
+    """2020-12 applies a $ref's sibling keywords; fastjsonschema's draft 7 would ignore them."""
+    schema = {"$defs": {"count": {"type": "integer"}},
+              "properties": {"n": {"$ref": "#/$defs/count", "minimum": 5}}}
+    check = compiled.compile_check(schema)
+    assert check is not None
+    assert check({"n": 7}) is True and check({"n": 1}) is False and check({"n": 7.5}) is False
+
+
+@pytest.mark.parametrize("schema", [
+    {"properties": {"a": {"format": "date-time"}}},  # a keyword not compiled
+    {"properties": {"a": {"enum": [1, "x"]}}},  # 1 == True in Python, not in JSON Schema
+    {"$defs": {"n": {"items": {"$ref": "#/$defs/n"}}}, "$ref": "#/$defs/n"},  # recursive
+    {"properties": {"a": {"$ref": "other.json#/x"}}},
+    {"items": [{"type": "string"}]},
+])
+def test_what_is_not_compiled_is_walked(schema):
+    assert compiled.compile_check(schema) is None
+
+
+def test_a_reader_check_is_not_compiled_where_dropping_additional_properties_changes_it():
+    """jsonschema reports an additionalProperties error under anyOf as an anyOf error: a
+    reader does not ignore it, so that schema is compiled for writers only."""
+    schema = {"anyOf": [{"properties": {"a": {}}, "additionalProperties": False}]}
+    assert compiled.compile_check(schema, lenient=True) is None
+    strict = compiled.compile_check(schema)
+    assert strict is not None and strict({"a": 1}) is True and strict({"b": 1}) is False
+
+
+def test_a_record_without_a_kind_is_left_to_the_walk():
+    check = records._compiled(SCHEMA, None, False)
+    assert check is not None and check({"run_id": "x"}) is None and check([]) is None
+    assert records.problem({"run_id": "x"}) == reference_problem({"run_id": "x"})
