@@ -15,7 +15,7 @@ from typing import Any
 
 import jsonschema
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from fabbench.results import SCHEMA, compiled, records
@@ -145,8 +145,77 @@ def test_problem_gives_the_message_it_always_gave(case):
         assert records.problem(record, version, unknown_fields=lenient) == before
 
 
+KEYS = ("a", "b", "c")
+NUMBERS = st.integers(-3, 3) | st.sampled_from([-0.5, 0.0, 1.5, 2.0])
+TYPES = ("object", "array", "string", "number", "integer", "boolean", "null")
+VALUES = {
+    "type": st.sampled_from(TYPES) | st.lists(st.sampled_from(TYPES), min_size=1, max_size=3,
+                                              unique=True),
+    "enum": st.lists(st.none() | st.sampled_from(["", "a", "1"]), min_size=1, max_size=3),
+    "const": st.none() | st.sampled_from(["", "a"]),
+    "minimum": NUMBERS, "maximum": NUMBERS, "exclusiveMinimum": NUMBERS,
+    "exclusiveMaximum": NUMBERS, "minLength": st.integers(0, 2), "maxLength": st.integers(0, 2),
+    "minItems": st.integers(0, 2), "maxItems": st.integers(0, 2),
+    "pattern": st.sampled_from(["^a", "a$", "[0-9]", "^x*$"]),
+    "required": st.lists(st.sampled_from(KEYS), max_size=2, unique=True)}
+
+
+def _keywords(values: dict[str, st.SearchStrategy]) -> st.SearchStrategy:
+    """A schema of up to two of these keywords (more make schemas nothing satisfies)."""
+    one = st.one_of([st.fixed_dictionaries({k: v}) for k, v in values.items()])
+    return st.lists(one, max_size=2).map(lambda parts: {k: v for p in parts for k, v in p.items()})
+
+
+def _nested(inner: st.SearchStrategy) -> st.SearchStrategy:
+    return _keywords({**VALUES,
+                      "properties": st.dictionaries(st.sampled_from(KEYS), inner, max_size=2),
+                      "additionalProperties": st.booleans() | inner, "items": inner,
+                      "allOf": st.lists(inner, min_size=1, max_size=2),
+                      "anyOf": st.lists(inner, min_size=1, max_size=2),
+                      "oneOf": st.lists(inner, min_size=1, max_size=2), "not": inner,
+                      "if": inner, "then": inner, "else": inner})
+
+
+SCHEMAS = st.recursive(_keywords(VALUES), _nested, max_leaves=6)
+INSTANCES = st.recursive(
+    st.none() | st.booleans() | NUMBERS | st.sampled_from(["", "a", "ab", "a1", "x", "xx\n"]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
+        st.sampled_from((*KEYS, "d")), inner, max_size=3), max_leaves=8)
+
+
+@settings(max_examples=1000, deadline=None, suppress_health_check=list(HealthCheck))
+@given(SCHEMAS, INSTANCES)
+@example({"type": "integer"}, 2.0)  # an integer in JSON Schema, a float in Python
+@example({"type": ["number", "string"]}, True)  # a bool is no number
+@example({"minimum": 1}, False)  # nor compared as one
+@example({"enum": [None, "1"]}, 1)
+@example({"if": {"type": "string"}, "else": {"type": "null"}}, 1)  # an else without a then
+@example({"then": {"type": "null"}}, 1)  # a then without an if: no effect
+@example({"pattern": "a$"}, "xa\n")  # re.search: $ before a final newline
+@example({"required": ["a"], "properties": {"a": {"type": "null"}}}, {"a": None})
+@example({"properties": {"a": {}}, "additionalProperties": {"type": "null"}}, {"a": 1, "b": 1})
+def test_any_schema_of_the_compiled_keywords_judges_as_jsonschema_does(schema, instance):
+    """Beyond schema.json: schemas made of every keyword compiled, nested every way."""
+    errors = list(records._finite_class()(schema).iter_errors(instance))
+    for lenient in (False, True):
+        check = compiled.compile_check(schema, lenient=lenient)
+        if check is None:
+            assert lenient  # only a reader's check of an additionalProperties under anyOf...
+            continue
+        valid = not any(e.validator != "additionalProperties" or not lenient for e in errors)
+        assert check(instance) is valid, (lenient, errors)
+
+
+def test_a_value_of_no_exact_json_type_is_left_to_the_walk():
+    class Number(float):
+        pass
+    check = compiled.compile_check({"properties": {"a": {"not": {"minimum": 0}}}})
+    assert check is not None and check({"a": -1.0}) is True and check({"a": 1.0}) is False
+    assert check({"a": Number(1.0)}) is None
+
+
 def test_a_ref_with_siblings_applies_both():
-    """2020-12 applies a $ref's sibling keywords; fastjsonschema's draft 7 would ignore them."""
+    """2020-12 applies a $ref's sibling keywords (draft 7 ignored them)."""
     schema = {"$defs": {"count": {"type": "integer"}},
               "properties": {"n": {"$ref": "#/$defs/count", "minimum": 5}}}
     check = compiled.compile_check(schema)

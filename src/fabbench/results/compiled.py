@@ -1,27 +1,30 @@
-"""The schema check of records, compiled: fastjsonschema's generated Python in place of
-jsonschema's walk of the schema for every record (the walk cost about 8 ms a record; reading a
-results file was mostly that). It answers only "valid or not": records.problem walks a record
-the compiled check refuses with jsonschema again, for the one-line message users have always
-seen, so a refusal reads as before and a compiled check that is stricter than the walk only
-costs time.
+"""The schema check of records, compiled: the schema turned into Python source once (one
+function of plain ``if``s per record kind) in place of jsonschema's walk of the schema for every
+record (the walk cost about 8 ms a record: reading a results file was mostly that). It answers
+only "valid or not": records.problem walks a record the compiled check refuses with jsonschema
+again, for the one-line message users have always seen, so a refusal reads as before and a
+compiled check stricter than the walk would only cost time.
 
-Its verdict is jsonschema's (Draft 2020-12) on JSON values (what ``json.loads`` makes; a tuple
-is an array here, not there) for the schemas it compiles, which the unit tests check on
-generated records (tests/unit/test_records_compiled.py). What makes it so:
+Its verdict is jsonschema's (Draft 2020-12) on JSON values for the schemas it compiles; the unit
+tests compare the two on generated records and schemas (tests/unit/test_records_compiled.py).
+What makes it so:
 
-- only the keywords of KEYWORDS are compiled, whose meaning is the same in both libraries (a
-  schema with any other, or an enum or const of other than strings and null, where equality
-  differs, is not compiled: ``compile_check`` returns None and the caller walks it);
-- ``$ref``s to the same document are inlined (the schemas here are not recursive); one with
-  sibling keywords, which 2020-12 applies beside it and fastjsonschema's draft 7 ignores,
-  becomes an ``allOf`` of the two;
+- only the keywords of KEYWORDS are compiled, each to jsonschema's own rule (a bool is not a
+  number, 1.0 is an integer, ``pattern`` is ``re.search``, ``required`` and ``properties`` look
+  at objects only, ...); a schema with any other keyword, or an enum or const of other than
+  strings and null (whose equality differs: 1 == True in Python), is not compiled:
+  ``compile_check`` returns None and the caller walks every record;
+- ``$ref``s to the same document are inlined (the schemas here are not recursive), beside their
+  sibling keywords as 2020-12 applies them;
+- a value of no exact JSON type (a subclass, such as a numpy float) is not judged: the check
+  says None and the walk decides;
 - a reader's check, which ignores fields the schema does not list (a newer writer's:
   ``problem(unknown_fields=True)`` drops jsonschema's ``additionalProperties`` errors), is
   compiled without ``additionalProperties: false``; that is the same only where such an error
-  would be reported as itself, so a schema with one under ``anyOf``, ``oneOf``, ``not`` or
-  ``if`` is not compiled for readers;
-- fastjsonschema's ``pattern`` anchors ``$`` at the very end, where Python's ``re`` also
-  accepts a final newline: stricter, so only slower for such a string.
+  is reported as itself, so a schema with one under ``anyOf``, ``oneOf``, ``not`` or ``if``
+  is not compiled for readers.
+
+NaN and Infinity are not its business: records.problem finds them first.
 
 A schema of the form of schema.json, an ``allOf`` of ``if kind is K then ...``, is compiled
 once per kind, lazily (the kind's branch alone): a record is checked by its own kind's code
@@ -30,10 +33,9 @@ only, and a process that reads collectives never compiles the train branch.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
-
-import fastjsonschema
 
 Check = Callable[[Any], bool]
 
@@ -53,6 +55,10 @@ _WRAPPING = {"anyOf", "oneOf", "not", "if"}
 
 class NotCompiled(Exception):
     """The schema uses what this module does not compile the same as jsonschema walks it."""
+
+
+class Undecided(Exception):
+    """A record holds a value of no exact JSON type: the compiled check does not judge it."""
 
 
 def _same_values(values: list[Any]) -> bool:
@@ -139,17 +145,137 @@ def _inlined(ref: Any, root: Mapping[str, Any], *, lenient: bool, reported: bool
     return _prepared(target, root, lenient=lenient, reported=reported, seen=(*seen, ref))
 
 
-def _compiled(schema: dict[str, Any]) -> Check:
-    validate = fastjsonschema.compile({"$schema": "http://json-schema.org/draft-07/schema#",
-                                       **schema}, use_default=False, use_formats=False,
-                                      detailed_exceptions=True)  # False: KeyError on const
+_EXACT = frozenset({dict, list, str, int, float, bool, type(None)})  # JSON's values' types
+_MISSING = object()
+# a JSON type as a test of a value ``v`` whose exact type is ``t``, jsonschema's way: a bool
+# is not a number, a float with no fraction is an integer
+_TYPE_TESTS = {"object": "{t} is dict", "array": "{t} is list", "string": "{t} is str",
+               "number": "{t} is int or {t} is float",
+               "integer": "{t} is int or ({t} is float and {v}.is_integer())",
+               "boolean": "{t} is bool", "null": "{v} is None"}
+_BOUNDS = {"minimum": "<", "maximum": ">", "exclusiveMinimum": "<=", "exclusiveMaximum": ">="}
+_LENGTHS = {"minLength": ("str", "<"), "maxLength": ("str", ">"),
+            "minItems": ("list", "<"), "maxItems": ("list", ">")}
 
-    def check(record: Any) -> bool:
-        try:
-            validate(record)
-        except fastjsonschema.JsonSchemaValueException:
-            return False
-        return True
+
+class _Source:
+    """Python source of a prepared schema's check: one function per schema that another's
+    result depends on (anyOf, oneOf, not, if), every other keyword inline in its parent's
+    function, each failing test a ``return False``. A value whose type is no exact JSON type
+    (a subclass: an OrderedDict, a numpy float) raises Undecided: the walk decides."""
+
+    def __init__(self) -> None:
+        self.functions: list[str] = []
+        self.names: dict[str, Any] = {"_EXACT": _EXACT, "_MISSING": _MISSING,
+                                      "Undecided": Undecided}
+        self.count = 0
+
+    def fresh(self, prefix: str) -> str:
+        self.count += 1
+        return f"{prefix}{self.count}"
+
+    def constant(self, value: Any) -> str:
+        name = self.fresh("_c")
+        self.names[name] = value
+        return name
+
+    def function(self, schema: dict[str, Any]) -> str:
+        name = self.fresh("_check")
+        body: list[str] = []
+        self.body(schema, "v", "    ", body)
+        self.functions.append("\n".join([f"def {name}(v):", *body, "    return True"]))
+        return name
+
+    def body(self, schema: dict[str, Any], v: str, ind: str, out: list[str]) -> None:
+        if not schema:
+            return
+        t = self.fresh("t")
+        out += [f"{ind}{t} = type({v})", f"{ind}if {t} not in _EXACT: raise Undecided"]
+        if "type" in schema:
+            names = [schema["type"]] if isinstance(schema["type"], str) else schema["type"]
+            either = " or ".join(f"({_TYPE_TESTS[n].format(t=t, v=v)})" for n in names)
+            out.append(f"{ind}if not ({either or 'False'}): return False")
+        for key in ("enum", "const"):
+            if key in schema:
+                values = schema[key] if key == "enum" else [schema[key]]
+                tests = [f"{v} is None"] if None in values else []
+                strings = frozenset(x for x in values if isinstance(x, str))
+                if strings:
+                    tests.append(f"({t} is str and {v} in {self.constant(strings)})")
+                out.append(f"{ind}if not ({' or '.join(tests) or 'False'}): return False")
+        for key, op in _BOUNDS.items():
+            if key in schema:
+                out.append(f"{ind}if ({t} is int or {t} is float) and {v} {op} "
+                           f"{self.constant(schema[key])}: return False")
+        for key, (kind, op) in _LENGTHS.items():
+            if key in schema:
+                out.append(f"{ind}if {t} is {kind} and len({v}) {op} {schema[key]}: "
+                           "return False")
+        if "pattern" in schema:
+            pattern = self.constant(re.compile(schema["pattern"]))
+            out.append(f"{ind}if {t} is str and {pattern}.search({v}) is None: return False")
+        if "required" in schema:
+            out.append(f"{ind}if {t} is dict and not {v}.keys() >= "
+                       f"{self.constant(frozenset(schema['required']))}: return False")
+        self.object(schema, v, t, ind, out)
+        if "items" in schema and schema["items"]:
+            item = self.fresh("x")
+            out += [f"{ind}if {t} is list:", f"{ind}    for {item} in {v}:"]
+            inner: list[str] = []
+            self.body(schema["items"], item, ind + "        ", inner)
+            out += inner or [f"{ind}        pass"]
+        for sub in schema.get("allOf", ()):
+            self.body(sub, v, ind, out)
+        if "anyOf" in schema:
+            calls = " or ".join(f"{self.function(s)}({v})" for s in schema["anyOf"])
+            out.append(f"{ind}if not ({calls}): return False")
+        if "oneOf" in schema:
+            calls = " + ".join(f"{self.function(s)}({v})" for s in schema["oneOf"])
+            out.append(f"{ind}if ({calls}) != 1: return False")
+        if "not" in schema:
+            out.append(f"{ind}if {self.function(schema['not'])}({v}): return False")
+        if "if" in schema and ("then" in schema or "else" in schema):
+            out.append(f"{ind}if {self.function(schema['if'])}({v}):")
+            then: list[str] = []
+            self.body(schema.get("then", {}), v, ind + "    ", then)
+            out += then or [f"{ind}    pass"]
+            out.append(f"{ind}else:")
+            other: list[str] = []
+            self.body(schema.get("else", {}), v, ind + "    ", other)
+            out += other or [f"{ind}    pass"]
+
+    def object(self, schema: dict[str, Any], v: str, t: str, ind: str, out: list[str]) -> None:
+        """properties and additionalProperties: each listed key's value checked where the
+        object has it, the others by additionalProperties."""
+        properties = schema.get("properties", {})
+        extra = schema.get("additionalProperties")
+        inner: list[str] = []
+        for name, sub in properties.items():
+            if sub:
+                x = self.fresh("x")
+                inner += [f"{ind}    {x} = {v}.get({name!r}, _MISSING)",
+                          f"{ind}    if {x} is not _MISSING:"]
+                self.body(sub, x, ind + "        ", inner)
+        if extra is not None:
+            listed = self.constant(frozenset(properties))
+            if extra is False:
+                inner.append(f"{ind}    if not {v}.keys() <= {listed}: return False")
+            elif extra:
+                key, x = self.fresh("k"), self.fresh("x")
+                inner += [f"{ind}    for {key} in {v}.keys() - {listed}:",
+                          f"{ind}        {x} = {v}[{key}]"]
+                self.body(extra, x, ind + "        ", inner)
+        if inner:
+            out += [f"{ind}if {t} is dict:", *inner]
+
+
+def _compiled(schema: dict[str, Any]) -> Check:
+    """The check of a prepared schema, compiled to Python (see _Source)."""
+    source = _Source()
+    name = source.function(schema)
+    code = compile("\n\n".join(source.functions), "<fabbench schema check>", "exec")
+    exec(code, source.names)  # noqa: S102 - our own source, made of the schema above
+    check: Check = source.names[name]
     return check
 
 
@@ -201,11 +327,16 @@ class CompiledCheck:
 
     def __call__(self, record: Any) -> bool | None:
         if self._dispatch is None:
-            return self._of(None)(record)
-        value = record.get(self._dispatch[0]) if isinstance(record, dict) else None
-        if not isinstance(value, str):
-            return None  # every branch applies (an absent field) or none: the walk decides
-        return self._of(value if value in self._dispatch[1] else None)(record)
+            check = self._of(None)
+        else:
+            value = record.get(self._dispatch[0]) if isinstance(record, dict) else None
+            if not isinstance(value, str):
+                return None  # every branch applies (an absent field) or none: the walk decides
+            check = self._of(value if value in self._dispatch[1] else None)
+        try:
+            return check(record)
+        except Undecided:
+            return None
 
 
 def compile_check(schema: Mapping[str, Any], *, lenient: bool = False) -> CompiledCheck | None:

@@ -17,6 +17,8 @@ mapping, and no reader here relies on it.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -121,13 +123,35 @@ def _lines(path: Path) -> Iterator[tuple[int, str, bool]]:
         raise UsageError(f"cannot read {path}: {exc.strerror}") from None
 
 
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cycle collector paused while a file is read. Records hold no cycles, and each
+    line makes dozens of new containers: the collector would walk every record read so far
+    again and again (a third of the time of reading 100,000 records)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def read_results(path: str | Path) -> ResultsFile:
     path = Path(path)
-    records: list[Record] = []
     warnings: list[str] = []
+    with _collector_paused():
+        records = list(_records(path, warnings))
+    if not records:
+        raise UsageError(f"{path}: no results records (empty file)")
+    return ResultsFile(path, records, warnings)
+
+
+def _records(path: Path, warnings: list[str]) -> Iterator[Record]:
+    """The file's records, checked, in file order; a truncated last line is a warning."""
     version: str | None = None  # the schema of the run record the lines below belong to
     for number, line, truncated in _lines(path):
-        if not line.strip():
+        if not line or line.isspace():
             continue
         try:
             record = _parse(path, number, line)
@@ -148,10 +172,7 @@ def read_results(path: str | Path) -> ResultsFile:
             raise UsageError(f"{path}:{number}: {why}")
         record = _rename(record, RENAMED.get(version, {}).get(record["kind"], {}))
         derive = DERIVED.get(version, {}).get(record["kind"])
-        records.append(KINDS[record["kind"]].read(derive(record) if derive else record))
-    if not records:
-        raise UsageError(f"{path}: no results records (empty file)")
-    return ResultsFile(path, records, warnings)
+        yield KINDS[record["kind"]].read(derive(record) if derive else record)
 
 
 def salvage(path: str | Path) -> list[dict[str, Any]]:
