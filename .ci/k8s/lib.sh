@@ -17,3 +17,10 @@ apt_ensure() {
   timeout 900 apt-get update -qq
   timeout 1800 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
+
+# Host paths kubelet, CNI and containerd write to outside the folders they are given (kubelet's
+# device-plugin socket, CNI's result cache, kubelet's links in /var/log/containers) or might:
+# start.sh records which were there, stop.sh removes what the cluster added.
+# shellcheck disable=SC2034  # used by start.sh and stop.sh
+HOST_PATHS=(/var/lib/kubelet /var/lib/cni /var/log/containers /var/log/pods /usr/libexec/kubernetes
+            /run/containerd /var/lib/containerd /opt/containerd /etc/kubernetes /run/netns)

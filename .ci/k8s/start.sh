@@ -34,11 +34,11 @@ nodes=$1
 shift
 [[ $nodes =~ ^[1-9][0-9]?$ ]] || usage
 link=1gbit
-slow=()
+slow=() slow_specs=()
 while [ $# -gt 0 ]; do
   case $1 in
     --link) [ $# -ge 2 ] || usage; link=$2; shift 2 ;;
-    --slow-node) [ $# -ge 2 ] || usage; slow+=(--slow-node "$2"); shift 2 ;;
+    --slow-node) [ $# -ge 2 ] || usage; slow+=(--slow-node "$2"); slow_specs+=("$2"); shift 2 ;;
     *) usage ;;
   esac
 done
@@ -115,10 +115,8 @@ record FABBENCH "$fabbench"
 record NODES "$nodes"
 
 # 1. What this host had before (stop.sh removes only what the cluster added).
-findmnt -no PROPAGATION / >"$dir/before/propagation"
-for p in /var/lib/kubelet /var/lib/cni /var/log/containers /var/log/pods /usr/libexec/kubernetes \
-         /run/containerd /run/netns /opt/cni /opt/containerd /etc/cni /var/lib/containerd /run/nri \
-         /var/run/nri /etc/kubernetes; do
+findmnt -rno TARGET,PROPAGATION >"$dir/before/propagation"  # all private here
+for p in "${HOST_PATHS[@]}"; do
   if [ -e "$p" ]; then
     echo "$p" >>"$dir/before/host-paths"
     find "$p" -xdev 2>/dev/null >>"$dir/before/host-files" || true
@@ -126,7 +124,10 @@ for p in /var/lib/kubelet /var/lib/cni /var/log/containers /var/log/pods /usr/li
 done
 touch "$dir/before/host-paths" "$dir/before/host-files"
 timeout 20 iptables-save 2>/dev/null | grep -v '^#' >"$dir/before/iptables" || true
-mount --make-rshared /
+# kubelet's and containerd's mounts (pod volumes, pod network namespaces, all under $dir) must
+# propagate: / shared, not recursively (rshared would also change mounts that others cover, such as
+# a stacked /dev/shm, which no path reaches afterwards to make private again)
+mount --make-shared /
 
 # 2. The nodes: fabbench's emulated cluster.
 emulation=$(timeout 150 "$fabbench" emulate up --nodes "$nodes" --link "$link" "${slow[@]}" \
@@ -319,7 +320,8 @@ daemon kube-scheduler fbk-cp "$bin/kube-scheduler" \
 store=(--root "$dir/cache/images" --runroot "$dir/run/images" --storage-driver vfs)
 wait_for "registry" 30 curl -sf --cacert "$pki/ca.crt" "https://$registry/v2/"
 digest_of() {  # REF: the registry's digest of REF, or nothing
-  timeout 60 skopeo inspect --cert-dir "$pki/trust" --format '{{.Digest}}' "docker://$registry/$1" 2>/dev/null
+  timeout 60 skopeo inspect --cert-dir "$pki/trust" --format '{{.Digest}}' "docker://$registry/$1" 2>/dev/null \
+    || true
 }
 small_image() {  # NAME TAG ENTRYPOINT BINARY: built once per binary, pushed when missing
   local name=$1 tag=$2 entry=$3 binary=$4 c ref
@@ -371,22 +373,25 @@ for ((i = 0; i < nodes; i++)); do
   nsenter --net="/run/netns/${node_ns[i]}" sysctl -qw net.ipv4.ip_forward=1 net.ipv4.conf.all.rp_filter=0 \
     net.bridge.bridge-nf-call-iptables=1
   cat >"$n/containerd.toml" <<EOF
-version = 3
+version = 4
 root = "$n/containerd"
 state = "$r/containerd"
 imports = []
 
-[grpc]
+[plugins.'io.containerd.server.v1.grpc']
   address = "$r/containerd.sock"
 
-[ttrpc]
+[plugins.'io.containerd.server.v1.ttrpc']
   address = "$r/containerd.sock.ttrpc"
 
-[debug]
+[plugins.'io.containerd.server.v1.debug']
   address = ""
 
 [plugins.'io.containerd.internal.v1.opt']
   path = "$n/opt"
+
+[plugins.'io.containerd.image-verifier.v1.bindir']
+  bin_dir = "$n/opt/image-verifier/bin"
 
 [plugins.'io.containerd.nri.v1.nri']
   disable = true
@@ -407,9 +412,10 @@ imports = []
   config_path = "$certs_d"
 
 [plugins.'io.containerd.cri.v1.runtime']
+  # no CAP_SYS_RESOURCE on these machines: nothing may lower its oom_score_adj
   restrict_oom_score_adj = true
   netns_mounts_under_state_dir = true
-  enable_unprivileged_icmp = true
+  cdi_spec_dirs = []
 
 [plugins.'io.containerd.cri.v1.runtime'.cni]
   bin_dirs = ["/usr/lib/cni"]
@@ -609,7 +615,7 @@ mkdir -p "$dir/client/helm" "$dir/client/kube-cache"
     FABBENCH_EMULATION "$emulation" FABBENCH_K8S_DIR "$dir" FABBENCH_K8S_BIN "$bin" \
     FABBENCH_K8S_NODES "${names[*]}" FABBENCH_K8S_NODE_ADDRESSES "${node_ip[*]}" \
     FABBENCH_K8S_NODE_VETHS "${node_veth[*]}" FABBENCH_K8S_POD_CIDRS "${cidr[*]}" \
-    FABBENCH_K8S_LINK "$link" FABBENCH_K8S_SLOW_NODES "${slow[*]}" \
+    FABBENCH_K8S_LINK "$link" FABBENCH_K8S_SLOW_NODES "${slow_specs[*]}" \
     FABBENCH_K8S_REGISTRY "$registry" FABBENCH_K8S_CA "$pki/ca.crt" \
     FABBENCH_K8S_API_SERVER "https://$addr:6443" FABBENCH_K8S_BRIDGE "$bridge" \
     FABBENCH_K8S_BRIDGE_ADDRESS "$addr" FABBENCH_K8S_EMULATION_HOLDER "$holder" \

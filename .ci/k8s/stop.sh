@@ -3,7 +3,7 @@
 # their pid files, then whatever is left in its cgroups: containerd's shims, pods), mounts,
 # cgroups, the emulated nodes (`fabbench emulate down`: namespaces, veths, bridge, and with them
 # kube-proxy's iptables rules, which live in the nodes' namespaces), the host paths kubelet, CNI
-# and containerd created, and its state; / gets its mount propagation back. Idempotent: with
+# and containerd created, and its state; / is private again when it was. Idempotent: with
 # nothing running it does nothing. Kept: $FABBENCH_K8S_DIR/cache (the registry's storage and the
 # image store, so that a next start pushes nothing again); --purge removes it too.
 #
@@ -114,16 +114,15 @@ for _ in 1 2 3; do
   sleep 0.3
 done
 
-# 6. Host paths kubelet, CNI and containerd made outside the state folder: those that were not
-# there before are removed; in those that were, only the files the cluster added. CNI's result
-# cache and /run/netns may hold other programs' files: there only ours go.
+# 6. Host paths kubelet, CNI and containerd made outside the state folder (lib.sh's HOST_PATHS):
+# those that were not there before are removed. Of those that were, only what is surely the
+# cluster's: in kubelet's own folders the files added since; CNI's results of our sandboxes; the
+# links into the state folder; nothing in /run/netns or a containerd's folders (others' may be).
 before() { grep -qxF "$1" "$dir/before/host-paths" 2>/dev/null; }
 sandboxes=$(find "$dir"/nodes/*/containerd/io.containerd.grpc.v1.cri/sandboxes -mindepth 1 -maxdepth 1 \
               -regextype egrep -regex '.*/[0-9a-f]{64}' -printf '%f\n' 2>/dev/null || true)
 if [ -f "$dir/before/host-paths" ]; then
-  for p in /var/lib/kubelet /var/lib/cni /var/log/containers /var/log/pods /usr/libexec/kubernetes \
-           /run/containerd /run/netns /opt/cni /opt/containerd /etc/cni /var/lib/containerd /run/nri \
-           /var/run/nri /etc/kubernetes; do
+  for p in "${HOST_PATHS[@]}"; do
     [ -e "$p" ] || continue
     case $p in
       /run/netns)
@@ -138,11 +137,12 @@ if [ -f "$dir/before/host-paths" ]; then
       /var/log/containers)
         find "$p" -maxdepth 1 -type l -lname "$dir/*" -delete 2>/dev/null || true
         before "$p" || rmdir "$p" 2>/dev/null || true ;;
+      /run/containerd|/var/lib/containerd)
+        before "$p" || rm -rf "$p" ;;
       *)
         if before "$p"; then
-          find "$p" -xdev -depth 2>/dev/null | grep -vxFf "$dir/before/host-files" | while read -r f; do
-            rm -f "$f" 2>/dev/null || rmdir "$f" 2>/dev/null || true
-          done
+          { find "$p" -xdev -depth 2>/dev/null | grep -vxFf "$dir/before/host-files" || true; } \
+            | while read -r f; do rm -f "$f" 2>/dev/null || rmdir "$f" 2>/dev/null || true; done
         else
           rm -rf "$p"
         fi ;;
@@ -150,9 +150,9 @@ if [ -f "$dir/before/host-paths" ]; then
   done
 fi
 
-# 7. Mount propagation of / as it was.
-if [ "$(cat "$dir/before/propagation" 2>/dev/null)" = private ]; then
-  mount --make-private /
+# 7. / private again when it was (start.sh made it shared).
+if grep -qx '/ private' "$dir/before/propagation" 2>/dev/null; then
+  timeout 10 mount --make-private /
 fi
 
 # 8. What is left? (processes of the cluster's binaries, mounts, cgroups, the emulation)

@@ -215,7 +215,9 @@ def test_stop_leaves_nothing_of_the_cluster(cluster):
     holder = cluster.env["FABBENCH_K8S_EMULATION_HOLDER"]
     bin_dir = cluster.env["FABBENCH_K8S_BIN"]
     before_paths = set((STATE_DIR / "before" / "host-paths").read_text().split())
-    private_before = (STATE_DIR / "before" / "propagation").read_text().strip() == "private"
+    private_before = [ln.split()[0] for ln in
+                      (STATE_DIR / "before" / "propagation").read_text().splitlines()
+                      if ln.endswith(" private")]
     assert _processes_of(bin_dir) and _mounts_under(str(STATE_DIR)) and _cgroups()
     t0 = time.monotonic()
     p = stop()
@@ -231,12 +233,13 @@ def test_stop_leaves_nothing_of_the_cluster(cluster):
              if re.search(r"KUBE-|198\.19\.|fbk", r)]
     left += [f"host path {h}" for h in ("/var/lib/kubelet", "/var/lib/cni", "/var/log/containers",
                                         "/var/log/pods", "/usr/libexec/kubernetes",
-                                        "/run/containerd", "/opt/cni", "/opt/containerd")
+                                        "/run/containerd", "/opt/containerd")
              if Path(h).exists() and h not in before_paths]
+    left += [f"CNI result {r}" for r in Path("/var/lib/cni/results").glob("fbk-*")]
     left += [f"emulation holder {holder}"] if Path(f"/proc/{holder}").exists() else []
-    propagation = _lines(["findmnt", "-no", "PROPAGATION", "/"])
-    if private_before:
-        left += [] if propagation == ["private"] else [f"/ propagation {propagation}"]
+    now = dict(ln.rsplit(" ", 1) for ln in _lines(["findmnt", "-rno", "TARGET,PROPAGATION"]))
+    left += [f"mount {t} {now[t]} (was private)" for t in private_before
+             if now.get(t, "private") != "private"]
     assert not left, f"left after stop.sh: {left}\n{p.stderr[-2000:]}"
     assert not (STATE_DIR / "state.env").exists()
     q = stop()  # idempotent
