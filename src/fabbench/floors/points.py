@@ -20,6 +20,7 @@ Metrics and their units (the unit a rule writes is converted to these):
 from __future__ import annotations
 
 import fnmatch
+import functools
 import statistics
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -116,11 +117,12 @@ def points_of(series: Iterable[Series]) -> Iterator[Point]:
         ceiling = _ceiling(s)
         gdr = run.gpudirect.obtained == "on" if run.gpudirect and run.gpudirect.obtained \
             else None
-        common = Point(source="fabbench", file=str(s.path), run=run.run_id, workload="",
-                       primitive=run.primitive, fabric=run.fabric, gpudirect=gdr,
-                       nodes=run.nodes, ceiling_gbit_s=ceiling, nominal_gbit_s=link)
-        for c in s.collectives:
-            yield replace(common, workload="collectives", op=c.op, bytes=c.bytes,
+        point = functools.partial(Point, source="fabbench", file=str(s.path), run=run.run_id,
+                                  primitive=run.primitive, fabric=run.fabric, gpudirect=gdr,
+                                  nodes=run.nodes, ceiling_gbit_s=ceiling, nominal_gbit_s=link)
+        common = point(workload="")
+        for c in s.collectives:  # made, not replace()d: a file may hold 100,000 of them
+            yield point(workload="collectives", op=c.op, bytes=c.bytes,
                         dtype=c.dtype, transport=c.transport, ranks=c.ranks,
                         metrics={"busbw": c.busbw_gbyte_s, "algbw": c.algbw_gbyte_s,
                                  "time": c.time_us["p50"]},
