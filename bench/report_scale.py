@@ -96,10 +96,10 @@ def argv_of(command: str, path: Path, scratch: Path) -> list[str]:
     raise ValueError(command)
 
 
-def timed(src: Path, argv: list[str]) -> tuple[float, float, int]:
-    """Run ``fabbench ARGV`` with the package of ``src`` first on the path: wall seconds, peak
-    RSS of that process (MiB), exit code (verify's 1, a floor failed, is a verdict, not a
-    failure)."""
+def timed(src: Path, argv: list[str]) -> tuple[float, float, float]:
+    """Run ``fabbench ARGV`` with the package of ``src`` first on the path: wall seconds, CPU
+    seconds (user + system: what a busy neighbour inflates less) and peak RSS (MiB) of that
+    process. Exit codes 0 and 1 are results (verify's 1: a floor failed)."""
     env = {**os.environ, "PYTHONPATH": str(src)}
     start = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "fabbench", *argv], env=env,
@@ -112,7 +112,7 @@ def timed(src: Path, argv: list[str]) -> tuple[float, float, int]:
     if proc.returncode not in (0, 1):
         sys.exit(f"bench/report_scale.py: {' '.join(argv)} ({src}) failed "
                  f"({proc.returncode}): {err.decode(errors='replace')[-2000:]}")
-    return wall, usage.ru_maxrss / 1024, proc.returncode
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
 def main() -> None:
@@ -125,6 +125,9 @@ def main() -> None:
     p.add_argument("--before", type=Path,
                    help="another checkout of fabbench (a git worktree) to time beside this one")
     p.add_argument("--repeat", type=int, default=3, help="runs of each command (median kept)")
+    p.add_argument("--compare-up-to", type=int, default=10_000, metavar="RECORDS",
+                   help="compare only files up to this size: compare tests every point of "
+                   "every run against the first run's (a bootstrap each) and prints them all")
     p.add_argument("--work", type=Path, help="where the files go (default: a temporary folder)")
     args = p.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -152,22 +155,26 @@ def main() -> None:
         table = []
         for size in sizes:
             for command in commands:
-                got: dict[str, list[tuple[float, float, int]]] = {s: [] for s in sides}
+                if command == "compare" and size > args.compare_up_to:
+                    continue
+                got: dict[str, list[tuple[float, float, float]]] = {s: [] for s in sides}
                 for _ in range(args.repeat):
                     for side, src in sides.items():  # alternate: before, after, before, ...
                         got[side].append(timed(src, argv_of(command, files[size], work)))
                 row = {"command": command, "records": made[size]}
                 for side, results in got.items():
                     row[f"{side}_s"] = statistics.median(r[0] for r in results)
-                    row[f"{side}_rss_mib"] = max(r[1] for r in results)
+                    row[f"{side}_cpu_s"] = statistics.median(r[1] for r in results)
+                    row[f"{side}_rss_mib"] = max(r[2] for r in results)
                 table.append(row)
                 print(json.dumps(row), flush=True)
     head = "| command | records |" + "".join(
-        f" {s} s | {s} peak RSS MiB |" for s in sides)
+        f" {s} s | {s} CPU s | {s} peak RSS MiB |" for s in sides)
     print("\n" + head + (" speed-up |" if "before" in sides else ""))
     print("|" + " --- |" * (head.count("|") - 1 + ("before" in sides)))
     for row in table:
-        cells = "".join(f" {row[f'{s}_s']:.2f} | {row[f'{s}_rss_mib']:.0f} |" for s in sides)
+        cells = "".join(f" {row[f'{s}_s']:.2f} | {row[f'{s}_cpu_s']:.2f} | "
+                        f"{row[f'{s}_rss_mib']:.0f} |" for s in sides)
         ratio = (f" {row['before_s'] / row['after_s']:.1f}x |" if "before" in sides else "")
         print(f"| {row['command']} | {row['records']:,} |{cells}{ratio}")
 

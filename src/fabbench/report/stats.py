@@ -10,6 +10,7 @@ A difference is called real only when both agree: p < ALPHA and the interval exc
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -72,6 +73,31 @@ def _rankdata(values: np.ndarray) -> np.ndarray:
     return (sums / counts)[inverse]
 
 
+@functools.lru_cache(maxsize=256)
+def _draws(nx: int, ny: int, resamples: int) -> tuple[np.ndarray, np.ndarray]:
+    """The resampling indices of a comparison of nx samples with ny: the seeded generator's
+    first draw for A, its second for B. Every comparison of the same sizes draws the same."""
+    import numpy as np
+
+    rng = np.random.default_rng(_SEED)
+    first = rng.integers(0, nx, (resamples, nx))
+    second = rng.integers(0, ny, (resamples, ny))
+    first.flags.writeable = second.flags.writeable = False
+    return first, second
+
+
+@functools.lru_cache(maxsize=512)
+def _baseline_medians(samples: tuple[float, ...], resamples: int) -> np.ndarray:
+    """The medians of A's bootstrap resamples (the first draw). A compare of many runs against
+    one tests each of A's points again and again: they are made once (read-only)."""
+    import numpy as np
+
+    medians: np.ndarray = np.median(
+        np.asarray(samples, float)[_draws(len(samples), 1, resamples)[0]], axis=1)
+    medians.flags.writeable = False
+    return medians
+
+
 def bootstrap_median_ratio(a: Sequence[float], b: Sequence[float],
                            resamples: int = BOOTSTRAP, level: float = 0.95
                            ) -> tuple[float, float, float]:
@@ -81,10 +107,8 @@ def bootstrap_median_ratio(a: Sequence[float], b: Sequence[float],
     x, y = np.asarray(a, float), np.asarray(b, float)
     if len(x) == 0 or len(y) == 0 or np.median(x) <= 0:
         raise ValueError("a ratio of medians needs positive samples on both sides")
-    rng = np.random.default_rng(_SEED)
-    mx = np.median(x[rng.integers(0, len(x), (resamples, len(x)))], axis=1)
-    my = np.median(y[rng.integers(0, len(y), (resamples, len(y)))], axis=1)
-    ratios = my / mx
+    my = np.median(y[_draws(len(x), len(y), resamples)[1]], axis=1)
+    ratios = my / _baseline_medians(tuple(x.tolist()), resamples)
     tail = (1 - level) / 2 * 100
     low, high = np.percentile(ratios, [tail, 100 - tail])
     return float(np.median(y) / np.median(x)), float(low), float(high)
