@@ -26,8 +26,9 @@
 # mpirun starts on a worker would lack the image's PATH (fabbench, and the cuda flavour's
 # orted in /opt/fabric/bin), its LD_LIBRARY_PATH and the worker's downward-API variables
 # (FABBENCH_NODE_NAME: the Kubernetes node). `serve` hands the container's environment to every
-# session with sshd's SetEnv, less what describes a login (HOME, HOSTNAME, PWD, ...), and says
-# which variables it passed on.
+# session with sshd's SetEnv, less what describes a login (HOME, HOSTNAME, PWD, ...) and
+# Kubernetes' service links (FOO_SERVICE_HOST, FOO_PORT_80_TCP, ...), and says which variables it
+# passed on.
 set -euo pipefail
 
 SSHD_PORT=2222
@@ -84,10 +85,14 @@ serve() {
   install -d -m 0755 /run/sshd
   local name value pairs=() names=()
   while IFS= read -r name; do
+    value=${!name}
     case $name in
       HOME|HOSTNAME|PWD|OLDPWD|SHLVL|_|TERM|USER|LOGNAME|SHELL|MAIL) continue ;;
+      # Kubernetes' service links (one set per Service of the namespace): nothing a rank needs
+      *_SERVICE_HOST|*_SERVICE_PORT|*_SERVICE_PORT_*|*_PORT_[0-9]*_TCP*|*_PORT_[0-9]*_UDP*|\
+      *_PORT_[0-9]*_SCTP*) continue ;;
+      *_PORT) case $value in tcp://*|udp://*|sctp://*) continue ;; esac ;;
     esac
-    value=${!name}
     case $value in
       *[\"\\]*|*$'\n'*)
         log "not passed to sessions: $name (its value holds a quote, a backslash or a newline)"

@@ -177,6 +177,27 @@ def test_entrypoint_runs_two_mpi_ranks_over_ethernet(image: Image):
     assert run["provenance"]["build"] == manifest_of(image)
 
 
+def test_sshd_for_the_mpi_operator_with_no_host_key_baked_in(image: Image):
+    """containers/sshd.sh: the image carries sshd and fabbench-sshd (an MPIJob worker's
+    command, which makes the host keys in the pod: none is in the image, or every container of
+    it would share one), sshd's settings for the operator's keys at /root/.ssh, and the client's
+    for the operator's *.svc hostfile names (tests/integration/test_k8s_mpijob_ssh.py runs it)."""
+    root = image.rootfs
+    assert not list((root / "etc/ssh").glob("ssh_host_*")), "host keys baked into the image"
+    assert os.access(root / "usr/local/sbin/fabbench-sshd", os.X_OK)
+    res = image.run(["/bin/sh", "-c", "ssh-keygen -q -t ed25519 -N '' -f /tmp/hk && "
+                     "/usr/sbin/sshd -T -o HostKey=/tmp/hk && echo ---- && "
+                     "ssh -G fb-fabbench-worker-0.fb-fabbench.bench.svc && echo ---- && "
+                     "ssh -G elsewhere.example"], timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    server, client, other = (set(part.splitlines()) for part in res.stdout.split("----\n"))
+    assert {"port 2222", "strictmodes no", "usepam no", "passwordauthentication no",
+            "permitrootlogin without-password"} <= server, res.stdout
+    assert {"port 2222", "stricthostkeychecking false", "userknownhostsfile /dev/null",
+            "loglevel ERROR"} <= client, res.stdout
+    assert "port 22" in other and "stricthostkeychecking false" not in other  # *.svc only
+
+
 def test_fabbench_env_shows_the_build_manifest(image: Image):
     help_text = image.run([*image.entrypoint, "--help"], timeout=120)
     assert help_text.returncode == 0, help_text.stderr

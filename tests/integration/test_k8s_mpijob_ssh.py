@@ -105,7 +105,9 @@ def test_the_launchers_mpirun_reaches_the_workers_sshd_as_the_operator_sets_it_u
     assert made.returncode == 0, made.stderr
     try:
         for i, name in enumerate(names):
+            # the chart's worker container: allowPrivilegeEscalation false, IPC_LOCK added
             started = podman("run", "-d", "--name", name, "--ip", addresses[i], *common,
+                             "--security-opt", "no-new-privileges", "--cap-add", "IPC_LOCK",
                              "-e", f"FABBENCH_NODE_NAME={nodes[i]}",
                              "--entrypoint", worker["command"][0], tagged,
                              *worker["command"][1:], timeout=120)
