@@ -25,6 +25,19 @@ from integration.test_apptainer import image_manifest
 from integration.test_registry import BUILD_TIMEOUT_S, Published, clean_env, keypair, sh
 
 
+# The modules that start a Kubernetes cluster run last, in this order: make test builds the
+# cluster's binaries in the background while the rest of the suite runs (Makefile), and their
+# start waits for that build.
+K8S_MODULES = ("test_k8s_cluster.py", "test_k8s_chart.py", "test_k8s_slow_node.py")
+
+
+def pytest_collection_modifyitems(items):
+    def last(item):
+        name = item.path.name
+        return K8S_MODULES.index(name) + 1 if name in K8S_MODULES else 0
+    items.sort(key=last)  # stable: every other test keeps its place
+
+
 @pytest.fixture(scope="session")
 def registry(tmp_path_factory):
     """One TLS registry for the session (certificate made here, port free afterwards)."""
