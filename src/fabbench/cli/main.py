@@ -12,8 +12,18 @@ import typer
 from typer.exceptions import Abort, Exit, TyperException
 
 from fabbench import __version__, config
-from fabbench.cli import (emulate, floors, labels, model, render, results, study, sysinfo,
-                          train, tune)
+from fabbench.cli import (
+    emulate,
+    floors,
+    labels,
+    model,
+    render,
+    results,
+    study,
+    sysinfo,
+    train,
+    tune,
+)
 from fabbench.cli.options import Json
 from fabbench.errors import FabbenchError
 from fabbench.procs import Terminated

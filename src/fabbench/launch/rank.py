@@ -358,7 +358,7 @@ class RankRun:
         line on stderr, never the run's."""
         if self.writer is None or not results_log.wanted():
             return
-        if not self.writer.path.exists():
+        if not self.writer.counts or not self.writer.path.exists():  # none, or another run's
             print("fabbench: rank 0: no results file to write to the log (the run wrote none)",
                   file=sys.stderr, flush=True)
             return

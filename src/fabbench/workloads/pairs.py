@@ -177,7 +177,8 @@ def _record(found: dict[str, Any], number: int, rounds: int, ranks: list[int], h
     samples = found["samples_us"]
     times = summarize(samples)
     return records.Pairs(
-        run_id=plan.run_id, op=OP, schedule="serial" if recheck else plan.pair_schedule, round=number + 1, rounds=rounds,
+        run_id=plan.run_id, op=OP, schedule="serial" if recheck else plan.pair_schedule,
+        round=number + 1, rounds=rounds,
         unit=unit, units=len(ranks), a=a, b=b, a_rank=ranks[a], b_rank=ranks[b],
         a_host=hosts[ranks[a]], b_host=hosts[ranks[b]], bytes=size, dtype=dtype,
         transport=transport, iters=found["batch"] * len(samples),
