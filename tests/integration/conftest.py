@@ -24,7 +24,6 @@ from integration.suite_stop import (  # noqa: F401  (hooks: one line when make t
 from integration.test_apptainer import image_manifest
 from integration.test_registry import BUILD_TIMEOUT_S, Published, clean_env, keypair, sh
 
-
 # The modules that start a Kubernetes cluster run last, in this order: make test builds the
 # cluster's binaries in the background while the rest of the suite runs (Makefile), and their
 # start waits for that build.
