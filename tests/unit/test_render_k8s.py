@@ -125,7 +125,17 @@ cdef0123456789abcdef"
             app.kubernetes.io/version: "0.1.0"
             app.kubernetes.io/component: "benchmark"
             app.kubernetes.io/managed-by: "fabbench-render"
+            fabbench.dev/role: "ranks"
         spec:
+          affinity:
+            podAntiAffinity:
+              requiredDuringSchedulingIgnoredDuringExecution:
+                - topologyKey: kubernetes.io/hostname
+                  labelSelector:
+                    matchLabels:
+                      app.kubernetes.io/name: "fabbench"
+                      app.kubernetes.io/instance: "fabbench"
+                      fabbench.dev/role: "ranks"
           volumes:
             - name: dshm
               emptyDir:
@@ -219,9 +229,19 @@ spec:
         app.kubernetes.io/version: "0.1.0"
         app.kubernetes.io/component: "benchmark"
         app.kubernetes.io/managed-by: "fabbench-render"
+        fabbench.dev/role: "ranks"
     spec:
       subdomain: fabbench
       restartPolicy: Never
+      affinity:
+        podAntiAffinity:
+          requiredDuringSchedulingIgnoredDuringExecution:
+            - topologyKey: kubernetes.io/hostname
+              labelSelector:
+                matchLabels:
+                  app.kubernetes.io/name: "fabbench"
+                  app.kubernetes.io/instance: "fabbench"
+                  fabbench.dev/role: "ranks"
       volumes:
         - name: dshm
           emptyDir:

@@ -303,6 +303,20 @@ volumeMounts:
     mountPath: {{ .Values.results.path | toJson }}
 {{- end }}
 
+{{/* The pods that hold ranks (the Job's, the MPIJob's workers) carry fabbench.dev/role: ranks and
+go one to a node: a node's ranks are the ones the run places there, and a run asking for more nodes
+than the cluster has waits unscheduled (and says so) instead of doubling ranks up on one node. */}}
+{{- define "fabbench.onePerNode" -}}
+affinity:
+  podAntiAffinity:
+    requiredDuringSchedulingIgnoredDuringExecution:
+      - topologyKey: kubernetes.io/hostname
+        labelSelector:
+          matchLabels:
+            {{- include "fabbench.selectorLabels" . | nindent 12 }}
+            fabbench.dev/role: "ranks"
+{{- end }}
+
 {{/* Pod settings shared by the Job and the MPIJob workers. */}}
 {{- define "fabbench.podCommon" -}}
 {{- if .Values.hostNetwork }}
