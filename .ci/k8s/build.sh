@@ -53,6 +53,19 @@ if [ "${#missing[@]}" -eq 0 ] && [ -f "$out/share/mpi-operator.yaml" ]; then
   echo "$bin"
   exit 0
 fi
+# One build at a time (make test starts one in the background; start.sh calls this script too):
+# a second waits for the first, then builds what is still missing.
+exec 8>"$cache/build.lock"
+if ! flock -n 8; then
+  log "another build.sh is building: waiting for it (at most $((step_timeout * 2)) s)"
+  flock -w $((step_timeout * 2)) 8 || die "another build.sh held $cache/build.lock for $((step_timeout * 2)) s"
+  missing=()
+  for b in "${all[@]}"; do built "$b" || missing+=("$b"); done
+  if [ "${#missing[@]}" -eq 0 ] && [ -f "$out/share/mpi-operator.yaml" ]; then
+    echo "$bin"
+    exit 0
+  fi
+fi
 log "to build into $bin: ${missing[*]}"
 apt_ensure libseccomp-dev pkg-config gcc libc6-dev
 t_all=$SECONDS

@@ -26,27 +26,42 @@ dir=${FABBENCH_K8S_DIR:-/var/tmp/fabbench-k8s}
 exec 9>"$dir/lock"
 flock -w 120 9 || die "another start.sh or stop.sh held $dir/lock for 120 s"
 t0=$SECONDS
+step() { log "$1 (+$((SECONDS - t0)) s)"; }
 
 BIN="" FABBENCH="" HOLDER=""
 # shellcheck disable=SC1091  # written by start.sh
 [ -f "$dir/state.env" ] && . "$dir/state.env"
 
-# stop_pid NAME SECONDS: end the daemon of pid file NAME (only when the pid still runs the
-# executable the file names), SIGTERM then SIGKILL after SECONDS.
-stop_pid() {
-  local f=$dir/pids/$1.pid pid exe end
-  [ -f "$f" ] || return 0
-  read -r pid exe <"$f" || true
-  if [ -n "${pid:-}" ] && [ "$(readlink "/proc/$pid/exe" 2>/dev/null)" = "$exe" ]; then
-    kill -TERM "$pid" 2>/dev/null || true
-    end=$((SECONDS + $2))
-    while [ -d "/proc/$pid" ] && [ $SECONDS -lt $end ]; do sleep 0.2; done
-    kill -KILL "$pid" 2>/dev/null || true
-    end=$((SECONDS + 10))
-    while [ -d "/proc/$pid" ] && [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ] \
-          && [ $SECONDS -lt $end ]; do sleep 0.2; done
-  fi
-  rm -f "$f"
+# stop_pids SECONDS NAME...: end the daemons of pid files NAME (each only when its pid still runs
+# the executable the file names): SIGTERM to all, SIGKILL to those left after SECONDS.
+stop_pids() {
+  local secs=$1 name f pid exe end i state pids=() names=() left=()
+  shift
+  for name in "$@"; do
+    f=$dir/pids/$name.pid
+    [ -f "$f" ] || continue
+    read -r pid exe <"$f" || true
+    if [ -n "${pid:-}" ] && [ "$(readlink "/proc/$pid/exe" 2>/dev/null)" = "$exe" ]; then
+      kill -TERM "$pid" 2>/dev/null || true
+      pids+=("$pid")
+      names+=("$name")
+    fi
+    rm -f "$f"
+  done
+  end=$((SECONDS + secs))
+  while [ $SECONDS -lt $end ]; do
+    left=()
+    for i in "${!pids[@]}"; do
+      state=$(awk '{print $3}' "/proc/${pids[i]}/stat" 2>/dev/null || true)
+      case $state in ""|Z|X) ;; *) left+=("$i") ;; esac
+    done
+    [ "${#left[@]}" -gt 0 ] || return 0
+    sleep 0.2
+  done
+  for i in "${left[@]}"; do
+    log "${names[i]} (pid ${pids[i]}) still ran ${secs} s after SIGTERM: SIGKILL"
+    kill -KILL "${pids[i]}" 2>/dev/null || true
+  done
 }
 
 # The cluster's cgroups: fbk-cp (host daemons), fbk-sys-I (node I's daemons and containerd's
@@ -74,18 +89,19 @@ kill_cgroups() {  # SIGKILL what is left in the cluster's cgroups, until none is
 
 # 1. Node daemons: kubelets and kube-proxies first (they would restart pods), then containerd,
 # then whatever is left of the nodes (shims, pods).
-for f in "$dir"/pids/kubelet-*.pid "$dir"/pids/kube-proxy-*.pid; do
-  [ -f "$f" ] && stop_pid "$(basename "$f" .pid)" 10
-done
-for f in "$dir"/pids/containerd-*.pid; do
-  [ -f "$f" ] && stop_pid "$(basename "$f" .pid)" 10
-done
+names() { for f in "$dir"/pids/"$1"-*.pid; do [ -f "$f" ] && basename "$f" .pid; done; }
+# shellcheck disable=SC2046  # pid file names
+stop_pids 10 $(names kubelet) $(names kube-proxy)
+# shellcheck disable=SC2046
+stop_pids 10 $(names containerd)
+step "node daemons stopped"
 # 2. The control plane and the registry.
-for name in kube-scheduler kube-controller-manager kube-apiserver etcd registry; do
-  stop_pid "$name" 10
-done
+# (kube-apiserver's graceful shutdown outlasts 10 s here; its state is etcd's)
+stop_pids 3 kube-scheduler kube-controller-manager kube-apiserver
+stop_pids 10 etcd registry
 kill_cgroups
 
+step "control plane stopped, cgroups emptied"
 # 3. Mounts under the state folder (pod volumes, container root file systems, pod network
 # namespaces, shm), deepest first.
 mounts_under() { awk -v d="$dir/" 'index($5, d) == 1 {print $5}' /proc/self/mountinfo | sort -r; }
@@ -98,6 +114,7 @@ for _ in 1 2 3; do
   done <<<"$m"
 done
 
+step "mounts removed"
 # 4. The emulated nodes (their namespaces hold kube-proxy's rules; the bridge, the routes).
 if [ -n "$HOLDER" ] && [ -n "$FABBENCH" ]; then
   if [ -d "/proc/$HOLDER" ]; then
@@ -106,14 +123,16 @@ if [ -n "$HOLDER" ] && [ -n "$FABBENCH" ]; then
   fi
 fi
 
+step "emulated nodes down"
 # 5. The cgroups, deepest first.
 for _ in 1 2 3; do
-  left=$(cg_dirs)
-  [ -n "$left" ] || break
-  for d in $left; do find "$d" -depth -type d -exec rmdir {} + 2>/dev/null || true; done
+  cgs=$(cg_dirs)
+  [ -n "$cgs" ] || break
+  for d in $cgs; do find "$d" -depth -type d -exec rmdir {} + 2>/dev/null || true; done
   sleep 0.3
 done
 
+step "cgroups removed"
 # 6. Host paths kubelet, CNI and containerd made outside the state folder (lib.sh's HOST_PATHS):
 # those that were not there before are removed. Of those that were, only what is surely the
 # cluster's: in kubelet's own folders the files added since; CNI's results of our sandboxes; the
@@ -150,17 +169,19 @@ if [ -f "$dir/before/host-paths" ]; then
   done
 fi
 
+step "host paths cleaned"
 # 7. / private again when it was (start.sh made it shared).
 if grep -qx '/ private' "$dir/before/propagation" 2>/dev/null; then
   timeout 10 mount --make-private /
 fi
 
-# 8. What is left? (processes of the cluster's binaries, mounts, cgroups, the emulation)
+# 8. What is left? (the cluster's daemons, mounts, cgroups, the emulation, iptables rules)
 left=()
 if [ -n "$BIN" ]; then
   for p in /proc/[0-9]*; do
     exe=$(readlink "$p/exe" 2>/dev/null) || continue
-    case $exe in "$BIN"/*) left+=("process ${p#/proc/} ($exe)") ;; esac
+    # the cluster's daemons (kubectl, helm and ctr are clients others may be running)
+    case $exe in "$BIN"/kubectl|"$BIN"/helm|"$BIN"/ctr) ;; "$BIN"/*) left+=("process ${p#/proc/} ($exe)") ;; esac
   done
 fi
 while read -r mp; do [ -z "$mp" ] || left+=("mount $mp"); done <<<"$(mounts_under)"
@@ -178,6 +199,7 @@ if [ "${#left[@]}" -gt 0 ]; then
   exit 1
 fi
 
+step "checked: nothing left"
 # 9. The state (the cache stays unless --purge).
 for f in "$dir"/*; do
   case ${f##*/} in

@@ -185,13 +185,14 @@ class K8sCluster:
 
     def wait(self, what: str, condition: str, *, namespace: str | None = None,
              timeout: float = 300) -> subprocess.CompletedProcess:
-        """`kubectl wait WHAT --for=CONDITION` (e.g. "pod/x", "condition=Ready"), with a deadline;
-        on failure the error names the objects' state (describe)."""
+        """`kubectl wait WHAT --for=CONDITION` (WHAT: "pod/x", "pods --all", "job/j"; CONDITION:
+        "condition=Ready", "condition=complete", "delete"), with a deadline; on failure the
+        error names the objects' state (kubectl describe)."""
         ns = ["-n", namespace] if namespace else []
-        p = self.kubectl("wait", *ns, what, f"--for={condition}", f"--timeout={int(timeout)}s",
-                         timeout=timeout + 30, check=False)
+        p = self.kubectl("wait", *ns, *what.split(), f"--for={condition}",
+                         f"--timeout={int(timeout)}s", timeout=timeout + 30, check=False)
         if p.returncode != 0:
-            described = self.kubectl("describe", *ns, what, check=False, timeout=60)
+            described = self.kubectl("describe", *ns, *what.split(), check=False, timeout=60)
             raise ClusterError(f"{what} not {condition} within {timeout:g} s: {p.stderr.strip()}\n"
                                f"{described.stdout[-4000:]}")
         return p
