@@ -9,8 +9,8 @@
 #
 #   .ci/k8s/stop.sh [--purge]
 #
-# Exit 0 when nothing of the cluster is left; 1, naming what is left, otherwise. Deadline: each
-# step is bounded (about 3 minutes in all at worst).
+# Exit 0 when nothing of the cluster is left; 1, naming what is left, otherwise; 124 past its
+# deadline (FABBENCH_K8S_STOP_TIMEOUT, default 240 s; each step has its own too).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -20,6 +20,11 @@ export LOG_TAG=k8s-stop
 purge=0
 case ${1:-} in --purge) purge=1 ;; "") ;; *) echo "usage: $0 [--purge]" >&2; exit 2 ;; esac
 [ "$(id -u)" -eq 0 ] || { echo "stop.sh: needs root" >&2; exit 3; }
+# The whole of it under a deadline (FABBENCH_K8S_STOP_TIMEOUT, default 240 s): what a stopped run
+# leaves, the next removes.
+if [ -z "${FABBENCH_K8S_STOP_DEADLINE:-}" ]; then
+  FABBENCH_K8S_STOP_DEADLINE=1 exec timeout --kill-after=10 "${FABBENCH_K8S_STOP_TIMEOUT:-240}" "$0" "$@"
+fi
 
 dir=${FABBENCH_K8S_DIR:-/var/tmp/fabbench-k8s}
 [ -d "$dir" ] || exit 0

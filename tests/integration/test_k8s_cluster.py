@@ -17,10 +17,13 @@ from pathlib import Path
 import pytest
 
 from integration.k8s_cluster import (
+    BUILD_TIMEOUT_S,
     K8S,
     K8S_TIMEOUT_S,
     STATE_DIR,
+    STOP_TIMEOUT_S,
     K8sCluster,
+    image_for_cluster,
     k8s_cluster,
     skip_reason,
     stop,
@@ -36,6 +39,52 @@ LINK_BIT_S = 250e6  # every node's link
 SLOW_NODE, SLOW_BIT_S = 2, 100e6  # fbk-2's
 NS = "fbk-test"
 POD_TIMEOUT_S = 300  # a first pull of the image (~1 GB) over a 100 Mbit/s link fits
+
+
+def test_a_start_stopped_midway_leaves_nothing():
+    """First in the module, before its cluster: start.sh, sent SIGTERM once the API server is up,
+    tears down what it made (emulated nodes, daemons, cgroups) and exits non-zero."""
+    if (STATE_DIR / "state.env").exists():
+        pytest.skip(f"a cluster runs in {STATE_DIR}")
+    # the binaries and the image first, each under its own deadline (as start() does)
+    subprocess.run([str(K8S / "build.sh")], capture_output=True, timeout=BUILD_TIMEOUT_S,
+                   check=True)
+    env = {**os.environ, "FABBENCH_K8S_IMAGE": image_for_cluster()}
+    proc = subprocess.Popen([str(K8S / "start.sh"), "2"], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    seen = []
+    try:
+        end = time.monotonic() + 300
+        while time.monotonic() < end:
+            line = proc.stderr.readline()
+            if not line:
+                break
+            seen.append(line)
+            if line.startswith("[k8s-start] kube-apiserver ("):
+                break
+        assert seen and seen[-1].startswith("[k8s-start] kube-apiserver ("), "".join(seen)
+        holder = re.search(r"on fbbr(\d+) ", "".join(seen))[1]
+        proc.terminate()
+        _, err = proc.communicate(timeout=STOP_TIMEOUT_S + 60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=60)
+    assert proc.returncode != 0
+    assert "start failed: tearing down" in err, err
+    left = [f"netns {n}" for n in _lines(["ip", "netns", "list"])
+            if n.startswith(f"fabbench-{holder}-")]
+    left += [f"cgroup {c}" for c in _cgroups()]
+    left += [f"mount {m}" for m in _mounts_under(str(STATE_DIR))]
+    left += [f"process {p}" for p in _processes_of(_bin_dir())]
+    left += ["state.env"] if (STATE_DIR / "state.env").exists() else []
+    assert not left, f"left after an interrupted start: {left}\n{err[-3000:]}"
+
+
+def _bin_dir() -> str:
+    """The folder build.sh puts the binaries in."""
+    return subprocess.run([str(K8S / "build.sh"), "--dir"], capture_output=True, text=True,
+                          timeout=30, check=True).stdout.strip()
 
 
 @pytest.fixture(scope="module")
@@ -121,6 +170,16 @@ def test_three_nodes_ready_with_their_names_and_emulated_addresses(cluster):
         assert internal == [cluster.node_addresses[i]] and _in_range(internal[0]), internal
         assert status["nodeInfo"]["kubeletVersion"] == "v1.36.3"
         assert status["nodeInfo"]["containerRuntimeVersion"] == "containerd://2.4.2"
+
+
+def test_the_mpi_operator_runs_and_helm_answers(cluster):
+    crd = cluster.kubectl_json("get", "crd", "mpijobs.kubeflow.org")
+    assert "v2beta1" in [v["name"] for v in crd["spec"]["versions"] if v["served"]]
+    deploy = cluster.kubectl_json("get", "deployment", "mpi-operator", "-n", "mpi-operator")
+    assert deploy["status"].get("availableReplicas") == 1
+    assert deploy["spec"]["template"]["spec"]["containers"][0]["image"] == \
+        cluster.env["MPI_OPERATOR_IMAGE"]
+    assert "v3.22.0" in cluster.helm("version", "--short", timeout=30).stdout
 
 
 def test_a_pod_reaches_a_pod_on_another_node_by_its_ip(cluster, pods):
