@@ -1,8 +1,9 @@
 """How the analysis commands scale with the records they read: `report`, `compare`, `verify`,
-`baseline` and `model` timed on files of about 1,000, 10,000 and 100,000 records, with the peak
-memory (ru_maxrss) of each command's process, for this checkout's fabbench and, with --before,
-for another checkout of it (a `git worktree` of an older commit) on the same files in the same
-run, the two alternating so that a busy neighbour slows both alike (docs/performance.md).
+`baseline` and `model` timed on files of about 1,000, 10,000 and 100,000 records, with the CPU
+time and peak memory (VmHWM) of each command's process, for this checkout's fabbench and, with
+--before, for another checkout of it (a `git worktree` of an older commit) on the same files in
+the same run, the two alternating so that a busy neighbour slows both alike
+(docs/performance.md).
 
 The files are made from real records: a results file of a real run (--source; by default the
 demo's, `fabbench run --fabric ethernet`, made once into --work) is repeated, run by run, under
@@ -13,6 +14,7 @@ as A (the first) against each of the others.
     .venv/bin/python bench/report_scale.py --source /tmp/demo.jsonl             # after only
     git worktree add /tmp/fb-before HEAD~1
     .venv/bin/python bench/report_scale.py --source /tmp/demo.jsonl --before /tmp/fb-before
+    git worktree remove /tmp/fb-before
     .venv/bin/python bench/report_scale.py --sizes 1000 --commands report --repeat 5
 """
 
@@ -64,9 +66,12 @@ def copies(runs: list[list[dict]], at_least: int) -> Iterator[str]:
 
 def generate(source: Path, size: int, out: Path) -> int:
     """A file of at least ``size`` records made of ``source``'s runs; the records written."""
-    lines = list(copies(runs_of(source), size))
-    out.write_text("\n".join(lines) + "\n")
-    return len(lines)
+    written = 0
+    with out.open("w") as f:
+        for line in copies(runs_of(source), size):
+            f.write(line + "\n")
+            written += 1
+    return written
 
 
 def demo_file(work: Path) -> Path:
@@ -96,23 +101,39 @@ def argv_of(command: str, path: Path, scratch: Path) -> list[str]:
     raise ValueError(command)
 
 
-def timed(src: Path, argv: list[str]) -> tuple[float, float, float]:
+# `fabbench ARGV` run by a process that writes its own peak RSS (VmHWM: the high-water mark of
+# its memory since exec) to a file when it exits. ru_maxrss would not do: Linux counts in it the
+# memory of the process that forked it, before exec.
+WRAPPER = """import atexit, sys
+peak_to = sys.argv.pop(1)
+def peak():
+    with open('/proc/self/status') as status, open(peak_to, 'w') as out:
+        out.write(next(line for line in status if line.startswith('VmHWM:')).split()[1])
+atexit.register(peak)
+from fabbench.cli.main import main
+main(sys.argv[1:])
+"""
+
+
+def timed(src: Path, argv: list[str], scratch: Path) -> tuple[float, float, float]:
     """Run ``fabbench ARGV`` with the package of ``src`` first on the path: wall seconds, CPU
     seconds (user + system: what a busy neighbour inflates less) and peak RSS (MiB) of that
     process. Exit codes 0 and 1 are results (verify's 1: a floor failed)."""
     env = {**os.environ, "PYTHONPATH": str(src)}
+    peak = scratch / "peak-kib"
+    peak.unlink(missing_ok=True)
     start = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "fabbench", *argv], env=env,
+    proc = subprocess.Popen([sys.executable, "-c", WRAPPER, str(peak), *argv], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     assert proc.stderr is not None
     err = proc.stderr.read()
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
     proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode not in (0, 1):
+    if proc.returncode not in (0, 1) or not peak.exists():
         sys.exit(f"bench/report_scale.py: {' '.join(argv)} ({src}) failed "
                  f"({proc.returncode}): {err.decode(errors='replace')[-2000:]}")
-    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+    return wall, usage.ru_utime + usage.ru_stime, int(peak.read_text()) / 1024
 
 
 def main() -> None:
@@ -124,6 +145,8 @@ def main() -> None:
     p.add_argument("--commands", default=",".join(COMMANDS))
     p.add_argument("--before", type=Path,
                    help="another checkout of fabbench (a git worktree) to time beside this one")
+    p.add_argument("--after", type=Path, default=REPO,
+                   help="the checkout timed as 'after' (default: this one)")
     p.add_argument("--repeat", type=int, default=3, help="runs of each command (median kept)")
     p.add_argument("--compare-up-to", type=int, default=10_000, metavar="RECORDS",
                    help="compare only files up to this size: compare tests every point of "
@@ -135,7 +158,7 @@ def main() -> None:
     unknown = set(commands) - set(COMMANDS)
     if unknown:
         sys.exit(f"bench/report_scale.py: no command {', '.join(sorted(unknown))}")
-    sides = {"after": REPO / "src"}
+    sides = {"after": args.after / "src"}
     if args.before is not None:
         sides = {"before": args.before / "src", **sides}
     with tempfile.TemporaryDirectory() as tmp:
@@ -160,7 +183,8 @@ def main() -> None:
                 got: dict[str, list[tuple[float, float, float]]] = {s: [] for s in sides}
                 for _ in range(args.repeat):
                     for side, src in sides.items():  # alternate: before, after, before, ...
-                        got[side].append(timed(src, argv_of(command, files[size], work)))
+                        got[side].append(timed(src, argv_of(command, files[size], work),
+                                               work))
                 row = {"command": command, "records": made[size]}
                 for side, results in got.items():
                     row[f"{side}_s"] = statistics.median(r[0] for r in results)
