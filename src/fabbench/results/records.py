@@ -84,12 +84,12 @@ def _all_finite(value: Any) -> bool:
     none; False, that it may (it decides). The numbers of a list or an object are added up in
     one pass in C: a NaN or an Infinity among them makes the sum one (so does a sum past
     float's range: _finite looks then, and finds none)."""
-    kind = type(value)
-    if kind in _SCALARS:
+    exact = type(value)
+    if exact in _SCALARS:
         return True
-    if kind is dict:
+    if exact is dict:
         items: Any = value.values()
-    elif kind is list:
+    elif exact is list:
         items = value
     elif isinstance(value, float):
         return math.isfinite(value)
