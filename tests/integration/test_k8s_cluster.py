@@ -13,6 +13,7 @@ import re
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -96,7 +97,7 @@ def cluster():
 
 def _pod(name: str, node: str, image: str, command: str, *, labels: dict | None = None,
          port: int | None = None) -> dict:
-    container = {"name": "main", "image": image, "command": ["sh", "-c", command],
+    container: dict[str, Any] = {"name": "main", "image": image, "command": ["sh", "-c", command],
                  "env": [{"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath":
                                                                      "spec.nodeName"}}}]}
     if port:
