@@ -228,10 +228,21 @@ def image_for_cluster(timeout: float = IMAGE_TIMEOUT_S) -> str:
     return p.stdout.strip().splitlines()[-1]
 
 
+def raise_background_build() -> None:
+    """make test starts build.sh in the background at nice 19, in a process group of its own
+    (FABBENCH_K8S_BUILD_PGID, Makefile), to take the cores the rest of the suite leaves idle; a
+    test that now waits for it (build.sh's lock) raises the whole group to normal priority."""
+    pgid = os.environ.get("FABBENCH_K8S_BUILD_PGID", "")
+    if pgid.isdigit():
+        subprocess.run(["renice", "-n", "0", "-g", pgid], capture_output=True, timeout=10,
+                       check=False)  # gone already (built, or it failed): build.sh says which
+
+
 def start(nodes: int = 3, *, link: str = "1gbit", slow_nodes: tuple[str, ...] = (),
           image: str | None = None, timeout: float = START_TIMEOUT_S) -> K8sCluster:
     """Build what is missing (binaries, image; each under its own deadline), then start.sh.
     ``slow_nodes``: "I:RATE" each (emulate's --slow-node)."""
+    raise_background_build()
     _run([str(K8S / "build.sh")], BUILD_TIMEOUT_S)
     image = image or image_for_cluster()
     argv = [str(K8S / "start.sh"), str(nodes), "--link", link]
