@@ -86,10 +86,24 @@ def test_a_lost_or_foreign_line_is_refused():
     lines[4] = lines[4].replace('"', "'", 2)
     with pytest.raises(UsageError, match="do not match its end line"):
         blocks("\n".join(lines))
-    prefixed = logged(prefix="[1,0]<stdout>:").splitlines()
-    prefixed.insert(4, "[1,1]<stderr>:a warning")
-    with pytest.raises(UsageError, match="log line 5: .*without the block's prefix"):
-        blocks("\n".join(prefixed))
+    broken = logged().splitlines()
+    broken[4] += "a warning"  # another process's bytes inside a line of the file
+    with pytest.raises(UsageError, match="do not match its end line"):
+        blocks("\n".join(broken))
+
+
+@pytest.mark.parametrize("prefix", ["", "[1,0]<stdout>:"])
+def test_other_processes_lines_in_the_block_are_passed_over(prefix):
+    """The lines other ranks, mpirun or ssh write while rank 0 writes its block (mpirun carries
+    them all to the launcher's log, untagged or tagged as theirs) are not the file's: the
+    block is read whole."""
+    mixed = logged(prefix=prefix).splitlines()
+    mixed.insert(4, "Warning: Permanently added 'fb-worker-1' (ED25519) to the known hosts.")
+    mixed.insert(6, "[1,1]<stdout>:fabbench: rank 1: done")
+    (got,) = blocks("\n".join(mixed))
+    (want,) = blocks(logged(prefix=prefix))
+    assert got.lines == want.lines and got.name == want.name
+    assert len(got.lines) == len(RUN.read_text().splitlines())
 
 
 def test_every_record_is_checked_and_named_by_its_log_line(tmp_path):

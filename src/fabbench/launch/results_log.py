@@ -4,15 +4,18 @@ rank 0 writes the finished file to its stdout between two marker lines, and `fab
 reads it back out of `kubectl logs`, every record checked by the results reader.
 
     -----BEGIN FABBENCH RESULTS fabbench-results/1 name=<file name>-----
-    <the results file's lines, as written>
+    |fb| <each line of the results file, as written>
     -----END FABBENCH RESULTS lines=<N> sha256=<of the lines, each with its \\n> name=<...>-----
 
 Rank 0 does this when FABBENCH_RESULTS_TO_LOG is 1 (the chart and `fabbench render k8s` set it
 when the results volume is an emptyDir), once its file is closed, a failed run's too. In an
 MPIJob rank 0 runs on a worker and mpirun carries its output to the launcher's log. The lines of
 a block may carry a prefix the log added (kubectl logs --prefix, mpirun --tag-output): the
-begin line's, the same on every line of the block. The end line's count and checksum tell a
-block cut short (the kubelet rotated the log, rank 0 was killed) or mixed with other output.
+begin line's, the same on every line of the block. Each line of the file is marked (|fb| ), so
+that the lines other processes write into the same log meanwhile (the other ranks, mpirun, ssh:
+mpirun forwards them all) are told from the block's own and passed over. The end line's count
+and checksum tell a block cut short (the kubelet rotated the log, rank 0 was killed) or a line
+broken by other output.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from fabbench.errors import UsageError
 ENV = "FABBENCH_RESULTS_TO_LOG"
 FORMAT = "fabbench-results/1"
 _BEGIN = "-----BEGIN FABBENCH RESULTS "
+_MARK = "|fb| "  # on each line of the file in the block
 _END = "-----END FABBENCH RESULTS "
 _BEGIN_LINE = re.compile(r"^(?P<prefix>.*?)-----BEGIN FABBENCH RESULTS (?P<format>\S+) "
                          r"name=(?P<name>.+)-----$")
@@ -60,7 +64,7 @@ def emit(path: str | os.PathLike, stream: TextIO | None = None) -> int:
     stream = sys.stdout if stream is None else stream
     name = Path(path).name
     lines = Path(path).read_text(errors="replace").splitlines()
-    text = [f"{_BEGIN}{FORMAT} name={name}-----", *lines,
+    text = [f"{_BEGIN}{FORMAT} name={name}-----", *(_MARK + line for line in lines),
             f"{_END}lines={len(lines)} sha256={_digest(lines)} name={name}-----"]
     stream.write("\n".join(text) + "\n")
     stream.flush()
@@ -100,17 +104,17 @@ def blocks(text: str) -> list[LoggedFile]:
             line = log[number]
             number += 1
             if not line.startswith(prefix):
-                raise UsageError(f"log line {number}: inside the results block of {name}, a line "
-                                 f"without the block's prefix {prefix!r} (another process's "
-                                 "output, or kubectl logs --timestamps: leave it out)")
+                continue  # another process's line (another tag): not this block's
             line = line[len(prefix):]
+            if line.startswith(_MARK):
+                body.append(line[len(_MARK):])
+                continue
+            if line.startswith(_BEGIN):
+                raise UsageError(f"log line {number}: the results block of {name} is "
+                                 "broken by another marker line")
             end = _END_LINE.match(line)
             if end is None:
-                if line.startswith((_BEGIN, _END)):
-                    raise UsageError(f"log line {number}: the results block of {name} is "
-                                     "broken by another marker line")
-                body.append(line)
-                continue
+                continue  # a line another process wrote meanwhile: not the file's
             if end["name"] != name or int(end["lines"]) != len(body) \
                     or end["sha"] != _digest(body):
                 raise UsageError(
