@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fabbench.timing.stats import MIN_CI_SAMPLES, STABLE_REL
 
@@ -73,27 +73,26 @@ def _rankdata(values: np.ndarray) -> np.ndarray:
     return (sums / counts)[inverse]
 
 
-@functools.lru_cache(maxsize=256)
-def _draws(nx: int, ny: int, resamples: int) -> tuple[np.ndarray, np.ndarray]:
-    """The resampling indices of a comparison of nx samples with ny: the seeded generator's
-    first draw for A, its second for B. Every comparison of the same sizes draws the same."""
+@functools.lru_cache(maxsize=1024)
+def _after_first_draw(nx: int, resamples: int) -> Mapping[str, Any]:
+    """The seeded generator's state once it has drawn A's resampling indices (nx samples): B's
+    are its next draw. Every comparison of nx samples draws the same: a state is kept, not the
+    draws (their sizes vary point by point)."""
     import numpy as np
 
     rng = np.random.default_rng(_SEED)
-    first = rng.integers(0, nx, (resamples, nx))
-    second = rng.integers(0, ny, (resamples, ny))
-    first.flags.writeable = second.flags.writeable = False
-    return first, second
+    rng.integers(0, nx, (resamples, nx))
+    return rng.bit_generator.state
 
 
 @functools.lru_cache(maxsize=512)
 def _baseline_medians(samples: tuple[float, ...], resamples: int) -> np.ndarray:
-    """The medians of A's bootstrap resamples (the first draw). A compare of many runs against
-    one tests each of A's points again and again: they are made once (read-only)."""
+    """The medians of A's bootstrap resamples (the seeded generator's first draw). A compare of
+    many runs against one tests each of A's points again and again: they are made once."""
     import numpy as np
 
-    medians: np.ndarray = np.median(
-        np.asarray(samples, float)[_draws(len(samples), 1, resamples)[0]], axis=1)
+    draws = np.random.default_rng(_SEED).integers(0, len(samples), (resamples, len(samples)))
+    medians: np.ndarray = np.median(np.asarray(samples, float)[draws], axis=1)
     medians.flags.writeable = False
     return medians
 
@@ -107,7 +106,9 @@ def bootstrap_median_ratio(a: Sequence[float], b: Sequence[float],
     x, y = np.asarray(a, float), np.asarray(b, float)
     if len(x) == 0 or len(y) == 0 or np.median(x) <= 0:
         raise ValueError("a ratio of medians needs positive samples on both sides")
-    my = np.median(y[_draws(len(x), len(y), resamples)[1]], axis=1)
+    rng = np.random.default_rng(_SEED)
+    rng.bit_generator.state = _after_first_draw(len(x), resamples)
+    my = np.median(y[rng.integers(0, len(y), (resamples, len(y)))], axis=1)
     ratios = my / _baseline_medians(tuple(x.tolist()), resamples)
     tail = (1 - level) / 2 * 100
     low, high = np.percentile(ratios, [tail, 100 - tail])
