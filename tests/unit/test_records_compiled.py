@@ -175,6 +175,9 @@ INSTANCES = st.recursive(
 @example({"pattern": "a$"}, "xa\n")  # re.search: $ before a final newline
 @example({"required": ["a"], "properties": {"a": {"type": "null"}}}, {"a": None})
 @example({"properties": {"a": {}}, "additionalProperties": {"type": "null"}}, {"a": 1, "b": 1})
+@example({"items": {"type": "number", "minimum": 0, "exclusiveMaximum": 2}}, [0, 1.5, 2])
+@example({"items": {"type": "number", "minimum": 0}}, [0, True, 1.0])
+@example({"items": {"type": ["number"], "maximum": 0}}, [])
 def test_any_schema_of_the_compiled_keywords_judges_as_jsonschema_does(schema, instance):
     """Beyond schema.json: schemas made of every keyword compiled, nested every way."""
     errors = list(records._finite_class()(schema).iter_errors(instance))

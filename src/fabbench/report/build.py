@@ -14,6 +14,7 @@ from fabbench.report import pairs, tables
 from fabbench.report.compare import Comparison, compare
 from fabbench.report.late import late_ranks
 from fabbench.results import lines
+from fabbench.results.reader import collector_paused
 from fabbench.results.records import best_pairs
 from fabbench.results.runs import Series, expand, load
 from fabbench.workload_spec import load_entry
@@ -68,8 +69,16 @@ def make_report(paths: Sequence[str | Path], *, html: Path | None = None,
                 title: str | None = None, floors: Path | None = None) -> Outputs:
     """The report of results files; ``floors``: a floors file to place the figures against
     (default: the shipped reference floors)."""
+    with collector_paused():
+        return _report(paths, html=html, plots_dir=plots_dir, csv=csv, title=title,
+                       floors=floors)
+
+
+def _report(paths: Sequence[str | Path], *, html: Path | None, plots_dir: Path | None,
+            csv: Path | None, title: str | None, floors: Path | None) -> Outputs:
     from fabbench.floors.foreign import read_foreign
     from fabbench.floors.verify import is_fabbench
+
     files = expand(paths)
     own = [f for f in files if is_fabbench(f)]
     series = load(own) if own else []
@@ -184,12 +193,13 @@ def findings_json(series: Sequence[Series]) -> list[dict]:
 def make_compare(paths: Sequence[str | Path], *, html: Path | None = None,
                  plots_dir: Path | None = None, csv: Path | None = None,
                  title: str | None = None) -> Outputs:
-    series = load(paths)
-    comparison = compare(series)
-    out = Outputs(series, "", tables.warnings_of(series), comparison=comparison)
-    out.warnings += comparison.unmatched
-    _finish(out, html=html, plots_dir=plots_dir, csv=csv,
-            title=title or f"fabbench compare: {' vs '.join(s.label for s in series)}")
+    with collector_paused():
+        series = load(paths)
+        comparison = compare(series)
+        out = Outputs(series, "", tables.warnings_of(series), comparison=comparison)
+        out.warnings += comparison.unmatched
+        _finish(out, html=html, plots_dir=plots_dir, csv=csv,
+                title=title or f"fabbench compare: {' vs '.join(s.label for s in series)}")
     return out
 
 

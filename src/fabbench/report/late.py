@@ -47,6 +47,13 @@ class LateRank:
                 f"{100 * self.own_share:.0f}% of theirs")
 
 
+def _median(values: Sequence[float]) -> float:
+    """statistics.median's value, without its generality (twice per rank of every point)."""
+    ordered = sorted(values)
+    half = len(ordered) // 2
+    return ordered[half] if len(ordered) % 2 else (ordered[half - 1] + ordered[half]) / 2
+
+
 def late_ranks(records: Iterable[Collective], hosts: Sequence[str] | None = None
                ) -> tuple[list[LateRank], int]:
     """The late ranks of one run's collective records, and how many points were judged."""
@@ -58,9 +65,9 @@ def late_ranks(records: Iterable[Collective], hosts: Sequence[str] | None = None
                 or not all(per_rank):
             continue
         points += 1
-        p50 = [statistics.median(xs) for xs in per_rank]
+        p50 = [_median(xs) for xs in per_rank]
         for rank, mine in enumerate(p50):
-            others = statistics.median(p50[:rank] + p50[rank + 1:])
+            others = _median(p50[:rank] + p50[rank + 1:])
             if others > 0 and mine < LATE_SHARE * others:
                 late.setdefault(rank, []).append((r.op, mine / others, others - mine))
     found = []

@@ -147,6 +147,7 @@ def _inlined(ref: Any, root: Mapping[str, Any], *, lenient: bool, reported: bool
 
 _EXACT = frozenset({dict, list, str, int, float, bool, type(None)})  # JSON's values' types
 _MISSING = object()
+_NUMBERS = frozenset({int, float})
 # a JSON type as a test of a value ``v`` whose exact type is ``t``, jsonschema's way: a bool
 # is not a number, a float with no fraction is an integer
 _TYPE_TESTS = {"object": "{t} is dict", "array": "{t} is list", "string": "{t} is str",
@@ -167,6 +168,7 @@ class _Source:
     def __init__(self) -> None:
         self.functions: list[str] = []
         self.names: dict[str, Any] = {"_EXACT": _EXACT, "_MISSING": _MISSING,
+                                      "_NUMBERS": _NUMBERS,
                                       "Undecided": Undecided}
         self.count = 0
 
@@ -219,10 +221,21 @@ class _Source:
                        f"{self.constant(frozenset(schema['required']))}: return False")
         self.object(schema, v, t, ind, out)
         if "items" in schema and schema["items"]:
-            item = self.fresh("x")
-            out += [f"{ind}if {t} is list:", f"{ind}    for {item} in {v}:"]
+            item, items = self.fresh("x"), schema["items"]
+            out.append(f"{ind}if {t} is list:")
+            if items.get("type") in ("number", ["number"]) and set(items) <= {"type", *_BOUNDS}:
+                # a list of numbers (samples): its types, least and greatest found in C
+                out.append(f"{ind}    if _NUMBERS.issuperset(map(type, {v})):")
+                for key, op in _BOUNDS.items():
+                    if key in items:
+                        end = "min" if key.startswith(("min", "exclusiveMin")) else "max"
+                        out.append(f"{ind}        if {v} and {end}({v}) {op} "
+                                   f"{self.constant(items[key])}: return False")
+                out += [f"{ind}        pass", f"{ind}    else:"]
+                ind += "    "
+            out.append(f"{ind}    for {item} in {v}:")
             inner: list[str] = []
-            self.body(schema["items"], item, ind + "        ", inner)
+            self.body(items, item, ind + "        ", inner)
             out += inner or [f"{ind}        pass"]
         for sub in schema.get("allOf", ()):
             self.body(sub, v, ind, out)

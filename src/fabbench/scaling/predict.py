@@ -13,6 +13,7 @@ from typing import Any
 
 from fabbench.errors import UsageError
 from fabbench.results.link import ceiling_of, link_of
+from fabbench.results.reader import collector_paused
 from fabbench.results.records import Train
 from fabbench.results.runs import load
 from fabbench.scaling import costs, hierarchy, whatif
@@ -61,7 +62,11 @@ def _allreduce_fit(fits: list[Fit], single_node: set[str] | None = None) -> Fit 
 
 
 def build(paths: Iterable[str | Path], options: ModelOptions) -> dict[str, Any]:
-    paths = list(paths)
+    with collector_paused():  # reading and fitting make no cycles (results.reader)
+        return _build(list(paths), options)
+
+
+def _build(paths: list[str | Path], options: ModelOptions) -> dict[str, Any]:
     series = load(paths)
     collectives = [c for s in series for c in s.collectives]
     trains = [t for s in series for t in s.train]
