@@ -511,6 +511,10 @@ for ((i = 0; i < nodes; i++)); do
   for ((j = 0; j < nodes; j++)); do
     [ "$i" = "$j" ] || ip -n "${node_ns[i]}" route replace "${cidr[j]}" via "${node_ip[j]}" dev "$iface"
   done
+  # Service addresses from the node's own network (hostNetwork pods: the health check's): a
+  # socket needs a route before kube-proxy's OUTPUT rules can rewrite the address, and the
+  # node namespaces have no default route ("Network is unreachable" for CoreDNS otherwise)
+  ip -n "${node_ns[i]}" route replace "$svc_cidr" dev "$iface"
 done
 wait_for "nodes Ready" 180 nodes_ready
 stage "nodes Ready: ${names[*]}"
