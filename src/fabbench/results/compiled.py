@@ -159,7 +159,7 @@ _LENGTHS = {"minLength": ("str", "<"), "maxLength": ("str", ">"),
             "minItems": ("list", "<"), "maxItems": ("list", ">")}
 
 
-class _Source:
+class _CheckSource:
     """Python source of a prepared schema's check: one function per schema that another's
     result depends on (anyOf, oneOf, not, if), every other keyword inline in its parent's
     function, each failing test a ``return False``. A value whose type is no exact JSON type
@@ -283,8 +283,8 @@ class _Source:
 
 
 def _compiled(schema: dict[str, Any]) -> Check:
-    """The check of a prepared schema, compiled to Python (see _Source)."""
-    source = _Source()
+    """The check of a prepared schema, compiled to Python (see _CheckSource)."""
+    source = _CheckSource()
     name = source.function(schema)
     code = compile("\n\n".join(source.functions), "<fabbench schema check>", "exec")
     exec(code, source.names)  # noqa: S102 - our own source, made of the schema above
