@@ -84,7 +84,7 @@ def test_a_name_that_never_resolves_falls_to_the_default_route_and_says_so(tmp_p
 
 
 def test_mpirun_ranks_route_to_mpiruns_host(tmp_path):
-    uri = "1275723776.0;tcp://198.19.2.9,10.1.0.4:52145;tcp6://[fd00::2]:42673"
+    uri = "1275723776.0;tcp://198.19.2.9,198.18.5.4:52145;tcp6://[2001:2::2]:42673"
     net = Network({"198.19.2.9": ["198.19.2.9"]}, {"198.19.2.9": "198.19.0.7"}, POD_ADDRS)
     picked = pick_interface({"OMPI_MCA_orte_hnp_uri": uri}, **net.rules(pod(tmp_path)))
     assert picked.name == "eth0"
@@ -92,9 +92,9 @@ def test_mpirun_ranks_route_to_mpiruns_host(tmp_path):
 
 
 @pytest.mark.parametrize("uri,address", [
-    ("1.0;tcp://192.0.2.2:52145;tcp6://[fd00::2]:42673", "192.0.2.2"),
-    ("1.0;tcp://192.0.2.2,10.0.0.1:52145", "192.0.2.2"),
-    ("1.0;tcp6://[fd00::2]:42673", "fd00::2"),
+    ("1.0;tcp://198.18.6.2:52145;tcp6://[2001:2::2]:42673", "198.18.6.2"),
+    ("1.0;tcp://198.18.6.2,198.18.5.1:52145", "198.18.6.2"),
+    ("1.0;tcp6://[2001:2::2]:42673", "2001:2::2"),
     ("1.0;usock://x", None), ("", None), ("garbage", None)])
 def test_hnp_address(uri, address):
     assert hnp_address(uri) == address
@@ -113,17 +113,17 @@ def test_a_route_held_by_another_interface_is_that_interface(tmp_path):
     """Two NICs (a pod with a second network): the peer's route decides, not the default."""
     root = host(tmp_path, {"lo": ("772", "unknown"), "eth0": ("1", "up"), "net1": ("1", "up")},
                 ["eth0\t00000000\t010013C6\t0003\t0\t0\t0\t00000000\t0\t0\t0"])
-    net = Network({"peer": ["192.168.7.2"]}, {"192.168.7.2": "192.168.7.1"},
-                  {**POD_ADDRS, "net1": ["192.168.7.1"]})
+    net = Network({"peer": ["198.18.7.2"]}, {"198.18.7.2": "198.18.7.1"},
+                  {**POD_ADDRS, "net1": ["198.18.7.1"]})
     assert pick_interface({"MASTER_ADDR": "peer"}, **net.rules(root)).name == "net1"
 
 
 def test_nothing_answers(tmp_path):
     root = host(tmp_path, {"lo": ("772", "unknown"), "a": ("1", "up"), "b": ("1", "up")}, [])
-    net = Network({"peer": ["192.0.2.1"]}, {}, POD_ADDRS)
+    net = Network({"peer": ["198.18.6.1"]}, {}, POD_ADDRS)
     picked = pick_interface({"MASTER_ADDR": "peer"}, **net.rules(root))
     assert picked.name is None
-    assert picked.why == ("no route to MASTER_ADDR peer (192.0.2.1); no default route; "
+    assert picked.why == ("no route to MASTER_ADDR peer (198.18.6.1); no default route; "
                           "interfaces up besides loopback: a, b")
 
 
