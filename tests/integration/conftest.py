@@ -27,7 +27,7 @@ from integration.test_registry import BUILD_TIMEOUT_S, Published, clean_env, key
 # The modules that start a Kubernetes cluster run last, in this order: make test builds the
 # cluster's binaries in the background while the rest of the suite runs (Makefile), and their
 # start waits for that build.
-K8S_MODULES = ("test_k8s_cluster.py", "test_k8s_chart.py")
+K8S_MODULES = ("test_k8s_cluster.py", "test_k8s_chart.py", "test_k8s_slow_node.py")
 
 
 def pytest_collection_modifyitems(items):

@@ -7,6 +7,8 @@ cpu image by digest from the cluster's TLS registry, and the pods measure across
   kubelets' nodes, busbw at the largest size against the link;
 - `helm install` with nothing set but the image: the default primitive (mpi) as an MPIJob, which
   the mpi-operator runs over the image's sshd: Succeeded, the launcher's hostfile, the results;
+- the health check: its CronJob triggered once (`kubectl create job --from=cronjob/...`) labels
+  every node of the healthy cluster pass, with its figure (test_k8s_slow_node.py: one slow node);
 - failures that end: a digest the registry does not have, more nodes than the cluster has, a rank
   killed mid-run, each ending with its reason in one line within its deadline;
 - `helm uninstall` leaves nothing of the release.
@@ -326,4 +328,61 @@ def test_a_rank_killed_mid_run_fails_the_job_and_its_peers_end(cluster, tmp_path
                 cluster, ns, f"batch.kubernetes.io/job-name={RELEASE}")):
             assert time.monotonic() < deadline, why(cluster, ns, "job-name=" + RELEASE)
             time.sleep(2)
+        uninstall_leaves_nothing(cluster, ns)
+
+
+# ---- the health check -------------------------------------------------------------------------
+
+# A node's pairs figure is the median of its pairs' bandwidth at the largest size. The floor,
+# 0.035 GB/s (0.28 of the 1 Gbit/s link), lies above what a 250 Mbit/s link can carry at all
+# (0.031 GB/s: test_k8s_slow_node.py's slow node fails whatever the noise) and below what gloo's
+# pairs measured for healthy nodes here: 0.057-0.063 GB/s on 3 healthy nodes, 0.044-0.050 beside
+# the slow node (one of their three pairs is with it; the others share the 2 cores).
+HEALTH_FLOOR_GBYTE_S = 0.035
+
+
+def pairs_floors(at_least: float) -> str:
+    return ('format = "fabbench-floors/1"\nname = "k8s test"\n[[rule]]\nid = "pairs-node-bw"\n'
+            'source = "a share of the emulated 1 Gbit/s link"\nworkload = "pairs"\n'
+            f'per_node = true\nmetric = "bw"\nat_least = {at_least}\nunit = "GB/s"\n')
+
+
+def health_check(cluster: K8sCluster, ns: str, tmp_path: Path
+                 ) -> tuple[tuple[str, str], dict[str, tuple[str | None, str | None]]]:
+    """Install the chart's health check on every node and trigger its CronJob once, as a site
+    does (`kubectl create job --from=cronjob/...`): the Job's end, and each node's labels
+    (verdict, figure) afterwards."""
+    values = {**image_values(cluster), "primitive": "gloo", "nodes": len(cluster.nodes),
+              "benchmark": {"workload": "pairs", "sizes": "1M,8M", "budget": 0.3},
+              "healthCheck": {"enabled": True, "floors": pairs_floors(HEALTH_FLOOR_GBYTE_S),
+                              "schedule": "0 0 1 1 *", "deadlineSeconds": JOB_DEADLINE_S}}
+    install(cluster, ns, values, tmp_path)
+    (cron,) = cluster.kubectl_json("get", "cronjobs", "-n", ns)["items"]
+    t0 = time.monotonic()
+    cluster.kubectl("create", "job", "-n", ns, "check-now",
+                    f"--from=cronjob/{cron['metadata']['name']}")
+    end = job_end(cluster, ns, "check-now", JOB_DEADLINE_S + 60)
+    took = time.monotonic() - t0
+    labels = {}
+    for node in cluster.kubectl_json("get", "nodes")["items"]:
+        got = node["metadata"]["labels"]
+        labels[node["metadata"]["name"]] = (got.get("fabbench.dev/verdict"),
+                                            got.get("fabbench.dev/figure"))
+    shown = cluster.kubectl("get", "nodes", "-L", "fabbench.dev/verdict", "-L",
+                            "fabbench.dev/figure").stdout
+    verdicts = [ln for ln in index0_log(cluster, ns, "check-now", check=False).splitlines()
+                if ln.startswith(("PASS", "FAIL", "verdict:", "labelled"))]
+    print(f"health check on {len(cluster.nodes)} nodes: {end} {took:.0f} s after the trigger\n"
+          + "\n".join(verdicts) + f"\n{shown}")
+    return end, labels
+
+
+def test_the_health_check_labels_every_healthy_node_pass(cluster, tmp_path):
+    with cluster.namespace("health") as ns:
+        end, labels = health_check(cluster, ns, tmp_path)
+        assert end[0] == "Complete", f"{end} | {why(cluster, ns, 'job-name=check-now')}"
+        assert {n: v for n, (v, _) in labels.items()} == dict.fromkeys(cluster.nodes, "pass")
+        for _, figure in labels.values():  # e.g. 0.06203GBps, a label value's characters
+            assert figure and figure.endswith("GBps"), labels
+            assert float(figure.removesuffix("GBps")) >= HEALTH_FLOOR_GBYTE_S, labels
         uninstall_leaves_nothing(cluster, ns)
