@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import time
 
 import pytest
@@ -39,7 +40,12 @@ def test_two_rank_path(tmp_path, args, transport):
     results = read_results(out)  # every record validated against the schema
     run = results.records[0]
     assert run.ranks == 2 and run.nodes == 1 and run.transport == transport
-    assert run.provenance.versions["fabbench"]
+    versions = run.provenance.versions
+    assert versions["fabbench"]
+    if shutil.which("ucx_info"):  # asked after the start: the start's UCX log is gone by then
+        assert versions["ucx"], versions
+    assert "\0" not in (versions.get("mpi_library") or ""), versions
+    assert "UCX_LOG_FILE" not in run.provenance.env, run.provenance.env
     collectives = results.of_kind("collective")
     ops = {r.op for r in collectives}
     assert ops == ({"allreduce", "allgather", "reduce_scatter", "broadcast", "alltoall"}

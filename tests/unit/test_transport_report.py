@@ -1,8 +1,18 @@
 """Parsing the libraries' own reports (text recorded from real runs on this machine)."""
 
+import os
+import shutil
+import subprocess
+
 import pytest
 
-from fabbench.comm.mpi import parse_ompi_transport
+from fabbench.comm.mpi import (
+    DIRECT_LAUNCH_ENV,
+    REPORT_ENV,
+    LibraryReport,
+    direct_launch_env,
+    parse_ompi_transport,
+)
 from fabbench.errors import RunError
 
 OB1_TCP = """\
@@ -70,3 +80,32 @@ def test_gloo_interfaces_from_real_sockets():
     finally:
         for s in (client, peer, server):
             s.close()
+
+
+def test_the_report_gives_the_environment_back(monkeypatch):
+    """Its UCX log file lives in a folder close() removes: a program run afterwards must not
+    inherit it (`ucx_info -v`, for the provenance, aborted in UCX's start: ucx version None)."""
+    monkeypatch.setenv("UCX_LOG_LEVEL", "warn")
+    monkeypatch.delenv("UCX_LOG_FILE", raising=False)
+    for k in REPORT_ENV:
+        if k != "UCX_LOG_LEVEL":
+            monkeypatch.delenv(k, raising=False)
+    report = LibraryReport()
+    assert os.environ["UCX_LOG_LEVEL"] == "info" and os.environ["UCX_LOG_FILE"]
+    report.close()
+    assert os.environ["UCX_LOG_LEVEL"] == "warn"
+    assert not {"UCX_LOG_FILE", "OMPI_MCA_pml_base_verbose"} & set(os.environ)
+    if shutil.which("ucx_info"):
+        p = subprocess.run(["ucx_info", "-v"], capture_output=True, text=True, timeout=30,
+                           check=False)
+        assert p.returncode == 0 and "version" in p.stdout.lower(), p.stderr
+
+
+def test_a_direct_launch_fences_once_after_add_procs_unless_the_site_says_otherwise():
+    srun = {"PMIX_RANK": "0", "SLURM_STEP_ID": "0"}
+    assert direct_launch_env(srun) == DIRECT_LAUNCH_ENV == {
+        "OMPI_MCA_pmix_base_async_modex": "1", "OMPI_MCA_pmix_base_collect_data": "0"}
+    site = {**srun, "OMPI_MCA_pmix_base_collect_data": "1"}
+    assert direct_launch_env(site) == {"OMPI_MCA_pmix_base_async_modex": "1"}
+    mpirun = {"PMIX_RANK": "0", "OMPI_MCA_orte_hnp_uri": "1.0;tcp://198.18.0.1:1"}
+    assert direct_launch_env(mpirun) == {} and direct_launch_env({}) == {}

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from fabbench.comm.base import INIT_DIED, Capture, Communicator, captured_stderr
-from fabbench.comm.mpi import LibraryReport, parse_ompi_transport
+from fabbench.comm.mpi import LibraryReport, direct_launch_env, parse_ompi_transport
 from fabbench.comm.torchdist import torch_array
 from fabbench.errors import RunError
 
@@ -26,6 +27,8 @@ class HorovodComm(Communicator):
         return cls(over=primitive.backend(over), device=device)
 
     def __init__(self, *, over: str, device: str) -> None:
+        if over == "mpi":
+            os.environ.update(direct_launch_env(os.environ))
         report = LibraryReport() if over == "mpi" else None
         try:
             import torch

@@ -46,6 +46,27 @@ REPORT_ENV = {
 }
 
 
+# A direct launch (srun --mpi=pmix, no mpirun) has Open MPI 4.1 exchange its addresses in one
+# fence, then add its peers, then fence again. On the emulated Slurm nodes, a rank whose
+# container started late was still waiting for the first fence's release when a peer, past both,
+# sent it its first collective: the tcp btl handed the fragment to ob1's receive callback, not
+# yet registered (add_procs), and the rank died at address 0 (a segfault in MPI_Init, 1 start in
+# 8; a core showed rank 0's tag -13 fragment). With the addresses fetched from the PMIx server
+# when first needed (async modex, no collection), the only fence comes after add_procs, so no
+# fragment can reach a rank before its callbacks exist. A site's own setting wins; the results'
+# provenance records what the rank ran with.
+DIRECT_LAUNCH_ENV = {"OMPI_MCA_pmix_base_async_modex": "1",
+                     "OMPI_MCA_pmix_base_collect_data": "0"}
+
+
+def direct_launch_env(environ: dict[str, str] | os._Environ[str]) -> dict[str, str]:
+    """What to set before MPI_Init in a rank that PMIx started without mpirun (PMIX_RANK set, no
+    ORTE daemon's URI): DIRECT_LAUNCH_ENV, less what the environment already sets."""
+    if "PMIX_RANK" not in environ or "OMPI_MCA_orte_hnp_uri" in environ:
+        return {}
+    return {k: v for k, v in DIRECT_LAUNCH_ENV.items() if k not in environ}
+
+
 # The lines of that verbosity ("[host:pid] mca: base: ...", "select: init of ...", "btl:tcp: ..."),
 # left out when a failed start's output is shown: they are fabbench's question, not the answer.
 VERBOSE_LINES = (r"^\[[^\]]+\] (mca: base: |mca:base:select|select: |btl: ?tcp: |pml:ucx |"
@@ -55,15 +76,19 @@ VERBOSE_LINES = (r"^\[[^\]]+\] (mca: base: |mca:base:select|select: |btl: ?tcp: 
 class LibraryReport:
     """Turns on the libraries' selection reports for this process and collects them: Open MPI's
     verbose output on stderr (captured around initialisation) and UCX's log, which UCX writes to
-    stdout unless UCX_LOG_FILE names a file (here, a private one)."""
+    stdout unless UCX_LOG_FILE names a file (here, a private one). close() removes the file and
+    gives the environment back: a program this process runs afterwards (`ucx_info -v` for the
+    results' provenance) would otherwise inherit a log file in a removed folder, where UCX's own
+    start aborts."""
 
     def __init__(self) -> None:
         self._dir = tempfile.mkdtemp(prefix="fabbench-report-")
         self._ucx_log = Path(self._dir, "ucx.log")
         # what captured_stderr needs to show a failed start in the library's own words
         self.capture: Capture = {"quiet": VERBOSE_LINES, "logs": [str(self._ucx_log)]}
-        os.environ.update(REPORT_ENV)
-        os.environ["UCX_LOG_FILE"] = str(self._ucx_log)
+        mine = {**REPORT_ENV, "UCX_LOG_FILE": str(self._ucx_log)}
+        self._saved = {k: os.environ.get(k) for k in mine}
+        os.environ.update(mine)
         self.text = ""
 
     def add(self, captured: str) -> None:
@@ -78,6 +103,11 @@ class LibraryReport:
         return self.text + "\n" + ucx
 
     def close(self) -> None:
+        for k, v in self._saved.items():  # the libraries read them when they started
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
         shutil.rmtree(self._dir, ignore_errors=True)
 
 
@@ -121,6 +151,7 @@ class MpiComm(Communicator):
         return cls(device=device)
 
     def __init__(self, *, device: str) -> None:
+        os.environ.update(direct_launch_env(os.environ))
         report = LibraryReport()
         import mpi4py
 
@@ -248,7 +279,8 @@ class MpiComm(Communicator):
         return {"cuda_aware": self._cuda_aware.aware, "evidence": self._cuda_aware.evidence}
 
     def library_version(self) -> str:
-        return self._MPI.Get_library_version().strip().splitlines()[0]
+        # Open MPI 4.1 counts the string's terminating NUL in its length: mpi4py keeps it
+        return self._MPI.Get_library_version().replace("\0", "").strip().splitlines()[0]
 
     def close(self) -> None:
         if not self._MPI.Is_finalized():
