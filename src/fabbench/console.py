@@ -13,11 +13,17 @@ UNITS = (f"#{'':>15} {'(B)':>10} {'(elements)':>11} {'':>9} {'':>11} {'(GB/s)':>
          f"{'(GB/s)':>8} {'':>7}")
 
 
+# what the console, the report and the floors say of a world of one rank, whose busbw is 0
+NO_BUS = "one rank: nothing crosses a bus between ranks"
+ONE_RANK = (f"{NO_BUS}, so no busbw (-); algbw is the call's own rate (an in-place operation may "
+            "copy nothing)")
+
+
 def line(rec: dict[str, Any]) -> str:
     wrong = "N/A" if rec["wrong"] is None else str(rec["wrong"])
+    busbw = "-" if rec.get("ranks") == 1 else f"{rec['busbw_gbyte_s']:.3f}"
     return (f" {rec['op']:>15} {rec['bytes']:>10} {rec['count']:>11} {rec['dtype']:>9} "
-            f"{rec['time_us']['p50']:>11.2f} {rec['algbw_gbyte_s']:>8.3f} "
-            f"{rec['busbw_gbyte_s']:>8.3f} "
+            f"{rec['time_us']['p50']:>11.2f} {rec['algbw_gbyte_s']:>8.3f} {busbw:>8} "
             f"{wrong:>7}  {rec['transport']}")
 
 
@@ -62,6 +68,8 @@ def stream_header(run: RunHead, out: TextIO = sys.stdout) -> None:
         got = gdr.obtained or "not reported"
         print(f"# GPUDirect RDMA: asked {gdr.requested}, got {got} ({gdr.evidence}); "
               f"timing: {run.timing_method}", file=out)
+    if run.ranks == 1:
+        print(f"# {ONE_RANK}", file=out)
     print(HEADER, file=out)
     print(UNITS, file=out, flush=True)
 

@@ -169,3 +169,30 @@ def test_default_sweep_is_whole_and_judged_by_the_one_rule(tmp_path):
         else:
             assert r.median_ci95_rel == pytest.approx(again, rel=0.05, abs=0.002)
         assert r.stable == is_stable(r.median_ci95_rel)
+
+
+def test_one_rank_is_said_as_such(tmp_path):
+    """A world of one rank moves nothing between ranks: busbw 0 in the records, "-" and the
+    reason in the console and the report, and a busbw floor not judged (issue 49)."""
+    out = tmp_path / "one.jsonl"
+    p = fabbench("run", "--fabric", "ethernet", "--primitive", "gloo", "--ranks", "1", "--sizes",
+                 "8,1M", "--ops", "allreduce,broadcast", "--budget", "0.02", "--out", str(out),
+                 timeout=240)
+    assert p.returncode == 0, p.stderr[-3000:]
+    collectives = read_results(out).of_kind("collective")
+    assert {(c.op, c.ranks, c.busbw_gbyte_s) for c in collectives} == {
+        (op, 1, 0.0) for op in ("allreduce", "broadcast")}
+    assert all(c.algbw_gbyte_s > 0 for c in collectives)
+    assert "# one rank: nothing crosses a bus between ranks, so no busbw (-)" in p.stdout
+    rows = [ln.split() for ln in p.stdout.splitlines() if ln.startswith(" ")]
+    assert len(rows) == 4 and all(r[6] == "-" for r in rows), p.stdout  # the busbw column
+    report = fabbench("report", str(out), timeout=120)
+    assert report.returncode == 0, report.stderr
+    assert "one rank: nothing crosses a bus" in report.stdout, report.stdout
+    floors = tmp_path / "floors.toml"
+    floors.write_text('format = "fabbench-floors/1"\nname = "one rank"\n[[rule]]\nid = "bw"\n'
+                      'source = "test"\nworkload = "collectives"\nop = "allreduce"\n'
+                      'size = "1M"\nmetric = "busbw"\nat_least = 0.001\nunit = "GB/s"\n')
+    judged = fabbench("verify", "--floors", str(floors), str(out), timeout=120)
+    assert judged.returncode == 1, judged.stdout  # nothing judged is not a pass
+    assert "one rank: nothing crosses a bus between ranks: no busbw to judge" in judged.stdout

@@ -21,6 +21,7 @@ import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
+from fabbench.console import NO_BUS
 from fabbench.floors.points import METRICS, Point
 from fabbench.floors.rules import Floors, Rule
 from fabbench.units import format_size
@@ -173,6 +174,8 @@ def _holds(rule: Rule, p: Point) -> tuple[bool | None, float | None, float | Non
     assert rule.metric is not None
     figure = p.metrics.get(rule.metric)
     if figure is None:
+        if p.ranks == 1 and p.workload == "collectives":
+            return None, None, None, None, f"{NO_BUS}: no {rule.metric} to judge"
         return None, None, None, None, f"{p.source} recorded no {rule.metric} here"
     floor, how = rule.floor(p)
     if floor is None:

@@ -124,8 +124,9 @@ def points_of(series: Iterable[Series]) -> Iterator[Point]:
         for c in s.collectives:  # made, not replace()d: a file may hold 100,000 of them
             yield point(workload="collectives", op=c.op, bytes=c.bytes,
                         dtype=c.dtype, transport=c.transport, ranks=c.ranks,
-                        metrics={"busbw": c.busbw_gbyte_s, "algbw": c.algbw_gbyte_s,
-                                 "time": c.time_us["p50"]},
+                        metrics={"time": c.time_us["p50"]} if c.ranks == 1 else
+                        {"busbw": c.busbw_gbyte_s, "algbw": c.algbw_gbyte_s,
+                         "time": c.time_us["p50"]},
                         evidence=f"p50 of {c.samples or len(c.samples_us or ())} samples")
         yield from _pair_points(s.pairs, common, run.ranks)
         for t in s.train:

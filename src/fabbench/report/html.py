@@ -14,7 +14,14 @@ import jinja2
 from fabbench import __version__
 from fabbench.report.compare import Comparison
 from fabbench.report.stats import ALPHA
-from fabbench.report.tables import count_of, efficiency_lines, ops_of, unstable, warnings_of
+from fabbench.report.tables import (
+    busbw_text,
+    count_of,
+    efficiency_lines,
+    ops_of,
+    unstable,
+    warnings_of,
+)
 from fabbench.results.link import format_gbit_s, link_of
 from fabbench.results.records import Train
 from fabbench.results.runs import Series
@@ -114,7 +121,7 @@ and the bootstrap 95% interval of the median ratio excludes 1.{% endif %}</p>
 <th>algbw (GB/s)</th><th>busbw (GB/s)</th><th>#wrong</th><th>median &plusmn;CI95 %</th><th>samples</th><th>link %</th><th class="l">transport</th></tr>
 {% for r in rows %}<tr{% if r.unstable %} class="unstable" title="{{ r.unstable }}"{% endif %}><td>{{ r.bytes }}</td><td>{{ r.count }}</td>
 <td class="l">{{ r.dtype }}</td><td>{{ "%.2f"|format(r.p50) }}</td><td>{{ "%.2f"|format(r.p99) }}</td>
-<td>{{ "%.3f"|format(r.algbw) }}</td><td>{{ "%.3f"|format(r.busbw) }}</td><td>{{ r.wrong }}</td>
+<td>{{ "%.3f"|format(r.algbw) }}</td><td>{{ r.busbw }}</td><td>{{ r.wrong }}</td>
 <td>{{ r.ci }}</td><td>{{ r.samples }}</td><td>{{ r.link }}</td><td class="l">{{ r.transport }}</td></tr>
 {% endfor %}</table></details>
 {% endfor %}{% endif %}
@@ -143,11 +150,12 @@ def _table_rows(s: Series, op: str) -> list[dict]:
         rel = r.median_ci95_rel
         rows.append({"bytes": r.bytes, "count": count_of(r), "dtype": r.dtype,
                      "p50": r.time_us["p50"], "p99": r.time_us["p99"],
-                     "algbw": r.algbw_gbyte_s, "busbw": r.busbw_gbyte_s,
+                     "algbw": r.algbw_gbyte_s, "busbw": busbw_text(r),
                      "wrong": "N/A" if r.wrong is None else r.wrong,
                      "ci": "-" if rel is None else f"{100 * rel:.1f}",
                      "samples": r.samples or len(r.samples_us or []),
-                     "link": "-" if link is None else f"{100 * link.efficiency(r.busbw_gbyte_s):.1f}",
+                     "link": "-" if link is None or r.ranks == 1
+                     else f"{100 * link.efficiency(r.busbw_gbyte_s):.1f}",
                      "transport": r.transport, "unstable": unstable(r) or ""})
     return rows
 

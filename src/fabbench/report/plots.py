@@ -118,8 +118,8 @@ def size_sweeps(series: Sequence[Series]) -> list[Plot]:
                 for s in series:
                     recs = sorted((c for c in s.collectives if c.op == op),
                                   key=lambda c: c.bytes)
-                    if not recs:
-                        continue
+                    if not recs or (metric == "busbw" and s.run.ranks == 1):
+                        continue  # one rank: no bus (console.ONE_RANK)
                     x = [c.bytes for c in recs]
                     if metric == "busbw":
                         (line,) = ax.plot(x, [c.busbw_gbyte_s for c in recs], marker="o",

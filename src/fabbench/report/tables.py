@@ -7,6 +7,7 @@ import io
 from collections.abc import Iterable
 from typing import Any
 
+from fabbench.console import ONE_RANK
 from fabbench.report.stats import why_unstable
 from fabbench.results.link import LinkRate, MeasuredCeiling, ceiling_of, format_gbit_s, link_of
 from fabbench.results.records import Collective
@@ -36,7 +37,8 @@ def nccl_table(s: Series, op: str) -> str:
     head = (f"# {s.label}: {op}, {s.run.ranks} ranks on {s.run.nodes} node(s), transport "
             f"{', '.join(sorted({c.transport for c in recs}))}, link "
             f"{f'{link.what}' if link else 'n/a'}"
-            + (f", ceiling {ceiling.what}" if ceiling else "") + "\n")
+            + (f", ceiling {ceiling.what}" if ceiling else "") + "\n"
+            + (f"# {ONE_RANK}\n" if s.run.ranks == 1 else ""))
     cols = (f"#{'size':>11} {'count':>12} {'type':>8} {'redop':>6} {'root':>5} {'time':>10} "
             f"{'algbw':>8} {'busbw':>8} {'#wrong':>6} {'p99':>10} {'±ci%':>6} {'n':>4} "
             f"{'link%':>6} {'ceil%':>6}\n"
@@ -51,7 +53,7 @@ def nccl_table(s: Series, op: str) -> str:
         lines.append(
             f" {r.bytes:>11} {count_of(r):>12} {NCCL_TYPE.get(r.dtype, r.dtype):>8} "
             f"{REDOP.get(op, 'none'):>6} {ROOT.get(op, -1):>5} {r.time_us['p50']:>10.2f} "
-            f"{r.algbw_gbyte_s:>8.3f} {r.busbw_gbyte_s:>8.3f} {wrong:>6} "
+            f"{r.algbw_gbyte_s:>8.3f} {busbw_text(r):>8} {wrong:>6} "
             f"{r.time_us['p99']:>10.2f} {'-' if rel is None else f'{100 * rel:.1f}':>6} "
             f"{r.samples:>4} {_pct(link, r):>6} {_pct(ceiling, r):>6}{flag}")
     return head + cols + "\n".join(lines) + "\n"
@@ -62,8 +64,15 @@ def unstable(point: Collective) -> str | None:
     return why_unstable(point.stable, point.median_ci95_rel, point.samples or 0)
 
 
+def busbw_text(rec: Collective) -> str:
+    """busbw as a table shows it: "-" for a world of one rank (ONE_RANK)."""
+    return "-" if rec.ranks == 1 else f"{rec.busbw_gbyte_s:.3f}"
+
+
 def _pct(link: LinkRate | MeasuredCeiling | None, rec: Collective) -> str:
-    return "-" if link is None else f"{100 * link.efficiency(rec.busbw_gbyte_s):.1f}"
+    if link is None or rec.ranks == 1:
+        return "-"
+    return f"{100 * link.efficiency(rec.busbw_gbyte_s):.1f}"
 
 
 def efficiency_lines(series: Iterable[Series]) -> list[str]:
@@ -71,6 +80,9 @@ def efficiency_lines(series: Iterable[Series]) -> list[str]:
     out = []
     for s in series:
         link, ceiling = link_of(s.run), ceiling_of(s.ceilings)
+        if s.run.ranks == 1 and s.collectives:
+            out.append(f"{s.label}: {ONE_RANK}; no share of the link to give")
+            continue
         for op in ops_of([s]):
             recs = [c for c in s.collectives if c.op == op]
             best = max(recs, key=lambda r: r.busbw_gbyte_s)

@@ -2,7 +2,8 @@
 
 Sizes and bandwidths follow nccl-tests (docs/methods.md): ``bytes`` is S, the per-rank buffer for
 allreduce, broadcast and sendrecv and the whole array for allgather, reduce_scatter and alltoall;
-algbw = S / t and busbw = algbw x factor(n), with GB = 1e9 bytes.
+algbw = S / t and busbw = algbw x factor(n), with GB = 1e9 bytes. A world of one rank has no bus:
+its busbw is 0 and the console, the report and the floors show none (console.ONE_RANK).
 """
 
 from __future__ import annotations
@@ -25,6 +26,11 @@ class Op:
         return self.name == "sendrecv"
 
     def busbw_factor(self, n: int) -> float:
+        """nccl-tests' factor; 0 for a world of one rank, where nothing crosses between ranks
+        (nccl-tests keeps 1 for broadcast and sendrecv there: an in-place broadcast that copies
+        nothing then reads as tens of TB/s)."""
+        if n <= 1:
+            return 0.0
         if self.name == "allreduce":
             return 2 * (n - 1) / n
         if self.whole_array:
