@@ -560,7 +560,9 @@ def _per_op(colls: list[dict]) -> dict:
         out[op] = {"points": len(mine), "smallest_bytes": small["bytes"],
                    "smallest_p50_us": small["time_us"]["p50"], "largest_bytes": big["bytes"],
                    "largest_p50_us": big["time_us"]["p50"],
-                   "largest_busbw_gbyte_s": big.get("busbw_gbyte_s"),
+                   # one rank moves nothing between ranks: no busbw (docs/methods.md)
+                   "largest_busbw_gbyte_s": None if big.get("ranks") == 1
+                   else big.get("busbw_gbyte_s"),
                    "correct": all(r.get("correct") is True for r in mine)}
     return out
 
