@@ -26,6 +26,10 @@ def verify(
     results: Results, floors: FloorsFile,
     json_out: Annotated[Path | None, typer.Option(
         "--json", help="Also write the verdict as JSON (fabbench-verdict/1) to this file.")] = None,
+    prometheus: Annotated[Path | None, typer.Option(
+        "--prometheus", help="Also write the verdict and the figures in Prometheus' text format "
+        "to this file (e.g. for node_exporter's textfile collector: a *.prom file in its "
+        "directory), replaced atomically.")] = None,
 ) -> None:
     """Judge results against acceptance floors: per rule, and per node where the results
     have per-node figures (pairs), pass / fail / not judged with the figure, the floor and the
@@ -34,15 +38,24 @@ def verify(
 
     Example: [bold]fabbench verify --floors site.toml results/pairs.jsonl[/]
     """
+    from fabbench.errors import UsageError
     from fabbench.floors.rules import load
     from fabbench.floors.verify import verify as run_verify
 
+    for out in (json_out, prometheus):
+        if out is not None and not out.parent.is_dir():
+            raise UsageError(f"cannot write {out}: no folder {out.parent}")
     outcome = run_verify(load(floors_path(floors)), results)
     for line in outcome.lines():
         print(line)
     if json_out is not None:
         json_out.write_text(json.dumps(outcome.as_json(), indent=1) + "\n")
         print(f"wrote {json_out}")
+    if prometheus is not None:
+        from fabbench.floors import prometheus as exposition
+
+        exposition.write(prometheus, outcome.verdicts, outcome.floors.name)
+        print(f"wrote {prometheus}")
     raise typer.Exit(outcome.exit_code)
 
 
