@@ -98,7 +98,7 @@ def test_the_labeller_may_get_and_patch_nodes_only():
     kinds = by_kind(render_chart(ON))
     (role,), (binding,), (account,) = (kinds["ClusterRole"], kinds["ClusterRoleBinding"],
                                        kinds["ServiceAccount"])
-    assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"],
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes", "nodes/status"],
                               "verbs": ["get", "patch"]}]
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io",
                                   "kind": "ClusterRole", "name": role["metadata"]["name"]}
@@ -173,7 +173,30 @@ def test_the_pods_script(tmp_path, index, run_rc, verdict, label_rc, code, calls
         assert made[1] == (f"verify --floors /etc/fabbench/floors.toml {out} "
                            "--json /tmp/verdict.json")
     if len(made) > 2:
-        assert made[2] == "label-nodes /tmp/verdict.json --prefix fabbench.dev"
+        assert made[2] == ("label-nodes /tmp/verdict.json --prefix fabbench.dev --condition "
+                           "FabricHealthy")
+
+
+@pytest.mark.parametrize("health,words", [
+    ({"taint": True}, "--condition FabricHealthy --taint --taint-effect NoSchedule"),
+    ({"taint": True, "taintEffect": "NoExecute", "conditionType": "example.com/Fabric",
+      "dryRun": True},
+     "--condition example.com/Fabric --taint --taint-effect NoExecute --dry-run"),
+])
+def test_the_taint_and_dry_run_reach_label_nodes(tmp_path, health, words):
+    values = {**ON, "fabbenchCommand": str(tmp_path / "fabbench"),
+              "healthCheck": {**ON["healthCheck"], **health}}
+    container = pod_of(by_kind(render_chart(values))["CronJob"][0])["containers"][0]
+    (tmp_path / "fabbench").write_text(FAKE)
+    (tmp_path / "fabbench").chmod(0o755)
+    env = {"FABBENCH_NODE_RANK": "0", "FABBENCH_JOB_NAME": "fb-fabbench-rack1-29000000"}
+    argv = [_k8s_expand(w, env) for w in [*container["command"], *container["args"]]]
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False, env={
+        **os.environ, **env, "CALLS": str(tmp_path / "calls"), "RUN_RC": "0",
+        "VERDICT": "1", "LABEL_RC": "0"})
+    assert p.returncode == 1, p.stderr
+    label = (tmp_path / "calls").read_text().splitlines()[2]
+    assert label == f"label-nodes /tmp/verdict.json --prefix fabbench.dev {words}"
 
 
 def test_names_stay_within_kubernetes_limits():
@@ -192,6 +215,12 @@ def test_names_stay_within_kubernetes_limits():
     ({"healthCheck": {**ON["healthCheck"], "floors": "  \n"}}, "healthCheck.floors is empty"),
     ({"healthCheck": {**ON["healthCheck"], "nodeGroups": [{"name": "a"}, {"name": "a"}]}},
      "named twice"),
+    ({"healthCheck": {**ON["healthCheck"], "conditionType": "Fabric Healthy"}},
+     "conditionType"),
+    ({"healthCheck": {**ON["healthCheck"], "conditionType": "x'; rm -rf /; '"}},
+     "conditionType"),
+    ({"healthCheck": {**ON["healthCheck"], "taintEffect": "NoWay"}}, "taintEffect"),
+    ({"healthCheck": {**ON["healthCheck"], "taint": "yes"}}, "taint"),
 ])
 def test_the_chart_refuses_what_cannot_run(change, message):
     with pytest.raises(helm_python.HelmError, match=message):

@@ -23,28 +23,64 @@ VERDICT = {"format": "fabbench-verdict/1", "ok": False, "exit_code": 1, "rules":
     {"node": "fbn1", "status": "pass", "figure": 0.1172, "unit": "GB/s", "floor": 0.0947,
      "margin": 0.24, "rules": ["pairs-node-bw"]},
     {"node": "FBN3", "status": "fail", "figure": 0.031, "unit": "GB/s", "floor": 0.0947,
-     "margin": -0.67, "rules": ["pairs-node-bw"]},
+     "margin": -0.67, "rules": ["pairs-node-bw"],
+     "line": "FAIL       node fbn3: sendrecv 8M: pairs bw 0.031 GB/s, floor 0.0947 GB/s"},
     {"node": "fbn4", "status": "not judged", "figure": None, "unit": "GB/s", "floor": None,
      "margin": None, "rules": []}]}
 
 
 @contextmanager
-def api_server(status: int = 200, answer: dict | None = None) -> Iterator[tuple[str, list]]:
-    """A stand-in API on 127.0.0.1: every request recorded (method, path, headers, body), each
-    answered with ``status`` and ``answer``."""
+def api_server(status: int = 200, answer: dict | None = None,
+               nodes: dict[str, dict] | None = None) -> Iterator[tuple[str, list]]:
+    """A stand-in API on 127.0.0.1: every request recorded (method, path, headers, body). With
+    ``status`` other than 200 each is answered with it and ``answer``; else it keeps nodes
+    (``nodes``: name -> node object, made on first sight): GET a node, PATCH its labels or
+    taints (a merge patch; 409 when its resourceVersion is not the node's), PATCH its status
+    (conditions merged by type)."""
     seen: list[dict] = []
+    kept = nodes if nodes is not None else {}
+
+    def node(name: str) -> dict:
+        return kept.setdefault(name, {"metadata": {"name": name, "resourceVersion": "1",
+                                                   "labels": {}},
+                                      "spec": {}, "status": {"conditions": []}})
 
     class Handler(BaseHTTPRequestHandler):
-        def do_PATCH(self) -> None:  # noqa: N802 (http.server's name)
-            body = self.rfile.read(int(self.headers["Content-Length"]))
-            seen.append({"method": "PATCH", "path": self.path, "headers": dict(self.headers),
-                         "body": json.loads(body)})
-            data = json.dumps(answer or {"kind": "Node"}).encode()
-            self.send_response(status)
+        def _answer(self, code: int, data: dict) -> None:
+            text = json.dumps(data).encode()
+            self.send_response(code)
             self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
+            self.send_header("Content-Length", str(len(text)))
             self.end_headers()
-            self.wfile.write(data)
+            self.wfile.write(text)
+
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            seen.append({"method": "GET", "path": self.path, "headers": dict(self.headers)})
+            if status != 200:
+                return self._answer(status, answer or {})
+            self._answer(200, node(self.path.split("/")[4].split("?")[0]))
+
+        def do_PATCH(self) -> None:  # noqa: N802 (http.server's name)
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            seen.append({"method": "PATCH", "path": self.path, "headers": dict(self.headers),
+                         "body": body})
+            if status != 200:
+                return self._answer(status, answer or {"kind": "Node"})
+            parts = self.path.split("?")[0].split("/")
+            n = node(parts[4])
+            if parts[-1] == "status":
+                conditions = [c for c in n["status"]["conditions"]
+                              if c["type"] not in {x["type"] for x in body["status"]["conditions"]}]
+                n["status"]["conditions"] = conditions + body["status"]["conditions"]
+            elif "spec" in body:
+                want = body.get("metadata", {}).get("resourceVersion")
+                if want is not None and want != n["metadata"]["resourceVersion"]:
+                    return self._answer(409, {"kind": "Status", "message": "conflict"})
+                n["spec"]["taints"] = body["spec"]["taints"] or []
+            else:
+                n["metadata"]["labels"].update(body["metadata"]["labels"])
+            n["metadata"]["resourceVersion"] = str(int(n["metadata"]["resourceVersion"]) + 1)
+            self._answer(200, n)
 
         def log_message(self, *args: object) -> None:
             pass
@@ -70,6 +106,8 @@ def test_each_node_gets_one_merge_patch_of_its_verdict_and_figure(tmp_path, caps
         code, out, err = cli(capsys, "label-nodes", write_verdict(tmp_path), "--api", url,
                              "--prefix", "health.example.org")
     assert code == 0, err
+    seen = [r for r in seen if r["method"] == "PATCH" and "labels" in r["body"].get(
+        "metadata", {})]
     assert [r["path"] for r in seen] == [f"/api/v1/nodes/{n}?fieldManager=fabbench"
                                          for n in ("fbn1", "fbn3", "fbn4")]
     assert {r["headers"]["Content-Type"] for r in seen} == {"application/merge-patch+json"}
@@ -80,8 +118,8 @@ def test_each_node_gets_one_merge_patch_of_its_verdict_and_figure(tmp_path, caps
                                  "health.example.org/figure": "0.031GBps"}}},
         {"metadata": {"labels": {"health.example.org/verdict": "not-judged",
                                  "health.example.org/figure": None}}}]  # a stale figure removed
-    assert out.splitlines()[1] == ("labelled node fbn3: health.example.org/verdict=fail "
-                                   "health.example.org/figure=0.031GBps")
+    assert ("labelled node fbn3: health.example.org/verdict=fail "
+            "health.example.org/figure=0.031GBps") in out.splitlines()
 
 
 def test_the_service_accounts_token_is_sent(tmp_path):
@@ -168,3 +206,72 @@ def test_bad_input_is_one_line_exit_2(tmp_path, capsys):
         assert code == 2 and out == "" and err.count("\n") == 1, (args, err)
     code, _, err = cli(capsys, "label-nodes", str(tmp_path / "none.json"), "--api", "http://x")
     assert code == 2 and "cannot read the verdict" in err
+
+
+def conditions(node: dict) -> dict[str, dict]:
+    return {c["type"]: c for c in node["status"]["conditions"]}
+
+
+def test_conditions_say_why_and_a_failed_node_is_tainted(tmp_path, capsys):
+    nodes: dict[str, dict] = {}
+    with api_server(nodes=nodes) as (url, _):
+        code, out, err = cli(capsys, "label-nodes", write_verdict(tmp_path), "--api", url,
+                             "--taint")
+    assert code == 0, err
+    bad = conditions(nodes["fbn3"])["FabricHealthy"]
+    assert (bad["status"], bad["reason"]) == ("False", "PairsNodeBw")
+    assert bad["message"].startswith("FAIL       node fbn3: sendrecv 8M")
+    assert nodes["fbn3"]["spec"]["taints"] == [
+        {"key": "fabbench.dev/fabric", "value": "fail", "effect": "NoSchedule"}]
+    good, unknown = (conditions(nodes[n])["FabricHealthy"] for n in ("fbn1", "fbn4"))
+    assert (good["status"], good["reason"]) == ("True", "AllRulesPassed")
+    assert (unknown["status"], unknown["reason"]) == ("Unknown", "NotJudged")
+    assert not nodes["fbn1"]["spec"].get("taints") and not nodes["fbn4"]["spec"].get("taints")
+    assert "node fbn3: taint fabbench.dev/fabric=fail:NoSchedule added" in out
+    assert "node fbn3: condition FabricHealthy=False (PairsNodeBw)" in out
+
+
+def test_a_pass_removes_the_taint_and_keeps_the_transition_time(tmp_path, capsys):
+    other = {"key": "gpu.example.com/broken", "effect": "NoExecute"}
+    before = {"type": "FabricHealthy", "status": "True", "reason": "AllRulesPassed",
+              "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z",
+              "lastHeartbeatTime": "2026-01-01T00:00:00Z"}
+    nodes = {"fbn1": {"metadata": {"name": "fbn1", "resourceVersion": "7", "labels": {}},
+                      "spec": {"taints": [other, {"key": "fabbench.dev/fabric", "value": "fail",
+                                                  "effect": "NoSchedule"}]},
+                      "status": {"conditions": [before]}}}
+    one = {**VERDICT, "nodes": VERDICT["nodes"][:1]}
+    with api_server(nodes=nodes) as (url, seen):
+        code, out, err = cli(capsys, "label-nodes", write_verdict(tmp_path, one), "--api", url)
+    assert code == 0, err
+    assert nodes["fbn1"]["spec"]["taints"] == [other]  # ours gone, without --taint too
+    (taints,) = [r for r in seen if "spec" in r.get("body", {})]
+    # the version the status patch answered (labels 7 -> 8, status 8 -> 9): no 409
+    assert taints["body"]["metadata"] == {"resourceVersion": "9"}
+    after = conditions(nodes["fbn1"])["FabricHealthy"]
+    assert after["lastTransitionTime"] == "2026-01-01T00:00:00Z"  # still True
+    assert after["lastHeartbeatTime"] != "2026-01-01T00:00:00Z"
+    assert "node fbn1: taint fabbench.dev/fabric remove" in out
+
+
+def test_a_dry_run_reads_and_says_and_writes_nothing(tmp_path, capsys):
+    nodes: dict[str, dict] = {}
+    with api_server(nodes=nodes) as (url, seen):
+        code, out, err = cli(capsys, "label-nodes", write_verdict(tmp_path), "--api", url,
+                             "--taint", "--dry-run")
+    assert code == 0, err
+    assert {r["method"] for r in seen} == {"GET"}
+    assert "dry run: node fbn3: would add taint fabbench.dev/fabric=fail:NoSchedule" in out
+    assert "dry run: node fbn3: would set condition FabricHealthy=False (PairsNodeBw)" in out
+    assert "labelled" not in out
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--condition", "Fabric Healthy"], "--condition must be a condition type"),
+    (["--taint-effect", "NoWay"], "--taint-effect must be one of NoSchedule"),
+])
+def test_a_bad_condition_or_effect_is_one_line_exit_2(tmp_path, capsys, args, message):
+    with api_server() as (url, seen):
+        code, out, err = cli(capsys, "label-nodes", write_verdict(tmp_path), "--api", url, *args)
+    assert code == 2 and out == "" and err.count("\n") == 1 and message in err, err
+    assert seen == []  # refused before any request

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from fabbench.render.labels import API_ENV, DEFAULT_PREFIX, TIMEOUT_S
+from fabbench.render.labels import API_ENV, CONDITION_TYPE, DEFAULT_PREFIX, TIMEOUT_S
 
 
 def label_nodes(
@@ -22,19 +22,36 @@ def label_nodes(
         help="The Kubernetes API's URL. Default: the cluster of the pod this runs in, with its "
         "service account's token and CA.")] = None,
     timeout: Annotated[float, typer.Option(help="Seconds each request may take.")] = TIMEOUT_S,
+    condition: Annotated[str, typer.Option(
+        help="The node condition that says why: True (AllRulesPassed), False (the failed "
+        "rule's id in CamelCase, its FAIL line as message) or Unknown; '' sets none.")
+    ] = CONDITION_TYPE,
+    taint: Annotated[bool, typer.Option(
+        "--taint", help="Taint each failed node <prefix>/fabric=fail (the taint is removed "
+        "from a node that passes, with or without this).")] = False,
+    taint_effect: Annotated[str, typer.Option(
+        help="The taint's effect: NoSchedule, PreferNoSchedule or NoExecute.")] = "NoSchedule",
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Say what would change; change nothing.")] = False,
 ) -> None:
     """Label each node the verdict judged with its verdict (pass, fail, not-judged) and figure,
-    from inside a pod whose service account may get and patch nodes (the chart's health check
-    does this after `fabbench verify`). Exit code 0: every node labelled; 1: a node was not
-    (one line each); 2: bad input.
+    set its condition and, with --taint, taint it when it failed, from inside a pod whose
+    service account may get and patch nodes and nodes/status (the chart's health check does
+    this after `fabbench verify`). Exit code 0: every node done; 1: a node was not (one line
+    each); 2: bad input.
 
-    Example: [bold]fabbench label-nodes /tmp/verdict.json --prefix fabbench.dev[/]
+    Example: [bold]fabbench label-nodes /tmp/verdict.json --prefix fabbench.dev --taint[/]
     """
-    from fabbench.render.labels import Api, label_nodes, read_verdict
+    from fabbench.render.labels import Api, Health, label_nodes, read_verdict
 
-    done = label_nodes(read_verdict(verdict), Api.from_pod(api, timeout_s=timeout), prefix)
+    health = Health(condition=condition, taint=taint, effect=taint_effect, dry_run=dry_run)
+    done = label_nodes(read_verdict(verdict), Api.from_pod(api, timeout_s=timeout), prefix,
+                       health)
     for node in done.done:
-        print(f"labelled node {node.node}: {node.text()}")
+        if not dry_run:
+            print(f"labelled node {node.node}: {node.text()}")
+    for line in done.said:
+        print(line)
     for line in done.failures:
         print(f"fabbench: error: {line}", file=sys.stderr)
     if not done.done and not done.failures:

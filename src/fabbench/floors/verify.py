@@ -89,12 +89,12 @@ class Verification:
                 continue
             n = nodes.setdefault(v.node, {"node": v.node, "status": NOT_JUDGED, "figure": None,
                                           "unit": v.unit, "floor": None, "margin": None,
-                                          "metric": v.rule.metric, "rules": []})
+                                          "metric": v.rule.metric, "rules": [], "line": ""})
             n["rules"].append(v.rule.id)
             rank = {FAIL: 2, PASS: 1, NOT_JUDGED: 0}
             if rank[v.status] >= rank[n["status"]]:
                 n.update(status=v.status, figure=v.figure, floor=v.floor, margin=v.margin,
-                         unit=v.unit, metric=v.rule.metric)
+                         unit=v.unit, metric=v.rule.metric, line=v.line())
         return {"format": FORMAT, "floors": str(self.floors.path), "name": self.floors.name,
                 "files": self.files, "ok": self.exit_code == 0, "exit_code": self.exit_code,
                 "counts": self.counts(), "rules": [v.as_dict() for v in self.verdicts],

@@ -8,7 +8,14 @@ on each node the verdict judged
 
 through the Kubernetes API: one JSON merge patch per node (PATCH /api/v1/nodes/NAME), from inside
 the pod (https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT, the service account's token
-and CA), with urllib only and a deadline on every request. The chart's ClusterRole allows nodes
+and CA), with urllib only and a deadline on every request. Then, as the tools that act on node
+health expect (NVSentinel, the Node Readiness Controller): a node condition (type FabricHealthy
+by default) saying why, True for pass (reason AllRulesPassed), False for fail (reason: the
+failed rule's id in CamelCase, message: its FAIL line), Unknown when not judged, patched into
+the node's status (strategic merge by type; its lastTransitionTime kept while the status stays);
+and with ``taint``, the taint <prefix>/fabric=fail on a failed node, removed from a node that
+passes (a merge patch of the node's taints, guarded by the resourceVersion read). Dry run: what
+would change is said, nothing is written. The chart's ClusterRole allows nodes and nodes/status
 get and patch, nothing else. Each failure is one line; one node's failure does not stop the
 others.
 """
@@ -40,6 +47,13 @@ PATCH_TYPE = "application/merge-patch+json"  # RFC 7386: a null value removes th
 FIELD_MANAGER = "fabbench"
 
 VERDICTS = {"pass": "pass", "fail": "fail", "not judged": "not-judged"}  # verdict -> label
+CONDITION_TYPE = "FabricHealthy"
+CONDITION_STATUS = {"pass": "True", "fail": "False", "not judged": "Unknown"}
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+STRATEGIC = "application/strategic-merge-patch+json"  # status.conditions merge by type
+# a condition's type: an optional DNS-subdomain prefix and a name, as Kubernetes' own checks
+CONDITION_NAME = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+                            r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 DNS_SUBDOMAIN = re.compile(rf"^{_DNS_LABEL}(\.{_DNS_LABEL})*$")  # a prefix, a node's name
 LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
@@ -52,6 +66,9 @@ class NodeLabels:
 
     node: str
     labels: Mapping[str, str | None]
+    status: str = "not judged"  # the verdict: pass, fail, not judged
+    reason: str = "NotJudged"   # the condition's reason
+    message: str = ""           # the condition's message: the deciding verdict line
 
     def text(self) -> str:
         return " ".join(f"{k}={'(removed)' if v is None else v}" for k, v in self.labels.items())
@@ -102,9 +119,30 @@ def node_labels(verdict: Mapping[str, Any], prefix: str = DEFAULT_PREFIX) -> lis
             raise UsageError(f"node {name}: figure {figure!r} is not a number")
         value = None if figure is None else figure_value(float(figure),
                                                          str(entry.get("unit") or ""))
+        rules = [r for r in entry.get("rules") or () if isinstance(r, str)]
+        reason = {"pass": "AllRulesPassed", "not judged": "NotJudged"}.get(
+            status, camel(rules[-1]) if rules else "RuleFailed")
         out.append(NodeLabels(node=name, labels={f"{prefix}/verdict": VERDICTS[status],
-                                                 f"{prefix}/figure": value}))
+                                                 f"{prefix}/figure": value},
+                              status=status, reason=reason,
+                              message=str(entry.get("line") or "")[:1024]))
     return out
+
+
+def camel(rule_id: str) -> str:
+    """A rule's id as a condition's reason (CamelCase, letters and digits): pairs-node-bw ->
+    PairsNodeBw; one that starts with a digit gets "Rule" before it."""
+    words = [w for w in re.split(r"[^A-Za-z0-9]+", rule_id) if w]
+    text = "".join(w[:1].upper() + w[1:] for w in words) or "RuleFailed"
+    return text if text[0].isalpha() else f"Rule{text}"
+
+
+def check_condition_type(name: str) -> str:
+    if len(name) > 316 or not CONDITION_NAME.match(name):
+        raise UsageError(f"--condition must be a condition type such as {CONDITION_TYPE} (letters, "
+                         f"digits, '-', '_', '.', optionally after a DNS prefix and '/'), "
+                         f"not {name!r}")
+    return name
 
 
 def check_prefix(prefix: str) -> str:
@@ -178,31 +216,61 @@ class Api:
 
     def patch_labels(self, node: NodeLabels) -> None:
         """One merge patch of the node's labels; ApiError with one line when it fails."""
+        self._call("PATCH", node.node, "", {"metadata": {"labels": dict(node.labels)}},
+                   PATCH_TYPE, "not labelled")
+
+    def get(self, node: str) -> dict[str, Any]:
+        return self._call("GET", node, "", None, "", "not read")
+
+    def patch_condition(self, node: str, condition: Mapping[str, str]) -> dict[str, Any]:
+        """The condition merged into the node's status by its type (strategic merge); the node
+        as the API answers (its new resourceVersion)."""
+        return self._call("PATCH", node, "/status",
+                          {"status": {"conditions": [dict(condition)]}}, STRATEGIC,
+                          "condition not set")
+
+    def put_taints(self, node: str, taints: list[dict[str, Any]], version: str) -> None:
+        """The node's whole list of taints, if it is still at ``version`` (409 otherwise)."""
+        body: dict[str, Any] = {"spec": {"taints": taints or None}}
+        if version:
+            body["metadata"] = {"resourceVersion": version}
+        self._call("PATCH", node, "", body, PATCH_TYPE, "taints not set")
+
+    def _call(self, method: str, node: str, sub: str, body: Any, content_type: str,
+              failed: str) -> dict[str, Any]:
         import urllib.error
         import urllib.request
 
-        url = (f"{self.base}/api/v1/nodes/{urllib.parse.quote(node.node, safe='')}"
-               f"?fieldManager={FIELD_MANAGER}")
-        body = json.dumps({"metadata": {"labels": dict(node.labels)}}).encode()
-        headers = {"Content-Type": PATCH_TYPE, "Accept": "application/json"}
+        url = f"{self.base}/api/v1/nodes/{urllib.parse.quote(node, safe='')}{sub}"
+        if method == "PATCH":
+            url += f"?fieldManager={FIELD_MANAGER}"
+        headers = {"Accept": "application/json"}
+        if content_type:
+            headers["Content-Type"] = content_type
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
-        request = urllib.request.Request(url, data=body, headers=headers, method="PATCH")
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(url, data=data, headers=headers, method=method)
         try:
             with urllib.request.urlopen(request, timeout=self.timeout_s,
                                         context=self.context) as answer:
-                answer.read()
+                text = answer.read()
         except urllib.error.HTTPError as exc:
-            raise ApiError(f"node {node.node}: not labelled: HTTP {exc.code} "
+            raise ApiError(f"node {node}: {failed}: HTTP {exc.code} "
                            f"{exc.reason}: {_status_message(exc)}") from None
         except urllib.error.URLError as exc:
-            raise ApiError(f"node {node.node}: not labelled: cannot reach the Kubernetes API at "
+            raise ApiError(f"node {node}: {failed}: cannot reach the Kubernetes API at "
                            f"{self.base}: {exc.reason}") from None
         except TimeoutError:
-            raise ApiError(f"node {node.node}: not labelled: no answer from the Kubernetes API "
+            raise ApiError(f"node {node}: {failed}: no answer from the Kubernetes API "
                            f"at {self.base} within {self.timeout_s:g} s") from None
         except OSError as exc:  # a connection reset mid-answer
-            raise ApiError(f"node {node.node}: not labelled: {exc}") from None
+            raise ApiError(f"node {node}: {failed}: {exc}") from None
+        try:
+            answer_json = json.loads(text or b"{}")
+        except ValueError:
+            answer_json = {}
+        return answer_json if isinstance(answer_json, dict) else {}
 
 
 def _status_message(exc: urllib.error.HTTPError) -> str:
@@ -220,21 +288,89 @@ def _status_message(exc: urllib.error.HTTPError) -> str:
 
 @dataclass(frozen=True, kw_only=True)
 class Labelled:
-    """What label_nodes did: the nodes labelled, and one line per node that was not."""
+    """What label_nodes did: the nodes labelled, one line per change to a node's condition or
+    taints (``said``; in a dry run, what would change), and one line per node that failed."""
 
     done: tuple[NodeLabels, ...]
     failures: tuple[str, ...]
+    said: tuple[str, ...] = ()
 
 
-def label_nodes(verdict: Mapping[str, Any], api: Api,
-                prefix: str = DEFAULT_PREFIX) -> Labelled:
-    """Every node of the verdict labelled (each tried, whatever the others did)."""
-    done, failures = [], []
+@dataclass(frozen=True, kw_only=True)
+class Health:
+    """How a verdict acts on nodes beyond their labels."""
+
+    condition: str = CONDITION_TYPE  # the condition's type; "" sets none
+    taint: bool = False              # taint failed nodes <prefix>/fabric=fail:EFFECT
+    effect: str = "NoSchedule"
+    dry_run: bool = False
+
+
+def label_nodes(verdict: Mapping[str, Any], api: Api, prefix: str = DEFAULT_PREFIX,
+                health: Health | None = None, now: str | None = None) -> Labelled:
+    """Every node of the verdict labelled, its condition set and its taint added or removed
+    (each node tried, whatever the others did)."""
+    import datetime
+
+    health = health or Health()
+    if health.condition:
+        check_condition_type(health.condition)
+    if health.effect not in TAINT_EFFECTS:
+        raise UsageError(f"--taint-effect must be one of {', '.join(TAINT_EFFECTS)}, "
+                         f"not {health.effect!r}")
+    now = now or datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    done, failures, said = [], [], []
     for node in node_labels(verdict, prefix):
         try:
-            api.patch_labels(node)
+            if health.dry_run:
+                said.append(f"dry run: node {node.node}: would set {node.text()}")
+            else:
+                api.patch_labels(node)
+            if health.condition or health.taint or node.status == "pass":
+                said += _act(api, node, prefix, health, now)
         except ApiError as exc:
             failures.append(str(exc))
         else:
             done.append(node)
-    return Labelled(done=tuple(done), failures=tuple(failures))
+    return Labelled(done=tuple(done), failures=tuple(failures), said=tuple(said))
+
+
+def _act(api: Api, node: NodeLabels, prefix: str, health: Health, now: str) -> list[str]:
+    """The node's condition and taint brought in line with its verdict: one line per change."""
+    current = api.get(node.node)
+    said = []
+    dry = health.dry_run
+    if health.condition:
+        status = CONDITION_STATUS[node.status]
+        old = next((c for c in (current.get("status") or {}).get("conditions") or ()
+                    if isinstance(c, dict) and c.get("type") == health.condition), {})
+        condition = {"type": health.condition, "status": status, "reason": node.reason,
+                     "message": node.message or f"fabbench verdict: {node.status}",
+                     "lastHeartbeatTime": now,
+                     "lastTransitionTime": old.get("lastTransitionTime", now)
+                     if old.get("status") == status else now}
+        if not health.dry_run:
+            answer = api.patch_condition(node.node, condition)
+            if (answer.get("metadata") or {}).get("resourceVersion"):
+                current = answer  # the version the taints' patch must name
+        what = f"condition {health.condition}={status} ({node.reason})"
+        said.append(f"dry run: node {node.node}: would set {what}" if dry
+                    else f"node {node.node}: {what}")
+    key = f"{prefix}/fabric"
+    taints = [t for t in (current.get("spec") or {}).get("taints") or () if isinstance(t, dict)]
+    ours = [t for t in taints if t.get("key") == key]
+    if node.status == "fail" and health.taint and not ours:
+        wanted = [*taints, {"key": key, "value": "fail", "effect": health.effect}]
+        verb, taint = "add", f"{key}=fail:{health.effect}"
+    elif node.status == "pass" and ours:
+        wanted = [t for t in taints if t.get("key") != key]
+        verb, taint = "remove", key
+    else:
+        return said
+    if not dry:
+        version = str((current.get("metadata") or {}).get("resourceVersion") or "")
+        api.put_taints(node.node, wanted, version)
+    done = {"add": "added", "remove": "removed"}[verb]
+    said.append(f"dry run: node {node.node}: would {verb} taint {taint}" if dry
+                else f"node {node.node}: taint {taint} {done}")
+    return said
