@@ -12,6 +12,11 @@ import pytest
 
 from conftest import REPO
 from fabbench.sysinfo.inventory import image_id
+from integration.module_times import (  # noqa: F401  (hooks: the time per module at the end)
+    pytest_runtest_logreport,
+    pytest_sessionstart,
+    pytest_terminal_summary,
+)
 from integration.oci_registry import port_is_free, tls_registry
 from integration.suite_stop import (  # noqa: F401  (hooks: one line when make test's timeout stops the suite)
     pytest_collection_finish,
