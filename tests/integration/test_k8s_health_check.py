@@ -109,6 +109,14 @@ def test_the_labeller_may_get_and_patch_nodes_only():
         {account["metadata"]["name"]}
 
 
+def test_the_check_tolerates_its_own_taint():
+    """A node the check tainted must be checked again, or it never loses the taint (the
+    cluster test found the next check's pod Pending on it)."""
+    for cron in by_kind(render_chart(ON))["CronJob"]:
+        assert pod_of(cron)["tolerations"] == [{"key": "fabbench.dev/fabric",
+                                                "operator": "Exists"}]
+
+
 def test_the_check_runs_the_charts_benchmark():
     """The CronJob's pods run the one-off Job's launch, less its --out (the script names the
     results file after the check's Job), then verify and label-nodes."""
