@@ -4,12 +4,15 @@ collector would serve it."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import REPO, cli
 from fabbench.floors import prometheus
 from fabbench.floors.judge import judge
+from fabbench.floors.verify import Verification
 from unit.test_floors import ALLREDUCE, PAIRS, fleet, floors, pairs, point
 
 LATENCY = '''
@@ -30,9 +33,9 @@ def families(text: str) -> dict[str, list]:
 
 
 def test_a_slow_nodes_check_reads_back_through_prometheus_parser(tmp_path):
-    verdicts = judge(floors(tmp_path, PAIRS.replace('id = "pairs-bw"', 'id = "pairs \\"bw\\""')),
-                     pairs(fleet(slow="n3")))
-    text = prometheus.exposition(verdicts, "site floors")
+    f = replace(floors(tmp_path, PAIRS.replace('id = "pairs-bw"', 'id = "pairs \\"bw\\""')),
+                name="site floors")
+    text = prometheus.exposition(Verification(f, [], judge(f, pairs(fleet(slow="n3")))))
     got = families(text)
     verdict = {s.labels["node"]: s.value for s in got["fabbench_floor_verdict"]}
     assert verdict == {"n1": 1, "n2": 1, "n3": 0, "n4": 1}
@@ -54,7 +57,7 @@ def test_figures_are_in_the_names_base_unit_and_not_judged_is_left_out(tmp_path)
     f = floors(tmp_path, ALLREDUCE + LATENCY)
     small = point(bytes=8, metrics={"busbw": 0.001, "algbw": 0.001, "time": 40.0})
     verdicts = judge(f, [small, point(ranks=1, metrics={"time": 900.0})])
-    got = families(prometheus.exposition(verdicts, "t"))
+    got = families(prometheus.exposition(Verification(f, [], verdicts)))
     (seconds,) = got["fabbench_floor_figure_seconds"]
     assert seconds.value == pytest.approx(40e-6) and seconds.labels["size_bytes"] == "8"
     (limit,) = got["fabbench_floor_threshold_seconds"]

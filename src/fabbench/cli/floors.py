@@ -54,7 +54,7 @@ def verify(
     if prometheus is not None:
         from fabbench.floors import prometheus as exposition
 
-        exposition.write(prometheus, outcome.verdicts, outcome.floors.name)
+        exposition.write(prometheus, outcome)
         print(f"wrote {prometheus}")
     raise typer.Exit(outcome.exit_code)
 

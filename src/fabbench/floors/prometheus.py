@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from fabbench.floors.judge import FAIL, NOT_JUDGED, PASS, Judgement
+from fabbench.floors.verify import Verification
 
 # a metric's unit (floors.points.METRICS) -> (the name's unit, the factor to it)
 BASE_UNITS = {
@@ -50,7 +50,7 @@ def _number(x: float) -> str:
     return repr(float(x))
 
 
-def exposition(verdicts: Sequence[Judgement], floors_name: str) -> str:
+def exposition(outcome: Verification) -> str:
     """The text of the file: HELP and TYPE once per metric name, then its samples."""
     families: dict[str, tuple[str, list[str]]] = {}
 
@@ -61,7 +61,7 @@ def exposition(verdicts: Sequence[Judgement], floors_name: str) -> str:
     # one series per label set: subjects that share one (ranks of a run on one host, each
     # judged as "node <host>") are one series, the failing one kept
     judged: dict[str, tuple[Judgement, float, float]] = {}
-    for v in verdicts:
+    for v in outcome.verdicts:
         if v.status == NOT_JUDGED or v.figure is None or v.floor is None or not v.rule.metric:
             continue
         key = _labels(v)
@@ -76,9 +76,8 @@ def exposition(verdicts: Sequence[Judgement], floors_name: str) -> str:
                figure * factor)
         sample(f"fabbench_floor_threshold_{unit}", f"The floor (or limit) the figure was held "
                f"to, in {words}, after the rule's tolerance.", labels, floor * factor)
-    counts = {s: sum(v.status == s for v in verdicts) for s in (PASS, FAIL, NOT_JUDGED)}
-    name = _escape(floors_name)
-    for status, n in counts.items():
+    name = _escape(outcome.floors.name)
+    for status, n in outcome.counts().items():
         sample("fabbench_floor_verdicts", "The verdicts of the check, by status.",
                f'floors="{name}",status="{status.replace(" ", "_")}"', n)
     out = []
@@ -87,9 +86,9 @@ def exposition(verdicts: Sequence[Judgement], floors_name: str) -> str:
     return "\n".join(out) + "\n"
 
 
-def write(path: Path, verdicts: Iterable[Judgement], floors_name: str) -> None:
+def write(path: Path, outcome: Verification) -> None:
     """The exposition, written atomically (a temporary file beside PATH, renamed over it)."""
-    text = exposition(list(verdicts), floors_name)
+    text = exposition(outcome)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or ".")
     try:
         with os.fdopen(fd, "w") as f:

@@ -51,12 +51,12 @@ CONDITION_TYPE = "FabricHealthy"
 CONDITION_STATUS = {"pass": "True", "fail": "False", "not judged": "Unknown"}
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 STRATEGIC = "application/strategic-merge-patch+json"  # status.conditions merge by type
-# a condition's type: an optional DNS-subdomain prefix and a name, as Kubernetes' own checks
-CONDITION_NAME = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
-                            r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?"  # a label's value, a qualified name's name
 DNS_SUBDOMAIN = re.compile(rf"^{_DNS_LABEL}(\.{_DNS_LABEL})*$")  # a prefix, a node's name
-LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
+LABEL_VALUE = re.compile(rf"^({_NAME})?$")
+# a condition's type: an optional DNS-subdomain prefix and a name, as Kubernetes' own checks
+CONDITION_NAME = re.compile(rf"^({_DNS_LABEL}(\.{_DNS_LABEL})*/)?{_NAME}$")
 _UNIT_WORDS = (("/s", "ps"), ("/", "p"), ("%", "pct"), ("µ", "u"), ("μ", "u"), (" ", ""))
 
 

@@ -18,6 +18,7 @@ from fabbench.report.tables import (
     busbw_text,
     count_of,
     efficiency_lines,
+    link_pct,
     ops_of,
     unstable,
     warnings_of,
@@ -154,8 +155,7 @@ def _table_rows(s: Series, op: str) -> list[dict]:
                      "wrong": "N/A" if r.wrong is None else r.wrong,
                      "ci": "-" if rel is None else f"{100 * rel:.1f}",
                      "samples": r.samples or len(r.samples_us or []),
-                     "link": "-" if link is None or r.ranks == 1
-                     else f"{100 * link.efficiency(r.busbw_gbyte_s):.1f}",
+                     "link": link_pct(link, r),
                      "transport": r.transport, "unstable": unstable(r) or ""})
     return rows
 

@@ -55,7 +55,7 @@ def nccl_table(s: Series, op: str) -> str:
             f"{REDOP.get(op, 'none'):>6} {ROOT.get(op, -1):>5} {r.time_us['p50']:>10.2f} "
             f"{r.algbw_gbyte_s:>8.3f} {busbw_text(r):>8} {wrong:>6} "
             f"{r.time_us['p99']:>10.2f} {'-' if rel is None else f'{100 * rel:.1f}':>6} "
-            f"{r.samples:>4} {_pct(link, r):>6} {_pct(ceiling, r):>6}{flag}")
+            f"{r.samples:>4} {link_pct(link, r):>6} {link_pct(ceiling, r):>6}{flag}")
     return head + cols + "\n".join(lines) + "\n"
 
 
@@ -69,7 +69,8 @@ def busbw_text(rec: Collective) -> str:
     return "-" if rec.ranks == 1 else f"{rec.busbw_gbyte_s:.3f}"
 
 
-def _pct(link: LinkRate | MeasuredCeiling | None, rec: Collective) -> str:
+def link_pct(link: LinkRate | MeasuredCeiling | None, rec: Collective) -> str:
+    """busbw as a share of the link (or the ceiling) in a table: "-" unknown or one rank."""
     if link is None or rec.ranks == 1:
         return "-"
     return f"{100 * link.efficiency(rec.busbw_gbyte_s):.1f}"
