@@ -1,9 +1,10 @@
 """Acceptance floors on emulated nodes (issue 34), the short form of bench/floors_gate.py: a
-baseline from two healthy pairs runs of 4 nodes at 1 Gbit/s, a further healthy run verified
-against it (exit 0, every node passing), and the same cluster with node 3's link at 250 Mbit/s
-failing with exit 1, naming node 3 and only node 3 with its margin, through `fabbench run
---floors` and through `fabbench verify`. A rule on the transport class fails the run whose
-transport is not the required one, naming both; the reference floors place the run."""
+baseline (floors 30 % below the median) from two healthy pairs runs of 4 nodes at 1 Gbit/s, a
+further healthy run verified against it (exit 0, every node passing), and the same cluster with
+node 3's link at 250 Mbit/s failing with exit 1, naming node 3 and only node 3 with its margin,
+through `fabbench run --floors` and through `fabbench verify`. A rule on the transport class
+fails the run whose transport is not the required one, naming both; the reference floors place
+the run."""
 
 from __future__ import annotations
 
@@ -52,7 +53,10 @@ def site(tmp_path_factory) -> Path:
         assert p.returncode == 0, p.stderr[-3000:]
         runs.append(str(out))
     floors = d / "site.toml"
-    p = fabbench("baseline", *runs, "--out", str(floors))
+    # floors 30 % below the median, not the default 10 %: in a CI run (d4f8f8a) beside the
+    # cluster's Go build a healthy node's pairs figure came 20 % under the baseline's median;
+    # the slow node's quarter of the wire still fails by far (its margin below)
+    p = fabbench("baseline", *runs, "--out", str(floors), "--below", "0.3")
     assert p.returncode == 0, p.stderr
     assert "rules from 2 file(s)" in p.stdout
     return floors
@@ -87,9 +91,10 @@ def test_a_healthy_run_passes_and_the_slow_node_alone_fails(site, tmp_path):
     nodes = {n["node"]: n for n in json.loads((tmp_path / "slow.json").read_text())["nodes"]}
     assert [n for n, v in nodes.items() if v["status"] == "fail"] == ["node3"]
     # 250 Mbit/s of 1 Gbit/s: a quarter of the wire, but node3's pairs figure is not a quarter of
-    # the healthy one (its partner's link, the cores the namespaces share): -0.497 was measured
-    # where -0.5 was asserted. -0.3 is three times the baseline's 10 % (floor below the median)
-    assert nodes["node3"]["margin"] < -0.3
+    # the healthy one (its partner's link, the cores the namespaces share): 0.45 of the median
+    # was measured, a margin of -0.36 against a floor at 0.7 of it; the loaded healthy node's
+    # 0.8 of the median is +0.14
+    assert nodes["node3"]["margin"] < -0.2
 
 
 def test_a_transport_rule_names_the_required_and_the_found(site, tmp_path):

@@ -50,8 +50,10 @@ def podman_run(image: str, work: Path, args: list[str], env: dict[str, str] | No
     name = f"fabbench-test-{uuid.uuid4().hex[:8]}"
     given = [arg for key, value in (env or {}).items() for arg in ("-e", f"{key}={value}")]
     try:
-        res = sh(["podman", "--runtime", "runc", "run", "--rm", "--name", name,
-                  "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=4096:4096", *given,
+        # --network none: the ranks are local (loopback); podman's default network would
+        # make its bridge and give the container an address in 10.88.0.0/16
+        res = sh(["podman", "--runtime", "runc", "run", "--rm", "--name", name, "--network",
+                  "none", "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=4096:4096", *given,
                   "-v", f"{work}:/w", "-w", "/w", image, *args], 600)
     finally:
         sh(["podman", "--runtime", "runc", "rm", "-f", "--time", "5", name], 120)

@@ -89,5 +89,7 @@ class Progress:
             if cell["status"] == "skipped":
                 print(f"  skipped {cell['id']}: {cell['reason']}")
             elif cell["status"] == "failed":
-                print(f"  failed  {cell['id']}: {cell['error']}")
+                # the library's own message is in the cell's output, not in this summary
+                print(f"  failed  {cell['id']}: {cell['error']}; its output: "
+                      f"{outcome.directory / cell['log']}")
         print(f"answer: fabbench report {outcome.directory}")
