@@ -9,6 +9,7 @@ import sys
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fabbench import catalog, emulate
 from fabbench.comm import batch_loop, registry
@@ -29,6 +30,9 @@ from fabbench.results.records import Collective, Run, Summary, Train
 from fabbench.results.writer import ResultWriter
 from fabbench.sysinfo.gpus import gpus_visible, require_gpu
 from fabbench.workloads.collectives import point_key
+
+if TYPE_CHECKING:
+    from fabbench.floors.rules import Floors
 
 
 def make_plan(c: RunConfig, *, local_launch: bool, argv: tuple[str, ...] = ()
@@ -125,15 +129,16 @@ def dry_run(c: RunConfig, argv: tuple[str, ...] = ()) -> str:
     return "\n".join(lines)
 
 
-def run(c: RunConfig, argv: tuple[str, ...] = ()) -> Outcome:
+def run(c: RunConfig, argv: tuple[str, ...] = (), judge: Floors | None = None) -> Outcome:
     """Run configuration ``c`` (``argv``: the command line, recorded): as one rank inside a
-    launched job, else by launching the ranks here."""
+    launched job, else by launching the ranks here. Inside a job, ``judge``'s verdict on rank
+    0's results is every rank's exit code (outside, the caller judges the file)."""
     me = discover()
     announced_nodes(me)  # a bad FABBENCH_EXPECT_NODES stops here, before any rank starts
     plan, state = make_plan(c, local_launch=me is None, argv=argv)
     _refuse_cuda_unaware_mpi(plan)
     if me is not None:
-        return Outcome(run_rank(plan, state, me), plan, launched=False)
+        return Outcome(run_rank(plan, state, me, judge), plan, launched=False)
     _refuse_without_gpu(plan)
     resolved = resolve(plan)  # refuses missing hardware before anything starts
     held = claim(plan.out)  # one run per results file; held until the ranks are done

@@ -11,11 +11,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import fabbench
+from conftest import fabbench, needs_mpirun
 from fabbench.emulate import net
 
 pytestmark = [pytest.mark.integration, pytest.mark.needs_root, pytest.mark.timeout(900)]
@@ -106,3 +108,32 @@ def test_a_transport_rule_names_the_required_and_the_found(site, tmp_path):
     p = fabbench("verify", "--floors", str(floors), str(run))
     assert p.returncode == 1
     assert "transport ob1/tcp (class tcp); required: ib or ib-gdr" in p.stdout
+
+
+@needs_mpirun
+@pytest.mark.parametrize("at_least,code", [(1000.0, 1), (1e-6, 0)])
+def test_inside_a_job_rank_0_judges_and_every_rank_ends_with_the_verdict(tmp_path, at_least,
+                                                                          code):
+    """`fabbench run --floors` as the ranks of a job (here mpirun's; a Kubernetes pod's check
+    before the job is the same): rank 0 judges its results and prints the verdict, rank 1 gets
+    the verdict's exit code over the communicator and says where the FAIL lines are."""
+    floors = tmp_path / "floors.toml"
+    floors.write_text('format = "fabbench-floors/1"\nname = "in the job"\n[[rule]]\n'
+                      'id = "allreduce-bw"\nsource = "test"\nworkload = "collectives"\n'
+                      'op = "allreduce"\nsize = "1M"\nmetric = "busbw"\n'
+                      f'at_least = {at_least}\nunit = "GB/s"\n')
+    root = ["--allow-run-as-root"] if os.geteuid() == 0 else []
+    out = tmp_path / "r.jsonl"
+    p = subprocess.run(["mpirun", "-np", "2", "--oversubscribe", "--bind-to", "none", *root,
+                        sys.executable, "-m", "fabbench", "run", "--primitive", "mpi", "--fabric",
+                        "ethernet", "--iface", "lo", "--ops", "allreduce", "--sizes", "1M",
+                        "--budget", "0.05", "--timeout", "30", "--out", str(out), "--floors",
+                        str(floors)], capture_output=True, text=True, timeout=120, check=False)
+    told = "fabbench: rank 1: rank 0's results missed the floors of"
+    assert p.returncode == code, p.stdout[-2000:] + p.stderr[-2000:]
+    assert p.stdout.count("# floors ") == 1, p.stdout  # rank 0 alone judges
+    if code:
+        assert "\nFAIL       rule allreduce-bw: allreduce 1M float32" in p.stdout
+        assert "verdict: 1 failed, 0 passed" in p.stdout and told in p.stderr, p.stderr
+    else:
+        assert "verdict: 0 failed, 1 passed" in p.stdout and told not in p.stderr

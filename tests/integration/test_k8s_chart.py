@@ -416,3 +416,83 @@ def test_the_health_check_labels_every_healthy_node_pass(cluster, tmp_path):
             assert (h.condition["status"], h.condition["reason"]) == ("True", "AllRulesPassed")
             assert not h.tainted
         uninstall_leaves_nothing(cluster, ns)
+
+
+# ---- the check before the job -----------------------------------------------------------------
+
+# A training Job (gpt-tiny, gloo) with the chart's preflight: each pod's init container runs a
+# 16 MiB allreduce across the Job's pods, judged against a floor on its busbw. A ring's busbw is
+# its slowest link's at most, so the floor (HEALTH_FLOOR_GBYTE_S, above the 0.03125 GB/s a
+# 250 Mbit/s link carries) fails any ring through the slow node, whatever the noise.
+TRAIN = {"workload": "train", "model": "gpt-tiny", "batchSize": 4, "imageSize": 64, "steps": 4,
+         "warmupSteps": 1}
+
+
+@dataclass(frozen=True)
+class Preflight:
+    """A training Job with its check before the job, as it ended."""
+
+    end: tuple[str, str]
+    took_s: float  # helm install to the Job's end
+    checks: dict[int, dict]  # per completion index: the init container's terminated state
+    started: dict[int, bool]  # per index: whether the job's own container ever started
+    log0: str  # index 0's init container's log
+
+
+def preflight_job(cluster: K8sCluster, ns: str, tmp_path: Path) -> Preflight:
+    nodes = len(cluster.nodes)
+    values = {**image_values(cluster), "primitive": "gloo", "nodes": nodes, "benchmark": TRAIN,
+              "preflight": {"enabled": True, "sizes": "16M", "budget": 0.5,
+                            "floors": links_floor("16M", HEALTH_FLOOR_GBYTE_S)}}
+    t0 = time.monotonic()
+    install(cluster, ns, values, tmp_path)
+    end = job_end(cluster, ns, RELEASE, JOB_DEADLINE_S)
+    took = time.monotonic() - t0
+    checks, started, log0 = {}, {}, ""
+    deadline = time.monotonic() + 60  # the pods' final statuses, once the kubelets report them
+    while True:
+        pods = pods_of(cluster, ns, f"batch.kubernetes.io/job-name={RELEASE}")
+        for p in pods:
+            index = int(p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"])
+            (init,) = p["status"].get("initContainerStatuses") or [{}]
+            checks[index] = init.get("state", {}).get("terminated", {})
+            (main,) = p["status"].get("containerStatuses") or [{}]
+            state = main.get("state", {})
+            started[index] = "running" in state or "startedAt" in state.get("terminated", {})
+            if index == 0:
+                log0 = cluster.kubectl("logs", "-n", ns, p["metadata"]["name"], "-c",
+                                       "preflight", "--tail=-1", check=False).stdout
+        if len(checks) == nodes and all(checks.values()) or time.monotonic() > deadline:
+            break
+        time.sleep(2)
+    said = "\n".join(ln for ln in log0.splitlines() if ln.startswith(("PASS", "FAIL", "verdict")))
+    print(f"training Job with its check before the job on {nodes} nodes: {end} {took:.0f} s "
+          f"after install; the checks (s): "
+          + ", ".join(f"{i}: exit {c.get('exitCode')} in {_seconds(c):.1f}"
+                      for i, c in sorted(checks.items()))
+          + f"; the job's own containers started: {started}\n{said}")
+    return Preflight(end, took, checks, started, log0)
+
+
+def _seconds(terminated: dict) -> float:
+    """A terminated container's run, from its startedAt to its finishedAt."""
+    from datetime import datetime
+
+    if not terminated.get("startedAt") or not terminated.get("finishedAt"):
+        return float("nan")
+    at = [datetime.fromisoformat(terminated[k].replace("Z", "+00:00"))
+          for k in ("startedAt", "finishedAt")]
+    return (at[1] - at[0]).total_seconds()
+
+
+def test_a_training_job_runs_after_its_check_passes(cluster, tmp_path):
+    with cluster.namespace("preflight") as ns:
+        run = preflight_job(cluster, ns, tmp_path)
+        assert run.end[0] == "Complete", f"{run.end} | {why(cluster, ns, 'job-name=' + RELEASE)}"
+        assert all(c.get("exitCode") == 0 for c in run.checks.values()), run.checks
+        assert all(run.started.values()), run.started
+        assert "verdict: 0 failed, 1 passed" in run.log0, run.log0
+        records = from_log(index0_log(cluster, ns, RELEASE), tmp_path / "train.jsonl")
+        assert records[-1]["kind"] == "summary" and records[-1]["ok"], records[-1]
+        assert any(r["kind"] == "train" for r in records)
+        uninstall_leaves_nothing(cluster, ns)

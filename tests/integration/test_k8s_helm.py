@@ -100,10 +100,10 @@ def test_helm_lint_is_clean():
 def test_chart_value_sets_pass_strict_validation(path):
     manifests = render_chart(values_of(path))
     kinds = sorted(d["kind"] for d in manifests)
-    assert kinds in (["Job", "Service"], ["MPIJob"])
+    assert kinds in (["Job", "Service"], ["ConfigMap", "Job", "Service"], ["MPIJob"])
     for doc in manifests:
         validate_manifest(doc)
-        if doc["kind"] != "Service":  # every pod: IPC_LOCK only, never privileged
+        if doc["kind"] in ("Job", "MPIJob"):  # every pod: IPC_LOCK only, never privileged
             text = yaml.safe_dump(doc)
             assert "privileged" not in text and "IPC_LOCK" in text and "medium: Memory" in text
 
@@ -131,6 +131,8 @@ def test_value_sets_cover_the_matrix():
     {"gpudirect": "yes"}, {"gpudirect": True}, {"image": {"digest": "sha256:abc"}},
     {"image": {"digest": "0123456789abcdef" * 4}}, {"image": {"tag": ":x"}},
     {"results": {"hostPath": "relative"}}, {"results": {"hostPath": "/a b"}},
+    {"preflight": {"sizes": "1 M"}}, {"preflight": {"budget": 0}}, {"preflight": {"x": 1}},
+    {"preflight": {"enabled": "yes"}},
 ])
 def test_schema_rejects_bad_values(bad):
     with pytest.raises(helm_python.HelmValuesError):
@@ -147,14 +149,19 @@ def test_schema_rejects_bad_values(bad):
     ({"benchmark": {"extraArgs": ["--budget=1"]}}, "--budget is an option fabbench declares"),
     ({"benchmark": {"extraArgs": ["--no-check"]}}, "set its value \\(check\\)"),
     ({"results": {"claim": "pvc", "hostPath": "/var/x"}}, "set one"),
+    ({"preflight": {"enabled": True, "floors": "x"}}, "mpi runs as an MPIJob"),
+    ({"primitive": "gloo", "preflight": {"enabled": True}}, "preflight.floors is empty"),
+    ({"primitive": "gloo", "preflight": {"enabled": True, "floors": "x"},
+      "healthCheck": {"enabled": True, "floors": "x"}}, "enable one of them"),
 ])
 def test_chart_refuses_impossible_settings(bad, message):
     with pytest.raises(helm_python.HelmError, match=message):
         render_chart(bad)
 
 
-def cli_args(values: dict) -> list[str]:
-    """The `fabbench render k8s` options for chart values."""
+def cli_args(values: dict, tmp_path: Path | None = None) -> list[str]:
+    """The `fabbench render k8s` options for chart values (a floors file of the check before
+    the job written under ``tmp_path``)."""
     v = {"nodes": 2, "gpusPerNode": 0, **values}
     b = v.get("benchmark", {})
     args = ["--name", FULLNAME, "--nodes", str(v["nodes"]), "--gpus-per-node",
@@ -178,6 +185,11 @@ def cli_args(values: dict) -> list[str]:
                  str(v["rdma"].get("perNode", 1))]
     if v.get("hostNetwork"):
         args.append("--host-network")
+    if v.get("preflight", {}).get("enabled"):
+        assert tmp_path is not None, "the check before the job needs its floors in a file"
+        floors = tmp_path / "preflight.toml"
+        floors.write_text(v["preflight"]["floors"])
+        args += ["--preflight", str(floors)]
     for key, value in v.get("nodeSelector", {}).items():
         args += ["--node-selector", f"{key}={value}"]
     if v.get("results", {}).get("claim"):
@@ -216,9 +228,9 @@ def normalised(manifests: list[dict]) -> dict[str, dict]:
 
 
 @pytest.mark.parametrize("path", VALUE_SETS, ids=lambda p: p.stem)
-def test_render_k8s_and_chart_give_equal_jobs(path):
+def test_render_k8s_and_chart_give_equal_jobs(path, tmp_path):
     values = values_of(path)
-    p = fabbench("render", "k8s", *cli_args(values), timeout=60)
+    p = fabbench("render", "k8s", *cli_args(values, tmp_path), timeout=60)
     assert p.returncode == 0, p.stderr
     rendered = docs(p.stdout)
     for doc in rendered:

@@ -16,6 +16,7 @@ from integration.k8s_cluster import K8S_TIMEOUT_S, k8s_cluster, skip_reason
 from integration.test_k8s_chart import (
     HEALTH_FLOOR_GBYTE_S,
     health_check,
+    preflight_job,
     uninstall_leaves_nothing,
     why,
 )
@@ -60,4 +61,22 @@ def test_the_slow_node_alone_is_labelled_fail_tainted_and_the_check_fails(cluste
         assert not any(h.tainted for h in health.values()), health
         good = health[SLOW].condition
         assert (good["status"], good["reason"]) == ("True", "AllRulesPassed"), good
+        uninstall_leaves_nothing(cluster, ns)
+
+
+def test_a_training_job_whose_check_meets_the_slow_node_never_starts(cluster, tmp_path):
+    """The chart's check before the job (preflight) on all four nodes: the allreduce's ring runs
+    through fbk-2's link, below the floor; rank 0 judges, every pod's init container ends 1,
+    so no pod starts the job's own container, and the Job fails; rank 0's pod's termination
+    message is the FAIL line. Runs after the health check's tests, which left fbk-2
+    untainted."""
+    with cluster.namespace("preflight") as ns:
+        run = preflight_job(cluster, ns, tmp_path)
+        assert run.end[0] == "Failed", run.end
+        assert sorted(run.checks) == list(range(len(cluster.nodes))), run.checks
+        assert all(c.get("exitCode") == 1 for c in run.checks.values()), run.checks
+        assert not any(run.started.values()), run.started
+        assert run.checks[0]["message"].startswith(
+            "FAIL       rule allreduce-bw: allreduce 16M float32: collectives busbw"), run.checks
+        assert all("missed the floors" in c["message"] for i, c in run.checks.items() if i)
         uninstall_leaves_nothing(cluster, ns)

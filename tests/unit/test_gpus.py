@@ -172,7 +172,7 @@ def test_a_rank_of_a_launched_job_leaves_it_to_its_communicator(monkeypatch, no_
     no_gpu_here("apptainer")
     monkeypatch.setattr(runner, "discover", lambda: object())
     monkeypatch.setattr(runner, "announced_nodes", lambda me: None)
-    monkeypatch.setattr(runner, "run_rank", lambda plan, state, me: 7)
+    monkeypatch.setattr(runner, "run_rank", lambda plan, state, me, judge: 7)
     from fabbench.config import RunConfig
 
     outcome = runner.run(RunConfig(fabric="ethernet", primitive="nccl"))

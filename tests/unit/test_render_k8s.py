@@ -527,3 +527,53 @@ def test_bad_input_is_one_line_exit_2(args, message):
     p = fabbench("render", "k8s", *args, timeout=60)
     assert p.returncode == 2 and p.stdout == ""
     assert message in p.stderr and p.stderr.count("\n") == 1, p.stderr
+
+
+PREFLIGHT_FLOORS = ('format = "fabbench-floors/1"\nname = "before the job"\n[[rule]]\n'
+                    'id = "allreduce-bw"\nsource = "site policy"\nworkload = "collectives"\n'
+                    'op = "allreduce"\nsize = "16M"\nmetric = "busbw"\nat_least = 0.05\n'
+                    'unit = "GB/s"\n')
+
+
+def test_a_check_before_the_job_is_an_init_container_judging_a_short_allreduce():
+    docs = job(nodes=3, preflight=PREFLIGHT_FLOORS, bench={"workload": "train", "steps": "7",
+                                                          "iface": "eth1"})
+    assert set(docs) == {"ConfigMap", "Job", "Service"}
+    assert docs["ConfigMap"]["data"] == {"preflight.toml": PREFLIGHT_FLOORS}
+    pod = docs["Job"]["spec"]["template"]["spec"]
+    (check,) = pod["initContainers"]
+    (main,) = pod["containers"]
+    assert check["command"][:2] == ["/bin/sh", "-c"] and "$$@" in check["command"][2]
+    assert check["env"] == main["env"] and check["image"] == main["image"]
+    # the job's fabric, primitive and interface; a short allreduce, not the job's workload
+    assert check["args"] == ["fabbench", "run", "--fabric", "ethernet", "--primitive", "gloo",
+                             "--device", "cpu", "--timeout", "60", "--iface", "eth1", "--ops",
+                             "allreduce", "--sizes", "16M", "--budget", "0.5", "--out",
+                             "/results/fabbench-preflight.jsonl", "--floors",
+                             "/etc/fabbench/preflight.toml"]
+    assert {"name": "preflight", "mountPath": "/etc/fabbench", "readOnly": True} in \
+        check["volumeMounts"]
+    assert {"name": "preflight", "configMap": {"name": "fabbench-preflight"}} in pod["volumes"]
+    assert "--steps" in main["args"] and "--floors" not in main["args"]
+    assert "initContainers" not in job(nodes=3)["Job"]["spec"]["template"]["spec"]
+
+
+def test_the_check_before_the_job_refuses_an_mpijob_and_a_bad_floors_file(tmp_path):
+    floors = tmp_path / "site.toml"
+    floors.write_text(PREFLIGHT_FLOORS)
+    p = fabbench("render", "k8s", "--primitive", "mpi", "--preflight", str(floors), timeout=60)
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr == ("fabbench: error: --preflight runs in the Indexed Job's pods: mpi runs "
+                        "as an MPIJob; use --primitive gloo (or nccl with --gpus-per-node)\n")
+    floors.write_text(PREFLIGHT_FLOORS.replace("at_least = 0.05", "at_least = -1"))
+    p = fabbench("render", "k8s", "--primitive", "gloo", "--preflight", str(floors), timeout=60)
+    assert p.returncode == 2 and p.stdout == "" and p.stderr.count("\n") == 1, p.stderr
+
+
+def test_the_check_before_the_job_runs_the_charts_defaults():
+    from fabbench.render.context import PREFLIGHT
+
+    chart_values = yaml.safe_load((CHART / "values.yaml").read_text())["preflight"]
+    assert chart_values["enabled"] is False
+    assert {k: chart_values[k] for k in ("sizes", "budget", "timeout")} == {
+        k: PREFLIGHT[k] for k in ("sizes", "budget", "timeout")}

@@ -171,6 +171,24 @@ health check labels the nodes it judged. */}}
       fieldPath: spec.nodeName
 {{- end }}
 
+{{/* The environment of an Indexed Job's rank container (and of its check before the job): its
+index, node, world size, rendezvous at index 0's pod, and every variable of fabbench.env. Takes
+a dict: ctx, name (the job's), ranks. */}}
+{{- define "fabbench.indexedEnv" -}}
+- name: FABBENCH_NODE_RANK
+  valueFrom:
+    fieldRef:
+      fieldPath: "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+{{ include "fabbench.nodeNameEnv" .ctx }}
+- name: FABBENCH_WORLD_SIZE
+  value: {{ .ranks | toString | toJson }}
+- name: MASTER_ADDR
+  value: {{ printf "%s-0.%s" .name .name | toJson }}
+- name: MASTER_PORT
+  value: {{ .ctx.Values.masterPort | toString | toJson }}
+{{- include "fabbench.envList" (include "fabbench.env" .ctx | fromJson) }}
+{{- end }}
+
 {{/* `fabbench run`'s arguments: per field of the run configuration (files/run-options.yaml,
 generated from fabbench.config), its value when it differs from the field's default, written as
 RunConfig.to_argv writes it (whole numbers as such, other numbers as Go's %v, which is Python's
@@ -359,6 +377,32 @@ volumes:
 {{- if and (ne .Values.gpudirect "auto") (eq (int .Values.gpusPerNode) 0) }}
 {{- fail (printf "gpudirect %s is about GPU buffers: set gpusPerNode" .Values.gpudirect) }}
 {{- end }}
+{{- with .Values.preflight }}{{ if .enabled }}
+{{- if $.Values.healthCheck.enabled }}
+{{- fail "preflight checks a job before it starts, and healthCheck runs no job of its own: enable one of them" }}
+{{- end }}
+{{- if or $.Values.study (ne (include "fabbench.launch" $) "rendezvous") }}
+{{- fail (printf "preflight runs in the Indexed Job's pods: %s runs as an MPIJob; set primitive gloo (or nccl with gpusPerNode)" (ternary "a study" (include "fabbench.primitive" $) (not (empty $.Values.study)))) }}
+{{- end }}
+{{- if not (trim .floors) }}
+{{- fail "preflight.floors is empty: give the floors file's content (--set-file preflight.floors=site.toml, docs/floors.md)" }}
+{{- end }}
+{{- end }}{{ end }}
+{{- end }}
+
+{{/* The check before the job (preflight.enabled): an init container's script, run by /bin/sh
+-c with the launch of a short allreduce judged against the floors ("$@": `fabbench run ...
+--floors`, rank 0 judging, every rank ending with the verdict). Its output goes to the log as it
+comes; on a failure the FAIL line (else fabbench's error, or the line naming rank 0) is the
+container's termination message, which `kubectl describe` and the pod's status show.
+`fabbench render k8s --preflight` writes the same (render/k8s.py PREFLIGHT_SCRIPT). */}}
+{{- define "fabbench.preflightScript" -}}
+set -u
+{ "$@"; echo "$?" > /tmp/preflight.code; } 2>&1 | tee /tmp/preflight.log
+code=$(cat /tmp/preflight.code)
+[ "$code" = 0 ] && exit 0
+{ grep '^FAIL' /tmp/preflight.log || grep 'fabbench: error\|missed the floors' /tmp/preflight.log; } | head -c 4096 > /dev/termination-log
+exit "$code"
 {{- end }}
 
 {{/* The device files the fabric needs on its native wire (the profile's "devices"), as JSON. */}}

@@ -57,7 +57,7 @@ def run(*, dry_run: bool, resume: str | None, floors: str | None = None,
         if dry_run:
             print(runner.dry_run(run_config, argv))
             return
-        outcome = runner.run(run_config, argv)
+        outcome = runner.run(run_config, argv, judge_by)
     if outcome.launched:
         from fabbench.cli.show import show_run
 
@@ -98,8 +98,8 @@ _RUN_ONLY = [
                       annotation=Annotated[str | None, typer.Option(
                           help="Judge the run's results against this floors file "
                           "(docs/floors.md; 'reference': the shipped one) when it ends: exit "
-                          "1 when a floor fails. Where fabbench starts the ranks; inside a "
-                          "job, run `fabbench verify` after it.",
+                          "1 when a floor fails. Inside a job (a Kubernetes check before "
+                          "the job), rank 0 judges and every rank exits with the verdict.",
                           metavar="FILE", rich_help_panel="Run")])]
 _RUN_SIGNATURE = inspect.Signature([*config.typer_parameters(), *_RUN_ONLY])
 # what Typer reads the options from (mypy knows no __signature__ on a function; Python has it)

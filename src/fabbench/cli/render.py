@@ -127,6 +127,13 @@ def k8s(
     master_port: Annotated[int | None, typer.Option(
         help="Rendezvous port (torch primitives). Default: torch's usual one.",
         show_default=False)] = None,
+    preflight: Annotated[str | None, typer.Option(
+        help="A check before the job (gloo, nccl): each pod's init container runs a short "
+        "allreduce across the job's pods, judged against this floors file (docs/floors.md); a "
+        "floor missed stops the job before it starts, the FAIL line its termination message "
+        "(the chart's preflight, its sizes, budget and timeout at their defaults: 16M, 0.5, "
+        "60).",
+        metavar="FLOORS")] = None,
     name: Name = "fabbench", fabbench_command: Command = "fabbench", extra_arg: Extra = None,
     **options: object,
 ) -> None:
@@ -146,7 +153,7 @@ def k8s(
         host_network=host_network, node_selector_pairs=node_selector or (),
         results_claim=results_claim, results_host_path=results_host_path,
         results_path=results_path, shm_size=shm_size,
-        master_port=master_port, fabbench_command=fabbench_command)))
+        master_port=master_port, fabbench_command=fabbench_command, preflight=preflight)))
 
 
 def register(app: typer.Typer) -> None:

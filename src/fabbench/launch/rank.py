@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fabbench import catalog, emulate
 from fabbench.ceiling import measure as ceiling
@@ -46,6 +46,9 @@ from fabbench.timing.deadline import Watchdog
 from fabbench.workloads import registry as workloads
 from fabbench.workloads.faults import Fault
 
+if TYPE_CHECKING:
+    from fabbench.floors.rules import Floors
+
 #: True once this process became a rank. A library's threads (Gloo's, MPI's, Horovod's) may then
 #: outlive the rank's work, and a normal interpreter exit aborts in C++ ("terminate called without
 #: an active exception", a second line after fabbench's one): such a process leaves by os._exit.
@@ -60,8 +63,9 @@ _WRONG = ("data check failed: wrong elements (see records with correct=false, or
           "whose ranks ended with different gradients)")
 
 
-def run_rank(plan: Plan, state: RunState, me: RankEnv) -> int:
-    """Returns the exit code: 0 all fine, 1 a data check failed; raises on other failures.
+def run_rank(plan: Plan, state: RunState, me: RankEnv, judge: Floors | None = None) -> int:
+    """Returns the exit code: 0 all fine, 1 a data check failed or (with ``judge``) rank 0's
+    results missed a floor, which every rank returns; raises on other failures.
     The steps are RankRun's, in order. Whatever fails once the watchdog runs is handled here:
     rank 0 writes the summary (under a run record it wrote), a library's exception becomes one
     line naming what the rank waited for, and the rank is marked ended; a failure while
@@ -88,10 +92,10 @@ def run_rank(plan: Plan, state: RunState, me: RankEnv) -> int:
             run.check_transport(peers)
             run.measure_ceiling(peers)
             failed = run.run_workloads(peers)
-            run.finish(failed)
+            code = run.finish(failed, judge)
             if failed:
                 raise DataCheckFailed(_WRONG)
-            return 0
+            return code
         except (FabbenchError, Terminated):
             raise
         except Exception as exc:  # a library error (a peer vanished, a socket closed): one line
@@ -329,12 +333,35 @@ class RankRun:
                                f"{exc.strerror or exc}") from None
             print(show(written), flush=True)
 
-    def finish(self, failed: bool) -> None:
-        """The summary, then the communicator closed (under the watchdog: peers must arrive)."""
+    def finish(self, failed: bool, judge: Floors | None = None) -> int:
+        """The summary; with ``judge``, rank 0's verdict on its results, which every rank
+        learns (its exit code); then the communicator closed (under the watchdog: peers must
+        arrive)."""
         self.dog.arm(self.plan.timeout_s, "finishing")
         self.write_summary(not failed, _WRONG if failed else None)
+        code = 0 if judge is None or failed else self._judged(judge)
         self.comm.close()
         self.dog.disarm()
+        return code
+
+    def _judged(self, judge: Floors) -> int:
+        """Rank 0 judges its results file against the floors and prints the verdict as
+        `fabbench verify` does; every rank gets the verdict's exit code (the largest of the
+        ranks' codes: rank 0's, the others giving 0), and a rank other than 0 that fails says
+        where the FAIL lines are. A job's pods (a check before the job) all end with it."""
+        from fabbench.floors.verify import verify  # after the measurements: not in their way
+
+        mine = 0
+        if self.writer is not None:
+            verdict = verify(judge, [self.writer.path])
+            print("\n".join(verdict.lines()), flush=True)
+            mine = verdict.exit_code
+        code = int(self.comm.max_scalar(float(mine)))
+        if code and self.writer is None:
+            print(f"fabbench: rank {self.me.rank}: rank 0's results missed the floors of "
+                  f"{judge.path} (rank 0's output has the FAIL lines)", file=sys.stderr,
+                  flush=True)
+        return code
 
     def write_summary(self, ok: bool, error: str | None) -> None:
         """The summary, only under a run record this process wrote, and once: the last line

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from fabbench.comm.registry import default_primitive
@@ -53,8 +54,14 @@ def slurm_job(bench: Benchmark, *, verify: str | None = None, **job) -> SlurmJob
 
 
 def k8s_job(bench: Benchmark, *, node_selector_pairs: Sequence[str] = (),
-            master_port: int | None = None, **job) -> K8sJob:
-    """``master_port`` None: the job's default (launch.table.RENDEZVOUS_PORT)."""
+            master_port: int | None = None, preflight: str | None = None, **job) -> K8sJob:
+    """``master_port`` None: the job's default (launch.table.RENDEZVOUS_PORT); ``preflight``:
+    a floors file, read and checked here (the job carries its text)."""
     if master_port is not None:
         job["master_port"] = master_port
+    if preflight is not None:
+        from fabbench.floors.rules import load
+
+        load(preflight)  # a bad floors file is refused now, not in the job
+        job["preflight"] = Path(preflight).read_text()
     return K8sJob(benchmark=bench, node_selector=node_selector(node_selector_pairs), **job)

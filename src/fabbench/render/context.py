@@ -20,6 +20,13 @@ RUNTIMES = tuple(table.RUNTIMES)  # the launcher table's container runtimes
 MAX_BENCHMARKS = 10  # rendezvous ports: ten per job (see slurm.sbatch.j2)
 IMAGE_REPOSITORY = "fabbench"  # the image's name as .ci/publish.sh tags it
 REFERENCE_FLOORS = "reference"  # `fabbench verify --floors reference`: the shipped floors
+# The check before a Kubernetes job (--preflight; the chart's preflight.sizes, .budget and
+# .timeout defaults): what it runs, and what it keeps of the job's configuration
+PREFLIGHT = {"kind": "collectives", "ops": "allreduce", "sizes": "16M", "budget": 0.5,
+             "timeout": 60}
+PREFLIGHT_KEEPS = ("fabric", "wire", "gpudirect", "iface", "rdma_device", "primitive",
+                   "horovod_over", "device")
+PREFLIGHT_FLOORS = "/etc/fabbench/preflight.toml"  # where its init container reads the floors
 
 
 def default_image(gpus: bool) -> str:
@@ -222,6 +229,8 @@ class K8sJob:
     results_path: str = "/results"
     shm_size: str = "1Gi"
     master_port: int = table.RENDEZVOUS_PORT
+    # a check before the job: a floors file's text, judged by each pod's init container
+    preflight: str | None = None
     benchmark: Benchmark
 
     def __post_init__(self) -> None:
@@ -259,6 +268,18 @@ class K8sJob:
         if self.benchmark.config.device == "cuda" and not self.gpus_per_node:
             raise UsageError(f"{self.benchmark.config.primitive} on GPUs needs --gpus-per-node")
         _check_fabric_nodes((self.benchmark,), self.nodes)
+        if self.preflight is not None and self.benchmark.launch != "rendezvous":
+            raise UsageError(f"--preflight runs in the Indexed Job's pods: "
+                             f"{self.benchmark.config.primitive} runs as an MPIJob; use "
+                             "--primitive gloo (or nccl with --gpus-per-node)")
+
+    @property
+    def preflight_benchmark(self) -> Benchmark:
+        """The check before the job: a short allreduce (PREFLIGHT) on the job's fabric,
+        primitive and device, every other setting its default; results beside the job's."""
+        c = self.benchmark.config
+        kept = {key: getattr(c, key) for key in PREFLIGHT_KEEPS if getattr(c, key) is not None}
+        return Benchmark(label="preflight", config=RunConfig.from_study({**kept, **PREFLIGHT}))
 
     @property
     def ranks_per_node(self) -> int:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from fabbench import __version__
 from fabbench.launch import table
-from fabbench.render.context import K8sJob
+from fabbench.render.context import PREFLIGHT_FLOORS, Benchmark, K8sJob
 from fabbench.render.engine import k8s_arg, render
 from fabbench.render.fabric import FabricEnv, fabric_env
 
@@ -36,9 +36,27 @@ def render_k8s(job: K8sJob) -> str:
                             if k in ("app.kubernetes.io/name", "app.kubernetes.io/instance")},
                "hostfile": table.HOSTFILE_K8S,
                "devices": fab.profile.device_files(bench.config.wire)}
+    context["preflight"] = None if job.preflight is None else {
+        "floors": job.preflight, "script": k8s_arg(PREFLIGHT_SCRIPT),
+        "args": pod_argv(job, fab, job.preflight_benchmark, "--floors", PREFLIGHT_FLOORS)}
     words = pod_argv(job, fab)
     template = "k8s-mpijob.yaml.j2" if bench.launch == "mpi" else "k8s-job.yaml.j2"
     return render(template, **context, command=words[:1], args=words[1:])
+
+
+# The check before the job: its init container's script, run by /bin/sh -c with the launch of
+# the short allreduce ("$@", whose `fabbench run --floors` ends every rank with rank 0's verdict).
+# The output goes to the log as it comes; on a failure the FAIL line (else fabbench's error, or
+# the line naming rank 0) is the container's termination message. The chart's
+# fabbench.preflightScript is the same text.
+PREFLIGHT_SCRIPT = "\n".join((
+    "set -u",
+    '{ "$@"; echo "$?" > /tmp/preflight.code; } 2>&1 | tee /tmp/preflight.log',
+    "code=$(cat /tmp/preflight.code)",
+    '[ "$code" = 0 ] && exit 0',
+    r"{ grep '^FAIL' /tmp/preflight.log || grep 'fabbench: error\|missed the floors' "
+    "/tmp/preflight.log; } | head -c 4096 > /dev/termination-log",
+    'exit "$code"'))
 
 
 def _fabric(job: K8sJob) -> FabricEnv:
@@ -48,16 +66,19 @@ def _fabric(job: K8sJob) -> FabricEnv:
                       iface=cfg.iface, rdma_device=cfg.rdma_device)
 
 
-def pod_argv(job: K8sJob, fab: FabricEnv | None = None) -> list[str]:
+def pod_argv(job: K8sJob, fab: FabricEnv | None = None, bench: Benchmark | None = None,
+             *more: str) -> list[str]:
     """The command line of the pod that starts the ranks (launch.table.pod_launch: an MPIJob's
-    launcher, an Indexed Job's pods) in Kubernetes' syntax: literal words escaped ($ as $$),
-    the table's $(VAR) references kept; mpirun passes the ranks the fabric's variables and the
-    image's. The chart's fabbench.podLaunch writes the same."""
-    bench = job.benchmark
+    launcher, an Indexed Job's pods) of ``bench`` (default: the job's), then ``more``, in
+    Kubernetes' syntax: literal words escaped ($ as $$), the table's $(VAR) references kept;
+    mpirun passes the ranks the fabric's variables and the image's. The chart's
+    fabbench.podLaunch writes the same."""
+    bench = bench or job.benchmark
     fab = fab or _fabric(job)
     out = f"{job.results_path.rstrip('/')}/{job.name}-{bench.label}.jsonl"
     argv = table.pod_launch(bench.launch, nodes=job.nodes, per_node=job.ranks_per_node,
-                            program=[job.fabbench_command, *bench.run_args(), "--out", out],
+                            program=[job.fabbench_command, *bench.run_args(), "--out", out,
+                                     *more],
                             mca=fab.mca,
                             exports=[*(k for k in fab.env if not k.startswith("OMPI_MCA_")),
                                      *job.run_env])
