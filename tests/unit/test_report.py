@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import re
 import subprocess
@@ -90,6 +91,16 @@ def test_csv_export_has_a_row_per_point_and_a_train_file(tmp_path):
     assert [float(r["link_pct"]) for r in big] == pytest.approx([79.8, 79.6], abs=1)
     train = list(csv.DictReader(io.StringIO((tmp_path / "all-train.csv").read_text())))
     assert train[0]["model"] == "resnet50" and train[0]["scaling_efficiency"] == "0.91"
+
+
+def test_a_world_of_one_rank_has_no_share_of_the_link_in_the_csv():
+    (s,) = load([SITE_A])
+    one = dataclasses.replace(s, collectives=[replaced(c, ranks=1, busbw_gbyte_s=0.0)
+                                              for c in s.collectives])
+    rows = tables.collective_rows([one])
+    assert {r["link_gbit_s"] for r in rows} == {100}  # the link is known
+    assert all(r["link_pct"] is None and r["ceiling_pct"] is None for r in rows)  # no bus
+    assert all(r["link_pct"] for r in tables.collective_rows([s]) if r["busbw_gbyte_s"])
 
 
 def test_plots_are_real_images_with_the_series(tmp_path):

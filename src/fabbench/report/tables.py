@@ -153,6 +153,8 @@ def collective_rows(series: Iterable[Series]) -> list[dict[str, Any]]:
         link, ceiling = link_of(s.run), ceiling_of(s.ceilings)
         for r in s.collectives:
             t = r.time_us
+            # a world of one rank has no busbw (ONE_RANK): no share of a link or ceiling either
+            share_of = (link, ceiling) if r.ranks > 1 else (None, None)
             rows.append({
                 **_common(s), "wire": s.run.wire or "native", "op": r.op,
                 "bytes": r.bytes, "count": count_of(r), "dtype": r.dtype,
@@ -162,10 +164,11 @@ def collective_rows(series: Iterable[Series]) -> list[dict[str, Any]]:
                 "samples": r.samples, "algbw_gbyte_s": r.algbw_gbyte_s,
                 "busbw_gbyte_s": r.busbw_gbyte_s,
                 "link_gbit_s": link.speed_gbit_s if link else None,
-                "link_pct": round(100 * link.efficiency(r.busbw_gbyte_s), 3) if link else None,
+                "link_pct": round(100 * share_of[0].efficiency(r.busbw_gbyte_s), 3)
+                if share_of[0] else None,
                 "ceiling_gbit_s": ceiling.speed_gbit_s if ceiling else None,
-                "ceiling_pct": round(100 * ceiling.efficiency(r.busbw_gbyte_s), 3)
-                if ceiling else None,
+                "ceiling_pct": round(100 * share_of[1].efficiency(r.busbw_gbyte_s), 3)
+                if share_of[1] else None,
                 "correct": r.correct, "median_ci95_rel": r.median_ci95_rel,
                 "unstable": unstable(r) or ""})
     return rows

@@ -183,7 +183,7 @@ def collective_groups(cells: list[StudyCell]) -> list[CellGroup]:
                     cell=c, median=r.time_us["p50"], samples=list(r.samples_us or []),
                     throughput=r.busbw_gbyte_s,
                     link_pct=100 * link.efficiency(r.busbw_gbyte_s)
-                    if link else None, transport=r.transport))
+                    if link and r.ranks > 1 else None, transport=r.transport))
             groups.append(g)
     return groups
 
