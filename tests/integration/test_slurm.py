@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -42,13 +43,16 @@ def _cluster(mode: str, env: dict[str, str] | None = None) -> dict[str, str]:
 
 def slurm_cluster(mode: str, **env: str) -> Iterator[dict[str, str]]:
     """A fixture's body: the cluster's environment, then the cluster stopped again, so that no
-    test leaves a daemon behind (the next module's start is idempotent and takes seconds)."""
+    test leaves a daemon behind (the next module's start is idempotent and takes seconds). A
+    cluster in a directory of the test's own (FABBENCH_SLURM_DIR) goes with its directory."""
     started = _cluster(mode, env)
     try:
         yield started
     finally:
         subprocess.run([str(REPO / ".ci/slurm/stop.sh"), mode], timeout=120, check=False,
                        env={**started, **env}, capture_output=True)
+        if env.get("FABBENCH_SLURM_DIR"):
+            shutil.rmtree(env["FABBENCH_SLURM_DIR"], ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
