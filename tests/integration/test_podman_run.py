@@ -51,7 +51,7 @@ def podman_run(image: str, work: Path, args: list[str], env: dict[str, str] | No
     given = [arg for key, value in (env or {}).items() for arg in ("-e", f"{key}={value}")]
     try:
         # --network none: the ranks are local (loopback); podman's default network would
-        # make its bridge and give the container an address in 10.88.0.0/16
+        # make its bridge and give the container an address outside 198.18.0.0/15
         res = sh(["podman", "--runtime", "runc", "run", "--rm", "--name", name, "--network",
                   "none", "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=4096:4096", *given,
                   "-v", f"{work}:/w", "-w", "/w", image, *args], 600)

@@ -69,11 +69,18 @@ def busbw_text(rec: Collective) -> str:
     return "-" if rec.ranks == 1 else f"{rec.busbw_gbyte_s:.3f}"
 
 
-def link_pct(link: LinkRate | MeasuredCeiling | None, rec: Collective) -> str:
-    """busbw as a share of the link (or the ceiling) in a table: "-" unknown or one rank."""
+def share_pct(link: LinkRate | MeasuredCeiling | None, rec: Collective) -> float | None:
+    """busbw as a percentage of the link (or the ceiling): None unknown, or a world of one
+    rank, which has no busbw (ONE_RANK)."""
     if link is None or rec.ranks == 1:
-        return "-"
-    return f"{100 * link.efficiency(rec.busbw_gbyte_s):.1f}"
+        return None
+    return 100 * link.efficiency(rec.busbw_gbyte_s)
+
+
+def link_pct(link: LinkRate | MeasuredCeiling | None, rec: Collective) -> str:
+    """share_pct in a table: "-" where there is none."""
+    pct = share_pct(link, rec)
+    return "-" if pct is None else f"{pct:.1f}"
 
 
 def efficiency_lines(series: Iterable[Series]) -> list[str]:
@@ -153,8 +160,7 @@ def collective_rows(series: Iterable[Series]) -> list[dict[str, Any]]:
         link, ceiling = link_of(s.run), ceiling_of(s.ceilings)
         for r in s.collectives:
             t = r.time_us
-            # a world of one rank has no busbw (ONE_RANK): no share of a link or ceiling either
-            share_of = (link, ceiling) if r.ranks > 1 else (None, None)
+            shares = [share_pct(rate, r) for rate in (link, ceiling)]
             rows.append({
                 **_common(s), "wire": s.run.wire or "native", "op": r.op,
                 "bytes": r.bytes, "count": count_of(r), "dtype": r.dtype,
@@ -164,11 +170,9 @@ def collective_rows(series: Iterable[Series]) -> list[dict[str, Any]]:
                 "samples": r.samples, "algbw_gbyte_s": r.algbw_gbyte_s,
                 "busbw_gbyte_s": r.busbw_gbyte_s,
                 "link_gbit_s": link.speed_gbit_s if link else None,
-                "link_pct": round(100 * share_of[0].efficiency(r.busbw_gbyte_s), 3)
-                if share_of[0] else None,
+                "link_pct": None if shares[0] is None else round(shares[0], 3),
                 "ceiling_gbit_s": ceiling.speed_gbit_s if ceiling else None,
-                "ceiling_pct": round(100 * share_of[1].efficiency(r.busbw_gbyte_s), 3)
-                if share_of[1] else None,
+                "ceiling_pct": None if shares[1] is None else round(shares[1], 3),
                 "correct": r.correct, "median_ci95_rel": r.median_ci95_rel,
                 "unstable": unstable(r) or ""})
     return rows

@@ -17,6 +17,7 @@ from typing import Any
 from fabbench import catalog
 from fabbench.report.stats import Verdict, compare_samples, median_ratio
 from fabbench.report.study.cells import StudyCell
+from fabbench.report.tables import share_pct
 from fabbench.results.link import link_of
 from fabbench.results.records import Train
 from fabbench.units import format_size
@@ -182,8 +183,7 @@ def collective_groups(cells: list[StudyCell]) -> list[CellGroup]:
                 g.rows.append(CellResult(
                     cell=c, median=r.time_us["p50"], samples=list(r.samples_us or []),
                     throughput=r.busbw_gbyte_s,
-                    link_pct=100 * link.efficiency(r.busbw_gbyte_s)
-                    if link and r.ranks > 1 else None, transport=r.transport))
+                    link_pct=share_pct(link, r), transport=r.transport))
             groups.append(g)
     return groups
 
