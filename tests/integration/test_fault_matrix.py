@@ -6,7 +6,8 @@ SIGKILL. Each row: the right exit code, within its bound of the fault, fabbench'
 naming the fault, the records written before it intact and a summary that says why (where one
 can be written), and nothing of the run left on either node or on the host. The rows and their
 outcomes are defined once, in faults_on_wire.py (bench/fault_matrix.py runs them repeatedly for
-the table's figures)."""
+the table's figures). Horovod over MPI runs here only where it adds to the mpi rows (the control,
+the link down, the rank killed: faults_on_wire.REPLAYED says why); the bench runs every row."""
 
 from __future__ import annotations
 

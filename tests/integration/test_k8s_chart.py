@@ -34,6 +34,11 @@ CHART = REPO / "charts" / "fabbench"
 FABBENCH = REPO / ".venv" / "bin" / "fabbench"
 RELEASE = "fabbench"  # the chart's fullname is the release's name when it holds "fabbench"
 LINK_GBYTE_S = 1e9 / 8 / 1e9  # the emulated link, 1 Gbit/s, in GB/s
+# The least share of the link a healthy gloo job must show at 16 MiB. Three pods' reductions
+# share two cores with the cluster's daemons: CI under load measured 0.28 of the link on 3 nodes
+# (0.43 here, quiet). What the link alone allows is the upper bound, 1.05 of it, that shows the
+# bytes crossed the shaped link; this one only refuses a job that barely moved.
+GLOO_LEAST = 0.15
 SWEEP = {"ops": "allreduce", "sizes": "1M,16M", "budget": 0.3}
 JOB_DEADLINE_S = 300
 
@@ -182,8 +187,8 @@ def test_the_gloo_job_completes_one_pod_per_node_and_its_results_come_back(
               f"{where}; transport {run['transport']} on {run['interface']}; allreduce busbw "
               f"1M {busbw_at(records, 'allreduce', 1 << 20):.4f}, 16M {bw:.4f} GB/s "
               f"(link {LINK_GBYTE_S:.3f})")
-        assert 0.3 * LINK_GBYTE_S < bw < 1.05 * LINK_GBYTE_S, bw
-        judged = verify(tmp_path / "gloo.jsonl", links_floor("16M", 0.3 * LINK_GBYTE_S),
+        assert GLOO_LEAST * LINK_GBYTE_S < bw < 1.05 * LINK_GBYTE_S, bw
+        judged = verify(tmp_path / "gloo.jsonl", links_floor("16M", GLOO_LEAST * LINK_GBYTE_S),
                         tmp_path)
         assert judged.returncode == 0, judged.stdout + judged.stderr
         uninstall_leaves_nothing(cluster, ns)
@@ -237,16 +242,16 @@ def test_nothing_set_but_the_image_runs_the_default_mpijob(cluster, tmp_path):
 
 def failed_install(cluster: K8sCluster, ns: str, values: dict, tmp_path: Path, what: str
                    ) -> str:
-    """helm install --wait of a release that cannot become ready: helm fails within its 60 s and
-    the release is failed; the pods' reason, in one line."""
+    """helm install --wait of a release that cannot become ready: helm fails within its 30 s and
+    the release is failed; the pods' reason, in one line (the kubelet says it within seconds)."""
     t0 = time.monotonic()
-    p = install(cluster, ns, values, tmp_path, "--wait", "--wait-for-jobs", "--timeout", "60s",
+    p = install(cluster, ns, values, tmp_path, "--wait", "--wait-for-jobs", "--timeout", "30s",
                 timeout=150, check=False)
     took = time.monotonic() - t0
     reason = why(cluster, ns, f"batch.kubernetes.io/job-name={RELEASE}")
     print(f"{what}: helm exit {p.returncode} in {took:.0f} s "
           f"({p.stderr.strip().splitlines()[-1:]}); pods: {reason}")
-    assert p.returncode != 0 and took < 120
+    assert p.returncode != 0 and took < 90
     status = json.loads(cluster.helm("status", RELEASE, "-n", ns, "-o", "json").stdout)
     assert status["info"]["status"] == "failed", status["info"]
     return reason
@@ -335,12 +340,14 @@ def test_a_rank_killed_mid_run_fails_the_job_and_its_peers_end(cluster, tmp_path
 # ---- the health check -------------------------------------------------------------------------
 
 # A node's pairs figure is the median of its pairs' bandwidth at the largest size. The floor,
-# 0.032 GB/s, lies just above what a 250 Mbit/s link can carry at all (0.03125 GB/s:
-# test_k8s_slow_node.py's slow node fails whatever the noise; it measured 0.015-0.027) and as far
-# below what gloo's pairs measured for healthy nodes as that allows: 0.057-0.063 GB/s on 3
-# healthy nodes, 0.044-0.050 beside the slow node on an idle host, 0.034-0.040 while an image
-# build shared the 2 cores (the pairs' figures are partly the CPU's).
-HEALTH_FLOOR_GBYTE_S = 0.032
+# 0.02 GB/s, lies well above what test_k8s_slow_node.py's slow node, a 100 Mbit/s link, can carry
+# at all (0.0125 GB/s: it fails whatever the noise) and well below what gloo measured for healthy
+# nodes, the pairs' figures and a 16 MiB allreduce's busbw being partly the CPU's: pairs
+# 0.057-0.063 GB/s on 3 healthy nodes, 0.044-0.050 beside a slow node on an idle host,
+# 0.034-0.040 while an image build shared the 2 cores; the allreduce on 3 nodes 0.036 in CI under
+# load. (A 250 Mbit/s slow node, 0.03125 GB/s at most, left a floor between it and the loaded
+# healthy figures 10 % wide.)
+HEALTH_FLOOR_GBYTE_S = 0.02
 
 
 def pairs_floors(at_least: float) -> str:
@@ -422,8 +429,8 @@ def test_the_health_check_labels_every_healthy_node_pass(cluster, tmp_path):
 
 # A training Job (gpt-tiny, gloo) with the chart's preflight: each pod's init container runs a
 # 16 MiB allreduce across the Job's pods, judged against a floor on its busbw. A ring's busbw is
-# its slowest link's at most, so the floor (HEALTH_FLOOR_GBYTE_S, above the 0.03125 GB/s a
-# 250 Mbit/s link carries) fails any ring through the slow node, whatever the noise.
+# its slowest link's at most, so the floor (HEALTH_FLOOR_GBYTE_S, above the 0.0125 GB/s a
+# 100 Mbit/s link carries) fails any ring through the slow node, whatever the noise.
 TRAIN = {"workload": "train", "model": "gpt-tiny", "batchSize": 4, "imageSize": 64, "steps": 4,
          "warmupSteps": 1}
 

@@ -1,5 +1,5 @@
 """The chart's health check on a cluster with one slow node (issues 43 and 46): four emulated
-nodes at 1 Gbit/s, node 2's link at 250 Mbit/s (.ci/k8s/start.sh 4 --slow-node 2:250mbit). Its
+nodes at 1 Gbit/s, node 2's link at 100 Mbit/s (.ci/k8s/start.sh 4 --slow-node 2:100mbit). Its
 CronJob, triggered once with healthCheck.taint, labels fbk-2 alone fail, sets its FabricHealthy
 condition False (reason PairsNodeBw, the FAIL line as message) and taints it, the others True
 and untainted, and the check's Job fails; a later check that fbk-2 passes removes the taint.
@@ -26,12 +26,12 @@ pytestmark = [pytest.mark.integration, pytest.mark.needs_root,
               pytest.mark.skipif(skip_reason() is not None, reason=skip_reason() or "")]
 
 SLOW = "fbk-2"
-SLOW_GBYTE_S = 250e6 / 8 / 1e9  # what node 2's link can carry at most
+SLOW_GBYTE_S = 100e6 / 8 / 1e9  # what node 2's link can carry at most
 
 
 @pytest.fixture(scope="module")
 def cluster():
-    with k8s_cluster(4, link="1gbit", slow_nodes=("2:250mbit",)) as c:
+    with k8s_cluster(4, link="1gbit", slow_nodes=("2:100mbit",)) as c:
         yield c
 
 
