@@ -46,7 +46,7 @@ ENV PATH=/opt/fabric/bin:/usr/local/cuda/bin:${PATH} LD_LIBRARY_PATH=/opt/fabric
 FROM ${FLAVOR}-build AS python-build
 ARG FLAVOR
 COPY containers/versions.env containers/lib.sh containers/python-stack.sh containers/horovod.sh \
-     containers/torch-cuda.lock /opt/fabbench/containers/
+     containers/mpi4py.sh containers/wheel-record.sh containers/torch-cuda.lock /opt/fabbench/containers/
 COPY wheels/ /tmp/wheels/
 COPY requirements.txt /opt/fabbench/build/requirements.txt
 RUN FLAVOR=${FLAVOR} /opt/fabbench/containers/python-stack.sh deps /opt/fabbench/build/requirements.txt \

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build the fabbench image with podman (chroot isolation, the host's network), cached by content:
 # the image is tagged localhost/fabbench:<flavor>-<hash of Dockerfile, containers/, src/,
-# pyproject.toml, README.md, and of the setup's Horovod wheel when one is reused>, and an image
+# pyproject.toml, README.md, and of the setup's Horovod and mpi4py wheels when reused>, and an image
 # with the current tag is not built again. podman's layer cache (kept in its storage between
 # runs) makes a source-only change cheap: only the last layers are rebuilt. The Debian base image
 # (containers/base-image.sh) is made once.
@@ -11,8 +11,8 @@
 #
 # Environment: FLAVOR (cpu|cuda, default cpu), IMAGE_REPO (default localhost/fabbench),
 # FABBENCH_CACHE (the build context and the wheel folder live under it),
-# IMAGE_WHEELS (extra prebuilt wheels to put into the context; a horovod wheel among them takes
-# the place of the setup's, under the same check, see below), BUILD_TIMEOUT (seconds: the podman
+# IMAGE_WHEELS (extra prebuilt wheels to put into the context; a horovod or mpi4py wheel among
+# them takes the place of the setup's, under the same check, see below), BUILD_TIMEOUT (seconds: the podman
 # build's deadline; default cpu 1800, twice a cold cpu build on 2 cores, 896 s; cuda 5400).
 # `make test` builds the cpu image cold inside its whole-suite timeout (TEST_TIMEOUT, Makefile):
 # tests/unit/test_timeouts.py checks that this deadline and the rest of the suite fit in it.
@@ -32,15 +32,17 @@ CPU_BUILD_TIMEOUT=1800 CUDA_BUILD_TIMEOUT=5400
 if [ "$FLAVOR" = cpu ]; then build_timeout=${BUILD_TIMEOUT:-$CPU_BUILD_TIMEOUT}
 else build_timeout=${BUILD_TIMEOUT:-$CUDA_BUILD_TIMEOUT}; fi
 
-# Horovod: the wheel `make setup` built ($cache/wheels, .ci/setup.sh -> containers/horovod.sh),
-# or one named in IMAGE_WHEELS, goes into the context only when its record (WHEEL.abi) names what
-# the image installs and this script can know before building: the pinned Horovod, this machine's
-# python3 (the one that fetches the image's torch wheel below), the image's torch (below),
-# Open MPI $OPENMPI_VERSION (bookworm's, containers/distro-fabric.sh; the cuda flavour builds the
-# same version) and the image's GPU operations. Inside the build horovod.sh compares every field with the
-# image's own environment (glibc too) and builds from the sdist if one differs. A reused wheel is
-# part of the image's identity (its sha256 joins the hash below); without one the identity is
-# that of the inputs alone, as the recipe then builds Horovod itself.
+# Prebuilt wheels: Horovod and mpi4py as `make setup` built them ($cache/wheels, .ci/setup.sh ->
+# containers/horovod.sh, containers/mpi4py.sh), or as named in IMAGE_WHEELS, go into the context
+# only when their record (WHEEL.abi) names what the image installs and this script can know
+# before building: the pinned version, this machine's python3 (the one that fetches the image's
+# torch wheel below), Open MPI $OPENMPI_VERSION (bookworm's, containers/distro-fabric.sh; the cuda
+# flavour builds the same version), and for Horovod the image's torch and GPU operations. Inside
+# the build each script compares every field with the image's own environment (glibc, the
+# package of mpicc too) and compiles from the sdist if one differs: the cuda flavour's Open MPI
+# is its own build, so its mpi4py is always compiled there. A reused wheel is part of the
+# image's identity (its sha256 joins the hash below); without one the identity is that of the
+# inputs alone, as the recipe then builds it itself.
 # What the image's torch and Horovod are: the cpu flavour's torch is the CPU wheel, the cuda
 # flavour's the CUDA build of containers/torch-cuda.lock, with Horovod's NCCL operations.
 case $FLAVOR in
@@ -48,34 +50,49 @@ case $FLAVOR in
   cuda) image_torch=("torch=$TORCH_VERSION+cu$(echo "$CUDA_VERSION" | cut -d. -f1-2 | tr -d .)"
         "gpu_operations=NCCL") ;;
 esac
-horovod_wheel="" horovod_note="" extra_wheels=()
+image_python=$(timeout 60 python3 -c 'import platform, sys
+print("cp%d%d-%s" % (*sys.version_info[:2], platform.machine()))')
+declare -A prebuilt=() prebuilt_note=()
+extra_wheels=()
 for w in ${IMAGE_WHEELS:-}; do
-  case ${w##*/} in horovod-*) horovod_wheel=$w ;; *) extra_wheels+=("$w") ;; esac
+  case ${w##*/} in horovod-*) prebuilt[horovod]=$w ;; mpi4py-*) prebuilt[mpi4py]=$w ;;
+    *) extra_wheels+=("$w") ;; esac
 done
-if [ -z "$horovod_wheel" ]; then
-  pytag=$(timeout 60 python3 -c 'import sys; print("cp%d%d" % sys.version_info[:2])')
-  for w in "$cache"/wheels/horovod-"$HOROVOD_VERSION"-"$pytag"-*.whl; do
-    [ -f "$w" ] && horovod_wheel=$w
-  done
+# reuse NAME VERSION FIELD...: keep prebuilt[NAME] (IMAGE_WHEELS' or the setup's wheel) when
+# containers/NAME.sh --check passes it with these fields; else empty it, saying why
+reuse() {
+  local name=$1 version=$2 w why
+  shift 2
+  if [ -z "${prebuilt[$name]:-}" ]; then
+    for w in "$cache"/wheels/"$name"-"$version"-"${image_python%%-*}"-*.whl; do
+      [ -f "$w" ] && prebuilt[$name]=$w
+    done
+  fi
+  if [ -z "${prebuilt[$name]:-}" ]; then
+    prebuilt_note[$name]="no $name $version wheel in $cache/wheels (make setup)"
+  elif ! why=$("$root/containers/$name.sh" --check "${prebuilt[$name]}" "$name=$version" \
+      "python=$image_python" "mpi=Open MPI $OPENMPI_VERSION" "$@"); then
+    prebuilt_note[$name]="not using ${prebuilt[$name]}: $why"
+    prebuilt[$name]=""
+  fi
+}
+reuse horovod "$HOROVOD_VERSION" "${image_torch[@]}"
+if [ "$FLAVOR" = cpu ]; then
+  reuse mpi4py "$MPI4PY_VERSION"
+else
+  prebuilt[mpi4py]="" prebuilt_note[mpi4py]="the cuda flavour's Open MPI is built in the image"
 fi
-if [ -z "$horovod_wheel" ]; then
-  horovod_note="no horovod $HOROVOD_VERSION wheel in $cache/wheels (make setup)"
-elif ! horovod_note=$("$root/containers/horovod.sh" --check "$horovod_wheel" \
-    "horovod=$HOROVOD_VERSION" \
-    "python=$(timeout 60 python3 -c 'import platform, sys
-print("cp%d%d-%s" % (*sys.version_info[:2], platform.machine()))')" \
-    "${image_torch[@]}" "mpi=Open MPI $OPENMPI_VERSION"); then
-  horovod_note="not using $horovod_wheel: $horovod_note"
-  horovod_wheel=""
-fi
-horovod_sha=""
-[ -z "$horovod_wheel" ] || horovod_sha=$(sha256sum "$horovod_wheel" | cut -d' ' -f1)
+prebuilt_shas=()
+for name in horovod mpi4py; do
+  [ -z "${prebuilt[$name]:-}" ] \
+    || prebuilt_shas+=("$name-wheel=$(sha256sum "${prebuilt[$name]}" | cut -d' ' -f1)")
+done
 
 inputs=(Dockerfile containers src pyproject.toml README.md)
 content_hash() {
   (cd "$root" && find "${inputs[@]}" -type f ! -name '*.pyc' ! -path '*/__pycache__/*' \
      ! -name '.*' -print0 | LC_ALL=C sort -z | xargs -0 sha256sum; echo "flavor=$FLAVOR"
-   [ -z "$horovod_sha" ] || echo "horovod-wheel=$horovod_sha") \
+   [ "${#prebuilt_shas[@]}" -eq 0 ] || printf '%s\n' "${prebuilt_shas[@]}") \
     | sha256sum | cut -c1-12
 }
 inputs_hash=$(content_hash)
@@ -119,15 +136,17 @@ fi
 timeout 60 python3 -c 'import sys, tomllib
 print("\n".join(tomllib.load(open(sys.argv[1], "rb"))["project"]["dependencies"]))' \
   "$root/pyproject.toml" >"$ctx/requirements.txt"
-rm -f "$ctx"/wheels/horovod-*
+rm -f "$ctx"/wheels/horovod-* "$ctx"/wheels/mpi4py-*
 for w in "${extra_wheels[@]}"; do cp -f "$w" "$ctx/wheels/"; done
-if [ -n "$horovod_wheel" ]; then
-  cp -f "$horovod_wheel" "$horovod_wheel.abi" "$ctx/wheels/"
-  log "horovod: reusing $horovod_wheel (sha256 ${horovod_sha:0:12}; its record names the image's" \
-      "Horovod, Python, torch and MPI; the build checks the rest)"
-else
-  log "horovod: built from the sdist inside the image: $horovod_note"
-fi
+for name in horovod mpi4py; do
+  if [ -n "${prebuilt[$name]:-}" ]; then
+    cp -f "${prebuilt[$name]}" "${prebuilt[$name]}.abi" "$ctx/wheels/"
+    log "$name: reusing ${prebuilt[$name]} (its record names the image's $name, Python and MPI;" \
+        "the build checks the rest)"
+  else
+    log "$name: built from the sdist inside the image: ${prebuilt_note[$name]}"
+  fi
+done
 
 cert=/etc/ssl/certs/ca-certificates.crt
 volumes=()

@@ -42,16 +42,21 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 pip=("$venv/bin/python" -m pip --disable-pip-version-check -q)
 
-# 3. mpi4py compiled against this machine's Open MPI (the wheel on PyPI is not), cached.
-if ! ls "$wheels"/mpi4py-"$MPI4PY_VERSION"-*.whl >/dev/null 2>&1; then
-  log "building mpi4py $MPI4PY_VERSION against $(mpicc --showme:version 2>&1 | head -n1)"
-  "${pip[@]}" wheel --no-deps --no-binary mpi4py -w "$wheels" "mpi4py==$MPI4PY_VERSION"
-fi
+# 3. mpi4py compiled against this machine's Open MPI (the wheel on PyPI is not), cached with a
+# record of what it was compiled for (containers/mpi4py.sh), which the image build reuses.
+mpi4py_wheel=$(PYTHON="$venv/bin/python" WHEEL_DIR="$wheels" "$here/containers/mpi4py.sh" | tail -n1)
 
 # 4. torch's CPU wheel (never PyPI's CUDA build: 3.5 GB of nvidia wheels a CPU machine does not
 # use), the package and its test tools.
 torch_wheel=$("$here/containers/torch-wheel.sh" "$wheels")
-"${pip[@]}" install --find-links "$wheels" "$torch_wheel" "mpi4py==$MPI4PY_VERSION"
+"${pip[@]}" install --find-links "$wheels" "$torch_wheel" "$mpi4py_wheel"
+# a venv made before this took PyPI's mpi4py wheel of the same version (manylinux: it loads an
+# MPI at run time), which pip keeps as installed: the compiled one replaces it
+if ! "$venv/bin/python" -c 'import sys; from importlib.metadata import distribution
+sys.exit("manylinux" in (distribution("mpi4py").read_text("WHEEL") or ""))'; then
+  log "replacing the venv's mpi4py (PyPI's wheel) with $mpi4py_wheel"
+  "${pip[@]}" install --force-reinstall --no-deps "$mpi4py_wheel"
+fi
 "${pip[@]}" install -e "${here}[comm,plots,dev]"
 have=$("$venv/bin/python" -c 'import torch; print(torch.__version__, torch.version.cuda)')
 [ "$have" = "$TORCH_VERSION+cpu None" ] \

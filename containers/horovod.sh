@@ -39,23 +39,8 @@ cache=${FABBENCH_CACHE:-$HOME/.cache/fabbench}
 WHEEL_DIR=${WHEEL_DIR:-$cache/wheels}
 build_timeout=${HOROVOD_BUILD_TIMEOUT:-3600}
 
-sha_of() { sha256sum "$1" | cut -d' ' -f1; }
-# mismatch WHEEL KEY=VALUE...: print why WHEEL's record does not name this file and these values
-# and return 1; return 0 (printing nothing) when it does.
-mismatch() {
-  local wheel=$1 record=$1.abi kv have why=()
-  shift
-  [ -f "$record" ] \
-    || { printf 'it has no record of what it was built for (%s)\n' "${record##*/}"; return 1; }
-  [ "$(sed -n 's/^sha256=//p' "$record")" = "$(sha_of "$wheel")" ] \
-    || { printf 'its record %s describes another file (sha256)\n' "${record##*/}"; return 1; }
-  for kv in "$@"; do
-    have=$(sed -n "s/^${kv%%=*}=//p" "$record")
-    [ "$have" = "${kv#*=}" ] || why+=("${kv%%=*} ${have:-(none)}, not ${kv#*=}")
-  done
-  [ "${#why[@]}" -eq 0 ] \
-    || { printf 'it was built for %s\n' "$(printf '%s; ' "${why[@]}" | sed 's/; $//')"; return 1; }
-}
+# shellcheck source=containers/wheel-record.sh
+. "$here/wheel-record.sh"  # sha_of, mismatch, find_wheel, mpi_package
 
 # horovod.sh --check WHEEL KEY=VALUE...: the same test for a caller that knows some of the fields
 # without the environment (.ci/image-build.sh: what the image will install); says why not, exit 1.
@@ -141,24 +126,9 @@ gpu_operations=${HOROVOD_GPU_OPERATIONS:-none}
 abi_fields=("horovod=$HOROVOD_VERSION" "python=$pytag-$machine" "libc=$libc"
   "torch=$torch_version" "mpi=$mpi" "gpu_operations=$gpu_operations")
 
-# find_wheel: set `wheel` to a usable wheel in WHEEL_DIR. Any other horovod wheel for this
-# Python is removed (so that the pip install after this script cannot pick it), saying why.
-find_wheel() {
-  local w why
-  wheel=""
-  for w in "$WHEEL_DIR"/horovod-"$HOROVOD_VERSION"-"$pytag"-*.whl; do
-    [ -f "$w" ] || continue
-    if why=$(mismatch "$w" "${abi_fields[@]}"); then
-      wheel=$w
-      return 0
-    fi
-    log "not using $w: $why"
-    rm -f "$w" "$w.abi"
-  done
-  return 1
-}
+usable=("$WHEEL_DIR" "horovod-$HOROVOD_VERSION-$pytag-*.whl" "${abi_fields[@]}")
 
-if find_wheel; then
+if find_wheel "${usable[@]}"; then
   log "using the prebuilt $wheel: its record ${wheel##*/}.abi names this environment"
   exit 0
 fi
@@ -167,7 +137,7 @@ exec 9>"$WHEEL_DIR/.horovod-$HOROVOD_VERSION-$pytag.lock"
 log "no usable horovod $HOROVOD_VERSION wheel for $pytag in $WHEEL_DIR: building from the sdist" \
   "once the build lock is free (at most ${build_timeout}s)"
 flock -w "$build_timeout" 9 || die "timed out waiting for the lock in $WHEEL_DIR"
-if find_wheel; then
+if find_wheel "${usable[@]}"; then
   log "wheel built by a concurrent run: $wheel"
   exit 0
 fi
@@ -348,8 +318,7 @@ record=$WHEEL_DIR/${built[0]##*/}.abi
   printf '%s\n' "${abi_fields[@]}" "sha256=$(sha_of "${built[0]}")"
   printf '# built %s on %s; mpicxx from %s\n' "$(date -u +%FT%TZ)" \
     "$(. /etc/os-release 2>/dev/null && echo "$PRETTY_NAME")" \
-    "$(dpkg -S "$(readlink -f "$(command -v mpicxx)")" 2>/dev/null | cut -d: -f1 | head -n1 \
-       | xargs -r dpkg-query -W 2>/dev/null | tr '\t' ' ' || echo "no Debian package")"
+    "$(mpi_package "$(command -v mpicxx)")"
 } >"$record.part"
 mv -f "$record.part" "$record"
 mv -f "${built[0]}" "$WHEEL_DIR/"

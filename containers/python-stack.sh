@@ -3,14 +3,15 @@
 # made from the distribution's python3. Two steps, so that a change to fabbench's source rebuilds
 # only the last, cheap layer of the image:
 #   python-stack.sh deps REQS        torch (pinned; cpu: the CPU wheel in $WHEELS),
-#                                    mpi4py compiled against the image's MPI (the mpicc on PATH),
+#                                    mpi4py compiled against the image's MPI (the mpicc on PATH;
+#                                    containers/mpi4py.sh: the setup's wheel where it fits),
 #                                    Horovod with MPI and Gloo through horovod.sh, NCCL's wheel
 #                                    (cuda flavour), and fabbench's run-time dependencies
 #                                    (REQS: a requirements file made from pyproject.toml)
 #   python-stack.sh fabbench SRC     fabbench itself, from its source tree
 # Environment: BUILD_CA (see below), FLAVOR (cpu|cuda), WHEELS (a folder of prebuilt wheels, default
-# /tmp/wheels; a horovod wheel there is used instead of building one when its record, WHEEL.abi,
-# names this environment: containers/horovod.sh).
+# /tmp/wheels; a horovod or mpi4py wheel there is used instead of building one when its record,
+# WHEEL.abi, names this environment: containers/horovod.sh, containers/mpi4py.sh).
 set -euo pipefail
 # shellcheck source=containers/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -71,8 +72,11 @@ deps() {
     pip install -q --find-links "$WHEELS" "torch==$TORCH_VERSION+cpu"
   fi
 
-  log "mpi4py $MPI4PY_VERSION compiled against $(mpicc --showme:version 2>&1 | head -n1)"
-  MPICC=$(command -v mpicc) pip install -q --no-binary mpi4py "mpi4py==$MPI4PY_VERSION"
+  log "mpi4py $MPI4PY_VERSION against $(mpicc --showme:version 2>&1 | head -n1) (containers/mpi4py.sh:" \
+      "a wheel in $WHEELS is used when its record names this environment, else compiled)"
+  local mpi4py_wheel
+  mpi4py_wheel=$(PYTHON=$py WHEEL_DIR=$WHEELS "$containers_dir/mpi4py.sh" | tail -n1)
+  pip install -q --no-deps "$mpi4py_wheel"
 
   log "horovod $HOROVOD_VERSION (containers/horovod.sh: a wheel in $WHEELS is used when its record" \
       "names this environment, else built from the sdist; the next line says which)"

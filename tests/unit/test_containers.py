@@ -30,7 +30,7 @@ COMPONENT_SCRIPTS = {
     "OPENMPI": "openmpi.sh",
     "NCCL": "python-stack.sh",
     "TORCH": "python-stack.sh",
-    "MPI4PY": "python-stack.sh",
+    "MPI4PY": "mpi4py.sh",
     "HOROVOD": "horovod.sh",
 }
 # pins that are not components built by a script: base images and build settings
@@ -95,8 +95,9 @@ def test_every_pinned_component_has_a_script_the_dockerfile_uses():
         assert path.exists(), f"{prefix}: no containers/{script}"
         assert f"{prefix}_VERSION" in path.read_text(), f"{script} does not use {prefix}_VERSION"
         user = script
-        if script == "horovod.sh":  # built by python-stack.sh, which the Dockerfile runs
-            assert "horovod.sh" in (CONTAINERS / "python-stack.sh").read_text()
+        if script in ("horovod.sh", "mpi4py.sh"):  # run by python-stack.sh
+            # (the Dockerfile runs python-stack.sh)
+            assert script in (CONTAINERS / "python-stack.sh").read_text()
             user = "python-stack.sh"
         assert re.search(rf"/opt/fabbench/containers/{re.escape(user)}\b", dockerfile), \
             f"the Dockerfile never runs containers/{user}"
@@ -239,11 +240,12 @@ def test_publishing_workflow_is_where_github_actions_runs_it_and_its_paths_exist
             assert (ROOT / path).exists(), path
 
 
-def fake_horovod_wheel(folder: Path, content: bytes, **fields: str) -> Path:
-    """A file named like the setup's Horovod wheel, with a record (WHEEL.abi) naming fields."""
+def fake_wheel(folder: Path, content: bytes, name: str = "horovod", **fields: str) -> Path:
+    """A file named like the setup's NAME wheel (horovod, mpi4py), with a record (WHEEL.abi)
+    naming fields."""
     pins = versions()
     folder.mkdir(parents=True, exist_ok=True)
-    wheel = folder / f"horovod-{pins['HOROVOD_VERSION']}-cp311-cp311-linux_x86_64.whl"
+    wheel = folder / f"{name}-{pins[name.upper() + '_VERSION']}-cp311-cp311-linux_x86_64.whl"
     wheel.write_bytes(content)
     lines = [f"{k}={v}" for k, v in fields.items()]
     lines.append(f"sha256={hashlib.sha256(content).hexdigest()}")
@@ -251,52 +253,66 @@ def fake_horovod_wheel(folder: Path, content: bytes, **fields: str) -> Path:
     return wheel
 
 
-def horovod_check(wheel: Path, *fields: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", str(CONTAINERS / "horovod.sh"), "--check", str(wheel), *fields],
+def wheel_check(wheel: Path, *fields: str) -> subprocess.CompletedProcess:
+    """containers/<horovod|mpi4py>.sh --check WHEEL FIELDS: the script of the wheel's name."""
+    script = CONTAINERS / f"{wheel.name.split('-')[0]}.sh"
+    return subprocess.run(["bash", str(script), "--check", str(wheel), *fields],
                           capture_output=True, text=True, timeout=60, check=False)
 
 
-def test_horovod_wheel_is_used_only_when_its_record_names_the_environment(tmp_path: Path):
-    wheel = fake_horovod_wheel(tmp_path, b"wheel", horovod="0.28.1", torch="2.13.0+cpu",
-                               mpi="Open MPI 4.1.4")
-    assert horovod_check(wheel, "torch=2.13.0+cpu", "mpi=Open MPI 4.1.4").returncode == 0
-    other = horovod_check(wheel, "torch=2.12.0+cpu", "mpi=Open MPI 4.1.4", "libc=glibc2.36")
+@pytest.mark.parametrize(("name", "field", "built", "asked"), [
+    ("horovod", "torch", "2.13.0+cpu", "2.12.0+cpu"),
+    ("mpi4py", "mpi_package", "libopenmpi-dev 4.1.4-3+b1", "none: /opt/fabric/bin/opal_wrapper"),
+])
+def test_a_prebuilt_wheel_is_used_only_when_its_record_names_the_environment(
+        tmp_path: Path, name: str, field: str, built: str, asked: str):
+    wheel = fake_wheel(tmp_path, b"wheel", name, **{field: built}, mpi="Open MPI 4.1.4")
+    assert wheel_check(wheel, f"{field}={built}", "mpi=Open MPI 4.1.4").returncode == 0
+    other = wheel_check(wheel, f"{field}={asked}", "mpi=Open MPI 4.1.4", "libc=glibc2.36")
     assert other.returncode == 1
-    assert other.stdout.strip() == ("it was built for torch 2.13.0+cpu, not 2.12.0+cpu; "
+    assert other.stdout.strip() == (f"it was built for {field} {built}, not {asked}; "
                                     "libc (none), not glibc2.36")
     wheel.write_bytes(b"another wheel")  # the record no longer describes the file
-    assert "describes another file" in horovod_check(wheel).stdout
+    assert "describes another file" in wheel_check(wheel).stdout
     (tmp_path / f"{wheel.name}.abi").unlink()
-    assert "has no record" in horovod_check(wheel).stdout
+    assert "has no record" in wheel_check(wheel).stdout
 
 
-def test_image_identity_includes_a_reused_horovod_wheel_and_only_then(tmp_path: Path):
-    """.ci/image-build.sh --tag: the setup's wheel (in $FABBENCH_CACHE/wheels) joins the image's
-    identity when its record names the image's Horovod, Python, torch and MPI; the same wheel gives
-    the same tag, another wheel another; a wheel it does not use leaves the tag of the inputs."""
+def test_image_identity_includes_reused_wheels_and_only_then(tmp_path: Path):
+    """.ci/image-build.sh --tag: the setup's Horovod and mpi4py wheels (in
+    $FABBENCH_CACHE/wheels) join the image's identity when their records name the image's
+    version, Python and MPI (and torch, for Horovod); the same wheel gives the same tag, another
+    wheel another; a wheel it does not use leaves the tag of the inputs."""
     pins = versions()
     path = {"PATH": "/usr/bin:/bin"}  # the python3 the script asks, the one it downloads torch with
     py = subprocess.run(["python3", "-c", "import platform, sys; "
                          "print('cp%d%d-%s' % (*sys.version_info[:2], platform.machine()))"],
                         env=path, capture_output=True, text=True, timeout=60,
                         check=True).stdout.strip()
-    image = dict(horovod=pins["HOROVOD_VERSION"], python=py, torch=f"{pins['TORCH_VERSION']}+cpu",
-                 mpi=f"Open MPI {pins['OPENMPI_VERSION']}", gpu_operations="none")
+    mpi = f"Open MPI {pins['OPENMPI_VERSION']}"
+    horovod = dict(horovod=pins["HOROVOD_VERSION"], python=py, mpi=mpi,
+                   torch=f"{pins['TORCH_VERSION']}+cpu", gpu_operations="none")
+    mpi4py = dict(mpi4py=pins["MPI4PY_VERSION"], python=py, mpi=mpi)
 
-    def tag(wheels: dict[str, str] | None, content: bytes = b"wheel") -> str:
+    def tag(wheels: dict[str, dict[str, str]], content: bytes = b"wheel",
+            flavor: str = "cpu") -> str:
         cache = tmp_path / f"cache-{len(list(tmp_path.iterdir()))}"
-        if wheels is not None:
-            fake_horovod_wheel(cache / "wheels", content, **wheels)
+        for name, fields in wheels.items():
+            fake_wheel(cache / "wheels", content + name.encode(), name, **fields)
         out = subprocess.run(["bash", str(ROOT / ".ci" / "image-build.sh"), "--tag"],
                              env={**path, "HOME": str(tmp_path),
-                                  "FABBENCH_CACHE": str(cache), "FLAVOR": "cpu"},
+                                  "FABBENCH_CACHE": str(cache), "FLAVOR": flavor},
                              capture_output=True, text=True, timeout=120, check=True)
         return out.stdout.strip()
 
-    without = tag(None)
-    reused = tag(image)
-    assert reused != without
-    assert tag(image) == reused
-    assert tag(image, b"another build") not in (reused, without)
-    assert tag({**image, "torch": "2.12.0+cpu"}) == without
-    assert tag({**image, "mpi": "MPICH 4.1"}) == without
+    without = tag({})
+    reused = tag({"horovod": horovod})
+    both = tag({"horovod": horovod, "mpi4py": mpi4py})
+    assert len({without, reused, both, tag({"mpi4py": mpi4py})}) == 4
+    assert tag({"horovod": horovod}) == reused
+    assert tag({"horovod": horovod}, b"another build") not in (reused, without)
+    assert tag({"horovod": {**horovod, "torch": "2.12.0+cpu"}}) == without
+    assert tag({"horovod": {**horovod, "mpi": "MPICH 4.1"}}) == without
+    assert tag({"horovod": horovod, "mpi4py": {**mpi4py, "mpi": "MPICH 4.1"}}) == reused
+    # the cuda flavour builds its own Open MPI: the setup's mpi4py never joins its identity
+    assert tag({"mpi4py": mpi4py}, flavor="cuda") == tag({}, flavor="cuda")
