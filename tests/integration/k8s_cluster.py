@@ -203,6 +203,24 @@ class K8sCluster:
         return self.kubectl("exec", "-n", namespace, pod, "--", *argv, timeout=timeout,
                             check=check)
 
+    def pull_everywhere(self, timeout: float = 600) -> float:
+        """Run the image once on every node (a pod that exits at once), as sites pre-pull a job's
+        image: a node's first pod of it otherwise starts as late as its pull and unpack (a
+        minute or more over an emulated link on 2 busy cores), which the tests of a chart's job
+        would race against its ranks' rendezvous deadline. The seconds it took."""
+        t0 = time.monotonic()
+        with self.namespace("fbk-prepull") as ns:
+            self.apply([{"apiVersion": "v1", "kind": "Pod",
+                         "metadata": {"name": f"pull-{node}", "namespace": ns},
+                         "spec": {"nodeSelector": {"kubernetes.io/hostname": node},
+                                  "restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
+                                  "containers": [{"name": "pull", "image": self.image,
+                                                  "command": ["true"]}]}}
+                        for node in self.nodes])
+            self.wait("pods --all", "jsonpath={.status.phase}=Succeeded", namespace=ns,
+                      timeout=timeout)
+        return time.monotonic() - t0
+
     @contextlib.contextmanager
     def namespace(self, name: str, *, delete_timeout: float = 120) -> Iterator[str]:
         """A namespace for one test, deleted (and waited for) afterwards."""

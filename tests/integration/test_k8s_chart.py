@@ -50,6 +50,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.needs_root,
 @pytest.fixture(scope="module")
 def cluster():
     with k8s_cluster(3, link="1gbit") as c:
+        print(f"k8s: the image pulled on every node in {c.pull_everywhere():.0f} s")
         yield c
 
 
@@ -101,6 +102,12 @@ def why(cluster: K8sCluster, ns: str, selector: str) -> str:
                 if s and s.get("reason") not in (None, "Completed"):
                     said.append(f"{s['reason']}: {s.get('message', '')}"
                                 f"{' exit ' + str(s['exitCode']) if 'exitCode' in s else ''}")
+        failed = any(cs.get("state", {}).get("terminated", {}).get("exitCode")
+                     for cs in pod["status"].get("containerStatuses", []))
+        if failed:  # what the rank said last
+            said.append("its log ends: " + cluster.kubectl(
+                "logs", "-n", ns, pod["metadata"]["name"], "--tail=4", check=False,
+                timeout=60).stdout.strip()[-600:])
         parts.append(f"{pod['metadata']['name']} {'; '.join(x.strip() for x in said)}")
     return " | ".join(parts).replace("\n", " ")
 

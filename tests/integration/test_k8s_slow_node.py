@@ -32,6 +32,7 @@ SLOW_GBYTE_S = 100e6 / 8 / 1e9  # what node 2's link can carry at most
 @pytest.fixture(scope="module")
 def cluster():
     with k8s_cluster(4, link="1gbit", slow_nodes=("2:100mbit",)) as c:
+        print(f"k8s: the image pulled on every node in {c.pull_everywhere():.0f} s")
         yield c
 
 
