@@ -74,13 +74,15 @@ def broken(draw: st.DrawFn, non_finite: bool = False) -> tuple[str, dict[str, An
         for part in where[:-1]:
             parent = parent[part]
         action = draw(st.sampled_from(["replace", "replace", "drop", "add"]))
+        # a copy of what is drawn: EDGES hands out the same list and dict objects every time, and
+        # a later change inside one would change EDGES itself (a dict could come to hold itself)
         if action == "replace":
-            parent[where[-1]] = draw(NON_FINITE if non_finite else JSON)
+            parent[where[-1]] = copy.deepcopy(draw(NON_FINITE if non_finite else JSON))
         elif action == "drop" and isinstance(parent, dict):
             del parent[where[-1]]
         elif isinstance(parent, dict):
             parent[draw(st.text(max_size=8) | st.sampled_from(["p42", "extra", "kind"]))] = \
-                draw(JSON)
+                copy.deepcopy(draw(JSON))
     return version, record
 
 
