@@ -595,8 +595,8 @@ REPLAYED: dict[str, frozenset[str]] = {
 }
 
 
-def rows(every: bool = False) -> list[tuple[str, Fault]]:
-    """The (primitive, fault) rows that are runs, in the matrix's order: those the test runs,
-    or EVERY one (the bench's table)."""
+def rows() -> list[tuple[str, Fault]]:
+    """The (primitive, fault) rows the test runs, in the matrix's order (bench/fault_matrix.py
+    walks FAULTS itself, every row)."""
     return [(p, f) for f in FAULTS for p in PRIMITIVES
-            if p in f.expect and (every or f.name not in REPLAYED.get(p, ()))]
+            if p in f.expect and f.name not in REPLAYED.get(p, ())]

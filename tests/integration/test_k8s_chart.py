@@ -96,14 +96,14 @@ def why(cluster: K8sCluster, ns: str, selector: str) -> str:
         for c in pod["status"].get("conditions", []):
             if c["type"] == "PodScheduled" and c["status"] == "False":
                 said.append(f"{c.get('reason')}: {c.get('message')}")
+        failed = False
         for cs in pod["status"].get("containerStatuses", []):
             for state in ("waiting", "terminated"):
                 s = cs.get("state", {}).get(state)
                 if s and s.get("reason") not in (None, "Completed"):
                     said.append(f"{s['reason']}: {s.get('message', '')}"
                                 f"{' exit ' + str(s['exitCode']) if 'exitCode' in s else ''}")
-        failed = any(cs.get("state", {}).get("terminated", {}).get("exitCode")
-                     for cs in pod["status"].get("containerStatuses", []))
+                failed = failed or bool(s and s.get("exitCode"))
         if failed:  # what the rank said last
             said.append("its log ends: " + cluster.kubectl(
                 "logs", "-n", ns, pod["metadata"]["name"], "--tail=4", check=False,
