@@ -7,11 +7,13 @@ from __future__ import annotations
 import re
 import shutil
 import time
+from collections.abc import Iterator
 
 import pytest
 
 from conftest import REPO
 from fabbench.sysinfo.inventory import image_id
+from integration.k8s_cluster import K8sCluster, k8s_cluster
 from integration.module_times import (  # noqa: F401  (hooks: the time per module at the end)
     pytest_runtest_logreport,
     pytest_sessionstart,
@@ -29,17 +31,39 @@ from integration.suite_stop import (  # noqa: F401  (hooks: one line when make t
 from integration.test_apptainer import image_manifest
 from integration.test_registry import BUILD_TIMEOUT_S, Published, clean_env, keypair, sh
 
-# The modules that start a Kubernetes cluster run last, in this order: make test builds the
-# cluster's binaries in the background while the rest of the suite runs (Makefile), and their
-# start waits for that build.
+# The modules that use the Kubernetes cluster run last, in this order: make test builds the
+# cluster's binaries in the background while the rest of the suite runs (Makefile), and the
+# cluster's start waits for that build. test_k8s_cluster.py's first test starts and interrupts a
+# cluster of its own before the session's starts; its test of stop.sh ends the session's, last.
 K8S_MODULES = ("test_k8s_cluster.py", "test_k8s_chart.py", "test_k8s_slow_node.py")
+K8S_LAST = "test_k8s_cluster.py::test_stop_leaves_nothing_of_the_cluster"
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the xdist_group marks
 def pytest_collection_modifyitems(items):
+    for item in items:  # a module marked `together` runs on one worker (its module fixtures once)
+        if item.get_closest_marker("together") and not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(item.path.name))
+
     def last(item):
         name = item.path.name
+        if item.nodeid.endswith(K8S_LAST):
+            return len(K8S_MODULES) + 1
         return K8S_MODULES.index(name) + 1 if name in K8S_MODULES else 0
     items.sort(key=last)  # stable: every other test keeps its place
+
+
+@pytest.fixture(scope="session")
+def k8s() -> Iterator[K8sCluster]:
+    """One Kubernetes cluster for the session's three cluster modules, started when the first
+    asks (its start and stop, and the image's pull on every node, are a minute or more each):
+    four emulated nodes at 1 Gbit/s, the image pulled on each. A module sets the link of node 2
+    (fbk-2) to what it needs (K8sCluster.set_link): the cluster's and the slow node's modules
+    100 Mbit/s, the chart's 1 Gbit/s like the others."""
+    with k8s_cluster(4, link="1gbit") as cluster:
+        print(f"k8s: start.sh took {cluster.start_s:.0f} s; the image pulled on every node in "
+              f"{cluster.pull_everywhere():.0f} s")
+        yield cluster
 
 
 @pytest.fixture(scope="session")

@@ -221,6 +221,14 @@ class K8sCluster:
                       timeout=timeout)
         return time.monotonic() - t0
 
+    def set_link(self, node: int, rate_bit_s: int) -> None:
+        """Emulated node NODE's link (Kubernetes node fbk-NODE) at a new rate, both ways, while
+        the cluster runs (fabbench.emulate.net.set_rate)."""
+        from fabbench.emulate import cluster as emulated
+        from fabbench.emulate import net
+
+        net.set_rate(emulated.load(self.emulation), node, rate_bit_s)
+
     @contextlib.contextmanager
     def namespace(self, name: str, *, delete_timeout: float = 120) -> Iterator[str]:
         """A namespace for one test, deleted (and waited for) afterwards."""

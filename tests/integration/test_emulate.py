@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 
 from conftest import fabbench, horovod_available
+from fabbench.emulate import cluster as emulated
 from fabbench.emulate import net
+from fabbench.errors import UsageError
 from fabbench.results.reader import read_results
 from fabbench.results.records import Record
 
@@ -224,6 +226,17 @@ def test_standing_cluster_up_down_and_sigkilled_holder():
                             "fbnet0"], capture_output=True, text=True, timeout=30, check=False)
         assert q.returncode == 0, q.stderr
         assert q.stdout.startswith("node1\n") and "rate 250Mbit" in q.stdout
+        # its link renegotiated while it stands: both ends, and the state file, say the rate
+        now = net.set_rate(emulated.load(state), 1, 100_000_000)
+        assert [n.link.rate_bit_s for n in emulated.load(state).nodes] == [10**9, 10**8]
+        assert now == emulated.load(state)
+        q = subprocess.run([str(agent), "node1", "tc", "qdisc", "show", "dev", "fbnet0"],
+                           capture_output=True, text=True, timeout=30, check=False)
+        switch = subprocess.run(["tc", "qdisc", "show", "dev", now.nodes[1].veth],
+                                capture_output=True, text=True, timeout=30, check=False)
+        assert "rate 100Mbit" in q.stdout and "rate 100Mbit" in switch.stdout, (q, switch)
+        with pytest.raises(UsageError, match="no node 2"):
+            net.set_rate(now, 2, 10**8)
         p = _emulate("down", "--pid", str(holder), timeout=120)
         assert p.returncode == 0, p.stderr
         assert net.leftovers(holder) == {}

@@ -7,7 +7,9 @@ naming the fault, the records written before it intact and a summary that says w
 can be written), and nothing of the run left on either node or on the host. The rows and their
 outcomes are defined once, in faults_on_wire.py (bench/fault_matrix.py runs them repeatedly for
 the table's figures). Horovod over MPI runs here only where it adds to the mpi rows (the control,
-the link down, the rank killed: faults_on_wire.REPLAYED says why); the bench runs every row."""
+the link down, the rank killed), and Horovod over Gloo only where it adds to the gloo rows (all
+but the flap, the loss and the full disk): faults_on_wire.REPLAYED says why; the bench runs every
+row."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""The project's own Kubernetes cluster (.ci/k8s, docs/kubernetes-cluster.md): three emulated
-nodes Ready under their names and addresses; pods reach each other across nodes by IP and through
+"""The project's own Kubernetes cluster (.ci/k8s, docs/kubernetes-cluster.md), the session's
+(conftest.k8s), with node 2's link at 100 Mbit/s: four emulated nodes Ready under their names and
+addresses; pods reach each other across nodes by IP and through
 a Service name (CoreDNS); they run fabbench's image by digest; every address is in 198.18.0.0/15;
 pod-to-pod throughput between nodes is the emulated link's; a second start is refused; and after
 stop.sh nothing of the cluster is left."""
@@ -25,7 +26,6 @@ from integration.k8s_cluster import (
     STOP_TIMEOUT_S,
     K8sCluster,
     image_for_cluster,
-    k8s_cluster,
     skip_reason,
     stop,
 )
@@ -35,11 +35,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.needs_root,
               pytest.mark.skipif(skip_reason() is not None, reason=skip_reason() or "")]
 
 RANGE = ipaddress.ip_network("198.18.0.0/15")
-NODES = 3
-LINK_BIT_S = 250e6  # every node's link
-SLOW_NODE, SLOW_BIT_S = 2, 100e6  # fbk-2's
+LINK_BIT_S = 1e9  # every node's link
+SLOW_NODE, SLOW_BIT_S = 2, 100_000_000  # fbk-2's, in this module
 NS = "fbk-test"
-POD_TIMEOUT_S = 300  # a first pull of the image (~1 GB) over a 100 Mbit/s link fits
+POD_TIMEOUT_S = 300  # a pull of the image (~1 GB) over a 100 Mbit/s link fits
 
 
 def test_a_start_stopped_midway_leaves_nothing():
@@ -89,10 +88,9 @@ def _bin_dir() -> str:
 
 
 @pytest.fixture(scope="module")
-def cluster():
-    with k8s_cluster(NODES, link="250mbit", slow_nodes=(f"{SLOW_NODE}:100mbit",)) as c:
-        print(f"k8s: start.sh took {c.start_s:.0f} s")
-        yield c
+def cluster(k8s: K8sCluster) -> K8sCluster:
+    k8s.set_link(SLOW_NODE, SLOW_BIT_S)
+    return k8s
 
 
 def _pod(name: str, node: str, image: str, command: str, *, labels: dict | None = None,
@@ -159,10 +157,10 @@ def _get(cluster: K8sCluster, pod: str, url: str) -> str:
     return cluster.exec(pod, "python3", "-c", GET, url, namespace=NS, timeout=60).stdout.strip()
 
 
-def test_three_nodes_ready_with_their_names_and_emulated_addresses(cluster):
+def test_four_nodes_ready_with_their_names_and_emulated_addresses(cluster):
     nodes = cluster.kubectl_json("get", "nodes")["items"]
     by_name = {n["metadata"]["name"]: n for n in nodes}
-    assert sorted(by_name) == [f"fbk-{i}" for i in range(NODES)] == list(cluster.nodes)
+    assert sorted(by_name) == [f"fbk-{i}" for i in range(4)] == list(cluster.nodes)
     for i, name in enumerate(cluster.nodes):
         status = by_name[name]["status"]
         ready = {c["type"]: c["status"] for c in status["conditions"]}["Ready"]
@@ -240,7 +238,7 @@ def test_pod_to_pod_throughput_is_the_emulated_links(cluster, pods):
     ip = pods["server"]["status"]["podIP"]
     fast = _iperf(cluster, "client", ip)
     slow = _iperf(cluster, "client-slow", ip)
-    print(f"k8s: pod-to-pod fbk-1 -> fbk-0 {fast / 1e6:.0f} Mbit/s (links 250 Mbit/s), "
+    print(f"k8s: pod-to-pod fbk-1 -> fbk-0 {fast / 1e6:.0f} Mbit/s (links 1 Gbit/s), "
           f"fbk-{SLOW_NODE} -> fbk-0 {slow / 1e6:.0f} Mbit/s (its link 100 Mbit/s)")
     assert 0.6 * LINK_BIT_S < fast < 1.02 * LINK_BIT_S, fast
     assert 0.6 * SLOW_BIT_S < slow < 1.02 * SLOW_BIT_S, slow
@@ -291,7 +289,8 @@ def _lines(argv: list[str]) -> list[str]:
 
 
 def test_stop_leaves_nothing_of_the_cluster(cluster):
-    """Last in this module: stops the cluster (the fixture's stop.sh then finds nothing)."""
+    """Last of the session's cluster tests (conftest.K8S_LAST): stops the session's cluster
+    (the fixture's stop.sh then finds nothing)."""
     holder = cluster.env["FABBENCH_K8S_EMULATION_HOLDER"]
     bin_dir = cluster.env["FABBENCH_K8S_BIN"]
     before_paths = set((STATE_DIR / "before" / "host-paths").read_text().split())

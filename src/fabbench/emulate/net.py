@@ -11,6 +11,7 @@ behind is recognised (its pid is gone) and removed by the next one, touching not
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import ipaddress
 import os
@@ -202,11 +203,15 @@ def _free_subnet() -> ipaddress.IPv4Network:
     raise RunError("every /24 of 198.18.0.0/15 is in use on this machine")
 
 
+def _tbf(link: Link) -> list[str]:
+    burst = max(32 * 1024, link.rate_bit_s // 8 // 4000)
+    return ["tbf", "rate", f"{link.rate_bit_s}bit", "burst", str(burst), "latency", "50ms"]
+
+
 def _shape(dev: str, link: Link, ns: str | None) -> None:
     """tbf at the link's rate; netem first when the link has a delay (loss is _drop's)."""
     tc = ["tc"] + (["-n", ns] if ns else [])
-    burst = max(32 * 1024, link.rate_bit_s // 8 // 4000)
-    tbf = ["tbf", "rate", f"{link.rate_bit_s}bit", "burst", str(burst), "latency", "50ms"]
+    tbf = _tbf(link)
     if link.delay_us:
         netem = ["netem", "limit", "100000", "delay", f"{link.delay_us:g}us"]
         p = _sh([*tc, "qdisc", "add", "dev", dev, "root", "handle", "1:", *netem], check=False)
@@ -218,6 +223,27 @@ def _shape(dev: str, link: Link, ns: str | None) -> None:
         _sh([*tc, "qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:", *tbf])
     else:
         _sh([*tc, "qdisc", "add", "dev", dev, "root", "handle", "1:", *tbf])
+
+
+def set_rate(cluster: Cluster, index: int, rate_bit_s: int) -> Cluster:
+    """Node ``index``'s link at a new rate, both ways, while the cluster runs (its delay and
+    loss as they were), as a site's link renegotiates or is throttled; the state file says the
+    new rate. The cluster as it now is."""
+    if not 0 <= index < len(cluster.nodes):
+        raise UsageError(f"no node {index}: the emulated cluster's nodes are "
+                         f"0..{len(cluster.nodes) - 1}")
+    node = cluster.nodes[index]
+    link = dataclasses.replace(node.link, rate_bit_s=rate_bit_s)
+    where = ["parent", "1:1", "handle", "10:"] if link.delay_us else ["root", "handle", "1:"]
+    require_privileges()
+    with _lock():
+        for dev, ns in ((node.veth, []), (NODE_IFACE, ["-n", node.netns])):  # as _build's
+            _sh(["tc", *ns, "qdisc", "change", "dev", dev, *where, *_tbf(link)])
+        nodes = tuple(dataclasses.replace(n, link=link) if n is node else n
+                      for n in cluster.nodes)
+        changed = dataclasses.replace(cluster, nodes=nodes)
+        changed.write_files()
+    return changed
 
 
 def _drop(node: Node, nodes: list[Node]) -> None:
