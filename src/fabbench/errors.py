@@ -30,10 +30,6 @@ class TransportMismatch(RunError):
     """The library reports a transport other than the one the fabric profile asked for."""
 
 
-class CollectiveTimeout(RunError):
-    """An operation did not complete before its deadline."""
-
-
 class DataCheckFailed(RunError):
     """``--check`` found elements that differ from the expected result."""
 

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from fabbench.fabrics.profile import Profile, load_profile
 
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
-PLACEHOLDER_OPTIONS = {"iface": "iface", "rdma_device": "rdma_device"}
 
 
 @dataclass(frozen=True)
