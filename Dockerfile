@@ -18,6 +18,11 @@
 # .ci/image-build.sh assembles it. Pass FLAVOR explicitly:
 #   podman build --build-arg FLAVOR=cpu ...   (buildah resolves FROM ${FLAVOR}-... stage names
 #   only for arguments given on the command line, not for their defaults)
+# Two engines build it: podman/buildah and Docker with BuildKit (DOCKER_BUILDKIT=1; Docker 20.10's
+# default, the classic builder, has no RUN --mount). The steps that reach PyPI or download
+# sources take the build host's trust store as the secret build-ca where it has one (hosts whose
+# TLS is intercepted), never into a layer:
+#   --secret id=build-ca,src=/etc/ssl/certs/ca-certificates.crt   (podman build and docker build)
 
 ARG FLAVOR=cpu
 ARG DEBIAN_IMAGE=localhost/debian:bookworm
@@ -33,9 +38,11 @@ ENV PREFIX=/opt/fabric CUDA_HOME=/usr/local/cuda
 COPY containers/versions.env containers/lib.sh containers/distro-fabric.sh /opt/fabbench/containers/
 RUN /opt/fabbench/containers/distro-fabric.sh cuda-build
 COPY containers/cuda-toolkit.sh /opt/fabbench/containers/
-RUN /opt/fabbench/containers/cuda-toolkit.sh
+RUN --mount=type=secret,id=build-ca,target=/usr/local/share/fabbench/build-ca.crt \
+    /opt/fabbench/containers/cuda-toolkit.sh
 COPY containers/ucx.sh containers/openmpi.sh /opt/fabbench/containers/
-RUN /opt/fabbench/containers/ucx.sh \
+RUN --mount=type=secret,id=build-ca,target=/usr/local/share/fabbench/build-ca.crt \
+    /opt/fabbench/containers/ucx.sh \
     && /opt/fabbench/containers/openmpi.sh \
     && rm -rf /tmp/fabbench-src
 ENV PATH=/opt/fabric/bin:/usr/local/cuda/bin:${PATH} LD_LIBRARY_PATH=/opt/fabric/lib:/usr/local/cuda/lib64
@@ -49,11 +56,13 @@ COPY containers/versions.env containers/lib.sh containers/python-stack.sh contai
      containers/mpi4py.sh containers/wheel-record.sh containers/torch-cuda.lock /opt/fabbench/containers/
 COPY wheels/ /tmp/wheels/
 COPY requirements.txt /opt/fabbench/build/requirements.txt
-RUN FLAVOR=${FLAVOR} /opt/fabbench/containers/python-stack.sh deps /opt/fabbench/build/requirements.txt \
+RUN --mount=type=secret,id=build-ca,target=/usr/local/share/fabbench/build-ca.crt \
+    FLAVOR=${FLAVOR} /opt/fabbench/containers/python-stack.sh deps /opt/fabbench/build/requirements.txt \
     && rm -rf /tmp/wheels
 COPY pyproject.toml README.md /opt/fabbench/build/
 COPY src/ /opt/fabbench/build/src/
-RUN FLAVOR=${FLAVOR} /opt/fabbench/containers/python-stack.sh fabbench /opt/fabbench/build
+RUN --mount=type=secret,id=build-ca,target=/usr/local/share/fabbench/build-ca.crt \
+    FLAVOR=${FLAVOR} /opt/fabbench/containers/python-stack.sh fabbench /opt/fabbench/build
 
 # ---- runtime bases: run-time libraries only -------------------------------------------------
 FROM ${DEBIAN_IMAGE} AS cpu-runtime

@@ -1,18 +1,28 @@
 #!/usr/bin/env bash
-# Build the fabbench image with podman (chroot isolation, the host's network), cached by content:
-# the image is tagged localhost/fabbench:<flavor>-<hash of Dockerfile, containers/, src/,
-# pyproject.toml, README.md, and of the setup's Horovod and mpi4py wheels when reused>, and an image
-# with the current tag is not built again. podman's layer cache (kept in its storage between
-# runs) makes a source-only change cheap: only the last layers are rebuilt. The Debian base image
-# (containers/base-image.sh) is made once.
+# Build the fabbench image with podman (chroot isolation, the host's network) or, with
+# ENGINE=docker, with a Docker Engine (BuildKit, the host's network), cached by content: the image
+# is tagged localhost/fabbench:<flavor>-<hash of Dockerfile, containers/, src/, pyproject.toml,
+# README.md, and of the setup's Horovod and mpi4py wheels when reused>, and an image with the
+# current tag in the engine's store is not built again. The engine's layer cache (kept in its
+# storage between runs) makes a source-only change cheap: only the last layers are rebuilt. The
+# Debian base image (containers/base-image.sh) is made once; Docker's is podman's, loaded.
 #
 #   .ci/image-build.sh            build (or find) the image; its tag is the last line printed
 #   .ci/image-build.sh --tag      print the tag the current tree would have; build nothing
+#   ENGINE=docker .ci/image-build.sh [--tag]     the same with the Docker Engine of DOCKER_HOST
+#                                 (.ci/docker/start.sh starts one of the project's own)
 #
-# Environment: FLAVOR (cpu|cuda, default cpu), IMAGE_REPO (default localhost/fabbench),
+# Docker: Debian's docker.io is Docker Engine 20.10, whose default builder is the classic one;
+# the build uses BuildKit (DOCKER_BUILDKIT=1, built into the 20.10 client), which the
+# Dockerfile's RUN --mount=type=secret needs (the host's trust store, below). DOCKER names the
+# client: default /usr/bin/docker, docker.io's own, where it exists (a client of Docker 23 or
+# later does BuildKit only through its buildx plugin), else docker from PATH.
+#
+# Environment: ENGINE (podman|docker, default podman), FLAVOR (cpu|cuda, default cpu),
+# IMAGE_REPO (default localhost/fabbench),
 # FABBENCH_CACHE (the build context and the wheel folder live under it),
 # IMAGE_WHEELS (extra prebuilt wheels to put into the context; a horovod or mpi4py wheel among
-# them takes the place of the setup's, under the same check, see below), BUILD_TIMEOUT (seconds: the podman
+# them takes the place of the setup's, under the same check, see below), BUILD_TIMEOUT (seconds: the
 # build's deadline; default cpu 1800, twice a cold cpu build on 2 cores, 896 s; cuda 5400).
 # `make test` builds the cpu image cold inside its whole-suite timeout (TEST_TIMEOUT, Makefile):
 # tests/unit/test_timeouts.py checks that this deadline and the rest of the suite fit in it.
@@ -25,6 +35,14 @@ log() { printf '[image-build] %s\n' "$*" >&2; }
 die() { printf '[image-build] ERROR: %s\n' "$*" >&2; exit 1; }
 
 FLAVOR=${FLAVOR:-cpu}
+ENGINE=${ENGINE:-podman}
+case $ENGINE in podman|docker) ;;
+  *) printf '[image-build] ENGINE must be podman or docker, not %s\n' "$ENGINE" >&2; exit 2 ;; esac
+if [ -z "${DOCKER:-}" ]; then
+  DOCKER=docker
+  [ -x /usr/bin/docker ] && DOCKER=/usr/bin/docker
+fi
+export DOCKER
 IMAGE_REPO=${IMAGE_REPO:-localhost/fabbench}
 cache=${FABBENCH_CACHE:-$HOME/.cache/fabbench}
 case $FLAVOR in cpu|cuda) ;; *) die "FLAVOR must be cpu or cuda, not $FLAVOR" ;; esac
@@ -102,8 +120,16 @@ if [ "${1:-}" = --tag ]; then
   exit 0
 fi
 
-command -v podman >/dev/null 2>&1 || die "podman not found (apt-get install podman)"
-if timeout 60 podman image exists "$tag"; then
+if [ "$ENGINE" = docker ]; then
+  command -v "$DOCKER" >/dev/null 2>&1 || die "$DOCKER not found (apt-get install docker.io)"
+  image_exists() { timeout 60 "$DOCKER" image inspect "$1" >/dev/null 2>&1; }
+  timeout 60 "$DOCKER" version --format '{{.Server.Version}}' >/dev/null 2>&1 \
+    || die "no Docker Engine answers at ${DOCKER_HOST:-the default socket} (.ci/docker/start.sh)"
+else
+  command -v podman >/dev/null 2>&1 || die "podman not found (apt-get install podman)"
+  image_exists() { timeout 60 podman image exists "$1"; }
+fi
+if image_exists "$tag"; then
   log "cached: $tag (nothing under ${inputs[*]} changed)"
   printf '%s\n' "$tag"
   exit 0
@@ -111,10 +137,12 @@ fi
 
 # Both flavours start from the Debian base (the cuda flavour adds CUDA from PyPI's wheels).
 base=$DEBIAN_IMAGE
-BASE_IMAGE=$base "$root/containers/base-image.sh" >&2
+ENGINE=$ENGINE BASE_IMAGE=$base "$root/containers/base-image.sh" >&2
 
-# The build context: only what the recipe uses (no .venv, no results, no .git).
+# The build context: only what the recipe uses (no .venv, no results, no .git); one folder per
+# engine, so that two builds at once never rewrite each other's
 ctx=$cache/image-context/$FLAVOR
+[ "$ENGINE" = podman ] || ctx=$cache/image-context/$ENGINE-$FLAVOR
 mkdir -p "$ctx/wheels"
 for item in "${inputs[@]}"; do
   rm -rf "${ctx:?}/$item"
@@ -149,26 +177,40 @@ for name in horovod mpi4py; do
 done
 
 cert=/etc/ssl/certs/ca-certificates.crt
-volumes=()
-# pip inside the build reaches PyPI only with this machine's trust store (docs/testing.md); lend it
-# where python-stack.sh looks for it, not over the image's own store (ca-certificates' postinst
-# rewrites that file and fails on a read-only mount).
-[ -f "$cert" ] && volumes=(-v "$cert:/usr/local/share/fabbench/build-ca.crt:ro")
+secret=()
+# pip inside the build reaches PyPI only with this machine's trust store (docs/testing.md): lend it
+# as the build secret build-ca, which the Dockerfile mounts where python-stack.sh looks for it in
+# the steps that download (never over the image's own store: ca-certificates' postinst rewrites
+# that file; never in a layer, never in the cache key), the same for both engines.
+[ -f "$cert" ] && secret=(--secret "id=build-ca,src=$cert")
 vcs_ref=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' "$root/pyproject.toml")
-log "building $tag (cold: tens of minutes on 2 cores; later: minutes, from podman's layer cache)"
+build_args=(--build-arg FLAVOR="$FLAVOR" --build-arg VERSION="$version" --build-arg VCS_REF="$vcs_ref"
+            --build-arg INPUTS_HASH="$inputs_hash"
+            --build-arg BASE_IMAGE="$base" --build-arg DEBIAN_IMAGE="$DEBIAN_IMAGE"
+            -t "$tag" -t "$IMAGE_REPO:$FLAVOR" -f "$ctx/Dockerfile" "$ctx")
+log "building $tag with $ENGINE (cold: tens of minutes on 2 cores; later: minutes, from the" \
+    "engine's layer cache)"
 start=$SECONDS
+if [ "$ENGINE" = docker ]; then
+  # the client runs with a parent-death signal and under the deadline: when it ends, the daemon's
+  # BuildKit cancels the build and its step's containers (nothing is left but the layer cache)
+  status=0
+  DOCKER_BUILDKIT=1 setpriv --pdeathsig TERM -- timeout "$build_timeout" "$DOCKER" build \
+    --progress plain --network host "${secret[@]}" "${build_args[@]}" >&2 || status=$?
+  [ "$status" -ne 124 ] || die "docker build did not finish in ${build_timeout}s (BUILD_TIMEOUT)"
+  [ "$status" -eq 0 ] || die "docker build failed after $((SECONDS - start))s (exit $status)"
+  image_exists "$tag" || die "docker build exited 0 but made no image $tag"
+  log "built $tag in $((SECONDS - start))s"
+  printf '%s\n' "$tag"
+  exit 0
+fi
 # .ci/podman-build.sh: podman build under the deadline, and no build container left behind when it
 # is stopped (by a signal to it or its process group, by the deadline, or because this script
 # died: it runs with a parent-death signal); a build stopped by SIGKILL is cleaned by the next.
 status=0
 setpriv --pdeathsig TERM -- "$root/.ci/podman-build.sh" --timeout "$build_timeout" \
-  --isolation chroot --network host --layers \
-  "${volumes[@]}" \
-  --build-arg FLAVOR="$FLAVOR" --build-arg VERSION="$version" --build-arg VCS_REF="$vcs_ref" \
-  --build-arg INPUTS_HASH="$inputs_hash" \
-  --build-arg BASE_IMAGE="$base" --build-arg DEBIAN_IMAGE="$DEBIAN_IMAGE" \
-  -t "$tag" -t "$IMAGE_REPO:$FLAVOR" -f "$ctx/Dockerfile" "$ctx" >&2 || status=$?
+  --isolation chroot --network host --layers "${secret[@]}" "${build_args[@]}" >&2 || status=$?
 [ "$status" -ne 124 ] || die "podman build did not finish in ${build_timeout}s (BUILD_TIMEOUT)"
 [ "$status" -eq 0 ] || die "podman build failed after $((SECONDS - start))s (exit $status)"
 log "built $tag in $((SECONDS - start))s"

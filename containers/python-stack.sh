@@ -20,8 +20,10 @@ FLAVOR=${FLAVOR:-cpu}
 FABBENCH_VENV=${FABBENCH_VENV:-/opt/fabbench/venv}
 WHEELS=${WHEELS:-/tmp/wheels}
 py=$FABBENCH_VENV/bin/python
-# A trust store the build host lends read-only (podman build -v HOST_CA:$BUILD_CA:ro) for hosts
-# whose TLS is intercepted; the image's own store (ca-certificates) is used otherwise.
+# A trust store the build host lends for hosts whose TLS is intercepted: the build secret build-ca,
+# which the Dockerfile mounts here for the steps that download (podman build and docker build
+# --secret id=build-ca,src=HOST_CA; never in a layer); the image's own store (ca-certificates) is
+# used otherwise.
 BUILD_CA=${BUILD_CA:-/usr/local/share/fabbench/build-ca.crt}
 if [ -s "$BUILD_CA" ]; then
   export PIP_CERT=$BUILD_CA

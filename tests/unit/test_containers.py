@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parents[2]
 CONTAINERS = ROOT / "containers"
 DOCKERFILE = ROOT / "Dockerfile"
 APPTAINER = ROOT / "Apptainer.def"
-SCRIPTS = sorted(CONTAINERS.glob("*.sh")) + [ROOT / ".ci" / "image-build.sh"]
+SCRIPTS = (sorted(CONTAINERS.glob("*.sh")) + [ROOT / ".ci" / "image-build.sh"]
+           + sorted((ROOT / ".ci" / "docker").glob("*.sh")))
 
 # pinned component (prefix in versions.env) -> the script that builds or installs it
 COMPONENT_SCRIPTS = {

@@ -50,19 +50,22 @@ def machine(monkeypatch):
 
 @pytest.mark.parametrize("env, marks, driver, torch, line", [
     # the cuda image in Apptainer without --nv, in podman without the toolkit's device
-    (APPTAINER, (), False, CUDA_TORCH,
-     "no GPU visible in this container: run it with --nv / the NVIDIA container toolkit"),
+    (APPTAINER, (), False, CUDA_TORCH, "no GPU visible in this container: run it with --nv"),
     ({}, (PODMAN,), True, CUDA_TORCH,
-     "no GPU visible in this container: run it with --nv / the NVIDIA container toolkit"),
-    ({"KUBERNETES_SERVICE_HOST": "10.0.0.1"}, (), False, None,
-     "no GPU visible in this container: run it with --nv / the NVIDIA container toolkit"),
+     "no GPU visible in this container: run it with --device nvidia.com/gpu=all (the NVIDIA "
+     "container toolkit's CDI)"),
+    ({"KUBERNETES_SERVICE_HOST": "198.19.128.1"}, (), False, None,
+     "no GPU visible in this container: give its pod a nvidia.com/gpu limit (the NVIDIA device "
+     "plugin)"),
     # the cpu image: --nv alone would not do
     ({"CH_RUNNING": "Weird Al Yankovic"}, (), False, CPU_TORCH,
      "no GPU visible in this container, and its torch (2.13.0+cpu) is a CPU build: use "
      "fabbench's cuda image and run it with --nv / the NVIDIA container toolkit"),
     ({}, ((".dockerenv", ""),), False, CPU_TORCH,
      "no GPU visible in this container, and its torch (2.13.0+cpu) is a CPU build: use "
-     "fabbench's cuda image and run it with --nv / the NVIDIA container toolkit"),
+     "fabbench's cuda image and run it with --gpus all (the NVIDIA container toolkit)"),
+    ({}, ((".dockerenv", ""),), False, CUDA_TORCH,
+     "no GPU visible in this container: run it with --gpus all (the NVIDIA container toolkit)"),
     # on the host
     ({}, (), False, CPU_TORCH,
      "no GPU visible on this host (no /dev/nvidiaN device), and torch 2.13.0+cpu is a CPU "
@@ -108,7 +111,7 @@ def test_require_gpu_refuses_in_one_line_and_asks_torch_only_without_dev_nvidia(
     with pytest.raises(UsageError) as refused:
         gpus.require_gpu("--device cuda", APPTAINER, tree(tmp_path / "a"))
     assert str(refused.value) == ("--device cuda needs a GPU; no GPU visible in this container: "
-                                  "run it with --nv / the NVIDIA container toolkit")
+                                  "run it with --nv")
     assert refused.value.exit_code == 2
 
     def torch_build():
@@ -154,7 +157,7 @@ def test_run_refuses_in_a_container_without_a_gpu(capsys, no_gpu_here, tmp_path,
     assert code == 2 and stdout == "" and not out.exists()
     assert err.splitlines() == [
         f"fabbench: error: {what} needs a GPU; no GPU visible in this container: run it with "
-        "--nv / the NVIDIA container toolkit"]
+        "--nv"]
 
 
 def test_run_refuses_on_a_host_without_a_gpu_saying_why(capsys, no_gpu_here, tmp_path):

@@ -19,7 +19,19 @@ from pathlib import Path
 from fabbench.errors import UsageError
 from fabbench.sysinfo.inventory import container_runtime
 
-CONTAINER_FIX = "run it with --nv / the NVIDIA container toolkit"
+# how each runtime gives a container the host's GPUs and driver, said where a container has none
+RUNTIME_GPU_FIX = {
+    "apptainer": "run it with --nv",
+    "docker": "run it with --gpus all (the NVIDIA container toolkit)",
+    "podman": "run it with --device nvidia.com/gpu=all (the NVIDIA container toolkit's CDI)",
+    "kubernetes": "give its pod a nvidia.com/gpu limit (the NVIDIA device plugin)",
+}
+CONTAINER_FIX = "run it with --nv / the NVIDIA container toolkit"  # a runtime not named above
+
+
+def container_fix(runtime: str | None) -> str:
+    """What gives a container of this runtime the host's GPUs, in words for one line."""
+    return RUNTIME_GPU_FIX.get(runtime or "", CONTAINER_FIX)
 
 
 def gpus_visible(root: str | os.PathLike = "/", env: Mapping[str, str] | None = None) -> bool:
@@ -132,8 +144,9 @@ class GpuState:
         if self.container:
             if cpu_torch:
                 return (f"no GPU visible in this container, and its torch ({cpu_torch.version}) "
-                        f"is a CPU build: use fabbench's cuda image and {CONTAINER_FIX}")
-            return f"no GPU visible in this container: {CONTAINER_FIX}"
+                        f"is a CPU build: use fabbench's cuda image and "
+                        f"{container_fix(self.container)}")
+            return f"no GPU visible in this container: {container_fix(self.container)}"
         if self.torch is None:
             return ("no GPU visible on this host (no /dev/nvidiaN device), and torch does not "
                     "import here")
