@@ -32,26 +32,19 @@ demo: setup
 
 # Both run the type checker too (mypy over src/, [tool.mypy] in pyproject.toml), and fail when it
 # or a test fails; test-fast runs it beside the unit tests, its output after theirs (a second run
-# reads its cache, .mypy_cache: seconds). make test runs the integration tests one at a time
-# (their ranks, links and timings need the cores), then the unit tests spread over 2 workers.
+# reads its cache, .mypy_cache: seconds).
 #
-# The Kubernetes cluster's binaries (.ci/k8s/build.sh: about 20 minutes cold on 2 cores, seconds
-# once cached) build from the start, in the background, at the lowest CPU priority and in a
-# process group of their own: they take what the integration tests leave idle. The Kubernetes
-# tests run last (tests/integration/conftest.py); the first of them raises the build to normal
-# priority (FABBENCH_K8S_BUILD_PGID) and waits for it (build.sh's lock). Whatever ends the
-# recipe ends the build with it.
+# make test (.ci/test-suite.sh, which says how): the integration tests marked `together` first,
+# several at once, with the type checker and the unit tests beside them; then the others one at
+# a time, their timings needing the cores. The Kubernetes cluster's binaries build from the
+# start, in the background, at the lowest CPU priority (about 20 minutes cold on 2 cores,
+# seconds once cached under $(FABBENCH_CACHE)/k8s). Each phase runs under its own deadline.
 K8S_BUILD_LOG = $(FABBENCH_CACHE)/logs/k8s-build.log
+TOGETHER_TIMEOUT ?= 3600
 
 test: setup-all
-	@mkdir -p $(dir $(K8S_BUILD_LOG)); \
-	setsid nice -n 19 bash .ci/k8s/build.sh >$(K8S_BUILD_LOG) 2>&1 </dev/null & k8s=$$!; \
-	trap 'kill -- -'$$k8s' 2>/dev/null' EXIT; \
-	echo "[test] the Kubernetes binaries build in the background (pid $$k8s, log $(K8S_BUILD_LOG))"; \
-	$(VENV)/bin/mypy; typed=$$?; \
-	FABBENCH_K8S_BUILD_PGID=$$k8s timeout $(TEST_TIMEOUT) $(VENV)/bin/python -m pytest tests/integration; integrated=$$?; \
-	timeout 900 $(VENV)/bin/python -m pytest -n 2 tests/unit; unit=$$?; \
-	exit $$(( integrated ? integrated : unit ? unit : typed ))
+	VENV=$(VENV) TEST_TIMEOUT=$(TEST_TIMEOUT) TOGETHER_TIMEOUT=$(TOGETHER_TIMEOUT) \
+	  K8S_BUILD_LOG=$(K8S_BUILD_LOG) bash .ci/test-suite.sh
 
 test-fast: setup
 	typing=$$(mktemp); $(VENV)/bin/mypy >"$$typing" 2>&1 & checker=$$!; \

@@ -23,9 +23,12 @@
 # FABBENCH_CACHE (the build context and the wheel folder live under it),
 # IMAGE_WHEELS (extra prebuilt wheels to put into the context; a horovod or mpi4py wheel among
 # them takes the place of the setup's, under the same check, see below), BUILD_TIMEOUT (seconds: the
-# build's deadline; default cpu 1800, twice a cold cpu build on 2 cores, 896 s; cuda 5400).
-# `make test` builds the cpu image cold inside its whole-suite timeout (TEST_TIMEOUT, Makefile):
-# tests/unit/test_timeouts.py checks that this deadline and the rest of the suite fit in it.
+# build's deadline; default cpu 1800, twice a cold cpu build on 2 cores, 896 s; cuda 5400),
+# NO_CACHE=1 (build every step again, the engine's layer cache unused, even when the tag exists:
+# what a cold build costs, the base image and the context aside).
+# `make test` builds the cpu image cold inside its first phase's deadline (TOGETHER_TIMEOUT,
+# Makefile): tests/unit/test_timeouts.py checks that this deadline and the rest of that phase's
+# podman lane fit in it.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -129,7 +132,7 @@ else
   command -v podman >/dev/null 2>&1 || die "podman not found (apt-get install podman)"
   image_exists() { timeout 60 podman image exists "$1"; }
 fi
-if image_exists "$tag"; then
+if [ "${NO_CACHE:-0}" != 1 ] && image_exists "$tag"; then
   log "cached: $tag (nothing under ${inputs[*]} changed)"
   printf '%s\n' "$tag"
   exit 0
@@ -183,6 +186,8 @@ secret=()
 # the steps that download (never over the image's own store: ca-certificates' postinst rewrites
 # that file; never in a layer, never in the cache key), the same for both engines.
 [ -f "$cert" ] && secret=(--secret "id=build-ca,src=$cert")
+fresh=()
+[ "${NO_CACHE:-0}" != 1 ] || fresh=(--no-cache)
 vcs_ref=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' "$root/pyproject.toml")
 build_args=(--build-arg FLAVOR="$FLAVOR" --build-arg VERSION="$version" --build-arg VCS_REF="$vcs_ref"
@@ -197,7 +202,8 @@ if [ "$ENGINE" = docker ]; then
   # BuildKit cancels the build and its step's containers (nothing is left but the layer cache)
   status=0
   DOCKER_BUILDKIT=1 setpriv --pdeathsig TERM -- timeout "$build_timeout" "$DOCKER" build \
-    --progress plain --network host "${secret[@]}" "${build_args[@]}" >&2 || status=$?
+    --progress plain --network host "${fresh[@]}" "${secret[@]}" "${build_args[@]}" >&2 \
+    || status=$?
   [ "$status" -ne 124 ] || die "docker build did not finish in ${build_timeout}s (BUILD_TIMEOUT)"
   [ "$status" -eq 0 ] || die "docker build failed after $((SECONDS - start))s (exit $status)"
   image_exists "$tag" || die "docker build exited 0 but made no image $tag"
@@ -210,7 +216,8 @@ fi
 # died: it runs with a parent-death signal); a build stopped by SIGKILL is cleaned by the next.
 status=0
 setpriv --pdeathsig TERM -- "$root/.ci/podman-build.sh" --timeout "$build_timeout" \
-  --isolation chroot --network host --layers "${secret[@]}" "${build_args[@]}" >&2 || status=$?
+  --isolation chroot --network host --layers "${fresh[@]}" "${secret[@]}" "${build_args[@]}" >&2 \
+  || status=$?
 [ "$status" -ne 124 ] || die "podman build did not finish in ${build_timeout}s (BUILD_TIMEOUT)"
 [ "$status" -eq 0 ] || die "podman build failed after $((SECONDS - start))s (exit $status)"
 log "built $tag in $((SECONDS - start))s"

@@ -39,12 +39,7 @@ K8S_MODULES = ("test_k8s_cluster.py", "test_k8s_chart.py", "test_k8s_slow_node.p
 K8S_LAST = "test_k8s_cluster.py::test_stop_leaves_nothing_of_the_cluster"
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the xdist_group marks
 def pytest_collection_modifyitems(items):
-    for item in items:  # a module marked `together` runs on one worker (its module fixtures once)
-        if item.get_closest_marker("together") and not item.get_closest_marker("xdist_group"):
-            item.add_marker(pytest.mark.xdist_group(item.path.name))
-
     def last(item):
         name = item.path.name
         if item.nodeid.endswith(K8S_LAST):

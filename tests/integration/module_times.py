@@ -42,5 +42,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
             break
         shown += s
         tr.write_line(f"{s:8.0f} {100 * s / whole:5.1f}%  {module} ({_tests[module]} tests)")
-    tr.write_line(f"{whole - shown:8.0f} {100 * (whole - shown) / whole:5.1f}%  the rest "
-                  f"(modules under 10 s, collection); session {whole:.0f} s")
+    if shown <= whole:
+        tr.write_line(f"{whole - shown:8.0f} {100 * (whole - shown) / whole:5.1f}%  the rest "
+                      f"(modules under 10 s, collection); session {whole:.0f} s")
+    else:  # pytest-xdist's workers ran them side by side
+        tr.write_line(f"the modules above ran side by side: {shown:.0f} s of tests in a session "
+                      f"of {whole:.0f} s")

@@ -1,5 +1,6 @@
-"""One clear line when the suite is stopped from outside, e.g. by `make test`'s whole-suite
-timeout (`timeout $(TEST_TIMEOUT) pytest`: SIGTERM to pytest and to every process of its group).
+"""One clear line when the suite is stopped from outside, e.g. by the deadline of a phase of
+`make test` (.ci/test-suite.sh: `timeout $(TEST_TIMEOUT) pytest`: SIGTERM to pytest and to every
+process of its group).
 
 Without this, pytest dies of the SIGTERM at once: no line says why, no summary of what ran, and
 the make recipe only reports exit 124. With it, pytest stops the way it stops on ^C: the line
@@ -34,7 +35,8 @@ def _stopped(signum: int, frame: object) -> None:
     where = f"{_state['test']} ({_state['phase'] or 'between tests'}"
     where += f", setting up fixture {fixtures[-1]})" if fixtures else ")"
     pytest.exit(f"[tests] stopped by SIGTERM {seconds:.0f}s after collection, during {where}: "
-                "`make test` sends it when the whole suite runs past TEST_TIMEOUT (Makefile)",
+                "`make test` sends it when a phase of the suite runs past its deadline "
+                "(TOGETHER_TIMEOUT, TEST_TIMEOUT: Makefile)",
                 returncode=124)
 
 

@@ -38,6 +38,8 @@ USER = "fabbench-user"
 APPTAINER = REPO / ".ci" / "apptainer.sh"
 
 pytestmark = [
+    pytest.mark.together,
+    pytest.mark.podman,  # one podman store: these modules run one at a time
     pytest.mark.integration,
     pytest.mark.needs_root,
     pytest.mark.timeout(BUILD_TIMEOUT_S + SIF_TIMEOUT_S + 1200),

@@ -9,7 +9,7 @@ import pytest
 from conftest import fabbench, needs_mpirun
 from fabbench.results.reader import read_results
 
-pytestmark = [pytest.mark.integration, needs_mpirun]
+pytestmark = [pytest.mark.integration, needs_mpirun, pytest.mark.together]
 
 OPS = "allreduce,allgather,reduce_scatter,broadcast,alltoall,sendrecv"
 

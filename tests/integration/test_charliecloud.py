@@ -28,6 +28,8 @@ from fabbench.results.reader import read_results
 BUILD_TIMEOUT_S = 5400  # a cold image build (test_image.py); cached afterwards
 
 pytestmark = [
+    pytest.mark.together,
+    pytest.mark.podman,  # one podman store: these modules run one at a time
     pytest.mark.integration,
     pytest.mark.needs_root,
     pytest.mark.timeout(BUILD_TIMEOUT_S + 1800),

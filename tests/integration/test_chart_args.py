@@ -25,7 +25,7 @@ from unit.test_config import configs, renderable, slurm_args
 
 helm_python = pytest.importorskip("helm_python", reason="needs helm-python-sdk (dev extra)")
 
-pytestmark = [pytest.mark.integration]
+pytestmark = [pytest.mark.together, pytest.mark.integration]
 
 CHART = REPO / "charts" / "fabbench"
 

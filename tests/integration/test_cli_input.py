@@ -4,7 +4,7 @@ import pytest
 
 from conftest import fabbench
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.together]
 
 
 @pytest.mark.parametrize("args,needle", [

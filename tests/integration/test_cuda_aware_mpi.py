@@ -16,7 +16,7 @@ import pytest
 from conftest import fabbench, needs_mpirun
 from fabbench.sysinfo.gpus import gpus_visible
 
-pytestmark = [pytest.mark.integration, needs_mpirun]
+pytestmark = [pytest.mark.together, pytest.mark.integration, needs_mpirun]
 
 RUN = ("run", "--primitive", "mpi", "--device", "cuda", "--fabric", "shm", "--sizes", "8",
        "--ops", "allreduce", "--timeout", "20")

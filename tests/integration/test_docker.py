@@ -56,6 +56,8 @@ IMAGE_IN_DOCS = "localhost/fabbench:cpu"
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.needs_root,
+    pytest.mark.together,
+    pytest.mark.podman,  # one podman store: these modules run one at a time
     pytest.mark.timeout(BUILD_TIMEOUT_S + 1200),
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root (a Docker Engine)"),
     *[pytest.mark.skipif(shutil.which(tool) is None, reason=f"needs {tool} ({why})")

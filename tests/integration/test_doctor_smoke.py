@@ -7,7 +7,7 @@ import pytest
 from conftest import cli, needs_mpirun
 from fabbench import doctor as d
 
-pytestmark = [pytest.mark.integration, needs_mpirun]
+pytestmark = [pytest.mark.together, pytest.mark.integration, needs_mpirun]
 
 
 def test_doctor_smoke_test_selects_the_requested_transport(capsys):

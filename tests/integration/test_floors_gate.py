@@ -1,7 +1,7 @@
 """Acceptance floors on emulated nodes (issue 34), the short form of bench/floors_gate.py: a
-baseline (floors 30 % below the median) from two healthy pairs runs of 4 nodes at 1 Gbit/s, a
+baseline (floors half the median) from two healthy pairs runs of 4 nodes at 1 Gbit/s, a
 further healthy run verified against it (exit 0, every node passing), and the same cluster with
-node 3's link at 250 Mbit/s failing with exit 1, naming node 3 and only node 3 with its margin,
+node 3's link at 100 Mbit/s failing with exit 1, naming node 3 and only node 3 with its margin,
 through `fabbench run --floors` and through `fabbench verify`. A rule on the transport class
 fails the run whose transport is not the required one, naming both; the reference floors place
 the run."""
@@ -22,6 +22,11 @@ from fabbench.emulate import net
 
 pytestmark = [pytest.mark.integration, pytest.mark.needs_root, pytest.mark.timeout(900)]
 
+# Node 3's link in the slow cluster. At 250 Mbit/s (a quarter of the wire) its pairs figure was
+# 0.29-0.45 of the healthy median, and a healthy node's in that cluster fell to 0.59 of it (this
+# stop's make test: 4 ranks on 2 cores, the slow pair's ranks beside the fast pair's): too close
+# for a floor between them. At 100 Mbit/s the slow node's share is a tenth of the wire.
+SLOW = "100mbit"
 PAIRS = ["--primitive", "mpi", "--workload", "pairs", "--sizes", "8,1M", "--no-ceiling",
          "--timeout", "30"]
 
@@ -39,7 +44,7 @@ def _root_and_no_leftovers():
 
 
 def emulated_run(out: Path, *extra: str, slow: bool = False) -> object:
-    shape = ["--slow-node", "3:250mbit"] if slow else []
+    shape = ["--slow-node", f"3:{SLOW}"] if slow else []
     return fabbench("emulate", "--nodes", "4", "--link", "1gbit", *shape, "--max-time", "300",
                     "--", "run", *PAIRS, "--out", str(out), *extra, timeout=400)
 
@@ -55,10 +60,11 @@ def site(tmp_path_factory) -> Path:
         assert p.returncode == 0, p.stderr[-3000:]
         runs.append(str(out))
     floors = d / "site.toml"
-    # floors 30 % below the median, not the default 10 %: in a CI run (d4f8f8a) beside the
-    # cluster's Go build a healthy node's pairs figure came 20 % under the baseline's median;
-    # the slow node's quarter of the wire still fails by far (its margin below)
-    p = fabbench("baseline", *runs, "--out", str(floors), "--below", "0.3")
+    # floors half the median, not the default 10 % below: in a CI run (d4f8f8a) beside the
+    # cluster's Go build a healthy node's pairs figure came 20 % under the baseline's median,
+    # and a healthy node beside the slow one 41 % under it (0.0605 of 0.1023 GB/s); the slow
+    # node's tenth of the wire still fails by far (its margin below)
+    p = fabbench("baseline", *runs, "--out", str(floors), "--below", "0.5")
     assert p.returncode == 0, p.stderr
     assert "rules from 2 file(s)" in p.stdout
     return floors
@@ -92,11 +98,9 @@ def test_a_healthy_run_passes_and_the_slow_node_alone_fails(site, tmp_path):
     assert p.returncode == 1
     nodes = {n["node"]: n for n in json.loads((tmp_path / "slow.json").read_text())["nodes"]}
     assert [n for n, v in nodes.items() if v["status"] == "fail"] == ["node3"]
-    # 250 Mbit/s of 1 Gbit/s: a quarter of the wire, but node3's pairs figure is not a quarter of
-    # the healthy one (its partner's link, the cores the namespaces share): 0.45 of the median
-    # was measured, a margin of -0.36 against a floor at 0.7 of it; the loaded healthy node's
-    # 0.8 of the median is +0.14
-    assert nodes["node3"]["margin"] < -0.2
+    # 100 Mbit/s of 1 Gbit/s: a tenth of the wire; node3's pairs figure is not a tenth of the
+    # healthy one (its partner's link, the cores the namespaces share), but far under half of it
+    assert nodes["node3"]["margin"] < -0.3
 
 
 def test_a_transport_rule_names_the_required_and_the_found(site, tmp_path):

@@ -31,7 +31,7 @@ def _nvidia_devices() -> int:
 
 GPUS = _nvidia_devices()
 pytestmark = [
-    pytest.mark.integration, pytest.mark.gpu,
+    pytest.mark.integration, pytest.mark.gpu, pytest.mark.together,
     pytest.mark.skipif(GPUS == 0, reason="needs an NVIDIA GPU: none visible on this host "
                                          "(no /dev/nvidia<N>, or CUDA_VISIBLE_DEVICES hides it)"),
 ]

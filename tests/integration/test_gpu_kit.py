@@ -35,7 +35,7 @@ import pytest
 from conftest import REPO, needs_mpirun
 from fabbench.results.reader import read_results
 
-pytestmark = [pytest.mark.integration]
+pytestmark = [pytest.mark.together, pytest.mark.integration]
 
 KIT = REPO / "bench" / "gpu"
 HERE_PY = "{}.{}".format(*sys.version_info[:2])

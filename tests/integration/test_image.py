@@ -26,6 +26,8 @@ from integration.image_checks import ROOT, Image, sh
 BUILD_TIMEOUT_S = 5400  # cold: debootstrap + Debian's stack + mpi4py + Horovod on 2 cores
 
 pytestmark = [
+    pytest.mark.together,
+    pytest.mark.podman,  # one podman store: these modules run one at a time
     pytest.mark.integration,
     pytest.mark.needs_root,
     pytest.mark.timeout(BUILD_TIMEOUT_S + 900),

@@ -36,6 +36,8 @@ ROOT = Path(__file__).resolve().parents[2]
 DRIVER_LIBS = {"libcuda.so.1", "libnvidia-ml.so.1"}
 
 pytestmark = [
+    pytest.mark.together,
+    pytest.mark.podman,  # one podman store: these modules run one at a time
     pytest.mark.integration,
     pytest.mark.needs_root,
     pytest.mark.timeout(BUILD_TIMEOUT_S + 900),

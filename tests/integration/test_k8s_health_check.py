@@ -18,7 +18,7 @@ from integration.test_k8s_helm import CHART, FULLNAME, RELEASE, render_chart, va
 
 helm_python = pytest.importorskip("helm_python", reason="needs helm-python-sdk (dev extra)")
 
-pytestmark = [pytest.mark.integration]
+pytestmark = [pytest.mark.together, pytest.mark.integration]
 
 FLOORS = """\
 format = "fabbench-floors/1"

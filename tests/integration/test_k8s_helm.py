@@ -23,7 +23,7 @@ helm_python = pytest.importorskip("helm_python", reason="needs helm-python-sdk (
 kv = pytest.importorskip("kubernetes_validate", reason="needs kubernetes-validate (dev extra)")
 jsonschema = pytest.importorskip("jsonschema")
 
-pytestmark = [pytest.mark.integration]
+pytestmark = [pytest.mark.together, pytest.mark.integration]
 
 CHART = REPO / "charts" / "fabbench"
 VALUE_SETS = sorted((CHART / "ci").glob("*.yaml"))

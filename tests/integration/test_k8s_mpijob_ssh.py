@@ -39,8 +39,11 @@ helm_python = pytest.importorskip("helm_python", reason="needs helm-python-sdk (
 SUBNET = "198.18.241.0/24"
 JOB, NS = "fb-fabbench", "bench"
 
-pytestmark = [*podman_needs, pytest.mark.skipif(
-    shutil.which("ssh-keygen") is None, reason="needs ssh-keygen (the operator's kind of key)")]
+pytestmark = [
+    *podman_needs, pytest.mark.together,
+    pytest.mark.podman,  # one podman store: these modules run one at a time
+    pytest.mark.skipif(shutil.which("ssh-keygen") is None,
+                       reason="needs ssh-keygen (the operator's kind of key)")]
 
 
 def podman(*args: str, timeout: float = 300):

@@ -28,7 +28,7 @@ from conftest import REPO, fabbench, needs_mpirun, stop
 
 helm_python = pytest.importorskip("helm_python", reason="needs helm-python-sdk (dev extra)")
 
-pytestmark = [pytest.mark.integration]
+pytestmark = [pytest.mark.together, pytest.mark.integration]
 
 BENCH = {"ops": "allreduce", "sizes": "8,4K", "budget": 0.02, "ceiling": False}
 NODES = ("k8s-node-a", "k8s-node-b")

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import REPO, fabbench, horovod_available, needs_mpirun
 
-pytestmark = [pytest.mark.integration, needs_mpirun]
+pytestmark = [pytest.mark.together, pytest.mark.integration, needs_mpirun]
 
 SHORT = ["--sizes", "8,4K", "--budget", "0.02"]
 # read in this order: the guide's examples read what the README's wrote

@@ -40,6 +40,8 @@ BUILD_TIMEOUT_S = 5400 + 2400  # a cold image and SIF build (test_image.py, test
 USER = "fabbench-user"  # .ci/apptainer.sh's unprivileged user
 
 pytestmark = [
+    pytest.mark.together,
+    pytest.mark.podman,  # one podman store: these modules run one at a time
     pytest.mark.integration,
     pytest.mark.needs_root,
     pytest.mark.timeout(BUILD_TIMEOUT_S + 1800),

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import chromium_screenshot, fabbench
 
-pytestmark = [pytest.mark.integration]
+pytestmark = [pytest.mark.integration, pytest.mark.together]
 
 OPS = "allreduce,allgather,sendrecv"
 TINY = ["--sizes", "8:64K", "--budget", "0.05", "--ops", OPS, "--timeout", "30"]

@@ -48,6 +48,8 @@ from integration.oci_registry import (
 from integration.test_registry import USER, clean_env, pull, sh, user_dir  # noqa: F401  (fixture)
 
 pytestmark = [
+    pytest.mark.together,
+    pytest.mark.podman,  # one podman store: these modules run one at a time
     pytest.mark.integration,
     pytest.mark.needs_root,
     pytest.mark.timeout(2400),  # a first sid root or base image (debootstrap) in a fixture
@@ -373,6 +375,6 @@ def test_a_suite_stopped_by_make_tests_timeout_says_where_in_one_line(tmp_path):
     stops = [line for line in out.splitlines() if "[tests] stopped by SIGTERM" in line]
     assert len(stops) == 1, out[-3000:]
     assert ("during test_slow.py::test_needs_the_image (setup, setting up fixture cold_build): "
-            "`make test` sends it when the whole suite runs past TEST_TIMEOUT") in stops[0]
+            "`make test` sends it when a phase of the suite runs past its deadline") in stops[0]
     assert "1 passed" in out, out[-3000:]
     assert step_processes(marker) == []

@@ -11,7 +11,7 @@ pytest.importorskip("kubernetes_validate", reason="needs kubernetes-validate (de
 
 from integration.test_k8s_helm import FULLNAME, render_chart, validate_manifest  # noqa: E402
 
-pytestmark = [pytest.mark.integration]
+pytestmark = [pytest.mark.together, pytest.mark.integration]
 
 
 def test_chart_renders_a_study_launcher():

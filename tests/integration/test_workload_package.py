@@ -19,7 +19,7 @@ import pytest
 
 from conftest import fabbench
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.together, pytest.mark.integration, pytest.mark.timeout(300)]
 
 SPEC_MODULE = '''
 """A workload package: barriers timed one by one, declared to fabbench by its spec alone."""

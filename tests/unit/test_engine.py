@@ -123,14 +123,14 @@ def test_a_noisy_point_gets_more_time_then_is_recorded_unstable(monkeypatch, one
 
 
 class _SlowBarrier:
-    """The real one-rank group, each barrier made 3 ms slower and counted."""
+    """The real one-rank group, each barrier made 10 ms slower and counted."""
 
     def __init__(self, group):
         self.group, self.barriers = group, 0
 
     def barrier(self):
         self.barriers += 1
-        time.sleep(0.003)
+        time.sleep(0.010)
         self.group.barrier()
 
     def synchronize(self):
@@ -151,8 +151,9 @@ def test_the_osu_protocol_times_each_operation_alone_and_leaves_the_barriers_out
     # them), 100 timed in 10 samples
     assert (m.warmup, m.iters, len(m.samples_us)) == (10, 100, 10)
     assert len(calls) == 110
-    # each sample is its operations' own time: 1 ms and a little, never the 3 ms barriers
-    assert all(1000 <= s < 2500 for s in m.samples_us), m.samples_us
+    # each sample is its operations' own time: 1 ms and a little (more on busy cores: make
+    # test runs the unit tests beside other tests), never a 10 ms barrier's
+    assert all(1000 <= s < 10_000 for s in m.samples_us), m.samples_us
 
 
 def test_the_osu_protocol_takes_a_c_loops_own_times(one_rank):
