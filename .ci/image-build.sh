@@ -24,8 +24,9 @@
 # IMAGE_WHEELS (extra prebuilt wheels to put into the context; a horovod or mpi4py wheel among
 # them takes the place of the setup's, under the same check, see below), BUILD_TIMEOUT (seconds: the
 # build's deadline; default cpu 1800, twice a cold cpu build on 2 cores, 896 s; cuda 5400),
-# NO_CACHE=1 (build every step again, the engine's layer cache unused, even when the tag exists:
-# what a cold build costs, the base image and the context aside).
+# NO_CACHE=1 (build every step again, the engine's layer cache unused: what a cold build costs,
+# the base image and the context aside; tagged <tag>-nocache only, so that the image the tag
+# names, and the SIF and Charliecloud images cached by that tag, stay what they were).
 # `make test` builds the cpu image cold inside its first phase's deadline (TOGETHER_TIMEOUT,
 # Makefile): tests/unit/test_timeouts.py checks that this deadline and the rest of that phase's
 # podman lane fit in it.
@@ -132,7 +133,10 @@ else
   command -v podman >/dev/null 2>&1 || die "podman not found (apt-get install podman)"
   image_exists() { timeout 60 podman image exists "$1"; }
 fi
-if [ "${NO_CACHE:-0}" != 1 ] && image_exists "$tag"; then
+aliases=(-t "$IMAGE_REPO:$FLAVOR")
+if [ "${NO_CACHE:-0}" = 1 ]; then
+  tag=$tag-nocache aliases=()
+elif image_exists "$tag"; then
   log "cached: $tag (nothing under ${inputs[*]} changed)"
   printf '%s\n' "$tag"
   exit 0
@@ -193,7 +197,7 @@ version=$(sed -n 's/^version = "\(.*\)"/\1/p' "$root/pyproject.toml")
 build_args=(--build-arg FLAVOR="$FLAVOR" --build-arg VERSION="$version" --build-arg VCS_REF="$vcs_ref"
             --build-arg INPUTS_HASH="$inputs_hash"
             --build-arg BASE_IMAGE="$base" --build-arg DEBIAN_IMAGE="$DEBIAN_IMAGE"
-            -t "$tag" -t "$IMAGE_REPO:$FLAVOR" -f "$ctx/Dockerfile" "$ctx")
+            -t "$tag" "${aliases[@]}" -f "$ctx/Dockerfile" "$ctx")
 log "building $tag with $ENGINE (cold: tens of minutes on 2 cores; later: minutes, from the" \
     "engine's layer cache)"
 start=$SECONDS
