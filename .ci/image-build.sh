@@ -201,28 +201,24 @@ build_args=(--build-arg FLAVOR="$FLAVOR" --build-arg VERSION="$version" --build-
 log "building $tag with $ENGINE (cold: tens of minutes on 2 cores; later: minutes, from the" \
     "engine's layer cache)"
 start=$SECONDS
+status=0
 if [ "$ENGINE" = docker ]; then
   # the client runs with a parent-death signal and under the deadline: when it ends, the daemon's
   # BuildKit cancels the build and its step's containers (nothing is left but the layer cache)
-  status=0
   DOCKER_BUILDKIT=1 setpriv --pdeathsig TERM -- timeout "$build_timeout" "$DOCKER" build \
     --progress plain --network host "${fresh[@]}" "${secret[@]}" "${build_args[@]}" >&2 \
     || status=$?
-  [ "$status" -ne 124 ] || die "docker build did not finish in ${build_timeout}s (BUILD_TIMEOUT)"
-  [ "$status" -eq 0 ] || die "docker build failed after $((SECONDS - start))s (exit $status)"
-  image_exists "$tag" || die "docker build exited 0 but made no image $tag"
-  log "built $tag in $((SECONDS - start))s"
-  printf '%s\n' "$tag"
-  exit 0
+else
+  # .ci/podman-build.sh: podman build under the deadline, and no build container left behind
+  # when it is stopped (by a signal to it or its process group, by the deadline, or because this
+  # script died: it runs with a parent-death signal); a build stopped by SIGKILL is cleaned by
+  # the next.
+  setpriv --pdeathsig TERM -- "$root/.ci/podman-build.sh" --timeout "$build_timeout" \
+    --isolation chroot --network host --layers "${fresh[@]}" "${secret[@]}" "${build_args[@]}" \
+    >&2 || status=$?
 fi
-# .ci/podman-build.sh: podman build under the deadline, and no build container left behind when it
-# is stopped (by a signal to it or its process group, by the deadline, or because this script
-# died: it runs with a parent-death signal); a build stopped by SIGKILL is cleaned by the next.
-status=0
-setpriv --pdeathsig TERM -- "$root/.ci/podman-build.sh" --timeout "$build_timeout" \
-  --isolation chroot --network host --layers "${fresh[@]}" "${secret[@]}" "${build_args[@]}" >&2 \
-  || status=$?
-[ "$status" -ne 124 ] || die "podman build did not finish in ${build_timeout}s (BUILD_TIMEOUT)"
-[ "$status" -eq 0 ] || die "podman build failed after $((SECONDS - start))s (exit $status)"
+[ "$status" -ne 124 ] || die "$ENGINE build did not finish in ${build_timeout}s (BUILD_TIMEOUT)"
+[ "$status" -eq 0 ] || die "$ENGINE build failed after $((SECONDS - start))s (exit $status)"
+image_exists "$tag" || die "$ENGINE build exited 0 but made no image $tag"
 log "built $tag in $((SECONDS - start))s"
 printf '%s\n' "$tag"

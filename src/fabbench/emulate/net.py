@@ -204,14 +204,17 @@ def _free_subnet() -> ipaddress.IPv4Network:
 
 
 def _tbf(link: Link) -> list[str]:
+    """The tbf qdisc at the link's rate, where _shape puts it: under netem when the link has a
+    delay, else at the root."""
     burst = max(32 * 1024, link.rate_bit_s // 8 // 4000)
-    return ["tbf", "rate", f"{link.rate_bit_s}bit", "burst", str(burst), "latency", "50ms"]
+    where = ["parent", "1:1", "handle", "10:"] if link.delay_us else ["root", "handle", "1:"]
+    return [*where, "tbf", "rate", f"{link.rate_bit_s}bit", "burst", str(burst), "latency",
+            "50ms"]
 
 
 def _shape(dev: str, link: Link, ns: str | None) -> None:
     """tbf at the link's rate; netem first when the link has a delay (loss is _drop's)."""
     tc = ["tc"] + (["-n", ns] if ns else [])
-    tbf = _tbf(link)
     if link.delay_us:
         netem = ["netem", "limit", "100000", "delay", f"{link.delay_us:g}us"]
         p = _sh([*tc, "qdisc", "add", "dev", dev, "root", "handle", "1:", *netem], check=False)
@@ -220,9 +223,7 @@ def _shape(dev: str, link: Link, ns: str | None) -> None:
                              "cannot be emulated here (--link rates and --loss can)")
         if p.returncode != 0:
             raise RunError(f"tc qdisc add dev {dev} netem failed: {p.stderr.strip()}")
-        _sh([*tc, "qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:", *tbf])
-    else:
-        _sh([*tc, "qdisc", "add", "dev", dev, "root", "handle", "1:", *tbf])
+    _sh([*tc, "qdisc", "add", "dev", dev, *_tbf(link)])
 
 
 def set_rate(cluster: Cluster, index: int, rate_bit_s: int) -> Cluster:
@@ -234,11 +235,10 @@ def set_rate(cluster: Cluster, index: int, rate_bit_s: int) -> Cluster:
                          f"0..{len(cluster.nodes) - 1}")
     node = cluster.nodes[index]
     link = dataclasses.replace(node.link, rate_bit_s=rate_bit_s)
-    where = ["parent", "1:1", "handle", "10:"] if link.delay_us else ["root", "handle", "1:"]
     require_privileges()
     with _lock():
         for dev, ns in ((node.veth, []), (NODE_IFACE, ["-n", node.netns])):  # as _build's
-            _sh(["tc", *ns, "qdisc", "change", "dev", dev, *where, *_tbf(link)])
+            _sh(["tc", *ns, "qdisc", "change", "dev", dev, *_tbf(link)])
         nodes = tuple(dataclasses.replace(n, link=link) if n is node else n
                       for n in cluster.nodes)
         changed = dataclasses.replace(cluster, nodes=nodes)
