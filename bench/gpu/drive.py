@@ -55,6 +55,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import cuda_mpi  # bench/gpu/cuda_mpi.py, beside this file
+import peers  # bench/gpu/peers.py, beside this file
 
 HERE = Path(__file__).resolve().parent
 FIDELITY = HERE.parent / "train_fidelity.py"
@@ -366,14 +367,17 @@ class Kit:
             "doctor: " + "; ".join(f"{c['name']} {c['verdict']}: {c['detail']}"
                                    for c in report["checks"] if c["verdict"] == "fail")
 
-    def nccl(self, step: Step) -> None:
+    def nccl(self, step: Step, graph: bool = True) -> None:
+        """fabbench's NCCL sweep: as a user runs it (its default, CUDA graphs; with --check),
+        or with --cuda-graph off (eager calls, the figure an eager training loop pays)."""
         if self.args.device != "cuda":
             step.status, step.reason = "skipped", ("no NCCL on --device cpu: NCCL moves GPU "
                                                    "buffers only")
             return
         p, recs = self.run_fabbench(step, [
             "--primitive", "nccl", "--ranks", "1", "--fabric", "ethernet", "--device", "cuda",
-            "--sizes", self.scale.nccl_sizes, "--check", "--timeout", "60"], 300, "nccl")
+            "--sizes", self.scale.nccl_sizes, "--timeout", "60",
+            *(["--check"] if graph else ["--cuda-graph", "off"])], 300, step.name)
         run = next((r for r in recs if r["kind"] == "run"), {})
         colls = [r for r in recs if r["kind"] == "collective"]
         report = run.get("library_report") or {}
@@ -381,8 +385,12 @@ class Kit:
             "transport": run.get("transport"), "timing_method": run.get("timing_method"),
             "nccl": (run.get("provenance") or {}).get("versions", {}).get("nccl"),
             "channels": report.get("channels"), "nccl_log_lines": len(self.nccl_lines),
-            "ops": _per_op(colls)}
+            "ops": _per_op(colls),
+            "p50_us": {op: {r["bytes"]: r["time_us"]["p50"] for r in colls if r["op"] == op}
+                       for op in dict.fromkeys(r["op"] for r in colls)}}
         problems = _run_problems(p, recs)
+        if any(bool(r.get("cuda_graph")) != graph for r in colls):
+            problems.append(f"a point not {'in a CUDA graph' if graph else 'eager'}")
         if run.get("timing_method") != "device-synchronize":
             problems.append(f"timing_method {run.get('timing_method')!r}, not "
                             "device-synchronize")
@@ -393,8 +401,59 @@ class Kit:
             problems.append("NCCL wrote no log lines")
         step.status, step.reason = ("failed", "; ".join(problems)) if problems else (
             "ok", f"{step.figures['transport']}, NCCL {step.figures['nccl']}, "
-            f"{step.figures['channels']} channel(s), {len(colls)} points, every result correct, "
-            f"{len(self.nccl_lines)} NCCL log lines")
+            f"{step.figures['channels']} channel(s), {len(colls)} points "
+            + ("in CUDA graphs, every result correct, " if graph else "of eager calls, ")
+            + f"{len(self.nccl_lines)} NCCL log lines")
+
+    def nccl_tests(self, step: Step) -> None:
+        """nccl-tests (the kit's build, bench/gpu/peers.py) on the nccl step's sizes, eager and
+        as CUDA graphs, each beside fabbench's figure issued the same way."""
+        if self.args.device != "cuda":
+            step.status, step.reason = "skipped", "no NCCL on --device cpu: nccl-tests needs a GPU"
+            return
+        programs = peers.unpack(Path(self.args.kit or ""), self.work)
+        if programs is None:
+            why = (self.manifest().get("nccl_tests") or {}).get("why", "not in the kit")
+            step.status, step.reason = "skipped", f"no {peers.TARBALL} in the kit: {why}"
+            return
+        lib = peers.machine_nccl()
+        if lib is None:
+            step.status, step.reason = "failed", "torch loaded no libnccl.so.2 to run it with"
+            return
+        from fabbench.units import parse_sizes
+
+        sizes = parse_sizes(self.scale.nccl_sizes)
+        ours = {graph: next((s.figures.get("p50_us") for s in self.steps
+                             if s.name == ("nccl" if graph else "nccl-eager")), None) or {}
+                for graph in (True, False)}
+        env = {"LD_LIBRARY_PATH": f"{lib}:{os.environ.get('LD_LIBRARY_PATH', '')}",
+               "NCCL_DEBUG": "VERSION"}
+        step.figures = {"build": json.loads((programs / "BUILD.json").read_text()),
+                        "nccl_lib": str(lib), "ops": {}}
+        problems = []
+        for op, (program, column) in peers.PROGRAMS.items():
+            for graph in (True, False):
+                p = self.sh(step, peers.argv(programs / program, (min(sizes), max(sizes)),
+                                             graph), 120, env=env)
+                points = peers.parse(p.stdout)
+                way = "graph" if graph else "eager"
+                if p.returncode or not points:
+                    problems.append(f"{program} ({way}) exit {p.returncode}, "
+                                    f"{len(points)} sizes")
+                rows = peers.side_by_side(ours[graph].get(op, {}), points, column)
+                step.figures["ops"].setdefault(op, {})[way] = {
+                    "column": column, "rows": rows,
+                    "ratios": [r["ratio"] for r in rows if r["ratio"] is not None]}
+        ratios = [x for f in step.figures["ops"].values() for x in f["graph"]["ratios"]]
+        step.status = "failed" if problems else "ok"
+        step.reason = "; ".join(problems) if problems else (
+            f"nccl-tests {step.figures['build'].get('version')}: fabbench (CUDA graph) / "
+            f"nccl-tests -G, {len(ratios)} points, time ratio "
+            + (f"{min(ratios):.3f}-{max(ratios):.3f}" if ratios else "none (no nccl step)"))
+
+    def manifest(self) -> dict:
+        path = Path(self.args.kit or "", "MANIFEST.json")
+        return json.loads(path.read_text()) if path.is_file() else {}
 
     def gpudirect_on(self, step: Step) -> None:
         if self.args.device == "cuda":
@@ -607,6 +666,21 @@ def _markdown(summary: dict, env: dict) -> str:
                     lines.append(f"| {op} | {f['points']} | {f['smallest_p50_us']:.2f} | "
                                  f"{f['largest_bytes']} | {_num(f['largest_busbw_gbyte_s'])} | "
                                  f"{f['correct']} |")
+    peer = next((s for s in summary["steps"] if s["name"] == "nccl-tests" and s["figures"]), None)
+    if peer:
+        lines += ["", "fabbench beside nccl-tests (p50 us against nccl-tests' time, 1 rank; "
+                  "the column torch's form matches: in place for allreduce and broadcast); "
+                  "ratio = fabbench / nccl-tests:", "",
+                  "| op | bytes | fabbench graph | nccl-tests -G | ratio | fabbench eager | "
+                  "nccl-tests | ratio |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+        for op, ways in peer["figures"]["ops"].items():
+            eager = {r["bytes"]: r for r in ways["eager"]["rows"]}
+            for r in ways["graph"]["rows"]:
+                e = eager.get(r["bytes"], {})
+                lines.append(f"| {op} | {r['bytes']} | {r['fabbench_us']:.2f} | "
+                             f"{r['nccl_tests_us']:.2f} | {_num(r['ratio'])} | "
+                             f"{_num(e.get('fabbench_us'))} | {_num(e.get('nccl_tests_us'))} | "
+                             f"{_num(e.get('ratio'))} |")
     return "\n".join(lines) + "\n"
 
 
@@ -647,7 +721,8 @@ def main(argv: list[str] | None = None) -> int:
     # the cuda-mpi step first of the GPU's: whenever a GPU machine is lent, it runs first
     steps = [("install", kit.install), ("env", kit.environment), ("cuda-mpi", kit.cuda_mpi),
              ("doctor", kit.doctor),
-             ("nccl", kit.nccl), ("gpudirect-on", kit.gpudirect_on),
+             ("nccl", kit.nccl), ("nccl-eager", kit.nccl, False),
+             ("nccl-tests", kit.nccl_tests), ("gpudirect-on", kit.gpudirect_on),
              ("nccl-2-ranks", kit.nccl_two_ranks), ("fidelity-image", kit.fidelity, "image"),
              ("fidelity-tokens", kit.fidelity, "tokens"), ("train-image", kit.train, "image"),
              ("train-tokens", kit.train, "tokens"), ("gloo-2-ranks", kit.gloo)]

@@ -40,6 +40,7 @@ from pathlib import Path
 if str(Path(__file__).resolve().parent) not in sys.path:  # also when a test loads it by path
     sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cuda_mpi  # noqa: E402  (bench/gpu/cuda_mpi.py, beside this file)
+import peers  # noqa: E402  (bench/gpu/peers.py, beside this file)
 
 try:
     from packaging.markers import Marker
@@ -148,7 +149,14 @@ def cuda_image_choice(name: str) -> tuple[str | None, str]:
     return (None, missing) if missing else (image, "")
 
 
-def prepare(out: Path, python_version: str, cuda_image: str = "auto") -> dict:
+def prepare(out: Path, python_version: str, cuda_image: str = "auto",
+            nccl_tests: Path | None = None, nccl_version: str = peers.GPU_MACHINE_NCCL,
+            cuda_arch: str = "90") -> dict:
+    if nccl_tests is not None and not (nccl_tests / "src" / "common.cu").is_file():
+        raise BadInput(f"--nccl-tests {nccl_tests} is not an nccl-tests source folder (no "
+                       "src/common.cu): fetch NVIDIA's nccl-tests and name its folder")
+    if not re.fullmatch(r"\d{2,3}", cuda_arch):
+        raise BadInput(f"--cuda-arch takes a compute capability such as 90, not {cuda_arch!r}")
     if not re.fullmatch(r"3\.\d{1,2}", python_version):
         raise BadInput(f"--python-version takes MAJOR.MINOR such as 3.12, not {python_version!r}")
     image, why_not = cuda_image_choice(cuda_image)
@@ -183,6 +191,13 @@ def prepare(out: Path, python_version: str, cuda_image: str = "auto") -> dict:
             raise SystemExit(f"prepare: the cuda-mpi bundle from {image}: {exc}") from None
     else:
         bundle = {"included": False, "why": why_not}
+    if nccl_tests is not None:
+        try:
+            peer = {"included": True, **peers.build(nccl_tests, out, nccl_version, cuda_arch)}
+        except peers.BuildError as exc:
+            raise SystemExit(f"prepare: nccl-tests from {nccl_tests}: {exc}") from None
+    else:
+        peer = {"included": False, "why": "left out: no --nccl-tests source folder"}
     dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--", "src",
                             "pyproject.toml"], capture_output=True, text=True,
                            check=False).stdout.strip()
@@ -192,6 +207,7 @@ def prepare(out: Path, python_version: str, cuda_image: str = "auto") -> dict:
                 "wheels": {w.name: w.stat().st_size for w in wheels},
                 "bytes": sum(f.stat().st_size for f in out.iterdir()),
                 "expected_on_machine": dict(sorted(skipped.items())), "cuda_mpi": bundle,
+                "nccl_tests": peer,
                 "fabbench_commit": commit, "fabbench_src_uncommitted_changes": bool(dirty)}
     (out / "MANIFEST.json").write_text(json.dumps(manifest, indent=2) + "\n")
     total = sum(f.stat().st_size for f in out.iterdir())
@@ -219,9 +235,19 @@ def main(argv: list[str] | None = None) -> int:
                     help="the cuda image whose Open MPI and UCX the cuda-mpi step carries "
                     f"(default auto: {cuda_mpi.DEFAULT_IMAGE} where podman has it; none: "
                     "leave the step's bundle out)")
+    ap.add_argument("--nccl-tests", type=Path, metavar="SRC",
+                    help="an nccl-tests source folder (fetched, never committed): built for "
+                    "the GPU machine and carried as nccl-tests.tar.xz for the kit's "
+                    "nccl-tests step (bench/gpu/peers.py)")
+    ap.add_argument("--nccl-version", default=peers.GPU_MACHINE_NCCL,
+                    help="the NCCL whose headers nccl-tests is built against (default "
+                    f"{peers.GPU_MACHINE_NCCL}, the GPU machine's)")
+    ap.add_argument("--cuda-arch", default="90",
+                    help="the GPU's compute capability nccl-tests is built for (default 90)")
     args = ap.parse_args(argv)
     try:
-        manifest = prepare(Path(args.out), args.python_version, args.cuda_image)
+        manifest = prepare(Path(args.out), args.python_version, args.cuda_image,
+                           args.nccl_tests, args.nccl_version, args.cuda_arch)
     except BadInput as exc:
         print(f"prepare: error: {exc}", file=sys.stderr)
         return 2
@@ -234,6 +260,13 @@ def main(argv: list[str] | None = None) -> int:
               f"{bundle['files']} files, {bundle['unpacked_bytes'] / 2**20:.1f} MiB unpacked)")
     else:
         print(f"    (no {cuda_mpi.TARBALL}: {bundle['why']})")
+    peer = manifest["nccl_tests"]
+    if peer["included"]:
+        print(f"{peer['bytes'] / 2**20:8.2f} MiB  {peers.TARBALL} (nccl-tests {peer['version']}"
+              f" for sm_{peer['cuda_arch']}, NCCL {peer['nccl_headers']} headers, built in "
+              f"{peer['build_s']} s)")
+    else:
+        print(f"    (no {peers.TARBALL}: {peer['why']})")
     print(f"{manifest['bytes'] / 2**20:8.2f} MiB  in {args.out} for CPython "
           f"{manifest['python_version']} (expected on the machine: "
           f"{', '.join(manifest['expected_on_machine']) or 'nothing'})")

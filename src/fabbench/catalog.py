@@ -31,6 +31,7 @@ from fabbench.workload_spec import StudyMetric, WorkloadSpec
 
 PRECISIONS = ("fp32", "bf16", "fp16")
 PAIR_SCHEDULES = ("auto", "rounds", "serial")
+CUDA_GRAPH = ("auto", "off", "on")  # off first: the one every primitive can take
 MAX_LOCAL_RANKS = 512
 ENTRY_POINTS = "fabbench.workloads"  # the entry-point group a workload package declares in
 
@@ -73,6 +74,12 @@ class CollectivesConfig:
         "it (osu_allreduce), sendrecv and pairs back to back with no barrier among them "
         "(osu_bibw -W 1). Compare a figure with another tool's under that tool's protocol.",
         choices=PROTOCOLS, refusal="{flag} takes {known}, not {value!r}")
+    cuda_graph: str = option(
+        "auto", TEXT, "--cuda-graph", "on: a sample's operations are captured once in a CUDA "
+        "graph and replayed, timing what the library does on the GPU (as nccl-tests -G); off: "
+        "eager calls, each paying the host's per-call cost (what an eager training loop "
+        "pays); auto: on for NCCL with --timing batch, else off.", choices=CUDA_GRAPH,
+        refusal="{flag} takes {known}, not {value!r}")
 
     def __post_init__(self) -> None:
         validate(self)

@@ -90,6 +90,12 @@ class Plan:
         if registry.get(self.primitive).gpu_only and self.device != "cuda":
             raise UsageError(f"{self.primitive} moves GPU buffers only: it needs --device cuda "
                              "and a GPU")
+        if self.policy.cuda_graph and not (registry.get(self.primitive).cuda_graph
+                                           and self.device == "cuda"):
+            graphs = [n for n in registry.PRIMITIVES if registry.get(n).cuda_graph]
+            raise UsageError(f"--cuda-graph on captures GPU operations in a CUDA graph: it needs "
+                             f"--primitive {' or '.join(graphs)} with --device cuda (not "
+                             f"{self.primitive} on {self.device})")
         if self.gpudirect != "auto" and self.device != "cuda":
             raise UsageError(f"--gpudirect {self.gpudirect} is about GPU buffers: it needs "
                              "--device cuda")
@@ -154,7 +160,8 @@ class Plan:
             dtypes=coll.dtypes, check=coll.check, device=device, gpudirect=c.gpudirect,
             timeout_s=c.timeout_s,
             policy=TimingPolicy(budget_s=coll.budget_s, min_samples=coll.min_samples,
-                                max_samples=coll.max_samples, protocol=coll.timing),
+                                max_samples=coll.max_samples, protocol=coll.timing,
+                                cuda_graph=graphed(coll, primitive, device)),
             out=out, iface=iface, rdma_device=c.rdma_device, run_id=run_id, argv=argv,
             workload=c.workload, ceiling=c.ceiling, ceiling_s=c.ceiling_s,
             sections={**{n: getattr(c, n) for n in SECTIONS},
@@ -238,3 +245,12 @@ PLAN_ENV, STATE_ENV = "FABBENCH_PLAN", "FABBENCH_RUN_STATE"
 
 def rank_env(plan: Plan, state: RunState) -> dict[str, str]:
     return {PLAN_ENV: plan.to_json(), STATE_ENV: state.to_json()}
+
+
+def graphed(coll: catalog.CollectivesConfig, primitive: str, device: str) -> bool:
+    """``--cuda-graph`` decided: on and off as asked (Plan._check refuses on where it cannot
+    be); auto, on where the primitive's operations can be captured, on GPU buffers, under the
+    batch protocol (the one that times operations back to back)."""
+    if coll.cuda_graph != "auto":
+        return bool(coll.cuda_graph == "on")
+    return registry.get(primitive).cuda_graph and device == "cuda" and coll.timing == "batch"

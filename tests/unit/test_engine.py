@@ -73,9 +73,39 @@ def test_every_blocking_stretch_is_armed(one_rank):
     assert all(w.startswith("allreduce of 8 bytes") for w in armed)
 
 
+class _Captured:
+    """A stand-in for comm.torchdist.Graphed: ready(n) is slow (a capture), batch(n) replays."""
+
+    def __init__(self) -> None:
+        self.log: list[tuple[str, int]] = []
+        self.ran = 0
+
+    def __call__(self) -> None:
+        self.log.append(("call", 1))
+        self.ran += 1
+
+    def ready(self, n: int) -> None:
+        self.log.append(("ready", n))
+        time.sleep(0.01)
+
+    def batch(self, n: int) -> None:
+        assert self.log[-1] == ("ready", n), "a batch replays only what was readied for it"
+        self.log.append(("batch", n))
+        self.ran += n
+
+
+def test_a_graph_is_readied_before_the_clock_starts(one_rank):
+    op = _Captured()
+    policy = TimingPolicy(budget_s=0.02, min_samples=5, max_samples=20, cuda_graph=True)
+    m = measure(op, one_rank, policy, lambda s, w: None, 5.0, "allreduce of 8 bytes")
+    assert op.log[0] == ("call", 1) and op.ran == m.iters + m.warmup
+    assert max(m.samples_us) < 10_000 / m.batch  # the 10 ms capture is in no sample
+
+
 @pytest.mark.parametrize("kwargs", [{"budget_s": 0}, {"min_samples": 0},
                                     {"min_samples": 10, "max_samples": 5}, {"max_batch": 0},
-                                    {"patience": 0.5}, {"protocol": "fast"}])
+                                    {"patience": 0.5}, {"protocol": "fast"},
+                                    {"protocol": "osu", "cuda_graph": True}])
 def test_bad_policy(kwargs):
     with pytest.raises(UsageError):
         TimingPolicy(**kwargs)

@@ -7,8 +7,11 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import pytest
+
 from fabbench.catalog import HaloConfig, TrainConfig
 from fabbench.config import RunConfig
+from fabbench.errors import UsageError
 from fabbench.plan import PLAN_ENV, STATE_ENV, Plan, RunState, rank_env
 
 STATE_FIELDS = {"picked", "skip", "resumed", "claimed", "baseline_samples_per_s"}
@@ -79,3 +82,23 @@ def test_a_plan_holds_the_train_and_halo_sections_of_its_configuration():
                    out="r.jsonl", run_id="r", pair_schedule="rounds")
     assert plan.train == dataclasses.replace(c.train, scaling=(1, 2, 4)) and plan.halo == c.halo
     assert json.loads(plan.to_json())["halo"] == {"cells_per_rank": 64**3, "halo_iters": 7}
+
+
+def _decided(args: list[str], primitive: str, device: str) -> Plan:
+    return Plan.of(RunConfig.from_argv(args), fabric="ethernet", primitive=primitive,
+                   device=device, ranks=1, iface=None, out="r.jsonl", run_id="r",
+                   pair_schedule="rounds")
+
+
+def test_cuda_graph_auto_is_on_for_nccl_batches_only():
+    assert _decided([], "nccl", "cuda").policy.cuda_graph
+    assert not _decided(["--cuda-graph", "off"], "nccl", "cuda").policy.cuda_graph
+    assert not _decided(["--timing", "osu"], "nccl", "cuda").policy.cuda_graph
+    assert not _decided([], "gloo", "cuda").policy.cuda_graph
+    assert not _decided([], "mpi", "cpu").policy.cuda_graph
+    assert _decided(["--cuda-graph", "on"], "nccl", "cuda").policy.cuda_graph
+    for args, primitive, device in ((["--cuda-graph", "on"], "gloo", "cuda"),
+                                    (["--cuda-graph", "on"], "mpi", "cpu"),
+                                    (["--cuda-graph", "on", "--timing", "osu"], "nccl", "cuda")):
+        with pytest.raises(UsageError, match="--cuda-graph on"):
+            _decided(args, primitive, device)

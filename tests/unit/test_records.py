@@ -43,7 +43,7 @@ def _collective(nbytes: int, t_us: float) -> records.Collective:
     return records.Collective(
         run_id=RUN_ID, op="allreduce", bytes=nbytes, count=nbytes // 4, dtype="float32",
         ranks=2, transport="tcp", iters=200, samples=20, batch=10, warmup=3, timing="batch",
-        time_us=times,
+        cuda_graph=False, time_us=times,
         samples_us=samples, rank_samples_us=[samples, samples], algbw_gbyte_s=algbw,
         busbw_gbyte_s=algbw,
         busbw_mean_gbyte_s=algbw, correct=True, wrong=0, wrong_ranks=[],

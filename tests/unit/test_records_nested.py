@@ -88,7 +88,8 @@ def test_the_writer_writes_the_same_bytes_a_dict_gave_before(tmp_path):
     assert run["provenance"] == PROVENANCE and list(run["provenance"]) == list(PROVENANCE)
     assert "container_version" not in run["provenance"]
     assert list(run["timing"]) == ["budget_s", "min_samples", "max_samples", "samples_target",
-                                   "max_batch", "warmup_s", "patience", "protocol"]
+                                   "max_batch", "warmup_s", "patience", "protocol",
+                                   "cuda_graph"]
     assert run["gpudirect"] == {"requested": "auto", "obtained": None, "verify": "report",
                                 "evidence": "no network connection"}
     assert ceiling["directions"][1] == {"from": "n1", "to": "n0", "gbit_s": 0.8,

@@ -43,6 +43,8 @@ class Primitive:
     gpudirect: bool = True  # can move GPU buffers over the network without host staging
     module: str | None = None  # a Python package it needs beyond fabbench's own dependencies
     fusion: bool = False  # takes a tensor-fusion threshold (--fusion-mb)
+    # its operations can be captured in a CUDA graph and replayed (--cuda-graph; NCCL's can)
+    cuda_graph: bool = False
     # variables that make its library write its own report of the transport it chose to a file
     # under "{dir}" (a folder of the rank's own), which its communicator reads back
     report_env: Mapping[str, str] = field(default_factory=dict)
@@ -141,6 +143,7 @@ REGISTRY.add(Primitive(
 REGISTRY.add(Primitive(
     name="nccl", ops=ALL_OPS, dtypes=ALL_DTYPES, communicator="fabbench.comm.torchdist:TorchComm",
     launchers={"nccl": "spawn"}, train_engine="ddp", torch_backend="nccl", gpu_only=True,
+    cuda_graph=True,
     report_env={"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET",
                 "NCCL_DEBUG_FILE": "{dir}/nccl.%h.%p"},  # read by comm.nccl_report
     description="torch.distributed NCCL"))

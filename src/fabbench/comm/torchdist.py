@@ -83,6 +83,9 @@ class TorchComm(Communicator):
             return sendrecv
         raise KeyError(op)
 
+    def graphed(self, op: str, call: Callable[[], None]) -> Graphed:
+        return Graphed(self._torch, op, call)
+
     def exchange(self, peer: int, send: Any, recv: Any) -> Callable[[], None]:
         dist = self._dist
 
@@ -148,6 +151,42 @@ class TorchComm(Communicator):
     def close(self) -> None:
         if self._dist.is_initialized():
             self._dist.destroy_process_group()
+
+
+class Graphed:
+    """One bound operation whose batches run as CUDA graphs (--cuda-graph on): ``ready(n)``
+    captures n back-to-back calls once, before the timing engine's clock starts; ``batch(n)``
+    replays them, so that the host issues one launch for the batch and the time is what the
+    library does on the GPU (nccl-tests' -G captures its timed iterations likewise). A plain
+    call is the eager call: the engine's first call, which also has NCCL set up its
+    communicator and connect before anything is captured. A capture that fails fails the run
+    with torch's own message: there is no eager fallback under a graph's name."""
+
+    def __init__(self, torch: Any, op: str, call: Callable[[], None]) -> None:
+        self._torch, self._op, self._call = torch, op, call
+        self._graphs: dict[int, Any] = {}  # operations -> the captured graph (two at most)
+
+    def __call__(self) -> None:
+        self._call()
+
+    def ready(self, n: int) -> None:
+        if n in self._graphs:
+            return
+        torch = self._torch
+        graph = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.graph(graph):
+                for _ in range(n):
+                    self._call()
+        except Exception as exc:
+            raise RunError(f"capturing {self._op} in a CUDA graph failed: {_first(exc)} "
+                           "(--cuda-graph off times it with eager calls)") from None
+        if len(self._graphs) >= 2:  # the warm-up's and the samples' batch are the ones reused
+            self._graphs.pop(next(iter(self._graphs)))
+        self._graphs[n] = graph
+
+    def batch(self, n: int) -> None:
+        self._graphs[n].replay()
 
 
 def torch_array(torch: Any, host: np.ndarray, dtype: str, device: str) -> Any:

@@ -455,6 +455,7 @@ class Timing(Nested):
     warmup_s: float | None
     patience: float | None
     protocol: str | None
+    cuda_graph: bool | None = dataclasses.field(default=None, metadata=OMITTED)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -581,6 +582,8 @@ class Collective(Record):
     batch: int | None
     warmup: int | None
     timing: str | None  # the protocol (timing.engine.PROTOCOLS); absent: batch
+    # a sample's operations replayed as one CUDA graph (--cuda-graph); absent: eager calls
+    cuda_graph: bool | None = dataclasses.field(default=None, metadata=OMITTED)
     time_us: Times
     samples_us: Sequence[float] | None
     algbw_gbyte_s: float

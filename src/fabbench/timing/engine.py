@@ -19,6 +19,12 @@ one message each way) it runs the skipped and timed operations back to back with
 among them, a sample being a stretch of them. What one time covers differs, and with it the
 figure (a pipeline of operations against operations that each start in step), so a figure is
 compared with another tool's only under that tool's protocol.
+
+Under the batch protocol a sample's operations may be issued as one CUDA graph
+(``TimingPolicy.cuda_graph``, ``--cuda-graph``; comm.torchdist.Graphed): an ``op`` with a
+``ready(n)`` method captures its n operations before the clock starts, and ``batch(n)`` replays
+them, so a sample times what the library does on the device (as nccl-tests' ``-G``), not the
+host's per-call cost of an eager loop.
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ class TimingPolicy:
     warmup_s: float = 0.02
     patience: float = 3.0  # budgets an unstable point may take to become stable
     protocol: str = "batch"  # or "osu" (PROTOCOLS)
+    cuda_graph: bool = False  # a sample's operations issued as one CUDA graph (batch only)
 
     def __post_init__(self) -> None:
         if self.protocol not in PROTOCOLS:
@@ -58,6 +65,9 @@ class TimingPolicy:
             raise UsageError("max batch and samples target must be >= 1")
         if not self.patience >= 1:
             raise UsageError("patience must be >= 1 (budgets)")
+        if self.cuda_graph and self.protocol != "batch":
+            raise UsageError(f"--cuda-graph on times back-to-back operations (--timing batch); "
+                             f"--timing {self.protocol} times each operation alone, eagerly")
 
 
 @dataclass(frozen=True)
@@ -137,7 +147,8 @@ def measure(op: Callable[[], None], group: Group, policy: TimingPolicy,
             bandwidth: bool = False) -> Measurement:
     """Time ``op``. ``arm(seconds, label)`` sets the watchdog before each blocking stretch.
     An ``op`` with a ``batch(n)`` method (comm.batch_loop) runs a batch in one call, and one
-    with ``each(n)`` the osu protocol's.
+    with ``each(n)`` the osu protocol's; one with ``ready(n)`` (a CUDA graph,
+    comm.torchdist.Graphed) is readied for n operations before a stretch's clock starts.
 
     Besides the slowest rank's time, each rank keeps its own: its time per operation from the
     sample's common start to the end of its batch. ``pause_s`` (a test hook: a rank that arrives
@@ -161,6 +172,7 @@ def measure(op: Callable[[], None], group: Group, policy: TimingPolicy,
         each = getattr(op, "each", None) or _each(op, group)
     else:
         batched = getattr(op, "batch", None) or _loop(op)
+    ready = getattr(op, "ready", None)
     arm(timeout_s, f"{what} (first call)")
     group.barrier()
     t0 = clock()
@@ -172,6 +184,8 @@ def measure(op: Callable[[], None], group: Group, policy: TimingPolicy,
         """Seconds that n operations took on this rank, under the protocol."""
         if alone:
             return each(n)
+        if ready is not None:
+            ready(n)
         t0 = clock()
         batched(n)
         group.synchronize()

@@ -71,10 +71,13 @@ def sweep(comm: Communicator, plan: Plan, transport: str, arm: Callable[[float, 
                 send, recv = _buffers(comm, op_name, counts, dtype)
                 what = f"{op_name} of {size} bytes ({dtype})"
                 pause = fault.pause_s(comm.rank, op_name, size) if fault is not None else 0.0
-                m = measure(comm.bind(op_name, send, recv), comm, plan.policy, arm,
+                call = comm.bind(op_name, send, recv)
+                if plan.policy.cuda_graph:
+                    call = comm.graphed(op_name, call)
+                m = measure(call, comm, plan.policy, arm,
                             plan.op_timeout(size), what, pause, nbytes=size,
                             bandwidth=op.exchange)
-                del send, recv
+                del send, recv, call
                 arm(plan.op_timeout(size), f"{what} (gathering each rank's times)")
                 own = comm.gather_objects([round(s, 3) for s in m.own_us])
                 correct: bool | None = None
@@ -91,7 +94,8 @@ def sweep(comm: Communicator, plan: Plan, transport: str, arm: Callable[[float, 
                 yield records.Collective(
                     run_id=plan.run_id, op=op_name, bytes=size, count=max(counts), dtype=dtype,
                     ranks=n, transport=transport, iters=m.iters, samples=len(m.samples_us),
-                    batch=m.batch, warmup=m.warmup, timing=plan.policy.protocol, time_us=times,
+                    batch=m.batch, warmup=m.warmup, timing=plan.policy.protocol,
+                    cuda_graph=plan.policy.cuda_graph, time_us=times,
                     samples_us=[round(s, 3) for s in m.samples_us], rank_samples_us=own,
                     algbw_gbyte_s=algbw, busbw_gbyte_s=algbw * op.busbw_factor(n),
                     busbw_mean_gbyte_s=size / (times["mean"] * 1e-6) / 1e9 * op.busbw_factor(n),
