@@ -423,33 +423,41 @@ class Kit:
         from fabbench.units import parse_sizes
 
         sizes = parse_sizes(self.scale.nccl_sizes)
-        ours = {graph: next((s.figures.get("p50_us") for s in self.steps
-                             if s.name == ("nccl" if graph else "nccl-eager")), None) or {}
-                for graph in (True, False)}
         env = {"LD_LIBRARY_PATH": f"{lib}:{os.environ.get('LD_LIBRARY_PATH', '')}",
                "NCCL_DEBUG": "VERSION"}
         step.figures = {"build": json.loads((programs / "BUILD.json").read_text()),
-                        "nccl_lib": str(lib), "ops": {}}
+                        "nccl_lib": str(lib), "points": {}}
         problems = []
-        for op, (program, column) in peers.PROGRAMS.items():
-            for graph in (True, False):
+        for op, (program, _) in peers.PROGRAMS.items():
+            for way in ("graph", "eager"):
                 p = self.sh(step, peers.argv(programs / program, (min(sizes), max(sizes)),
-                                             graph), 120, env=env)
+                                             way == "graph"), 120, env=env)
                 points = peers.parse(p.stdout)
-                way = "graph" if graph else "eager"
                 if p.returncode or not points:
                     problems.append(f"{program} ({way}) exit {p.returncode}, "
                                     f"{len(points)} sizes")
-                rows = peers.side_by_side(ours[graph].get(op, {}), points, column)
-                step.figures["ops"].setdefault(op, {})[way] = {
-                    "column": column, "rows": rows,
-                    "ratios": [r["ratio"] for r in rows if r["ratio"] is not None]}
-        ratios = [x for f in step.figures["ops"].values() for x in f["graph"]["ratios"]]
+                step.figures["points"].setdefault(op, {})[way] = points
+        ratios = [r["ratio"] for r in self.beside_nccl_tests()
+                  if r["way"] == "graph" and r["ratio"] is not None]
         step.status = "failed" if problems else "ok"
         step.reason = "; ".join(problems) if problems else (
-            f"nccl-tests {step.figures['build'].get('version')}: fabbench (CUDA graph) / "
-            f"nccl-tests -G, {len(ratios)} points, time ratio "
+            f"nccl-tests {step.figures['build'].get('version')}, 6 ops eager and -G; fabbench "
+            f"(CUDA graph) / nccl-tests -G time at {len(ratios)} points: "
             + (f"{min(ratios):.3f}-{max(ratios):.3f}" if ratios else "none (no nccl step)"))
+
+    def beside_nccl_tests(self) -> list[dict]:
+        """fabbench's p50 beside nccl-tests' time per op, size and way of issuing (graph: the
+        nccl step against -G; eager: nccl-eager against -G 0), wherever both ran."""
+        steps = {s.name: s.figures for s in self.steps}
+        peer = (steps.get("nccl-tests") or {}).get("points") or {}
+        rows = []
+        for op, ways in peer.items():
+            column = peers.PROGRAMS[op][1]
+            for way, ours in (("graph", "nccl"), ("eager", "nccl-eager")):
+                mine = ((steps.get(ours) or {}).get("p50_us") or {}).get(op) or {}
+                rows += [{"op": op, "way": way, "column": column, **r}
+                         for r in peers.side_by_side(mine, ways.get(way) or {}, column)]
+        return rows
 
     def manifest(self) -> dict:
         path = Path(self.args.kit or "", "MANIFEST.json")
@@ -574,7 +582,8 @@ class Kit:
                    "host": platform.node(), "wall_s": round(time.monotonic() - self.started, 1),
                    "deadline_s": self.args.deadline_s,
                    "ok": all(s.status in ("ok", "skipped") for s in self.steps),
-                   "steps": [asdict(s) for s in self.steps]}
+                   "steps": [asdict(s) for s in self.steps],
+                   "beside_nccl_tests": self.beside_nccl_tests()}
         texts = {
             "summary.json": json.dumps(summary, indent=2) + "\n",
             "summary.md": _markdown(summary, self.env),
@@ -666,21 +675,22 @@ def _markdown(summary: dict, env: dict) -> str:
                     lines.append(f"| {op} | {f['points']} | {f['smallest_p50_us']:.2f} | "
                                  f"{f['largest_bytes']} | {_num(f['largest_busbw_gbyte_s'])} | "
                                  f"{f['correct']} |")
-    peer = next((s for s in summary["steps"] if s["name"] == "nccl-tests" and s["figures"]), None)
-    if peer:
-        lines += ["", "fabbench beside nccl-tests (p50 us against nccl-tests' time, 1 rank; "
-                  "the column torch's form matches: in place for allreduce and broadcast); "
-                  "ratio = fabbench / nccl-tests:", "",
+    beside = summary.get("beside_nccl_tests") or []
+    if beside:
+        lines += ["", "fabbench beside nccl-tests: p50 us against nccl-tests' time, 1 rank, the "
+                  "column torch's form matches (in place for allreduce and broadcast); ratio = "
+                  "fabbench / nccl-tests:", "",
                   "| op | bytes | fabbench graph | nccl-tests -G | ratio | fabbench eager | "
                   "nccl-tests | ratio |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
-        for op, ways in peer["figures"]["ops"].items():
-            eager = {r["bytes"]: r for r in ways["eager"]["rows"]}
-            for r in ways["graph"]["rows"]:
-                e = eager.get(r["bytes"], {})
-                lines.append(f"| {op} | {r['bytes']} | {r['fabbench_us']:.2f} | "
-                             f"{r['nccl_tests_us']:.2f} | {_num(r['ratio'])} | "
-                             f"{_num(e.get('fabbench_us'))} | {_num(e.get('nccl_tests_us'))} | "
-                             f"{_num(e.get('ratio'))} |")
+        eager = {(r["op"], r["bytes"]): r for r in beside if r["way"] == "eager"}
+        keys = dict.fromkeys((r["op"], r["bytes"]) for r in beside)
+        graph = {(r["op"], r["bytes"]): r for r in beside if r["way"] == "graph"}
+        for key in keys:
+            g, e = graph.get(key, {}), eager.get(key, {})
+            lines.append(f"| {key[0]} | {key[1]} | {_num(g.get('fabbench_us'))} | "
+                         f"{_num(g.get('nccl_tests_us'))} | {_num(g.get('ratio'))} | "
+                         f"{_num(e.get('fabbench_us'))} | {_num(e.get('nccl_tests_us'))} | "
+                         f"{_num(e.get('ratio'))} |")
     return "\n".join(lines) + "\n"
 
 
@@ -721,8 +731,8 @@ def main(argv: list[str] | None = None) -> int:
     # the cuda-mpi step first of the GPU's: whenever a GPU machine is lent, it runs first
     steps = [("install", kit.install), ("env", kit.environment), ("cuda-mpi", kit.cuda_mpi),
              ("doctor", kit.doctor),
-             ("nccl", kit.nccl), ("nccl-eager", kit.nccl, False),
-             ("nccl-tests", kit.nccl_tests), ("gpudirect-on", kit.gpudirect_on),
+             ("nccl", kit.nccl), ("nccl-tests", kit.nccl_tests),
+             ("nccl-eager", kit.nccl, False), ("gpudirect-on", kit.gpudirect_on),
              ("nccl-2-ranks", kit.nccl_two_ranks), ("fidelity-image", kit.fidelity, "image"),
              ("fidelity-tokens", kit.fidelity, "tokens"), ("train-image", kit.train, "image"),
              ("train-tokens", kit.train, "tokens"), ("gloo-2-ranks", kit.gloo)]

@@ -45,9 +45,9 @@ GPU_MACHINE_NCCL = "2.28.9"
 ITERS, WARMUP, GRAPH_LAUNCHES = 100, 5, 10
 # a result line: size count type redop root, then out-of-place time algbw busbw #wrong, then
 # in-place time algbw busbw #wrong ("N/A" where a test has no in-place check)
-LINE = re.compile(r"^\s+(\d+)\s+(\d+)\s+(\w+)\s+(\S+)\s+(-?\d+)\s+"
-                  r"([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\S+)\s+"
-                  r"([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\S+)\s*$", re.M)
+_NUM = r"([-+]?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)"  # getFloatStr's %.2f ... %.1e
+LINE = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\w+)\s+(\S+)\s+(-?\d+)"
+                  + rf"\s+{_NUM}\s+{_NUM}\s+{_NUM}\s+(\S+)" * 2 + r"\s*$", re.M)
 
 
 class BuildError(Exception):
