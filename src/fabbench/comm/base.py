@@ -50,10 +50,11 @@ class Communicator(ABC):
     def bind(self, op: str, send: Any, recv: Any) -> Callable[[], None]:
         """One operation with its buffers bound, ready to be called back to back."""
 
-    def graphed(self, op: str, call: Callable[[], None]) -> Callable[[], None]:
-        """``call`` (``op`` bound by ``bind``) made to run a batch as one CUDA graph (the timing
-        engine's ``ready``/``batch``); only a primitive whose registry entry says cuda_graph
-        can (plan.Plan refuses --cuda-graph on for the others)."""
+    def graphed(self, op: str, send: Any, recv: Any, slots: int = 1) -> Callable[[], None]:
+        """``op`` on these buffers, made to run a batch as one CUDA graph (the timing engine's
+        ``ready``/``batch``) whose operations cycle through ``slots`` copies of the buffers;
+        only a primitive whose registry entry says cuda_graph can (plan.Plan refuses
+        --cuda-graph on for the others)."""
         raise UsageError(f"{self.name} cannot capture its operations in a CUDA graph")
 
     @abstractmethod

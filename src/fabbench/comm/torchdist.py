@@ -83,8 +83,14 @@ class TorchComm(Communicator):
             return sendrecv
         raise KeyError(op)
 
-    def graphed(self, op: str, call: Callable[[], None]) -> Graphed:
-        return Graphed(self._torch, op, call)
+    def graphed(self, op: str, send: Any, recv: Any, slots: int = 1) -> Graphed:
+        if slots <= 1:
+            return Graphed(self._torch, op, [self.bind(op, send, recv)])
+        # slots copies of each buffer, side by side (contiguous rows): the operations of a
+        # graph cycle through them
+        sends, recvs = send.repeat(slots).view(slots, -1), recv.repeat(slots).view(slots, -1)
+        return Graphed(self._torch, op, [self.bind(op, sends[i], recvs[i])
+                                         for i in range(slots)])
 
     def exchange(self, peer: int, send: Any, recv: Any) -> Callable[[], None]:
         dist = self._dist
@@ -154,20 +160,23 @@ class TorchComm(Communicator):
 
 
 class Graphed:
-    """One bound operation whose batches run as CUDA graphs (--cuda-graph on): ``ready(n)``
-    captures n back-to-back calls once, before the timing engine's clock starts; ``batch(n)``
-    replays them, so that the host issues one launch for the batch and the time is what the
-    library does on the GPU (nccl-tests' -G captures its timed iterations likewise). A plain
-    call is the eager call: the engine's first call, which also has NCCL set up its
-    communicator and connect before anything is captured. A capture that fails fails the run
-    with torch's own message: there is no eager fallback under a graph's name."""
+    """One operation whose batches run as CUDA graphs (--cuda-graph on): ``ready(n)`` captures
+    n back-to-back calls once, before the timing engine's clock starts; ``batch(n)`` replays
+    them, so that the host issues one launch for the batch and the time is what the library
+    does on the GPU (nccl-tests' -G captures its timed iterations likewise). ``calls`` are the
+    operation bound to each of its buffer slots: the captured calls cycle through them (as
+    nccl-tests shifts its buffers at each iteration), so that a message that fits the GPU's
+    L2 cache is not timed from it. A plain call is the eager call on the first slot: the
+    engine's first call, which also has NCCL set up its communicator and connect before
+    anything is captured. A capture that fails fails the run with torch's own message: there
+    is no eager fallback under a graph's name."""
 
-    def __init__(self, torch: Any, op: str, call: Callable[[], None]) -> None:
-        self._torch, self._op, self._call = torch, op, call
+    def __init__(self, torch: Any, op: str, calls: list[Callable[[], None]]) -> None:
+        self._torch, self._op, self._calls = torch, op, calls
         self._graphs: dict[int, Any] = {}  # operations -> the captured graph (two at most)
 
     def __call__(self) -> None:
-        self._call()
+        self._calls[0]()
 
     def ready(self, n: int) -> None:
         if n in self._graphs:
@@ -176,8 +185,8 @@ class Graphed:
         graph = torch.cuda.CUDAGraph()
         try:
             with torch.cuda.graph(graph):
-                for _ in range(n):
-                    self._call()
+                for i in range(n):
+                    self._calls[i % len(self._calls)]()
         except Exception as exc:
             raise RunError(f"capturing {self._op} in a CUDA graph failed: {_first(exc)} "
                            "(--cuda-graph off times it with eager calls)") from None

@@ -46,6 +46,13 @@ def check_once(comm: Communicator, op: str, counts: tuple[int, int], dtype: str,
     return not bad, sum(per_rank), bad
 
 
+def slots(plan: Plan, nbytes: int) -> int:
+    """How many copies of a point's buffers the operations of a CUDA graph cycle through: as
+    many as fit in the sweep's largest message (nccl-tests shifts its buffers through its
+    largest size likewise), at most a batch's operations (each takes the next)."""
+    return max(1, min(plan.policy.max_batch, max(plan.sizes) // nbytes))
+
+
 def point_key(op: str, dtype: str, nbytes: int) -> str:
     """How --resume names a measured point."""
     return f"{op}/{dtype}/{nbytes}"
@@ -71,9 +78,8 @@ def sweep(comm: Communicator, plan: Plan, transport: str, arm: Callable[[float, 
                 send, recv = _buffers(comm, op_name, counts, dtype)
                 what = f"{op_name} of {size} bytes ({dtype})"
                 pause = fault.pause_s(comm.rank, op_name, size) if fault is not None else 0.0
-                call = comm.bind(op_name, send, recv)
-                if plan.policy.cuda_graph:
-                    call = comm.graphed(op_name, call)
+                call = comm.graphed(op_name, send, recv, slots(plan, size)) \
+                    if plan.policy.cuda_graph else comm.bind(op_name, send, recv)
                 m = measure(call, comm, plan.policy, arm,
                             plan.op_timeout(size), what, pause, nbytes=size,
                             bandwidth=op.exchange)
