@@ -18,8 +18,13 @@ deadline; a step that fails is recorded and the next one runs):
                   its expected outcome is the loop's "no CUDA device" line (exit 3). Skipped,
                   with the kit's reason, where the kit has no tarball
   doctor          `fabbench doctor --json`
-  nccl            1 rank, every op, 8 B to 1 GiB, --device cuda --check; NCCL's own log kept
-                  (the ranks' NCCL_DEBUG files: TMPDIR is a folder of the step's own)
+  nccl            1 rank, every op, 8 B to 1 GiB, --device cuda --check, CUDA graphs (the
+                  default); NCCL's own log kept (the ranks' NCCL_DEBUG files: TMPDIR is a
+                  folder of the step's own)
+  nccl-tests      nccl-tests (KIT/nccl-tests.tar.xz, made by prepare.py --nccl-tests;
+                  bench/gpu/peers.py), each op -G 10 and -G 0 on the nccl step's sizes, with
+                  the libnccl.so.2 torch loads; summary.md sets fabbench beside it per size
+  nccl-eager      the nccl step's sweep with --cuda-graph off (eager calls)
   gpudirect-on    `--fabric infiniband --gpudirect on` refused in one line, exit 2 (no RDMA NIC);
                   on --device cpu the refusal that applies there (--gpudirect needs cuda)
   nccl-2-ranks    not tried, and why: NCCL refuses two ranks on one device

@@ -43,6 +43,7 @@ PROGRAMS = {"allreduce": ("all_reduce_perf", "in"), "allgather": ("all_gather_pe
 # H200, 2026-11; issue 49): nccl-tests is built against this version's headers
 GPU_MACHINE_NCCL = "2.28.9"
 ITERS, WARMUP, GRAPH_LAUNCHES = 100, 5, 10
+RESOLUTION_US = 0.1  # nccl-tests prints times with two decimals: below this, no ratio
 # a result line: size count type redop root, then out-of-place time algbw busbw #wrong, then
 # in-place time algbw busbw #wrong ("N/A" where a test has no in-place check)
 _NUM = r"([-+]?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)"  # getFloatStr's %.2f ... %.1e
@@ -175,10 +176,14 @@ def parse(text: str) -> dict[int, dict[str, float]]:
 def side_by_side(fab: dict[int, float], peer: dict[int, dict[str, float]], column: str,
                  ) -> list[dict]:
     """Per size both ran: fabbench's p50, nccl-tests' time in ``column`` (in, out), and the
-    ratio fabbench / nccl-tests (1 = the same time; above 1 fabbench's is longer)."""
+    ratio fabbench / nccl-tests (1 = the same time; above 1 fabbench's is longer). No ratio
+    where nccl-tests' time is below RESOLUTION_US (it prints two decimals: an operation that
+    moves nothing, one rank's in-place allreduce or broadcast, reads 0.00 or 0.01)."""
     rows = []
     for size in sorted(set(fab) & set(peer)):
         theirs = peer[size][f"{column}_us"]
+        low = theirs < RESOLUTION_US
         rows.append({"bytes": size, "fabbench_us": fab[size], "nccl_tests_us": theirs,
-                     "ratio": round(fab[size] / theirs, 4) if theirs > 0 else None})
+                     "ratio": None if low else round(fab[size] / theirs, 4),
+                     "below_resolution": low})
     return rows

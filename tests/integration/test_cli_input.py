@@ -16,6 +16,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.together]
     (["run", "--fabric", "ethernet", "--ops", "allreduce,scan"], "no operation 'scan'"),
     (["run", "--fabric", "ethernet", "--dtypes", "float16"], "does not support dtype"),
     (["run", "--fabric", "ethernet", "--primitive", "nccl", "--device", "cpu"], "GPU"),
+    (["run", "--fabric", "ethernet", "--primitive", "gloo", "--cuda-graph", "on"],
+     "--cuda-graph on captures GPU operations in a CUDA graph: it needs --primitive nccl with "
+     "--device cuda (not gloo on cpu)"),
+    (["run", "--fabric", "ethernet", "--cuda-graph", "always"], "--cuda-graph takes auto"),
     (["run", "--fabric", "infiniband"], "--wire tcp"),
     (["run", "--fabric", "omnipath", "--primitive", "mpi"], "--wire tcp"),
     (["run", "--fabric", "ethernet", "--wire", "tcp"], "no --wire tcp"),
