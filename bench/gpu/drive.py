@@ -25,6 +25,8 @@ deadline; a step that fails is recorded and the next one runs):
                   bench/gpu/peers.py), each op -G 10 and -G 0 on the nccl step's sizes, with
                   the libnccl.so.2 torch loads; summary.md sets fabbench beside it per size
   nccl-eager      the nccl step's sweep with --cuda-graph off (eager calls)
+  graph-probe     bench/gpu/graph_probe.py: sendrecv's variants captured in a CUDA graph, GPU
+                  and host time per operation (where its time goes)
   gpudirect-on    `--fabric infiniband --gpudirect on` refused in one line, exit 2 (no RDMA NIC);
                   on --device cpu the refusal that applies there (--gpudirect needs cuda)
   nccl-2-ranks    not tried, and why: NCCL refuses two ranks on one device
@@ -464,6 +466,25 @@ class Kit:
                          for r in peers.side_by_side(mine, ways.get(way) or {}, column)]
         return rows
 
+    def graph_probe(self, step: Step) -> None:
+        """bench/gpu/graph_probe.py: variants of sendrecv captured in a CUDA graph, GPU and host
+        time per operation (where sendrecv's time goes; docs/methods.md)."""
+        if self.args.device != "cuda":
+            step.status, step.reason = "skipped", "no NCCL on --device cpu: the probe needs a GPU"
+            return
+        p = self.sh(step, [sys.executable, str(HERE / "graph_probe.py")], 120)
+        rows = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
+        step.figures = {"variants": rows}
+        if p.returncode or not rows:
+            step.status, step.reason = "failed", f"graph_probe exited {p.returncode}"
+            return
+        step.status = "ok"
+        step.reason = "; ".join(
+            f"{r['variant']} {r['bytes']} B: " + (f"capture failed: {r['capture_failed']}"
+                                                 if "capture_failed" in r else
+                                                 f"GPU {r['gpu_us']} us, host {r['host_us']} us")
+            for r in rows)
+
     def manifest(self) -> dict:
         path = Path(self.args.kit or "", "MANIFEST.json")
         return json.loads(path.read_text()) if path.is_file() else {}
@@ -737,7 +758,8 @@ def main(argv: list[str] | None = None) -> int:
     steps = [("install", kit.install), ("env", kit.environment), ("cuda-mpi", kit.cuda_mpi),
              ("doctor", kit.doctor),
              ("nccl", kit.nccl), ("nccl-tests", kit.nccl_tests),
-             ("nccl-eager", kit.nccl, False), ("gpudirect-on", kit.gpudirect_on),
+             ("nccl-eager", kit.nccl, False), ("graph-probe", kit.graph_probe),
+             ("gpudirect-on", kit.gpudirect_on),
              ("nccl-2-ranks", kit.nccl_two_ranks), ("fidelity-image", kit.fidelity, "image"),
              ("fidelity-tokens", kit.fidelity, "tokens"), ("train-image", kit.train, "image"),
              ("train-tokens", kit.train, "tokens"), ("gloo-2-ranks", kit.gloo)]

@@ -139,7 +139,8 @@ def test_cpu_rehearsal_installs_from_the_kit_and_runs_every_step(tmp_path):
     assert {f.name for f in files} <= {"summary.md", "summary.json", "results.jsonl",
                                        "nccl.log", "env.json", "console.log"}
     assert list(steps) == ["install", "env", "cuda-mpi", "doctor", "nccl", "nccl-tests",
-                           "nccl-eager", "gpudirect-on", "nccl-2-ranks", "fidelity-image",
+                           "nccl-eager", "graph-probe", "gpudirect-on", "nccl-2-ranks",
+                           "fidelity-image",
                            "fidelity-tokens", "train-image", "train-tokens", "gloo-2-ranks"]
     # a kit without the cuda image's bundle says why, and the step says it
     assert steps["cuda-mpi"]["status"] == "skipped"
@@ -150,7 +151,7 @@ def test_cpu_rehearsal_installs_from_the_kit_and_runs_every_step(tmp_path):
     assert Path(steps["install"]["figures"]["imported_from"]).is_relative_to(site)
     assert steps["install"]["figures"]["executable"] == str(python)
     # no NCCL on CPU: skipped with the reason; the refusal asserted; everything else ran
-    for name in ("nccl", "nccl-tests", "nccl-eager", "nccl-2-ranks"):
+    for name in ("nccl", "nccl-tests", "nccl-eager", "graph-probe", "nccl-2-ranks"):
         assert steps[name]["status"] == "skipped" and "NCCL" in steps[name]["reason"]
     assert steps["gpudirect-on"]["status"] == "ok"
     assert "--device cuda" in steps["gpudirect-on"]["reason"]
