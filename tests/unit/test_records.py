@@ -208,6 +208,22 @@ def test_report_on_a_non_finite_number_is_one_line_naming_file_and_line(capsys, 
         assert err.count("\n") == 1 and f"bad.jsonl:2: {token} is not a number" in err
 
 
+@pytest.mark.parametrize("token", ["1e999", "-2E+400", "9" * 320 + ".5"])
+def test_a_number_that_overflows_to_infinity_is_refused_naming_the_field(capsys, tmp_path,
+                                                                          token):
+    """The decoder refuses NaN and Infinity by name; a number past float's range reads as inf,
+    which the reader's walk finds (results.reader._OVERFLOW sends such a line to it)."""
+    bad = tmp_path / "bad.jsonl"
+    text = (V1 / "siteA-ib.jsonl").read_text()
+    start = text.index('"p50":', text.index('"kind":"collective"')) + len('"p50":')
+    end = min(text.index(c, start) for c in ",}")
+    bad.write_text(text[:start] + token + text[end:])
+    code, _, err = cli(capsys, "report", str(bad))
+    assert code == 2
+    assert err.count("\n") == 1 and "bad.jsonl:2: time_us/p50: " in err
+    assert "is not a finite number (NaN and Infinity are refused)" in err
+
+
 def test_a_fabbench_1_file_is_read_with_the_current_names():
     results = read_results(V1 / "siteA-ib.jsonl")
     run, point = results.of_kind(records.Run)[0], results.of_kind(records.Collective)[0]
