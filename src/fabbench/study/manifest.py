@@ -25,8 +25,6 @@ from fabbench.errors import UsageError
 FORMAT = "fabbench-study/1"
 FORMATS = (FORMAT,)
 NAME = "study.json"
-STATUSES = ("pending", "running", "ok", "failed", "skipped")
-DONE = ("ok", "skipped")  # a resumed study does not run these again
 
 
 @functools.cache
