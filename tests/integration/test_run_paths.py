@@ -11,7 +11,7 @@ from conftest import fabbench, horovod_available, needs_mpirun
 from fabbench.results.reader import read_results
 from fabbench.timing.stats import STABLE_RULE, is_stable, median_ci95_rel
 
-pytestmark = [pytest.mark.integration, needs_mpirun]
+pytestmark = [pytest.mark.integration, pytest.mark.together, needs_mpirun]
 
 SMALL = ["--sizes", "8,4K,256K", "--budget", "0.02", "--check"]
 

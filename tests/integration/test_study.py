@@ -18,7 +18,7 @@ import pytest
 
 from conftest import REPO, chromium_screenshot, fabbench
 
-pytestmark = [pytest.mark.integration]
+pytestmark = [pytest.mark.integration, pytest.mark.together]
 
 STUDIES = REPO / "tests/fixtures/studies"
 TINY = str(STUDIES / "tiny.toml")
