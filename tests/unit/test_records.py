@@ -359,3 +359,10 @@ def test_report_compare_model_and_show_read_every_kind(capsys, tmp_path):
         assert code == 0, (argv, err)
     show_run(str(path))
     assert "results: " in capsys.readouterr().out
+
+
+def test_a_non_finite_number_under_an_empty_key_is_named_not_a_crash():
+    # hypothesis found it: the path was a string, so key '' then index 0 read as '/0'
+    record = {**examples()["summary"].to_dict(), "": {"": [math.nan]}}
+    assert records.problem(record, unknown_fields=True) == (
+        "//0: NaN is not a finite number (NaN and Infinity are refused)")

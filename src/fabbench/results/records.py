@@ -106,14 +106,15 @@ def _all_finite(value: Any) -> bool:
     return not isinstance(total, float) or math.isfinite(total)
 
 
-def _finite(value: Any, where: str) -> str | None:
-    """The path of the first NaN or Infinity in a JSON-like value, else None."""
+def _finite(value: Any, where: tuple[str | int, ...] = ()) -> tuple[str | int, ...] | None:
+    """The path (keys and indexes) of the first NaN or Infinity in a JSON-like value, else None.
+    A path, not a string: a key may be empty or hold a '/'."""
     if isinstance(value, float) and not math.isfinite(value):
         return where
     if isinstance(value, Mapping):
-        items: Any = ((f"{where}/{k}" if where else str(k), v) for k, v in value.items())
+        items: Any = (((*where, k), v) for k, v in value.items())
     elif isinstance(value, list | tuple):
-        items = ((f"{where}/{i}", v) for i, v in enumerate(value))
+        items = (((*where, i), v) for i, v in enumerate(value))
     else:
         return None
     for path, item in items:
@@ -181,10 +182,11 @@ def problem(record: Mapping[str, Any], schema: str = SCHEMA, *,
     them (a newer fabbench may add fields without a new version). A record is checked by the
     schema's compiled code (results.compiled); one it refuses is walked by jsonschema, whose
     verdict and best-matching error are the answer."""
-    bad = None if _all_finite(record) else _finite(record, "")
+    bad = None if _all_finite(record) else _finite(record)
     if bad is not None:
         value = json.dumps(_at(record, bad))
-        return f"{bad}: {value} is not a finite number (NaN and Infinity are refused)"
+        return (f"{'/'.join(map(str, bad))}: {value} is not a finite number (NaN and Infinity "
+                "are refused)")
     name = record.get("kind")
     if isinstance(name, str) and name not in KINDS:
         return (f"kind: {name!r} is not a record kind this fabbench knows ({', '.join(KINDS)}); "
@@ -211,9 +213,9 @@ def _walked(record: Mapping[str, Any], schema: str, *, own: bool,
     return f"{where}: {error.message}"
 
 
-def _at(value: Any, path: str) -> Any:
-    for part in path.split("/"):
-        value = value[int(part)] if isinstance(value, list | tuple) else value[part]
+def _at(value: Any, path: tuple[str | int, ...]) -> Any:
+    for part in path:
+        value = value[part]
     return value
 
 
