@@ -448,7 +448,8 @@ class Kit:
                   if r["way"] == "graph" and r["ratio"] is not None]
         step.status = "failed" if problems else "ok"
         step.reason = "; ".join(problems) if problems else (
-            f"nccl-tests {step.figures['build'].get('version')}, 6 ops eager and -G; fabbench "
+            f"nccl-tests {step.figures['build'].get('version')}, {len(peers.PROGRAMS)} ops eager "
+            f"and -G; fabbench "
             f"(CUDA graph) / nccl-tests -G time at {len(ratios)} points: "
             + (f"{min(ratios):.3f}-{max(ratios):.3f}" if ratios else "none (no nccl step)"))
 

@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import time
 import zipfile
 from pathlib import Path
 
@@ -53,6 +54,13 @@ LINE = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\w+)\s+(\S+)\s+(-?\d+)"
 
 class BuildError(Exception):
     """nccl-tests could not be built: the kit is made without it only when asked."""
+
+
+def source_problem(src: Path) -> str | None:
+    """Why ``src`` is not an nccl-tests source folder, or None."""
+    if (src / "src" / "common.cu").is_file():
+        return None
+    return f"{src} is not an nccl-tests source folder (no src/common.cu)"
 
 
 def _nccl_headers(version: str, cache: Path) -> Path:
@@ -89,10 +97,9 @@ def build(src: Path, out: Path, nccl_version: str = GPU_MACHINE_NCCL, arch: str 
           cache: Path | None = None) -> dict:
     """Build nccl-tests from ``src`` and pack its six programs into ``out``/TARBALL; returns
     the manifest entry (version, NCCL headers, architecture, bytes, seconds)."""
-    import time
-
-    if not (src / "src" / "common.cu").is_file():
-        raise BuildError(f"{src} is not an nccl-tests source folder (no src/common.cu)")
+    why = source_problem(src)
+    if why:
+        raise BuildError(why)
     cache = cache or cuda_mpi.cache_dir()
     try:
         cuda = cuda_mpi.toolkit(cache)

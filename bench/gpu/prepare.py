@@ -152,9 +152,9 @@ def cuda_image_choice(name: str) -> tuple[str | None, str]:
 def prepare(out: Path, python_version: str, cuda_image: str = "auto",
             nccl_tests: Path | None = None, nccl_version: str = peers.GPU_MACHINE_NCCL,
             cuda_arch: str = "90") -> dict:
-    if nccl_tests is not None and not (nccl_tests / "src" / "common.cu").is_file():
-        raise BadInput(f"--nccl-tests {nccl_tests} is not an nccl-tests source folder (no "
-                       "src/common.cu): fetch NVIDIA's nccl-tests and name its folder")
+    why = peers.source_problem(nccl_tests) if nccl_tests is not None else None
+    if why:
+        raise BadInput(f"--nccl-tests {why}: fetch NVIDIA's nccl-tests and name its folder")
     if not re.fullmatch(r"\d{2,3}", cuda_arch):
         raise BadInput(f"--cuda-arch takes a compute capability such as 90, not {cuda_arch!r}")
     if not re.fullmatch(r"3\.\d{1,2}", python_version):

@@ -90,8 +90,7 @@ class Plan:
         if registry.get(self.primitive).gpu_only and self.device != "cuda":
             raise UsageError(f"{self.primitive} moves GPU buffers only: it needs --device cuda "
                              "and a GPU")
-        if self.policy.cuda_graph and not (registry.get(self.primitive).cuda_graph
-                                           and self.device == "cuda"):
+        if self.policy.cuda_graph and not can_graph(self.primitive, self.device):
             graphs = [n for n in registry.PRIMITIVES if registry.get(n).cuda_graph]
             raise UsageError(f"--cuda-graph on captures GPU operations in a CUDA graph: it needs "
                              f"--primitive {' or '.join(graphs)} with --device cuda (not "
@@ -252,5 +251,10 @@ def graphed(coll: catalog.CollectivesConfig, primitive: str, device: str) -> boo
     be); auto, on where the primitive's operations can be captured, on GPU buffers, under the
     batch protocol (the one that times operations back to back)."""
     if coll.cuda_graph != "auto":
-        return bool(coll.cuda_graph == "on")
-    return registry.get(primitive).cuda_graph and device == "cuda" and coll.timing == "batch"
+        return coll.cuda_graph == "on"
+    return can_graph(primitive, device) and coll.timing == "batch"
+
+
+def can_graph(primitive: str, device: str) -> bool:
+    """The primitive's operations can be captured in a CUDA graph on ``device``'s buffers."""
+    return registry.get(primitive).cuda_graph and device == "cuda"
