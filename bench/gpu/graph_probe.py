@@ -6,7 +6,8 @@ its host time with the clock; the median of 7 replays. Prints one JSON object pe
     python bench/gpu/graph_probe.py [--sizes 8,1048576] [--ops N]
 
 Variants: fabbench's sendrecv (batch_isend_irecv, then wait on each work), the same without the
-waits, isend and irecv as two calls, all_gather_into_tensor (a collective, for comparison) and a
+waits, all_to_all_single (on one rank NCCL's grouped send and receive to itself, as sendrecv's),
+all_gather_into_tensor (a collective, for comparison) and a
 plain copy_ (the GPU's copy, no NCCL). Exit 2 without a GPU (one line)."""
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import time
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="graph_probe")
-    ap.add_argument("--sizes", default="8,1048576")
+    ap.add_argument("--sizes", default="8,65536,1048576")
     ap.add_argument("--ops", type=int, default=100)
     args = ap.parse_args(argv)
     import torch
@@ -39,8 +40,13 @@ def main(argv: list[str] | None = None) -> int:
     dist.init_process_group("nccl", rank=0, world_size=1)
 
     def timed(name: str, fn, nbytes: int) -> None:
-        fn()
-        torch.cuda.synchronize()
+        try:
+            fn()
+            torch.cuda.synchronize()
+        except Exception as exc:
+            print(json.dumps({"variant": name, "bytes": nbytes,
+                              "failed": str(exc).splitlines()[0][:300]}), flush=True)
+            return
         graph = torch.cuda.CUDAGraph()
         try:
             with torch.cuda.graph(graph):
@@ -86,13 +92,10 @@ def variants(torch, dist, nbytes: int) -> list:
     def batched_no_wait() -> None:
         dist.batch_isend_irecv(p2p)
 
-    def two_calls() -> None:
-        for work in (dist.isend(send, 0), dist.irecv(recv, 0)):
-            work.wait()
-
     return [("sendrecv: batch_isend_irecv + wait (fabbench)", batched),
             ("sendrecv: batch_isend_irecv, no wait", batched_no_wait),
-            ("sendrecv: isend, irecv + wait", two_calls),
+            ("all_to_all_single (NCCL's own send and receive to itself)",
+             lambda: dist.all_to_all_single(recv, send)),
             ("all_gather_into_tensor", lambda: dist.all_gather_into_tensor(recv, send)),
             ("copy_", lambda: recv.copy_(send))]
 

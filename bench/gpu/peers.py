@@ -43,6 +43,8 @@ PROGRAMS = {"allreduce": ("all_reduce_perf", "in"), "allgather": ("all_gather_pe
 # the lent GPU machine's NCCL: what its torch 2.11.0+cu130 loads (the kit's env step on the
 # H200, 2026-11; issue 49): nccl-tests is built against this version's headers
 GPU_MACHINE_NCCL = "2.28.9"
+# -n is fabbench's graph of GRAPH_OPS operations (comm.base), so that a batch of 1000 is
+# nccl-tests' -n 100 -G 10: the same launches per operation and the same buffer shifts
 ITERS, WARMUP, GRAPH_LAUNCHES = 100, 5, 10
 RESOLUTION_US = 0.1  # nccl-tests prints times with two decimals: below this, no ratio
 # a result line: size count type redop root, then out-of-place time algbw busbw #wrong, then

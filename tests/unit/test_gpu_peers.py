@@ -57,3 +57,10 @@ def test_fabbench_beside_nccl_tests_takes_torchs_column(peers):
 def test_the_build_refuses_a_folder_that_is_not_nccl_tests(peers, tmp_path):
     with pytest.raises(peers.BuildError, match="not an nccl-tests source folder"):
         peers.build(tmp_path, tmp_path)
+
+
+def test_nccl_tests_captures_as_many_operations_per_graph_as_fabbench(peers):
+    from fabbench.comm.base import GRAPH_OPS
+
+    argv = peers.argv(Path("all_gather_perf"), (8, 1 << 30), graph=True)
+    assert argv[argv.index("-n") + 1] == str(GRAPH_OPS) and "-G" in argv

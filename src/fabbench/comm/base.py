@@ -10,7 +10,7 @@ import subprocess
 import sys
 import tempfile
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
 from typing import Any, TypedDict
 
 import numpy as np
@@ -19,6 +19,37 @@ from fabbench.comm import guard as guard_script
 from fabbench.comm.guard import shown
 from fabbench.comm.registry import REGISTRY, Primitive
 from fabbench.errors import UsageError
+
+GRAPH_OPS = 100
+"""Operations in one captured graph: a batch of more replays such graphs back to back (and one
+of the rest), as nccl-tests' ``-n 100 -G k`` (the GPU kit's) replays its graph of 100
+iterations k times. Measured on an H200 (docs/methods.md, "fabbench beside nccl-tests"): the
+graph's launch is shared by its operations (a collective of 8 B took 1.07 us per operation in
+graphs of 1000, 1.13 in graphs of 100), and torch's batch_isend_irecv captured costs more per
+operation the more of them one graph holds (6.4 us in 10, 12.5 in 100, 65 in 1000)."""
+
+GRAPH_MIXING_ENV = "NCCL_GRAPH_MIXING_SUPPORT"
+"""NCCL's support for graph launches outstanding beside other launches of a communicator (on
+by default): with it, NCCL serializes the streams torch captures around each operation, and
+torch's captured batch_isend_irecv took 12.5 us per operation on an H200 against nccl-tests'
+4.2 (4.9 with it off; docs/methods.md). Under --cuda-graph fabbench turns it off where nothing
+set it (launch.rank): NCCL's condition for that holds, since the timing engine synchronizes
+the device after every batch, so no NCCL call is issued while a graph is outstanding."""
+
+
+def graph_environment(cuda_graph: bool, environ: MutableMapping[str, str]) -> None:
+    """Before NCCL starts: its graph mixing off under --cuda-graph, unless the user or the
+    fabric's profile set it (that value stays, and is recorded)."""
+    if cuda_graph:
+        environ.setdefault(GRAPH_MIXING_ENV, "0")
+
+
+def graph_timing(cuda_graph: bool, environ: Mapping[str, str]) -> dict[str, Any]:
+    """What a run under --cuda-graph records beside its timing policy: the operations per
+    graph and NCCL's graph mixing as the ranks ran with it; nothing for eager calls."""
+    if not cuda_graph:
+        return {}
+    return {"graph_ops": GRAPH_OPS, "nccl_graph_mixing": environ.get(GRAPH_MIXING_ENV)}
 
 
 class Communicator(ABC):
@@ -51,7 +82,7 @@ class Communicator(ABC):
         """One operation with its buffers bound, ready to be called back to back."""
 
     def graphed(self, op: str, send: Any, recv: Any, slots: int = 1) -> Callable[[], None]:
-        """``op`` on these buffers, made to run a batch as one CUDA graph (the timing engine's
+        """``op`` on these buffers, made to run a batch as CUDA graphs (the timing engine's
         ``ready``/``batch``) whose operations cycle through ``slots`` copies of the buffers;
         only a primitive whose registry entry says cuda_graph can (plan.Plan refuses
         --cuda-graph on for the others)."""

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fabbench.comm.base import Communicator, page_aligned
+from fabbench.comm.base import GRAPH_OPS, Communicator, page_aligned
 from fabbench.comm.nccl_report import NcclReport, parse_nccl_log
 from fabbench.errors import RunError, TransportMismatch
 
@@ -161,26 +161,39 @@ class TorchComm(Communicator):
 
 class Graphed:
     """One operation whose batches run as CUDA graphs (--cuda-graph on): ``ready(n)`` captures
-    n back-to-back calls once, before the timing engine's clock starts; ``batch(n)`` replays
-    them, so that the host issues one launch for the batch and the time is what the library
-    does on the GPU (nccl-tests' -G captures its timed iterations likewise). ``calls`` are the
-    operation bound to each of its buffer slots: the captured calls cycle through them (as
-    nccl-tests shifts its buffers at each iteration), so that a message that fits the GPU's
-    L2 cache is not timed from it. A plain call is the eager call on the first slot: the
-    engine's first call, which also has NCCL set up its communicator and connect before
-    anything is captured. A capture that fails fails the run with torch's own message: there
-    is no eager fallback under a graph's name."""
+    graphs for n back-to-back calls once, before the timing engine's clock starts; ``batch(n)``
+    replays them, so that the host issues a launch per ``GRAPH_OPS`` operations and the time is
+    what the library does on the GPU (nccl-tests' -G captures its timed iterations likewise).
+    ``calls`` are the operation bound to each of its buffer slots: a graph's calls cycle
+    through them (as nccl-tests shifts its buffers at each iteration), so that a message that
+    fits the GPU's L2 cache is not timed from it. A plain call is the eager call on the first
+    slot: the engine's first call, which also has NCCL set up its communicator and connect
+    before anything is captured. A capture that fails fails the run with torch's own message:
+    there is no eager fallback under a graph's name."""
 
     def __init__(self, torch: Any, op: str, calls: list[Callable[[], None]]) -> None:
         self._torch, self._op, self._calls = torch, op, calls
-        self._graphs: dict[int, Any] = {}  # operations -> the captured graph (two at most)
+        self._graphs: dict[int, Any] = {}  # operations -> its captured graph
 
     def __call__(self) -> None:
         self._calls[0]()
 
+    @staticmethod
+    def split(n: int) -> tuple[int, int]:
+        """n operations as (full graphs of GRAPH_OPS, the rest's operations)."""
+        return divmod(n, GRAPH_OPS)
+
     def ready(self, n: int) -> None:
-        if n in self._graphs:
-            return
+        full, rest = self.split(n)
+        for k in (GRAPH_OPS if full else 0, rest):
+            if not k or k in self._graphs:
+                continue
+            rests = [j for j in self._graphs if j != GRAPH_OPS]
+            if k != GRAPH_OPS and len(rests) >= 2:  # the warm-up's and the samples' are kept
+                del self._graphs[rests[0]]
+            self._graphs[k] = self._capture(k)
+
+    def _capture(self, n: int) -> Any:
         torch = self._torch
         graph = torch.cuda.CUDAGraph()
         try:
@@ -190,12 +203,14 @@ class Graphed:
         except Exception as exc:
             raise RunError(f"capturing {self._op} in a CUDA graph failed: {_first(exc)} "
                            "(--cuda-graph off times it with eager calls)") from None
-        if len(self._graphs) >= 2:  # the warm-up's and the samples' batch are the ones reused
-            self._graphs.pop(next(iter(self._graphs)))
-        self._graphs[n] = graph
+        return graph
 
     def batch(self, n: int) -> None:
-        self._graphs[n].replay()
+        full, rest = self.split(n)
+        for _ in range(full):
+            self._graphs[GRAPH_OPS].replay()
+        if rest:
+            self._graphs[rest].replay()
 
 
 def torch_array(torch: Any, host: np.ndarray, dtype: str, device: str) -> Any:

@@ -24,7 +24,7 @@ from fabbench import catalog, emulate
 from fabbench.ceiling import measure as ceiling
 from fabbench.ceiling.tools import tool_for
 from fabbench.comm import registry
-from fabbench.comm.base import Communicator, create_communicator
+from fabbench.comm.base import Communicator, create_communicator, graph_environment, graph_timing
 from fabbench.errors import (
     DataCheckFailed,
     FabbenchError,
@@ -185,6 +185,7 @@ class RankRun:
             state = dataclasses.replace(state, picked=(*state.picked, resolved.iface.note()))
             plan = dataclasses.replace(plan, iface=resolved.iface.name)
         os.environ["FABBENCH_LOCAL_RANK"] = str(me.local_rank)
+        graph_environment(plan.policy.cuda_graph, os.environ)
         chosen = workloads.load(plan.workload)  # imported now, before the library starts
         for workload in chosen:
             workload.prepare(plan)
@@ -262,7 +263,8 @@ class RankRun:
             profile_source=str(resolved.profile.source), profile_env=resolved.env(),
             profile_link=records.ProfileLink.of({"hardware": resolved.profile.hardware,
                                                  **resolved.profile.link.to_json()}),
-            timing=records.Timing.of(plan.policy.__dict__), resumed=self.state.resumed,
+            timing=records.Timing.of({**plan.policy.__dict__, **graph_timing(
+                plan.policy.cuda_graph, os.environ)}), resumed=self.state.resumed,
             plan=json.loads(plan.to_json()), timing_method=comm.timing_method,
             library_report=comm.library_report(),
             provenance=records.Provenance.of(provenance),

@@ -458,6 +458,8 @@ class Timing(Nested):
     patience: float | None
     protocol: str | None
     cuda_graph: bool | None = dataclasses.field(default=None, metadata=OMITTED)
+    graph_ops: int | None = dataclasses.field(default=None, metadata=OMITTED)
+    nccl_graph_mixing: str | None = dataclasses.field(default=None, metadata=OMITTED)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from fabbench.comm.base import Communicator
+from fabbench.comm.base import GRAPH_OPS, Communicator
 from fabbench.console import line as point_line
 from fabbench.console import stream_header
 from fabbench.plan import Plan
@@ -49,8 +49,8 @@ def check_once(comm: Communicator, op: str, counts: tuple[int, int], dtype: str,
 def slots(plan: Plan, nbytes: int) -> int:
     """How many copies of a point's buffers the operations of a CUDA graph cycle through: as
     many as fit in the sweep's largest message (nccl-tests shifts its buffers through its
-    largest size likewise), at most a batch's operations (each takes the next)."""
-    return max(1, min(plan.policy.max_batch, max(plan.sizes) // nbytes))
+    largest size likewise), at most a graph's or a batch's operations (each takes the next)."""
+    return max(1, min(plan.policy.max_batch, GRAPH_OPS, max(plan.sizes) // nbytes))
 
 
 def point_key(op: str, dtype: str, nbytes: int) -> str:
