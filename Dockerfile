@@ -63,6 +63,11 @@ COPY pyproject.toml README.md /opt/fabbench/build/
 COPY src/ /opt/fabbench/build/src/
 RUN --mount=type=secret,id=build-ca,target=/usr/local/share/fabbench/build-ca.crt \
     FLAVOR=${FLAVOR} /opt/fabbench/containers/python-stack.sh fabbench /opt/fabbench/build
+# the stage an engine keeps untagged after the build: named, so that .ci/image-build.sh removes
+# the ones an earlier tree left (never another project's untagged images)
+ARG INPUTS_HASH=unknown
+LABEL io.fabbench.stage="python-build" io.fabbench.flavor="${FLAVOR}" \
+      io.fabbench.inputs="${INPUTS_HASH}"
 
 # ---- runtime bases: run-time libraries only -------------------------------------------------
 FROM ${DEBIAN_IMAGE} AS cpu-runtime

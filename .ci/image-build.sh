@@ -24,6 +24,7 @@
 # IMAGE_WHEELS (extra prebuilt wheels to put into the context; a horovod or mpi4py wheel among
 # them takes the place of the setup's, under the same check, see below), BUILD_TIMEOUT (seconds: the
 # build's deadline; default cpu 1800, twice a cold cpu build on 2 cores, 896 s; cuda 5400),
+# KEEP_IMAGES=1 (leave earlier trees' images in the store; by default a build removes them, below),
 # NO_CACHE=1 (build every step again, the engine's layer cache unused: what a cold build costs,
 # the base image and the context aside; tagged <tag>-nocache only, so that the image the tag
 # names, and the SIF and Charliecloud images cached by that tag, stay what they were).
@@ -221,4 +222,31 @@ fi
 [ "$status" -eq 0 ] || die "$ENGINE build failed after $((SECONDS - start))s (exit $status)"
 image_exists "$tag" || die "$ENGINE build exited 0 but made no image $tag"
 log "built $tag in $((SECONDS - start))s"
+
+# What earlier trees' builds left in the store, 3.4 GB a source change on podman: their tags
+# ($IMAGE_REPO:$FLAVOR-<hash>, -nocache too) and their untagged python-build stages (labelled by
+# the Dockerfile), removed once two hours old (another clone's `make test` may be using the
+# image it just built); this build's and anything another name holds stay (rmi of a name leaves
+# an image that other names hold). KEEP_IMAGES=1 keeps them.
+if [ "${KEEP_IMAGES:-0}" != 1 ]; then
+  engine=podman
+  [ "$ENGINE" != docker ] || engine=$DOCKER
+  current="$IMAGE_REPO:$FLAVOR-$inputs_hash"
+  timeout 60 "$engine" images --filter until=2h --format '{{.Repository}}:{{.Tag}}' \
+      --filter "reference=$IMAGE_REPO" 2>/dev/null \
+    | grep -E "^$IMAGE_REPO:$FLAVOR-[0-9a-f]{12}(-nocache)?\$" \
+    | grep -vxF -e "$current" -e "$current-nocache" \
+    | while read -r old; do
+        timeout 120 "$engine" rmi "$old" >/dev/null 2>&1 && log "removed $old (an earlier tree's)"
+      done || true
+  timeout 60 "$engine" images -q --filter until=2h --filter dangling=true \
+      --filter label=io.fabbench.stage=python-build --filter "label=io.fabbench.flavor=$FLAVOR" \
+      2>/dev/null | sort -u \
+    | while read -r id; do
+        [ "$(timeout 60 "$engine" image inspect --format '{{index .Labels "io.fabbench.inputs"}}' \
+             "$id" 2>/dev/null)" != "$inputs_hash" ] || continue
+        timeout 120 "$engine" rmi "$id" >/dev/null 2>&1 \
+          && log "removed $id (an earlier tree's python-build stage)"
+      done || true
+fi
 printf '%s\n' "$tag"

@@ -223,13 +223,22 @@ def test_pull_by_digest_and_run(published, how, user_dir, tmp_path):
     oci_digest = published.oci.split("@")[1]
     if how == "podman":
         got = pull("podman", published.oci, None, "--cert-dir", reg.cert_dir)
-        assert got.returncode == 0, got.stderr
-        pulled_id = sh(["podman", "image", "inspect", "--format", "{{.Id}}", published.oci], 60)
-        local_id = sh(["podman", "image", "inspect", "--format", "{{.Id}}", published.tag], 60)
-        # the registry gave back the image that was pushed (same config): it is the cached build
-        assert pulled_id.stdout.strip() == local_id.stdout.strip() != ""
-        work = tmp_path / "w"
-        res, _ = podman_run(published.oci, work, TINY, {"FABBENCH_IMAGE_REF": published.oci})
+        try:
+            assert got.returncode == 0, got.stderr
+            pulled_id = sh(["podman", "image", "inspect", "--format", "{{.Id}}", published.oci],
+                           60)
+            local_id = sh(["podman", "image", "inspect", "--format", "{{.Id}}", published.tag], 60)
+            # the registry gave back the image that was pushed (same config): the cached build
+            assert pulled_id.stdout.strip() == local_id.stdout.strip() != ""
+            work = tmp_path / "w"
+            res, _ = podman_run(published.oci, work, TINY, {"FABBENCH_IMAGE_REF": published.oci})
+        finally:
+            # the name the pull gave the image, removed (it held every earlier build's image in
+            # the store after its tag was gone); the build's own tags keep the image
+            sh(["podman", "rmi", published.oci], 120)
+        assert sh(["podman", "image", "exists", published.tag], 60).returncode == 0
+        assert published.oci.split("@")[0] not in sh(
+            ["podman", "images", "--format", "{{.Repository}}"], 60).stdout
         assert res.returncode == 0, (res.stdout + res.stderr)[-6000:]
         prov, digest = only_results(work, res.stdout), oci_digest
     elif how.startswith("apptainer"):
