@@ -577,3 +577,26 @@ def test_the_check_before_the_job_runs_the_charts_defaults():
     assert chart_values["enabled"] is False
     assert {k: chart_values[k] for k in ("sizes", "budget", "timeout")} == {
         k: PREFLIGHT[k] for k in ("sizes", "budget", "timeout")}
+
+
+def test_an_image_no_registry_could_serve_is_refused_in_one_line(tmp_path):
+    """The digest a user mistyped: one line, exit 2, nothing written (issue 45)."""
+    p = fabbench("render", "k8s", "--nodes", "2", "--fabric", "ethernet", "--primitive", "mpi",
+                 "--image", "x@sha256:zzz", timeout=60, cwd=tmp_path)
+    assert p.returncode == 2 and p.stdout == "", p
+    assert p.stderr.count("\n") == 1 and "--image must be an image reference" in p.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_image_references_are_taken_as_registries_parse_them():
+    from fabbench.errors import UsageError
+    from fabbench.render.names import image_reference
+
+    for ref in ("fabbench", "localhost/fabbench:cpu", "ghcr.io/acme/fabbench:0.1.0-cpu",
+                "198.18.0.254:5000/fabbench@sha256:" + "0123456789abcdef" * 4,
+                "Registry.Example.org:443/a/b_c/d-e:v1.2", "x@sha512:" + "a" * 128):
+        assert image_reference(ref, "--image") == ref
+    for ref in ("x@sha256:zzz", "repo@sha256:" + "a" * 63, "repo@sha256:" + "A" * 64,
+                "Repo/fabbench", "fabbench:", "a b", "-x", ""):
+        with pytest.raises(UsageError, match="--image must be an image reference"):
+            image_reference(ref, "--image")

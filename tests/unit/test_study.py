@@ -155,6 +155,18 @@ def test_bad_study_exits_2_before_anything_runs(tmp_path, capsys):
     assert not out.exists()
 
 
+def test_out_that_is_a_file_is_refused_in_one_line_and_left_as_it_was(tmp_path, capsys):
+    out = tmp_path / "results.jsonl"
+    out.write_text("a user's file\n")
+    for resume in ([], ["--resume"]):
+        with pytest.raises(SystemExit) as exit_:
+            main(["study", "run", "quick", "--out", str(out), *resume])
+        err = capsys.readouterr().err
+        assert exit_.value.code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+        assert str(out) in err
+    assert out.read_text() == "a user's file\n" and list(tmp_path.iterdir()) == [out]
+
+
 def test_unknown_study_and_not_toml(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["study", "show", "no-such-study"])

@@ -245,8 +245,8 @@ class K8sJob:
             names.positive(self.rdma_per_node, "--rdma-per-node", most=64)
         if self.image_pull_policy not in ("Always", "IfNotPresent", "Never"):
             raise UsageError("--image-pull-policy must be Always, IfNotPresent or Never")
-        if self.image is not None and (not self.image or any(c.isspace() for c in self.image)):
-            raise UsageError(f"--image must be an image reference, not {self.image!r}")
+        if self.image is not None:
+            names.image_reference(self.image, "--image")
         for key, value in self.node_selector:
             names.resource_name(key, "--node-selector key")
             if len(value) > 63 or not names.RESOURCE_NAME.match(value or "x"):

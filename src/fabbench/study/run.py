@@ -217,6 +217,9 @@ def run_study(study: Study, directory: str | os.PathLike, *, resume: bool = Fals
             old = by_id[e["id"]]
             old["argv"] = e["argv"]
     else:
+        if directory.exists() and not directory.is_dir():
+            raise UsageError(f"{directory} is a file, not a directory; --out names the study's "
+                             "directory (fabbench never overwrites results)")
         if directory.exists() and any(directory.iterdir()):
             raise UsageError(f"{directory} is not empty; choose another --out, or add --resume "
                              "to continue the study in it (fabbench never overwrites results)")
