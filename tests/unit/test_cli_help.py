@@ -56,3 +56,18 @@ def test_command_help_keeps_paragraphs_whole(capsys, monkeypatch, path):
         assert "\n" not in paragraph and plain in lines, (path, plain)
     if not hasattr(command_of(path), "commands") and path != ("version",):
         assert any(ln.startswith("Example: fabbench ") for ln in lines), path
+
+
+def test_the_command_list_is_grouped_by_what_users_do_in_one_sentence_each(capsys, monkeypatch):
+    from fabbench.cli.main import PANELS
+
+    top = [path[0] for path in ALL if len(path) == 1]
+    placed = [name for names in PANELS.values() for name in names]
+    assert sorted(placed) == sorted(top)  # every command in exactly one panel
+    monkeypatch.setenv("COLUMNS", "200")
+    _, out, _ = cli(capsys, "--help")
+    panels = [ln.split("─ ")[1].split(" ─")[0] for ln in out.splitlines() if ln.startswith("╭─ ")]
+    assert panels == ["Options", *PANELS]
+    for name in top:
+        short = command_of((name,)).short_help or command_of((name,)).help
+        assert short and short.count(". ") == 0 and len(short) <= 120, (name, short)

@@ -41,9 +41,11 @@ def emulate(
     every: Annotated[bool, typer.Option(
         "--all", help="down: stop every standing cluster, other users' included.")] = False,
 ) -> None:
-    """Emulated nodes on this host: a network namespace each (own interface fbnet0, address in
-    198.18.0.0/15, hostname), veth links through a bridge, tc shaping rate, delay and loss both
-    ways. Needs root. Torn down when the command ends, fails or is interrupted.
+    """Emulated nodes on this host, to run benchmarks across (root).
+
+    A network namespace each (own interface fbnet0, address in 198.18.0.0/15, hostname), veth
+    links through a bridge, tc shaping rate, delay and loss both ways. Torn down when the
+    command ends, fails or is interrupted.
 
     Example: [bold]fabbench emulate --nodes 2 --link 1gbit -- run --primitive mpi --ops allreduce[/]
 

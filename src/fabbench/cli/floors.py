@@ -31,10 +31,11 @@ def verify(
         "to this file (e.g. for node_exporter's textfile collector: a *.prom file in its "
         "directory), replaced atomically.")] = None,
 ) -> None:
-    """Judge results against acceptance floors: per rule, and per node where the results
-    have per-node figures (pairs), pass / fail / not judged with the figure, the floor and the
-    margin. Exit code 0: no floor failed (and one was judged); 1: a floor failed, or nothing
-    could be judged; 2: bad input.
+    """Judge results against acceptance floors.
+
+    Per rule, and per node where the results have per-node figures (pairs), pass / fail / not
+    judged with the figure, the floor and the margin. Exit code 0: no floor failed (and one was
+    judged); 1: a floor failed, or nothing could be judged; 2: bad input.
 
     Example: [bold]fabbench verify --floors site.toml results/pairs.jsonl[/]
     """
@@ -75,9 +76,10 @@ def baseline(
         help="Collective sizes below this are left out (latency-bound, noisy).")] = "1M",
     name: Annotated[str, typer.Option(help="The floors file's name.")] = "baseline",
 ) -> None:
-    """Write floors from runs of a healthy cluster: per point the median and spread of the
-    runs, a floor a stated fraction below the median or, where lower, the bound the spread
-    allows, with the runs' provenance in the file.
+    """Write floors from runs of a healthy cluster.
+
+    Per point the median and spread of the runs, a floor a stated fraction below the median or,
+    where lower, the bound the spread allows, with the runs' provenance in the file.
 
     Example: [bold]fabbench baseline runs/*.jsonl --out site.toml --below 0.1[/]
     """

@@ -34,10 +34,12 @@ def label_nodes(
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="Say what would change; change nothing.")] = False,
 ) -> None:
-    """Label each node the verdict judged with its verdict (pass, fail, not-judged) and figure,
-    set its condition and, with --taint, taint it when it failed, from inside a pod whose
-    service account may get and patch nodes and nodes/status (the chart's health check does
-    this after `fabbench verify`). Exit code 0: every node done; 1: a node was not (one line
+    """Label, condition and taint the nodes a verdict judged (the chart's health check).
+
+    Each node gets its verdict (pass, fail, not-judged) and figure as labels and a condition,
+    and with --taint a taint when it failed, from inside a pod whose service account may get
+    and patch nodes and nodes/status (the chart's health check does this after `fabbench
+    verify`). Exit code 0: every node done; 1: a node was not (one line
     each); 2: bad input.
 
     Example: [bold]fabbench label-nodes /tmp/verdict.json --prefix fabbench.dev --taint[/]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 import os
+import re
 import sys
 from typing import TYPE_CHECKING, Annotated
 
@@ -137,17 +138,50 @@ def _paragraphs(text: str) -> str:
     return "\n\n".join(" ".join(p.split()) for p in inspect.cleandoc(text).split("\n\n"))
 
 
-def _reflow_help(group: typer.Typer) -> None:
+# `fabbench --help` lists the commands by what their users do with them, in this order (Typer
+# lists command groups after commands: Schedule's render and study come last)
+PANELS: dict[str, tuple[str, ...]] = {
+    "Measure": ("run", "emulate"),
+    "Analyse": ("report", "compare", "model", "from-log"),
+    "Accept": ("verify", "baseline"),
+    "Tune": ("tune",),
+    "Information": ("env", "doctor", "fabrics", "models", "version"),
+    "Cluster helpers": ("label-nodes",),
+    "Schedule": ("render", "study"),
+}
+PANEL_OF = {name: panel for panel, names in PANELS.items() for name in names}
+
+
+def _first_sentence(text: str) -> str:
+    """A help's first sentence: what the command list shows (the help itself keeps all)."""
+    first = text.split("\n\n")[0]
+    end = re.search(r"[.!?](?=\s+[A-Z`\[])", first)
+    return first[:end.end()] if end else first
+
+
+def _command_name(command: typer.models.CommandInfo) -> str:
+    callback = command.callback.__name__ if command.callback else ""
+    return command.name or callback.replace("_", "-")
+
+
+def _reflow_help(group: typer.Typer, top: bool = False) -> None:
     for command in group.registered_commands:
         text = command.help or (command.callback.__doc__ if command.callback else None)
         if text:
             command.help = _paragraphs(text)
+            command.short_help = command.short_help or _first_sentence(command.help)
+        if top:
+            command.rich_help_panel = PANEL_OF[_command_name(command)]
     for sub in group.registered_groups:
+        if top:
+            sub.rich_help_panel = PANEL_OF[sub.name or ""]
         if sub.typer_instance is not None:
             _reflow_help(sub.typer_instance)
 
 
-_reflow_help(app)
+_reflow_help(app, top=True)
+_ORDER = [name for names in PANELS.values() for name in names]
+app.registered_commands.sort(key=lambda c: _ORDER.index(_command_name(c)))
 
 
 @functools.cache

@@ -34,8 +34,10 @@ def model(
         "Default 0.55 (Zhang et al.).")] = None,
     json_out: Json = False,
 ) -> None:
-    """Predictions from measured records: α-β fits per op and transport, allreduce at scale,
-    and the training what-if of Zhang et al. (scaling factor vs nodes and bandwidth).
+    """Predict scaling from measured records.
+
+    α-β fits per op and transport, allreduce at scale, and the training what-if of Zhang et al.
+    (scaling factor vs nodes and bandwidth).
 
     Example: [bold]fabbench model --from results.jsonl --nodes 64 --bandwidth 25Gbit[/]
     """

@@ -52,8 +52,10 @@ def report(paths: Paths, html: Html = None, plots: Plots = None, csv: Csv = None
            floors: Annotated[Path | None, typer.Option(
                help="Place the figures against this floors file (docs/floors.md). Default: "
                "the reference floors.")] = None) -> None:
-    """Tables in the nccl-tests layout, busbw against the link, which node is slow (pairs)
-    and which rank arrives late, plots, HTML and CSV.
+    """Report results files, a study or a tune.
+
+    Tables in the nccl-tests layout, busbw against the link, which node is slow (pairs) and
+    which rank arrives late, plots, HTML and CSV.
 
     Example: [bold]fabbench report results/ --html report.html --plots figs/ --csv all.csv[/]
     """
@@ -122,8 +124,10 @@ def _study_report(directory: Path, *, html: Path | None, plots: Path | None,
 
 def compare(paths: Paths, html: Html = None, plots: Plots = None, csv: Csv = None,
             title: Title = None, json_out: Json = False) -> None:
-    """A against B (and C ...): per op and size the time ratio, its 95% CI and whether the
-    difference is real; training side by side; the provenance that differs.
+    """Compare results: A against B (and C ...).
+
+    Per op and size the time ratio, its 95% CI and whether the difference is real; training
+    side by side; the provenance that differs.
 
     Example: [bold]fabbench compare siteA.jsonl siteB.jsonl --html compare.html[/]
     """
@@ -213,10 +217,11 @@ def from_log(
         out: Annotated[Path | None, typer.Option(
             "--out", "-o", help="The results file to write; a directory: each file of the log "
             "under its own name in it. Default: the file's own name, here.")] = None) -> None:
-    """Read the results files that rank 0 wrote into its log out of `kubectl logs`, every
-    record checked (rank 0 does so with FABBENCH_RESULTS_TO_LOG=1: the Helm chart's default
-    when results.claim and results.hostPath are unset). Exit code 0: written; 2: no results, a
-    block cut short, or a record that is not valid.
+    """Write the results files rank 0 put into its log, out of `kubectl logs`.
+
+    Every record checked (rank 0 does so with FABBENCH_RESULTS_TO_LOG=1: the Helm chart's
+    default when results.claim and results.hostPath are unset). Exit code 0: written; 2: no
+    results, a block cut short, or a record that is not valid.
 
     Example: [bold]fabbench from-log launcher.log -o results.jsonl[/] (launcher.log from
     `kubectl logs job/NAME-launcher`; - reads the log from a pipe)

@@ -13,8 +13,8 @@ import typer
 from fabbench.cli.options import Json
 
 study_app = typer.Typer(name="study", no_args_is_help=True, help=(
-    "Run a study (a matrix of fabrics x primitives x GPUDirect x workloads x nodes) into one "
-    "directory; `fabbench report DIR` answers it."))
+    "Run a study (fabrics x primitives x GPUDirect x workloads x nodes) into one directory; "
+    "`fabbench report DIR` answers it."))
 
 Name = Annotated[str, typer.Argument(help="A study of `fabbench study list`, or a .toml file.",
                                      show_default=False)]

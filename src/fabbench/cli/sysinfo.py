@@ -14,8 +14,10 @@ _MARK = {"pass": "[green]pass[/]", "warn": "[yellow]warn[/]", "fail": "[red]FAIL
 
 
 def env(json_out: Json = False) -> None:
-    """Print this host's inventory: CPU, memory, GPUs, NICs, RDMA ports, GPUDirect, library
-    versions, image manifest, container runtime, scheduler, fabric environment variables.
+    """Print this host's inventory.
+
+    CPU, memory, GPUs, NICs, RDMA ports, GPUDirect, library versions, image manifest,
+    container runtime, scheduler, fabric environment variables.
 
     Example: [bold]fabbench env --json > env.json[/]
     """

@@ -45,11 +45,13 @@ def register(app: typer.Typer) -> None:
         False,
         **options: object,
     ) -> None:
-        """Find the library settings that reach the wire: each setting the fabric's profile
-        lists in its tune tables tried against the ones chosen so far, in alternating
-        launches, judged by compare's rule (95 % interval and test); a setting that changed the
-        transport is refused. Writes DIRECTORY/<fabric>-tuned.toml (use it as --fabric), Open
-        MPI's coll_tuned rules file and NCCL's tuner CSV where they apply (docs/tuning.md).
+        """Find the library settings that reach the wire.
+
+        Each setting the fabric's profile lists in its tune tables tried against the ones
+        chosen so far, in alternating launches, judged by compare's rule (95 % interval and
+        test); a setting that changed the transport is refused. Writes
+        DIRECTORY/<fabric>-tuned.toml (use it as --fabric), Open MPI's coll_tuned rules file
+        and NCCL's tuner CSV where they apply (docs/tuning.md).
 
         Example: [bold]fabbench tune tune-eth/ --fabric ethernet --primitive mpi --quick[/]
         """

@@ -18,7 +18,8 @@ SLURM_TIME = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$")  # M, M:S, H:M:S, D-H, D
 # An image reference as container runtimes parse it (the distribution project's grammar):
 # [domain[:port]/]path[:tag][@algorithm:hex]; a sha256 digest is 64 lower-case hex digits.
 _PATH = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-_DOMAIN = r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*"
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
+_DOMAIN = rf"{_LABEL}(?:\.{_LABEL})*"
 IMAGE_REFERENCE = re.compile(
     rf"^(?:{_DOMAIN}(?::[0-9]+)?/)?{_PATH}(?:/{_PATH})*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}})?"
     r"(?:@(?P<algorithm>[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*):(?P<hex>[0-9a-fA-F]{32,}))?$")
