@@ -24,7 +24,7 @@ deadline; a step that fails is recorded and the next one runs):
   nccl-tests      nccl-tests (KIT/nccl-tests.tar.xz, made by prepare.py --nccl-tests;
                   bench/gpu/peers.py), each op -G 10 and -G 0 on the nccl step's sizes, with
                   the libnccl.so.2 torch loads; summary.md sets fabbench beside it per size
-  nccl-eager      the nccl step's sweep with --cuda-graph off (eager calls)
+  nccl-eager      the nccl step's sweep with --cuda-graph off (eager calls), every other size
   graph-probe     bench/gpu/graph_probe.py: sendrecv's variants captured in a CUDA graph, GPU
                   and host time per operation (where its time goes)
   gpudirect-on    `--fabric infiniband --gpudirect on` refused in one line, exit 2 (no RDMA NIC);
@@ -76,6 +76,8 @@ GOAL = 0.98
 @dataclass(frozen=True, kw_only=True)
 class Scale:
     nccl_sizes: str
+    eager_sizes: str  # nccl-eager's: every other size of nccl's (the same largest, so the
+    # same buffer copies), to keep the kit within its deadline
     gloo_sizes: str
     gloo_ops: tuple[str, ...]
     image: tuple[str, int, int]  # model, image side, batch per rank
@@ -87,13 +89,15 @@ class Scale:
 
 
 SCALES = {
-    "full": Scale(nccl_sizes="8:1G", gloo_sizes="8:64M", gloo_ops=ALL_OPS,
+    "full": Scale(nccl_sizes="8:1G", eager_sizes="16:1G:4", gloo_sizes="8:64M",
+                  gloo_ops=ALL_OPS,
                   image=("resnet50", 224, 64), tokens=("gpt-small", 1024, 8),
                   steps=30, warmup=5, rounds=10,
                   cuda_mpi_sizes=(8, 64, 512, 4096, 32768, 262144, 1 << 20, 4 << 20, 16 << 20,
                                   64 << 20)),
     # the CPU rehearsal: every step, small enough for 2 cores in a minute or two
-    "tiny": Scale(nccl_sizes="8:64K", gloo_sizes="8:64K:8", gloo_ops=("allreduce", "broadcast"),
+    "tiny": Scale(nccl_sizes="8:64K", eager_sizes="16:64K:8", gloo_sizes="8:64K:8",
+                  gloo_ops=("allreduce", "broadcast"),
                   image=("resnet50", 32, 2), tokens=("gpt-tiny", 32, 2),
                   steps=2, warmup=1, rounds=2, cuda_mpi_sizes=(8, 4096)),
 }
@@ -383,8 +387,9 @@ class Kit:
             return
         p, recs = self.run_fabbench(step, [
             "--primitive", "nccl", "--ranks", "1", "--fabric", "ethernet", "--device", "cuda",
-            "--sizes", self.scale.nccl_sizes, "--timeout", "60",
-            *(["--check"] if graph else ["--cuda-graph", "off"])], 300, step.name)
+            "--sizes", self.scale.nccl_sizes if graph else self.scale.eager_sizes,
+            "--timeout", "60", *(["--check"] if graph else ["--cuda-graph", "off"])], 300,
+            step.name)
         run = next((r for r in recs if r["kind"] == "run"), {})
         colls = [r for r in recs if r["kind"] == "collective"]
         report = run.get("library_report") or {}
