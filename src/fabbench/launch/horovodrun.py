@@ -1,23 +1,11 @@
-"""horovodrun as fabbench starts it: `python -m fabbench.launch.horovodrun ARGS` is `horovodrun
-ARGS` (Horovod's own launcher, in this process), except for how it says that a rank failed:
-horovodrun raises a RuntimeError for that, which Python prints as a traceback of horovodrun's
-frames after the ranks' lines. Here the failure is one line in Horovod's words ("horovodrun:
-error: Horovod detected that one or more processes exited with non-zero status ... Process name:
-1 Exit code: 137") and the exit code horovodrun's own (1). So is an exception in one of its
-threads (stopping the ranks, a thread may look for a child another one already ended:
-psutil.NoSuchProcess).
-
-And SIGTERM stops the ranks, always. horovodrun --gloo stops them from its signal handler, which
-sets a threading.Event, and Python runs a handler in the main thread between two of its
-bytecodes: a second signal that came while the first handler was inside Event.set ran the
-handler again there, which waited for the Event's lock that the handler under it held, for good
-(py-spy of a horovodrun the fault matrix's launcher-kill row left running: the main thread's
-stack holds set_event_on_signal twice; the ranks measured on and wrote ok: true, and horovodrun
-never ended). And a signal the kernel hands to another of horovodrun's threads does not wake
-the main thread where it waits for the ranks in a lock, so the handler would run only once they
-had ended. Here (_shutdown_event, in place of gloo_run.register_shutdown_event) the handlers do
-nothing, and a thread of its own sets the event from what Python's wakeup fd says: the C-level
-handler writes the signal there from whichever thread took it."""
+"""`python -m fabbench.launch.horovodrun ARGS` is `horovodrun ARGS` (Horovod's launcher, in this
+process) with two differences. A failed rank, or an exception in one of horovodrun's threads, is
+one line in Horovod's words and horovodrun's exit code (1), not a traceback of its frames. And
+SIGTERM always stops the ranks: the signal handlers do nothing but wake a thread of its own
+(through Python's wakeup fd, whichever thread the kernel gave the signal to), which sets
+horovodrun's shutdown event (_shutdown_event, in place of gloo_run.register_shutdown_event); a
+handler that sets the event itself can deadlock on the event's lock when a second signal lands
+inside it, and runs only once the ranks end when the signal reaches another thread."""
 
 from __future__ import annotations
 
