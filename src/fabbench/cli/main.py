@@ -160,8 +160,9 @@ def _first_sentence(text: str) -> str:
 
 
 def _command_name(command: typer.models.CommandInfo) -> str:
+    """The name Typer gives the command (its own rule for a function's name)."""
     callback = command.callback.__name__ if command.callback else ""
-    return command.name or callback.replace("_", "-")
+    return command.name or typer.main.get_command_name(callback)
 
 
 def _reflow_help(group: typer.Typer, top: bool = False) -> None:
