@@ -24,9 +24,10 @@ GRAPH_OPS = 100
 """Operations in one captured graph: a batch of more replays such graphs back to back (and one
 of the rest), as nccl-tests' ``-n 100 -G k`` (the GPU kit's) replays its graph of 100
 iterations k times. Measured on an H200 (docs/methods.md, "fabbench beside nccl-tests"): the
-graph's launch is shared by its operations (a collective of 8 B took 1.07 us per operation in
-graphs of 1000, 1.13 in graphs of 100), and torch's batch_isend_irecv captured costs more per
-operation the more of them one graph holds (6.4 us in 10, 12.5 in 100, 65 in 1000)."""
+graph's launch is shared by its operations (nccl-tests' allgather of 32 B-16 KiB took 1.06-1.16
+us per operation in graphs of 1000, 1.13-1.23 in graphs of 100), and torch's batch_isend_irecv
+captured costs more per operation the more of them one graph holds (8 B: 6.4 us in 10, 12.5-16
+in 100, 47-77 in 1000)."""
 
 GRAPH_MIXING_ENV = "NCCL_GRAPH_MIXING_SUPPORT"
 """NCCL's support for graph launches outstanding beside other launches of a communicator (on
