@@ -84,8 +84,8 @@ EAGER = {f"OMPI_MCA_btl_tcp_{name}": str(4 << 20)
 
 def emulated(nodes: int, link: str, run_args: list[str], out: Path, max_time: int = 900,
              ceiling: bool = False, env: dict[str, str] | None = None) -> None:
-    cmd = [sys.executable, "-m", "fabbench", "emulate", "--nodes", str(nodes), "--link", link,
-           "--max-time", str(max_time), "--", "run", *run_args,
+    cmd = [sys.executable, "-m", "fabbench", "emulate", "run", "--nodes", str(nodes), "--link",
+           link, "--max-time", str(max_time), "--", "run", *run_args,
            "--ceiling" if ceiling else "--no-ceiling", "--timeout", "120", "--out", str(out)]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=max_time + 120, check=False,
                        env={**os.environ, **(env or {})})

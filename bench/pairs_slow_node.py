@@ -37,7 +37,7 @@ from fabbench.results.runs import load
 
 
 def one_run(primitive: str, link: str, extra: list[str], sizes: str, out: Path) -> dict:
-    cmd = [sys.executable, "-m", "fabbench", "emulate", "--nodes", "4", "--link", link,
+    cmd = [sys.executable, "-m", "fabbench", "emulate", "run", "--nodes", "4", "--link", link,
            *extra, "--max-time", "300", "--", "run", "--primitive", primitive,
            "--workload", "pairs", "--sizes", sizes, "--no-ceiling", "--timeout", "30",
            "--out", str(out)]

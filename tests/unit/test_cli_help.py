@@ -28,6 +28,8 @@ def command_of(path: tuple[str, ...]):
 
 
 ALL = commands(typer.main.get_command(app))
+# what `fabbench --help` lists: the old spellings kept for a release are hidden
+LISTED = [path for path in ALL if not command_of(path).hidden]
 
 
 def test_every_command_is_listed():
@@ -39,7 +41,7 @@ def test_top_level_help(capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "200")
     code, out, _ = cli(capsys, "--help")
     assert code == 0
-    for path in ALL:
+    for path in LISTED:
         if len(path) == 1:
             assert f" {path[0]} " in out, path
 
@@ -61,7 +63,7 @@ def test_command_help_keeps_paragraphs_whole(capsys, monkeypatch, path):
 def test_the_command_list_is_grouped_by_what_users_do_in_one_sentence_each(capsys, monkeypatch):
     from fabbench.cli.main import PANELS
 
-    top = [path[0] for path in ALL if len(path) == 1]
+    top = [path[0] for path in LISTED if len(path) == 1]
     placed = [name for names in PANELS.values() for name in names]
     assert sorted(placed) == sorted(top)  # every command in exactly one panel
     monkeypatch.setenv("COLUMNS", "200")

@@ -22,7 +22,7 @@ def test_a_cell_gets_the_sites_links_for_its_nodes():
     site = Site(emulation=SITE_B, image="/x/fb.sif", runtime="apptainer")
     run = ["run", "--primitive", "mpi", "--out", "d/cells/c.jsonl"]
     four = site.cell_argv(nodes=4, ranks_per_node=1, max_time_s=120, run=run)
-    assert four == ["emulate", "--nodes", "4", "--link", "1gbit", "--lossy-node", "2:1%",
+    assert four == ["emulate", "run", "--nodes", "4", "--link", "1gbit", "--lossy-node", "2:1%",
                     "--slow-node", "3:250mbit", "--ranks-per-node", "1", "--max-time", "120",
                     "--image", "/x/fb.sif", "--runtime", "apptainer", "--", *run]
     # a 2-node cell takes the first two nodes: neither the slow nor the lossy one
@@ -35,8 +35,8 @@ def test_a_cell_gets_the_sites_links_for_its_nodes():
 def test_a_site_without_an_image_and_with_delay():
     e = make_emulation(nodes=2, link="10gbit", delay="50us", loss="0.5%")
     argv = Site(emulation=e).cell_argv(nodes=2, ranks_per_node=1, max_time_s=9, run=["run"])
-    assert argv == ["emulate", "--nodes", "2", "--link", "10gbit", "--delay", "50us", "--loss",
-                    "0.5%", "--ranks-per-node", "1", "--max-time", "9", "--", "run"]
+    assert argv == ["emulate", "run", "--nodes", "2", "--link", "10gbit", "--delay", "50us",
+                    "--loss", "0.5%", "--ranks-per-node", "1", "--max-time", "9", "--", "run"]
 
 
 def test_the_site_round_trips_through_its_variable(monkeypatch):
@@ -82,7 +82,7 @@ def test_the_study_sees_the_sites_nodes_and_launches_through_emulate(monkeypatch
     host = Host(gpus=False, root=True, mpirun=True, modules=frozenset())
     assert why_not(eight, host, place) == "needs 8 nodes; the emulated site has 4"
     argv, env = command(four, tmp_path / "c.jsonl", place, 0)
-    assert argv[1:5] == ["-m", "fabbench", "emulate", "--nodes"] and env == {}
+    assert argv[1:6] == ["-m", "fabbench", "emulate", "run", "--nodes"] and env == {}
     assert argv[argv.index("--slow-node") + 1] == "3:250mbit"
     assert argv[argv.index("--") + 1:][:1] == ["run"] and "--image" in argv
 

@@ -282,9 +282,9 @@ def test_whatif_study_and_its_emulated_cells():
     assert links == ["100mbit", "1gbit", "10gbit", "100gbit"]
     cell = s.cell("gpt-tiny-ethernet-gloo-n2-100mbit")
     argv, env = command(cell, Path("/x/c.jsonl"), Place(scheduler="local", nodes=1), 0)
-    assert argv[3:12] == ["emulate", "--nodes", "2", "--link", "100mbit", "--ranks-per-node",
-                          "1", "--max-time", "300"]
-    assert argv[12:14] == ["--", "run"] and "--ranks" not in argv and env == {}
+    assert argv[3:13] == ["emulate", "run", "--nodes", "2", "--link", "100mbit",
+                          "--ranks-per-node", "1", "--max-time", "300"]
+    assert argv[13:15] == ["--", "run"] and "--ranks" not in argv and env == {}
     assert why_not(cell, _host(), Place(scheduler="local", nodes=1)) is None
     assert "need root" in why_not(cell, _host(root=False),
                                   Place(scheduler="local", nodes=1))

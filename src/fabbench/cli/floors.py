@@ -1,4 +1,5 @@
-"""`fabbench verify` and `fabbench baseline`: acceptance floors (docs/floors.md)."""
+"""`fabbench floors verify|baseline|label-nodes`: acceptance floors (docs/floors.md), and the
+chart's health check that labels the nodes a verdict judged."""
 
 from __future__ import annotations
 
@@ -7,6 +8,14 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+
+from fabbench.cli.labels import label_nodes
+from fabbench.cli.options import old_spelling
+
+floors_app = typer.Typer(no_args_is_help=True, help=(
+    "Acceptance floors: judge results against them, write them from healthy runs, label the "
+    "nodes a verdict judged.\n\nExample: [bold]fabbench floors verify --floors reference "
+    "results/[/]"))
 
 Results = Annotated[list[Path], typer.Argument(
     help="Results files or directories: fabbench's JSON Lines, nccl-tests' or OSU's output.",
@@ -37,7 +46,7 @@ def verify(
     judged with the figure, the floor and the margin. Exit code 0: no floor failed (and one was
     judged); 1: a floor failed, or nothing could be judged; 2: bad input.
 
-    Example: [bold]fabbench verify --floors site.toml results/pairs.jsonl[/]
+    Example: [bold]fabbench floors verify --floors site.toml results/pairs.jsonl[/]
     """
     from fabbench.errors import UsageError
     from fabbench.floors.rules import load
@@ -81,7 +90,7 @@ def baseline(
     Per point the median and spread of the runs, a floor a stated fraction below the median or,
     where lower, the bound the spread allows, with the runs' provenance in the file.
 
-    Example: [bold]fabbench baseline runs/*.jsonl --out site.toml --below 0.1[/]
+    Example: [bold]fabbench floors baseline runs/*.jsonl --out site.toml --below 0.1[/]
     """
     from fabbench.errors import UsageError
     from fabbench.floors.baseline import make
@@ -97,5 +106,10 @@ def baseline(
 
 
 def register(app: typer.Typer) -> None:
-    app.command()(verify)
-    app.command()(baseline)
+    floors_app.command()(verify)
+    floors_app.command()(baseline)
+    floors_app.command("label-nodes")(label_nodes)
+    app.add_typer(floors_app, name="floors")
+    old_spelling(app, "verify", "floors verify", verify)
+    old_spelling(app, "baseline", "floors baseline", baseline)
+    old_spelling(app, "label-nodes", "floors label-nodes", label_nodes)

@@ -1,4 +1,4 @@
-"""`fabbench label-nodes`: a verdict's nodes labelled through the Kubernetes API (the chart's
+"""`fabbench floors label-nodes`: a verdict's nodes labelled through the Kubernetes API (the chart's
 health check). Parsing only; fabbench.render.labels labels."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from fabbench.render.labels import API_ENV, CONDITION_TYPE, DEFAULT_PREFIX, TIME
 
 def label_nodes(
     verdict: Annotated[Path, typer.Argument(
-        help="The verdict `fabbench verify --json` wrote.", show_default=False)],
+        help="The verdict `fabbench floors verify --json` wrote.", show_default=False)],
     prefix: Annotated[str, typer.Option(
         help="The labels' prefix: <prefix>/verdict, <prefix>/figure.")] = DEFAULT_PREFIX,
     api: Annotated[str | None, typer.Option(
@@ -39,10 +39,10 @@ def label_nodes(
     Each node gets its verdict (pass, fail, not-judged) and figure as labels and a condition,
     and with --taint a taint when it failed, from inside a pod whose service account may get
     and patch nodes and nodes/status (the chart's health check does this after `fabbench
-    verify`). Exit code 0: every node done; 1: a node was not (one line
+    floors verify`). Exit code 0: every node done; 1: a node was not (one line
     each); 2: bad input.
 
-    Example: [bold]fabbench label-nodes /tmp/verdict.json --prefix fabbench.dev --taint[/]
+    Example: [bold]fabbench floors label-nodes /tmp/verdict.json --prefix fabbench.dev --taint[/]
     """
     from fabbench.render.labels import Api, Health, label_nodes, read_verdict
 
@@ -60,6 +60,3 @@ def label_nodes(
         print("the verdict names no node: nothing labelled")
     raise typer.Exit(1 if done.failures else 0)
 
-
-def register(app: typer.Typer) -> None:
-    app.command("label-nodes")(label_nodes)

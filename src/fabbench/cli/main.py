@@ -16,7 +16,6 @@ from fabbench import __version__, config
 from fabbench.cli import (
     emulate,
     floors,
-    labels,
     model,
     render,
     results,
@@ -128,7 +127,7 @@ def version() -> None:
 
 # Commands that live in their own modules (cli/<name>.py, each with `register(app)`). Those
 # modules keep heavy imports inside their command functions, so start-up stays fast.
-for _module in (emulate, floors, labels, model, render, results, study, sysinfo, train, tune):
+for _module in (emulate, floors, model, render, results, study, sysinfo, train, tune):
     _module.register(app)
 
 
@@ -138,15 +137,13 @@ def _paragraphs(text: str) -> str:
     return "\n\n".join(" ".join(p.split()) for p in inspect.cleandoc(text).split("\n\n"))
 
 
-# `fabbench --help` lists the commands by what their users do with them, in this order (Typer
-# lists command groups after commands: Schedule's render and study come last)
+# `fabbench --help` lists the commands by what their users do with them, in this order
 PANELS: dict[str, tuple[str, ...]] = {
     "Measure": ("run", "emulate"),
-    "Analyse": ("report", "compare", "model", "from-log"),
-    "Accept": ("verify", "baseline"),
+    "Analyse": ("report", "compare", "forecast", "from-log"),
+    "Accept": ("floors",),
     "Tune": ("tune",),
     "Information": ("env", "doctor", "fabrics", "models", "version"),
-    "Cluster helpers": ("label-nodes",),
     "Schedule": ("render", "study"),
 }
 PANEL_OF = {name: panel for panel, names in PANELS.items() for name in names}
@@ -171,9 +168,13 @@ def _reflow_help(group: typer.Typer, top: bool = False) -> None:
         if text:
             command.help = _paragraphs(text)
             command.short_help = command.short_help or _first_sentence(command.help)
-        if top:
+        if top and not command.hidden:  # an old spelling (cli.options.old_spelling)
             command.rich_help_panel = PANEL_OF[_command_name(command)]
     for sub in group.registered_groups:
+        text = sub.help or (sub.typer_instance.info.help if sub.typer_instance else None)
+        if isinstance(text, str):  # Typer's default for no help is a sentinel object
+            sub.help = _paragraphs(text)
+            sub.short_help = sub.short_help or _first_sentence(sub.help)
         if top:
             sub.rich_help_panel = PANEL_OF[sub.name or ""]
         if sub.typer_instance is not None:
@@ -181,8 +182,6 @@ def _reflow_help(group: typer.Typer, top: bool = False) -> None:
 
 
 _reflow_help(app, top=True)
-_ORDER = [name for names in PANELS.values() for name in names]
-app.registered_commands.sort(key=lambda c: _ORDER.index(_command_name(c)))
 
 
 @functools.cache
@@ -191,12 +190,17 @@ def _command() -> typer.core.TyperGroup:
     several times more than parsing a command line (it matters to in-process callers)."""
     command = typer.main.get_command(app)
     assert isinstance(command, typer.core.TyperGroup)  # an app of several commands
+    # listed in PANELS' order (Typer would list every group after every command), old
+    # spellings last
+    order = [name for names in PANELS.values() for name in names]
+    command.commands = dict(sorted(command.commands.items(), key=lambda item: order.index(
+        item[0]) if item[0] in order else len(order)))
     return command
 
 
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: every known failure is one line on stderr and its exit code."""
-    argv = sys.argv[1:] if argv is None else argv
+    argv = emulate.old_spelling(sys.argv[1:] if argv is None else argv)
     try:
         code = _command()(args=argv or ["--help"], standalone_mode=False)
     except TyperException as exc:  # usage errors of the parser: bad option, bad value

@@ -1,4 +1,4 @@
-"""`fabbench model`: what the measured records predict for more nodes or another network."""
+"""`fabbench forecast`: what the measured records predict for more nodes or another network."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ from typing import Annotated
 
 import typer
 
-from fabbench.cli.options import Json
+from fabbench.cli.options import Json, old_spelling
 
 From = Annotated[list[Path], typer.Option(
     "--from", help="Results files (JSON Lines) or directories holding them; repeatable.",
     show_default=False)]
 
 
-def model(
+def forecast(
     sources: From,
     nodes: Annotated[int, typer.Option(help="Nodes to predict for.")] = 16,
     ranks_per_node: Annotated[int, typer.Option(help="Ranks (GPUs) per node.")] = 1,
@@ -34,12 +34,12 @@ def model(
         "Default 0.55 (Zhang et al.).")] = None,
     json_out: Json = False,
 ) -> None:
-    """Predict scaling from measured records.
+    """Forecast scaling from measured records: more nodes, another network.
 
     α-β fits per op and transport, allreduce at scale, and the training what-if of Zhang et al.
     (scaling factor vs nodes and bandwidth).
 
-    Example: [bold]fabbench model --from results.jsonl --nodes 64 --bandwidth 25Gbit[/]
+    Example: [bold]fabbench forecast --from results.jsonl --nodes 64 --bandwidth 25Gbit[/]
     """
     from fabbench.console import console
     from fabbench.scaling import text
@@ -68,4 +68,5 @@ def model(
 
 
 def register(app: typer.Typer) -> None:
-    app.command()(model)
+    app.command()(forecast)
+    old_spelling(app, "model", "forecast", forecast)

@@ -34,3 +34,16 @@ def run_options(*, placed: bool = True, defaults: Mapping[str, Any] | None = Non
                                    for p in signature.parameters.values()}
         return command
     return wrap
+
+
+# Old spellings of moved commands are kept, hidden, until this release; their help says where
+# each went (`fabbench verify --help`). docs/cli.md lists them.
+ALIASES_UNTIL = "0.2"
+
+
+def old_spelling(app: typer.Typer, old: str, new: str, command: Callable[..., None]) -> None:
+    """Register ``command`` once more on ``app`` as ``old``, hidden from the command list, with
+    a first help line that names its new spelling ``fabbench NEW``. It runs as the new one."""
+    doc = inspect.cleandoc(command.__doc__ or "")
+    app.command(old, hidden=True, help=(
+        f"Now `fabbench {new}`; this spelling goes in fabbench {ALIASES_UNTIL}.\n\n{doc}"))(command)

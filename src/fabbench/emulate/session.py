@@ -1,5 +1,5 @@
-"""The lifetimes of an emulated cluster: around one fabbench command (`emulate -- run ...`), or
-standing (`emulate up` starts a small holder process that owns the cluster until `emulate down`
+"""The lifetimes of an emulated cluster: around one fabbench command (`emulate run -- run ...`),
+or standing (`emulate up` starts a small holder process that owns the cluster until `emulate down`
 or a signal). Teardown always runs: after success, failure, Ctrl-C and SIGTERM; a SIGKILLed
 owner's objects are removed by the next `emulate`."""
 

@@ -53,7 +53,7 @@ class Site:
         if nodes > self.nodes:
             raise UsageError(f"a {nodes}-node cell on an emulated site of {self.nodes} nodes")
         e = self.emulation
-        argv = ["emulate", "--nodes", str(nodes), "--link", format_rate(e.link.rate_bit_s)]
+        argv = ["emulate", "run", "--nodes", str(nodes), "--link", format_rate(e.link.rate_bit_s)]
         if e.link.delay_us:
             argv += ["--delay", f"{e.link.delay_us:g}us"]
         if e.link.loss_pct:

@@ -94,7 +94,7 @@ def command(cell: Cell, out: Path, place: Place, index: int) -> tuple[list[str],
         return [*fabbench, *site.cell_argv(nodes=cell.nodes, ranks_per_node=cell.ranks_per_node,
                                            max_time_s=cell.deadline_s, run=run)], {}
     if cell.link is not None:  # emulated nodes on this host
-        return ([*fabbench, "emulate", "--nodes", str(cell.nodes), "--link", cell.link,
+        return ([*fabbench, "emulate", "run", "--nodes", str(cell.nodes), "--link", cell.link,
                  "--ranks-per-node", str(cell.ranks_per_node), "--max-time",
                  f"{cell.deadline_s:g}", "--", *run], {})
     if place.scheduler == "local":
