@@ -9,22 +9,12 @@ from typing import Annotated
 import typer
 
 from fabbench.cli.options import run_options
-
-# the defaults of a tune that fits in minutes: the sizes where a link's bandwidth shows, and
-# allreduce (the op of data-parallel training); every other run option is `fabbench run`'s
-TUNE_DEFAULTS = {"collectives.ops": ("allreduce",), "collectives.sizes": "1M,4M,16M,64M",
-                 "collectives.budget_s": 1.0}
-REPEATS = 3
-# --quick: about 5 minutes on 2 emulated nodes at 1 Gbit/s (docs/tuning.md): a size where the
-# algorithms differ most and one where the wire does, shorter samples, two rounds; an option
-# the user gave keeps the user's value
-QUICK = {"sizes": "4M,64M", "budget": 0.3}
-QUICK_REPEATS = 2  # and no narrowing of settings that did not hold (each costs a final stage)
+from fabbench.tune.quick import DEFAULTS, QUICK, QUICK_REPEATS, REPEATS
 
 
 def register(app: typer.Typer) -> None:
     @app.command()
-    @run_options(defaults=TUNE_DEFAULTS)
+    @run_options(defaults=DEFAULTS)
     def tune(
         ctx: typer.Context,
         directory: Annotated[Path, typer.Argument(
@@ -58,14 +48,13 @@ def register(app: typer.Typer) -> None:
         from fabbench.cli.show_tune import TuneProgress
         from fabbench.config import from_parameters
         from fabbench.tune import publish
+        from fabbench.tune.quick import quick as quick_options
         from fabbench.tune.search import NARROWINGS, Tuner
 
-        if quick:
-            # what the command line gave keeps its value, even one equal to the default
+        if quick:  # what the command line gave keeps its value, even one equal to the default
             given = {name for name in (*QUICK, "repeats")
                      if getattr(ctx.get_parameter_source(name), "name", "") == "COMMANDLINE"}
-            options.update({k: v for k, v in QUICK.items() if k not in given})
-            repeats = repeats if "repeats" in given else QUICK_REPEATS
+            options, repeats = quick_options(options, repeats, given)
         config = from_parameters(options)
         with TuneProgress() as progress:
             tuner = Tuner(config, directory, repeats=repeats, deadline_s=deadline,
