@@ -76,6 +76,18 @@ DRIVER = frozenset({"libcuda.so.1", "libnvidia-ml.so.1"})
 # no cuda_ipc (CUDA IPC handles) and no cma (process_vm_readv), which a sandboxed machine (the
 # lent ones run under gVisor) may refuse; the GPU buffers are then staged through host memory.
 FALLBACK_TLS = "self,sysv,posix,cuda_copy"
+# The allreduce split (docs/gpu-kit.md): where Open MPI 4.1's allreduce on device buffers
+# spends its time. variant -> (the loop's flags, further mpirun MCA options):
+SPLIT = {
+    "device": (("--cuda",), ()),                 # MPI_Allreduce on cudaMalloc'd buffers
+    "staged": (("--cuda", "--staged"), ()),      # cudaMemcpy to pinned host, MPI, and back
+    "host": ((), ()),                            # host buffers only: what is left of MPI
+    "no-coll-cuda": (("--cuda",), ("--mca", "coll", "^cuda")),  # coll/cuda excluded
+}
+# The coll components selected, logged by a run of the device variant at the smallest size.
+COLL_VERBOSE = ("--mca", "coll_base_verbose", "10")
+COLL_LINE = re.compile(r"^\[([^\]]+)\] coll:base:comm_select: (.*)$", re.M)
+COLL_ENABLED = re.compile(r"selecting\s+(\S+), priority\s+(-?\d+), Enabled")
 NO_DEVICE = "mpi_loop: no CUDA device: "  # mpi_loop.c, rank 0, where a rank finds no device
 NO_DEVICE_EXIT = 3
 DEVICE_LINE = re.compile(r"^mpi_loop: rank 0 on CUDA device .*$", re.M)
@@ -481,6 +493,21 @@ def unpack(tarball: Path, into: Path) -> Path:
     return into / TOP
 
 
+def unpack_from_kit(kit: Path, tarball: str, top: str, into: Path) -> Path | None:
+    """A peer's programs (the kit's TARBALL, one folder TOP) unpacked under INTO; None where
+    the kit has no such tarball (bench/gpu/peers.py, osu.py)."""
+    if not (kit / tarball).is_file():
+        return None
+    unpack(kit / tarball, into)
+    return into / top
+
+
+def source_commit(src: Path) -> str | None:
+    """The git commit of a peer's source folder, where it is a git checkout."""
+    p = _run(["git", "-C", str(src), "rev-parse", "HEAD"], 60)
+    return p.stdout.strip() or None
+
+
 def library_dirs(top: Path) -> list[Path]:
     """The bundle's library path (lib/ucx: UCX's rdmacm module loads its ib module from there,
     which the image's RUNPATH names as /opt/fabric/lib/ucx)."""
@@ -501,18 +528,43 @@ def environment(top: Path, base: Mapping[str, str]) -> dict[str, str]:
             "LD_LIBRARY_PATH": ":".join([*map(str, library_dirs(top)), *([keep] if keep else [])])}
 
 
-def mpirun_argv(mpirun: str, loop: str, op: str, sizes: list[int] | tuple[int, ...],
-                ranks: int = 2, ucx_tls: str | None = None) -> list[str]:
-    """RANKS ranks of the loop on CUDA buffers over pml ucx, UCX naming its transports (and
-    using only UCX_TLS where given). mpirun's agent for other nodes is `false`: Open MPI 4.1's
-    mpirun refuses to start where it finds no ssh or rsh (a bare machine), even for ranks on
-    its own host, which never use it."""
+def mpirun_prefix(mpirun: str, ranks: int = 2, ucx_tls: str | None = None,
+                  mca: tuple[str, ...] = ()) -> list[str]:
+    """mpirun's command line up to the program: RANKS ranks over pml ucx, UCX naming its
+    transports (and using only UCX_TLS where given), MCA's further `--mca NAME VALUE` pairs.
+    mpirun's agent for other nodes is `false`: Open MPI 4.1's mpirun refuses to start where it
+    finds no ssh or rsh (a bare machine), even for ranks on its own host, which never use it.
+    The osu step (bench/gpu/osu.py) starts OSU's programs with it too."""
     root = ["--allow-run-as-root"] if os.geteuid() == 0 else []
     tls = ["-x", f"UCX_TLS={ucx_tls}"] if ucx_tls else []
     return [mpirun, *root, "--oversubscribe", "-np", str(ranks), "--mca", "plm_rsh_agent",
             "false", "--mca", "pml", "ucx", "--mca", "pml_ucx_tls", "any",
-            "--mca", "pml_ucx_devices", "any", "--mca", "btl", "self,vader",
-            "-x", "UCX_LOG_LEVEL=info", *tls, loop, op, "--cuda", *map(str, sizes)]
+            "--mca", "pml_ucx_devices", "any", "--mca", "btl", "self,vader", *mca,
+            "-x", "UCX_LOG_LEVEL=info", *tls]
+
+
+def mpirun_argv(mpirun: str, loop: str, op: str, sizes: list[int] | tuple[int, ...],
+                ranks: int = 2, ucx_tls: str | None = None,
+                variant: str = "device") -> list[str]:
+    """RANKS ranks of the loop over pml ucx (mpirun_prefix), its buffers as VARIANT (SPLIT)
+    says: on the device (--cuda), staged by hand (--cuda --staged) or on the host."""
+    flags, mca = SPLIT[variant]
+    return [*mpirun_prefix(mpirun, ranks, ucx_tls, mca), loop, op, *flags, *map(str, sizes)]
+
+
+def coll_selected(text: str) -> list[tuple[str, int]]:
+    """The coll components Open MPI enabled on MPI_COMM_WORLD (coll_base_verbose 10:
+    coll_base_comm_select.c's "new communicator: <name>" then "selecting <component>, priority
+    <n>, Enabled", each line tagged [host:pid] by the rank that wrote it), each once, the
+    highest priority first: the first of them that has an MPI_Allreduce ran it."""
+    current: dict[str, str] = {}
+    found: set[tuple[str, int]] = set()
+    for tag, what in COLL_LINE.findall(text):
+        if m := re.match(r"new communicator: (\S+)", what):
+            current[tag] = m.group(1)
+        elif (m := COLL_ENABLED.match(what)) and current.get(tag) == "MPI_COMM_WORLD":
+            found.add((m.group(1), int(m.group(2))))
+    return sorted(found, key=lambda c: (-c[1], c[0]))
 
 
 def transports(text: str) -> list[str]:

@@ -17,6 +17,13 @@ deadline; a step that fails is recorded and the next one runs):
                   cuda_mpi.FALLBACK_TLS; the step then fails, its figures kept); on --device cpu
                   its expected outcome is the loop's "no CUDA device" line (exit 3). Skipped,
                   with the kit's reason, where the kit has no tarball
+                  Beside allreduce on device buffers, the split of where its time goes: the
+                  same loop staged by hand (device -> pinned host, MPI, back), on host
+                  buffers, with coll/cuda excluded, and the coll components enabled
+  osu             OSU's osu_latency, osu_bw, osu_allreduce with CUDA (KIT/osu.tar.xz, made by
+                  prepare.py --osu; bench/gpu/osu.py), -d cuda, 2 ranks, with the bundle's
+                  mpirun, within its own deadline; fabbench / OSU per size beside the cuda-mpi
+                  step's sendrecv and allreduce. Skipped on --device cpu and without it
   doctor          `fabbench doctor --json`
   nccl            1 rank, every op, 8 B to 1 GiB, --device cuda --check, CUDA graphs (the
                   default); NCCL's own log kept (the ranks' NCCL_DEBUG files: TMPDIR is a
@@ -62,6 +69,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import cuda_mpi  # bench/gpu/cuda_mpi.py, beside this file
+import osu  # bench/gpu/osu.py, beside this file
 import peers  # bench/gpu/peers.py, beside this file
 
 HERE = Path(__file__).resolve().parent
@@ -258,17 +266,20 @@ class Kit:
                            f"torch {torch_view.get('torch')}, CUDA {torch_view.get('cuda')}, "
                            f"NCCL {torch_view.get('nccl')}")
 
-    def cuda_mpi(self, step: Step) -> None:
+    def bundle(self, step: Step) -> tuple[Path, dict] | None:
+        """The cuda-mpi bundle unpacked (once) and its environment; None where there is none
+        or it cannot run here, STEP then skipped or failed with the reason."""
         kit = Path(self.args.kit) if self.args.kit else None
         tarball = kit / cuda_mpi.TARBALL if kit else None
         if tarball is None or not tarball.exists():
-            why = "no --kit" if kit is None else (json.loads(
-                (kit / "MANIFEST.json").read_text()).get("cuda_mpi") or {}).get(
-                    "why", "prepare.py made none")
+            why = "no --kit" if kit is None else (self.manifest().get("cuda_mpi") or {}).get(
+                "why", "prepare.py made none")
             step.status, step.reason = "skipped", f"the kit has no {cuda_mpi.TARBALL}: {why}"
-            return
+            return None
         t0 = time.monotonic()
-        top = cuda_mpi.unpack(tarball, self.work)
+        top = self.work / cuda_mpi.TOP
+        if not top.is_dir():
+            cuda_mpi.unpack(tarball, self.work)
         bundle = json.loads((top / "MANIFEST.json").read_text())
         env = cuda_mpi.environment(top, os.environ)
         step.figures = {"bundle": {k: bundle.get(k) for k in (
@@ -279,7 +290,14 @@ class Kit:
         if need and _version(have) < _version(need):
             step.status = "failed"
             step.reason = f"the bundle needs glibc {need}, this machine has {have}"
+            return None
+        return top, env
+
+    def cuda_mpi(self, step: Step) -> None:
+        unpacked = self.bundle(step)
+        if unpacked is None:
             return
+        top, env = unpacked
         bin_ = top / "fabric" / "bin"
         p = self.sh(step, [str(bin_ / "ompi_info"), "--parsable", "--all"], 60, env,
                     keep=r"^ompi:version:full|cuda_support:value|"
@@ -291,7 +309,7 @@ class Kit:
             "openmpi": ompi.group(1) if ompi else None, "built_with_cuda": aware,
             "ucx_transports_available": sorted(set(re.findall(r"Transport: (\S+)", p.stdout))),
             "ops": {}, "sizes": {}, "transports": [], "default_failed": {}})
-        problems = []
+        problems, tls = [], None
         for op in ("allreduce", "sendrecv"):
             run = self._cuda_mpi_op(step, top, env, op, None)
             if run["no_device"]:
@@ -311,6 +329,7 @@ class Kit:
                 step.figures["default_failed"][op] = run["problem"]
                 problems.append(f"{op} with UCX's default transports: {run['problem']}")
                 run = self._cuda_mpi_op(step, top, env, op, cuda_mpi.FALLBACK_TLS)
+                tls = cuda_mpi.FALLBACK_TLS
                 if run["problem"]:
                     problems.append(f"{op} with UCX_TLS={cuda_mpi.FALLBACK_TLS}: "
                                     f"{run['problem']}")
@@ -328,6 +347,7 @@ class Kit:
                     "largest_p50_us": rows[-1]["p50_us"],
                     "largest_busbw_gbyte_s": rows[-1]["busbw_gbyte_s"],
                     "correct": not run["problem"]}
+        step.figures["split"] = self._allreduce_split(step, top, env, tls)
         device_line = step.figures.get("device_line") or ""
         if self.args.device == "cuda" and "CUDA-aware: yes" not in device_line:
             problems.append(f"the loop did not say the MPI is CUDA-aware ({device_line!r})")
@@ -339,16 +359,46 @@ class Kit:
                     f"{op} {rows[0]['bytes']} B p50 {rows[0]['p50_us']:.2f} us, "
                     f"{rows[-1]['bytes'] >> 20} MiB busbw {rows[-1]['busbw_gbyte_s']:.3g} GB/s"
                     for op, rows in step.figures["sizes"].items() if rows))
+        split = step.figures["split"]
+        said += "; allreduce at the largest size, p50 us: " + ", ".join(
+            f"{v} {rows[-1]['p50_us']:.4g}" if rows and rows[-1]["bytes"] == max(
+                self.scale.cuda_mpi_sizes) else f"{v} -" for v, rows in split["sizes"].items())
+        said += "; coll enabled: " + (", ".join(f"{c} {p}" for c, p in split["coll_selected"])
+                                      or "none logged")
         step.status = "failed" if problems else "ok"
         step.reason = "; ".join([*problems, said]) if problems else said
 
-    def _cuda_mpi_op(self, step: Step, top: Path, env: dict, op: str, tls: str | None) -> dict:
-        """One mpirun of the loop on CUDA buffers: its exit, points, transports, and the
-        problem (None when it held: exit 0, every size, no wrong result)."""
+    def _allreduce_split(self, step: Step, top: Path, env: dict, tls: str | None) -> dict:
+        """Where allreduce on device buffers spends its time (docs/gpu-kit.md): the same loop
+        staged by hand, on host buffers, with coll/cuda excluded (cuda_mpi.SPLIT), and the
+        coll components Open MPI enabled, from a verbose run at the smallest size. Figures
+        only: a variant that fails (coll ^cuda may: Open MPI's reduction then reads device
+        memory on the host) is a finding with its line, not the step's failure."""
+        sizes = {"device": step.figures["sizes"].get("allreduce") or []}
+        problems = {}
+        for variant in cuda_mpi.SPLIT:
+            if variant == "device":
+                continue
+            run = self._cuda_mpi_op(step, top, env, "allreduce", tls, variant, cap_s=90)
+            sizes[variant] = run["rows"]
+            if run["problem"]:
+                problems[variant] = run["problem"]
+        p = self.sh(step, [*cuda_mpi.mpirun_prefix(str(top / "fabric" / "bin" / "mpirun"), 2,
+                                                   tls, cuda_mpi.COLL_VERBOSE),
+                           str(top / "mpi_loop"), "allreduce", *cuda_mpi.SPLIT["device"][0],
+                           str(min(self.scale.cuda_mpi_sizes))], 60, env)
+        return {"ucx_tls": tls or "UCX's default", "sizes": sizes, "problems": problems,
+                "coll_selected": cuda_mpi.coll_selected(p.stdout + p.stderr)}
+
+    def _cuda_mpi_op(self, step: Step, top: Path, env: dict, op: str, tls: str | None,
+                     variant: str = "device", cap_s: float = 150) -> dict:
+        """One mpirun of the loop, its buffers as VARIANT says (cuda_mpi.SPLIT): its exit,
+        points, transports, and the problem (None when it held: exit 0, every size, no wrong
+        result)."""
         ranks, sizes = 2, self.scale.cuda_mpi_sizes
         p = self.sh(step, cuda_mpi.mpirun_argv(str(top / "fabric" / "bin" / "mpirun"),
-                                               str(top / "mpi_loop"), op, sizes, ranks, tls),
-                    150, env)
+                                               str(top / "mpi_loop"), op, sizes, ranks, tls,
+                                               variant), cap_s, env)
         text = p.stdout + "\n" + p.stderr
         device = cuda_mpi.DEVICE_LINE.search(text)
         rows = [{"bytes": b, "p50_us": us, **cuda_mpi.bandwidths(op, b, us, ranks)}
@@ -364,6 +414,58 @@ class Kit:
                 "device_line": device.group(0) if device else None,
                 "no_device": next((line for line in text.splitlines()
                                    if line.startswith(cuda_mpi.NO_DEVICE)), None)}
+
+    def osu(self, step: Step) -> None:
+        """OSU's osu_latency, osu_bw and osu_allreduce (the kit's osu.tar.xz, made by prepare.py
+        --osu; bench/gpu/osu.py) with the cuda-mpi bundle's mpirun and options, device buffers,
+        the cuda-mpi step's sizes, within osu.DEADLINE_S; each beside the cuda-mpi step's
+        figure of the same size."""
+        if self.args.device != "cuda":
+            step.status, step.reason = "skipped", ("no GPU on --device cpu: OSU's programs "
+                                                   "run with -d cuda")
+            return
+        programs = self.peer(step, osu, "osu")
+        if programs is None:
+            return
+        unpacked = self.bundle(step)
+        if unpacked is None:
+            return
+        top, env = unpacked
+        ours = next((s.figures for s in self.steps if s.name == "cuda-mpi"), {})
+        tls = (ours.get("split") or {}).get("ucx_tls")
+        prefix = cuda_mpi.mpirun_prefix(str(top / "fabric" / "bin" / "mpirun"), 2,
+                                        tls if tls == cuda_mpi.FALLBACK_TLS else None)
+        step.figures.update({"build": json.loads((programs / "BUILD.json").read_text()),
+                             "ucx_tls": tls or "UCX's default", "points": {},
+                             "transports": {}})
+        problems, t0 = [], time.monotonic()
+        for program in osu.PROGRAMS:
+            left = osu.DEADLINE_S - (time.monotonic() - t0)
+            if left < 5:
+                problems.append(f"{program}: not run, the step's {osu.DEADLINE_S} s were spent")
+                continue
+            p = self.sh(step, osu.argv(prefix, programs / program, self.scale.cuda_mpi_sizes,
+                                       cuda=True), min(osu.PROGRAM_CAP_S, left), env)
+            try:
+                points = osu.figures(p.stdout, self.work / f"{program}.txt")
+            except Exception as exc:  # fabbench's reader: one line naming what it expected
+                points = {}
+                problems.append(f"{program} exit {p.returncode}: {exc}")
+            else:
+                if p.returncode:
+                    problems.append(f"{program} exit {p.returncode}, {len(points)} sizes")
+            step.figures["points"][program] = points
+            step.figures["transports"][program] = cuda_mpi.transports(p.stdout + p.stderr)
+        rows = osu.side_by_side(ours.get("sizes") or {}, step.figures["points"])
+        step.figures["beside"] = rows
+        ratios = {program: [r["ratio"] for r in rows if r["program"] == program
+                            and r["ratio"] is not None] for program in osu.PROGRAMS}
+        said = f"OSU {step.figures['build'].get('version')} -d cuda, 2 ranks; fabbench / OSU: " \
+            + "; ".join(f"{program} {min(r):.3g}-{max(r):.3g} at {len(r)} sizes" if r else
+                        f"{program} none (no cuda-mpi figures)"
+                        for program, r in ratios.items())
+        step.status = "failed" if problems else "ok"
+        step.reason = "; ".join([*problems, said])
 
     def doctor(self, step: Step) -> None:
         p = self.sh(step, [*self.fab, "doctor", "--json"], 120)
@@ -423,10 +525,8 @@ class Kit:
         if self.args.device != "cuda":
             step.status, step.reason = "skipped", "no NCCL on --device cpu: nccl-tests needs a GPU"
             return
-        programs = peers.unpack(Path(self.args.kit or ""), self.work)
+        programs = self.peer(step, peers, "nccl_tests")
         if programs is None:
-            why = (self.manifest().get("nccl_tests") or {}).get("why", "not in the kit")
-            step.status, step.reason = "skipped", f"no {peers.TARBALL} in the kit: {why}"
             return
         lib = peers.machine_nccl()
         if lib is None:
@@ -490,6 +590,15 @@ class Kit:
                                                  if "capture_failed" in r else
                                                  f"GPU {r['gpu_us']} us, host {r['host_us']} us")
             for r in rows)
+
+    def peer(self, step: Step, module, key: str) -> Path | None:
+        """A peer's programs (MODULE: peers or osu) unpacked from the kit; None, STEP skipped
+        with the kit's reason (its MANIFEST.json's KEY), where the kit has none."""
+        programs = module.unpack(Path(self.args.kit or ""), self.work)
+        if programs is None:
+            why = (self.manifest().get(key) or {}).get("why", "not in the kit")
+            step.status, step.reason = "skipped", f"no {module.TARBALL} in the kit: {why}"
+        return programs
 
     def manifest(self) -> dict:
         path = Path(self.args.kit or "", "MANIFEST.json")
@@ -671,6 +780,34 @@ def _num(value: float | None) -> str:
     return "-" if value is None else f"{value:.4g}"
 
 
+def _split_markdown(summary: dict) -> list[str]:
+    """The cuda-mpi step's allreduce split and the osu step's ratios, where they ran."""
+    steps = {s["name"]: s["figures"] for s in summary["steps"]}
+    lines: list[str] = []
+    split = (steps.get("cuda-mpi") or {}).get("split") or {}
+    if split.get("sizes"):
+        variants = list(split["sizes"])
+        p50 = {v: {r["bytes"]: r["p50_us"] for r in rows} for v, rows in split["sizes"].items()}
+        lines += ["", "cuda-mpi allreduce, where its time goes: p50 us per size, 2 ranks "
+                  f"(UCX_TLS {split['ucx_tls']}; coll enabled on MPI_COMM_WORLD: "
+                  + (", ".join(f"{c} {p}" for c, p in split["coll_selected"]) or "none logged")
+                  + "):", "", "| bytes | " + " | ".join(variants) + " |",
+                  "|---:|" + "---:|" * len(variants)]
+        for size in sorted({b for rows in p50.values() for b in rows}):
+            lines.append(f"| {size} | " + " | ".join(_num(p50[v].get(size)) for v in variants)
+                         + " |")
+        lines += [f"{v}: {why}" for v, why in split.get("problems", {}).items()]
+    rows = (steps.get("osu") or {}).get("beside") or []
+    if rows:
+        lines += ["", "fabbench's cuda-mpi step beside OSU (-d cuda, 2 ranks): sendrecv p50 us "
+                  "against osu_latency, sendrecv GB/s against osu_bw, allreduce p50 us against "
+                  "osu_allreduce; ratio = fabbench / OSU:", "",
+                  "| program | bytes | fabbench | OSU | ratio |", "|---|---:|---:|---:|---:|"]
+        lines += [f"| {r['program']} | {r['bytes']} | {_num(r['fabbench'])} | {_num(r['osu'])} "
+                  f"| {_num(r['ratio'])} |" for r in rows]
+    return lines
+
+
 def _markdown(summary: dict, env: dict) -> str:
     torch_view = env.get("torch", {})
     lines = [f"# fabbench GPU kit on {summary['host']} (--device {summary['device']}, "
@@ -707,6 +844,7 @@ def _markdown(summary: dict, env: dict) -> str:
                     lines.append(f"| {op} | {f['points']} | {f['smallest_p50_us']:.2f} | "
                                  f"{f['largest_bytes']} | {_num(f['largest_busbw_gbyte_s'])} | "
                                  f"{f['correct']} |")
+    lines += _split_markdown(summary)
     beside = summary.get("beside_nccl_tests") or []
     if beside:
         lines += ["", "fabbench beside nccl-tests: p50 us against nccl-tests' time, 1 rank, the "
@@ -762,7 +900,7 @@ def main(argv: list[str] | None = None) -> int:
     kit = Kit(args)
     # the cuda-mpi step first of the GPU's: whenever a GPU machine is lent, it runs first
     steps = [("install", kit.install), ("env", kit.environment), ("cuda-mpi", kit.cuda_mpi),
-             ("doctor", kit.doctor),
+             ("osu", kit.osu), ("doctor", kit.doctor),
              ("nccl", kit.nccl), ("nccl-tests", kit.nccl_tests),
              ("nccl-eager", kit.nccl, False), ("graph-probe", kit.graph_probe),
              ("gpudirect-on", kit.gpudirect_on),

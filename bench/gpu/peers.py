@@ -128,7 +128,8 @@ def build(src: Path, out: Path, nccl_version: str = GPU_MACHINE_NCCL, arch: str 
             subprocess.run(["strip", "--strip-unneeded", "-o", str(top / program),
                             f"{tmp}/build/{program}"], check=True, timeout=120)
         made = {"version": version.group(1) if version else None,
-                "source_commit": _commit(src), "nccl_headers": nccl_version, "cuda_arch": arch,
+                "source_commit": cuda_mpi.source_commit(src), "nccl_headers": nccl_version,
+                "cuda_arch": arch,
                 "cuda": json.loads((cuda / "version.json").read_text()).get("cuda"),
                 "build_s": round(time.monotonic() - t0, 1),
                 "programs": sorted(p for p, _ in PROGRAMS.values())}
@@ -138,20 +139,10 @@ def build(src: Path, out: Path, nccl_version: str = GPU_MACHINE_NCCL, arch: str 
     return {**made, "bytes": (out / TARBALL).stat().st_size}
 
 
-def _commit(src: Path) -> str | None:
-    p = subprocess.run(["git", "-C", str(src), "rev-parse", "HEAD"], capture_output=True,
-                       text=True, check=False)
-    return p.stdout.strip() or None
-
-
 # ---- on the GPU machine
 def unpack(kit: Path, into: Path) -> Path | None:
     """The kit's programs unpacked under ``into``; None where the kit has none."""
-    if not (kit / TARBALL).is_file():
-        return None
-    with tarfile.open(kit / TARBALL) as tar:
-        tar.extractall(into, filter="data")
-    return into / TOP
+    return cuda_mpi.unpack_from_kit(kit, TARBALL, TOP, into)
 
 
 def machine_nccl() -> Path | None:

@@ -3,7 +3,7 @@ GPU machine lacks, for its Python (3.12) on manylinux x86-64, one version of eac
 image's CUDA-aware Open MPI and UCX with the C reference loop built against them, under 64 MiB.
 
     .venv/bin/python bench/gpu/prepare.py [--out .gpukit] [--python-version 3.12]
-        [--cuda-image IMAGE|auto|none]
+        [--cuda-image IMAGE|auto|none] [--nccl-tests SRC] [--osu SRC]
 
 The device command (bench/gpu/run.sh) installs from this folder only: the GPU machine has no
 network. What it has is written down in GPU_MACHINE_HAS; every other distribution fabbench's
@@ -17,6 +17,10 @@ the cuda-mpi step's bundle (bench/gpu/cuda_mpi.py: the image mounted with `podma
 mpi_loop.c built with -DFB_CUDA against its /opt/fabric, Open MPI, UCX, libcudart and the Debian
 libraries they load, stripped); without the image the kit leaves it out and its MANIFEST.json
 says why (the step then says so on the GPU machine).
+
+--osu SRC (an OSU micro-benchmarks 7.x source folder the user fetched) adds osu.tar.xz:
+osu_latency, osu_bw and osu_allreduce built with CUDA against the same image's Open MPI
+(bench/gpu/osu.py), for the kit's osu step; it needs the cuda image.
 
 The folder is rebuilt from scratch each time (it is ignored by git) and holds a MANIFEST.json:
 the target Python, the wheels and their sizes, the cuda-mpi bundle's manifest (or why there is
@@ -40,6 +44,7 @@ from pathlib import Path
 if str(Path(__file__).resolve().parent) not in sys.path:  # also when a test loads it by path
     sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cuda_mpi  # noqa: E402  (bench/gpu/cuda_mpi.py, beside this file)
+import osu  # noqa: E402  (bench/gpu/osu.py, beside this file)
 import peers  # noqa: E402  (bench/gpu/peers.py, beside this file)
 
 try:
@@ -149,17 +154,31 @@ def cuda_image_choice(name: str) -> tuple[str | None, str]:
     return (None, missing) if missing else (image, "")
 
 
+def _included(what: str, error: type[Exception], make) -> dict:
+    """MAKE()'s manifest entry, marked included; its error ends prepare with one line."""
+    try:
+        return {"included": True, **make()}
+    except error as exc:
+        raise SystemExit(f"prepare: {what}: {exc}") from None
+
+
 def prepare(out: Path, python_version: str, cuda_image: str = "auto",
             nccl_tests: Path | None = None, nccl_version: str = peers.GPU_MACHINE_NCCL,
-            cuda_arch: str = "90") -> dict:
+            cuda_arch: str = "90", osu_src: Path | None = None) -> dict:
     why = peers.source_problem(nccl_tests) if nccl_tests is not None else None
     if why:
         raise BadInput(f"--nccl-tests {why}: fetch NVIDIA's nccl-tests and name its folder")
+    why = osu.source_problem(osu_src) if osu_src is not None else None
+    if why:
+        raise BadInput(f"--osu {why}: fetch OSU's micro-benchmarks and name its folder")
     if not re.fullmatch(r"\d{2,3}", cuda_arch):
         raise BadInput(f"--cuda-arch takes a compute capability such as 90, not {cuda_arch!r}")
     if not re.fullmatch(r"3\.\d{1,2}", python_version):
         raise BadInput(f"--python-version takes MAJOR.MINOR such as 3.12, not {python_version!r}")
     image, why_not = cuda_image_choice(cuda_image)
+    if osu_src is not None and image is None:
+        raise BadInput(f"--osu needs the cuda image, whose Open MPI OSU is built against "
+                       f"({why_not})")
     if out.exists() and any(out.iterdir()) and not (out / "MANIFEST.json").exists():
         raise BadInput(f"--out {out} is a folder with other things in it (no MANIFEST.json): "
                        "name a new folder or an old kit's")
@@ -184,20 +203,16 @@ def prepare(out: Path, python_version: str, cuda_image: str = "auto",
     if len(names) != len(set(names)):
         raise SystemExit(f"prepare: more than one version of a distribution in {out}: {names}")
     wheels = sorted(out.glob("*.whl"))
-    if image:
-        try:
-            bundle = {"included": True, **cuda_mpi.make_bundle(image, out)}
-        except cuda_mpi.BundleError as exc:
-            raise SystemExit(f"prepare: the cuda-mpi bundle from {image}: {exc}") from None
-    else:
-        bundle = {"included": False, "why": why_not}
-    if nccl_tests is not None:
-        try:
-            peer = {"included": True, **peers.build(nccl_tests, out, nccl_version, cuda_arch)}
-        except peers.BuildError as exc:
-            raise SystemExit(f"prepare: nccl-tests from {nccl_tests}: {exc}") from None
-    else:
-        peer = {"included": False, "why": "left out: no --nccl-tests source folder"}
+    bundle = _included(f"the cuda-mpi bundle from {image}", cuda_mpi.BundleError,
+                       lambda: cuda_mpi.make_bundle(image, out)) if image else {
+        "included": False, "why": why_not}
+    peer = _included(f"nccl-tests from {nccl_tests}", peers.BuildError,
+                     lambda: peers.build(nccl_tests, out, nccl_version, cuda_arch)) \
+        if nccl_tests is not None else {
+            "included": False, "why": "left out: no --nccl-tests source folder"}
+    osu_made = _included(f"OSU from {osu_src}", osu.BuildError,
+                         lambda: osu.build(osu_src, out, image, cuda_arch)) \
+        if osu_src is not None else {"included": False, "why": "left out: no --osu source folder"}
     dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--", "src",
                             "pyproject.toml"], capture_output=True, text=True,
                            check=False).stdout.strip()
@@ -207,7 +222,7 @@ def prepare(out: Path, python_version: str, cuda_image: str = "auto",
                 "wheels": {w.name: w.stat().st_size for w in wheels},
                 "bytes": sum(f.stat().st_size for f in out.iterdir()),
                 "expected_on_machine": dict(sorted(skipped.items())), "cuda_mpi": bundle,
-                "nccl_tests": peer,
+                "nccl_tests": peer, "osu": osu_made,
                 "fabbench_commit": commit, "fabbench_src_uncommitted_changes": bool(dirty)}
     (out / "MANIFEST.json").write_text(json.dumps(manifest, indent=2) + "\n")
     total = sum(f.stat().st_size for f in out.iterdir())
@@ -243,11 +258,17 @@ def main(argv: list[str] | None = None) -> int:
                     help="the NCCL whose headers nccl-tests is built against (default "
                     f"{peers.GPU_MACHINE_NCCL}, the GPU machine's)")
     ap.add_argument("--cuda-arch", default="90",
-                    help="the GPU's compute capability nccl-tests is built for (default 90)")
+                    help="the GPU's compute capability nccl-tests and OSU's CUDA kernels are "
+                    "built for (default 90)")
+    ap.add_argument("--osu", type=Path, metavar="SRC",
+                    help="an OSU micro-benchmarks 7.x source folder (fetched, never "
+                    "committed): osu_latency, osu_bw and osu_allreduce built with CUDA against "
+                    "the cuda image's Open MPI, carried as osu.tar.xz for the kit's osu step "
+                    "(bench/gpu/osu.py)")
     args = ap.parse_args(argv)
     try:
         manifest = prepare(Path(args.out), args.python_version, args.cuda_image,
-                           args.nccl_tests, args.nccl_version, args.cuda_arch)
+                           args.nccl_tests, args.nccl_version, args.cuda_arch, args.osu)
     except BadInput as exc:
         print(f"prepare: error: {exc}", file=sys.stderr)
         return 2
@@ -267,6 +288,13 @@ def main(argv: list[str] | None = None) -> int:
               f"{peer['build_s']} s)")
     else:
         print(f"    (no {peers.TARBALL}: {peer['why']})")
+    made = manifest["osu"]
+    if made["included"]:
+        print(f"{made['bytes'] / 2**20:8.2f} MiB  {osu.TARBALL} (OSU {made['version']} with "
+              f"CUDA for sm_{made['cuda_arch']}, Open MPI {made['openmpi']} of {made['image']}, "
+              f"built in {made['build_s']} s)")
+    else:
+        print(f"    (no {osu.TARBALL}: {made['why']})")
     print(f"{manifest['bytes'] / 2**20:8.2f} MiB  in {args.out} for CPython "
           f"{manifest['python_version']} (expected on the machine: "
           f"{', '.join(manifest['expected_on_machine']) or 'nothing'})")

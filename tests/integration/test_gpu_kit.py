@@ -44,7 +44,11 @@ HERE_PY = "{}.{}".format(*sys.version_info[:2])
 def _module(name: str):
     spec = importlib.util.spec_from_file_location(f"gpukit_{name}", KIT / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    sys.path.insert(0, str(KIT))  # osu and peers import cuda_mpi beside them
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(KIT))
     return module
 
 
@@ -138,7 +142,7 @@ def test_cpu_rehearsal_installs_from_the_kit_and_runs_every_step(tmp_path):
     assert len(files) <= 8 and all(f.is_file() for f in files), files
     assert {f.name for f in files} <= {"summary.md", "summary.json", "results.jsonl",
                                        "nccl.log", "env.json", "console.log"}
-    assert list(steps) == ["install", "env", "cuda-mpi", "doctor", "nccl", "nccl-tests",
+    assert list(steps) == ["install", "env", "cuda-mpi", "osu", "doctor", "nccl", "nccl-tests",
                            "nccl-eager", "graph-probe", "gpudirect-on", "nccl-2-ranks",
                            "fidelity-image",
                            "fidelity-tokens", "train-image", "train-tokens", "gloo-2-ranks"]
@@ -146,6 +150,8 @@ def test_cpu_rehearsal_installs_from_the_kit_and_runs_every_step(tmp_path):
     assert steps["cuda-mpi"]["status"] == "skipped"
     assert steps["cuda-mpi"]["reason"] == ("the kit has no cuda-mpi.tar.xz: left out: "
                                            "--cuda-image none")
+    assert steps["osu"] == {**steps["osu"], "status": "skipped",
+                            "reason": "no GPU on --device cpu: OSU's programs run with -d cuda"}
     # fabbench came from the kit's install, on the venv's Python
     assert steps["install"]["status"] == "ok"
     assert Path(steps["install"]["figures"]["imported_from"]).is_relative_to(site)
@@ -246,6 +252,68 @@ def test_cuda_loop_without_a_gpu_says_so_in_one_line_and_exits_3():
     assert p.returncode == 2 and "--cuda needs a build with -DFB_CUDA" in p.stderr, p.stderr
 
 
+@needs_mpirun
+@pytest.mark.timeout(600)
+@pytest.mark.skipif(shutil.which("mpicc") is None, reason="needs mpicc (libopenmpi-dev)")
+def test_allreduce_split_on_host_buffers_and_the_coll_components_it_names():
+    """The split's host variant and its coll log, with this host's Open MPI (4.1 as the
+    image's): the loop on host buffers measures every size; --staged without --cuda is refused;
+    coll_base_verbose names the components enabled on MPI_COMM_WORLD, tuned ahead of basic."""
+    cuda_mpi = _module("cuda_mpi")
+    _toolkit_or_skip(cuda_mpi)
+    loop = str(cuda_mpi.build_host_loop())
+    env = {"OMPI_MCA_mpi_yield_when_idle": "1"}
+    p = _run(cuda_mpi.mpirun_argv("mpirun", loop, "allreduce", [8, 4096], variant="host"), 120,
+             env=env)
+    assert p.returncode == 0 and set(cuda_mpi.points(p.stdout)) == {8, 4096}, p.stderr[-3000:]
+    p = _run([*cuda_mpi.mpirun_prefix("mpirun", 2, None, cuda_mpi.COLL_VERBOSE), loop,
+              "allreduce", "8"], 120, env=env)
+    selected = cuda_mpi.coll_selected(p.stdout + p.stderr)
+    assert p.returncode == 0 and [c for c, _ in selected][:2] == ["tuned", "basic"], selected
+    assert "self" not in [c for c, _ in selected]  # MPI_COMM_SELF's, not the world's
+    p = _run(cuda_mpi.mpirun_argv("mpirun", loop, "allreduce", [8], variant="host")[:-1]
+             + ["--staged", "8"], 120, env=env)
+    assert p.returncode == 2 and "usage: mpi_loop" in p.stderr, p.stderr[-3000:]
+
+
+@needs_mpirun
+@pytest.mark.timeout(900)
+@pytest.mark.skipif(not os.environ.get("FABBENCH_OSU_SRC"),
+                    reason="needs OSU's source: FABBENCH_OSU_SRC names a folder of OSU 7.x "
+                           "(fetched, never committed)")
+def test_osu_built_against_this_host_mpi_is_read_and_set_beside_the_loop(tmp_path):
+    """OSU's three programs built without CUDA against this host's Open MPI (the kit's are
+    built with CUDA against the cuda image's): run as the osu step runs them, read by
+    fabbench's reader of OSU's tables, and set beside the loop's host figures per size."""
+    cuda_mpi, osu = _module("cuda_mpi"), _module("osu")
+    made = osu.build(Path(os.environ["FABBENCH_OSU_SRC"]), tmp_path / "kit", None)
+    assert made["cuda"] is False and made["version"] and made["bytes"] > 0
+    programs = osu.unpack(tmp_path / "kit", tmp_path)
+    assert sorted(p.name for p in programs.iterdir()) == sorted([*osu.PROGRAMS, "BUILD.json"])
+    env = {"OMPI_MCA_mpi_yield_when_idle": "1"}
+    sizes = (8, 4096)
+    points = {}
+    for program in osu.PROGRAMS:
+        p = _run(osu.argv(cuda_mpi.mpirun_prefix("mpirun"), programs / program, sizes, False),
+                 120, env=env)
+        assert p.returncode == 0, p.stderr[-3000:]
+        points[program] = osu.figures(p.stdout, tmp_path / f"{program}.txt")
+        assert set(points[program]) == {8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096}
+        assert all(v > 0 for v in points[program].values())
+    ours = {}
+    for op in ("allreduce", "sendrecv"):
+        p = _run(cuda_mpi.mpirun_argv("mpirun", str(cuda_mpi.build_host_loop()), op, sizes,
+                                      variant="host"), 120, env=env)
+        assert p.returncode == 0, p.stderr[-3000:]
+        ours[op] = [{"bytes": b, "p50_us": us, **cuda_mpi.bandwidths(op, b, us, 2)}
+                    for b, us in sorted(cuda_mpi.points(p.stdout).items())]
+    rows = osu.side_by_side(ours, points)
+    assert [(r["program"], r["bytes"]) for r in rows] == [
+        (program, size) for program in osu.PROGRAMS for size in sizes]
+    for r in rows:
+        assert r["ratio"] == round(r["fabbench"] / r["osu"], 4) and r["ratio"] > 0
+
+
 def test_cuda_mpi_step_without_a_kit_is_skipped_with_the_reason(tmp_path):
     p = _run([sys.executable, str(KIT / "drive.py"), "--out", str(tmp_path / "out"),
               "--device", "cpu", "--scale", "tiny", "--only", "cuda-mpi"], 300)
@@ -258,23 +326,54 @@ def test_cuda_mpi_step_without_a_kit_is_skipped_with_the_reason(tmp_path):
 
 
 FAKE_MPIRUN = r"""#!/bin/sh
-# a GPU run's transcript, as mpi_loop.c and UCX 1.13 (UCX_LOG_LEVEL=info) write it
-op=; tls=; sizes=; seen=
+# a GPU run's transcript, as mpi_loop.c, OSU 7.4, Open MPI 4.1.4 (coll_base_verbose 10) and
+# UCX 1.13 (UCX_LOG_LEVEL=info) write it
+op=; tls=; sizes=; cuda=; staged=; nocuda=; verbose=; osu=
 for a; do
   case $a in
     allreduce|sendrecv) op=$a ;;
     UCX_TLS=*) tls=$a ;;
-    --cuda) seen=1 ;;
-    *) [ -n "$seen" ] && sizes="$sizes $a" ;;
+    --cuda) cuda=1 ;;
+    --staged) staged=1 ;;
+    ^cuda) nocuda=1 ;;
+    coll_base_verbose) verbose=1 ;;
+    */osu_*) osu=${a##*/} ;;
+    [0-9]*) [ -n "$op" ] && sizes="$sizes $a" ;;
   esac
 done
 echo "[1795562322.0] [gpu:7:0] ucp_worker.c:1763 UCX  INFO  ep_cfg[0]:" \
   "tag(self/memory0 cuda_copy/cuda cuda_ipc/cuda); " >&2
-echo "mpi_loop: rank 0 on CUDA device 0 of 1: NVIDIA H100 80GB HBM3; MPI CUDA-aware: yes" >&2
+if [ -n "$osu" ]; then
+  echo "[1795562322.0] [gpu:7:0] ucp_worker.c:1763 UCX  INFO  ep_cfg[1]: tag(cuda_ipc/cuda);"
+  case $osu in
+    osu_latency) title="Latency Test"; column="Avg Latency(us)"; v=10.00 ;;
+    osu_bw) title="Bandwidth Test"; column="Bandwidth (MB/s)"; v=400.00 ;;
+    osu_allreduce) title="Allreduce Latency Test"; column="Avg Latency(us)"; v=40.00 ;;
+  esac
+  printf '\n# OSU MPI-CUDA %s v7.4\n# Datatype: MPI_CHAR.\n# Size      %s\n' "$title" "$column"
+  for b in 8 16 32 64 128 256 512 1024 2048 4096; do echo "$b $v"; done
+  exit 0
+fi
+[ -n "$cuda" ] && echo "mpi_loop: rank 0 on CUDA device 0 of 1: NVIDIA H100 80GB HBM3;" \
+  "MPI CUDA-aware: yes" >&2
+if [ -n "$verbose" ]; then
+  for pid in 11 12; do
+    echo "[gpu:$pid] coll:base:comm_select: new communicator: MPI_COMM_WORLD (cid 0)" >&2
+    echo "[gpu:$pid] coll:base:comm_select: selecting       tuned, priority  30, Enabled" >&2
+    echo "[gpu:$pid] coll:base:comm_select: selecting        cuda, priority  78, Enabled" >&2
+    echo "[gpu:$pid] coll:base:comm_select: new communicator: MPI_COMM_SELF (cid 1)" >&2
+    echo "[gpu:$pid] coll:base:comm_select: selecting        self, priority  75, Enabled" >&2
+  done
+fi
+if [ -n "$nocuda" ]; then
+  echo "mpirun noticed that process rank 0 with PID 11 on node gpu exited on signal 11" \
+    "(Segmentation fault)." >&2; exit 139
+fi
 if [ "$op" = sendrecv ] && [ -z "$tls" ]; then
   echo "[gpu:7] cuda_ipc_iface.c:123 UCX ERROR cuIpcOpenMemHandle() failed" >&2; exit 1
 fi
-for b in $sizes; do echo "$b 20.000 25 250"; done
+p50=20.000; [ -n "$staged" ] && p50=15.000; [ -z "$cuda" ] && p50=5.000
+for b in $sizes; do echo "$b $p50 25 250"; done
 """
 
 
@@ -293,10 +392,17 @@ def _fake_bundle(kit: Path) -> None:
         (top / "fabric" / "bin" / name).write_text(text)
         (top / "fabric" / "bin" / name).chmod(0o755)
     (top / "mpi_loop").write_text("")
+    osu = kit / "src" / "osu"
+    osu.mkdir()
+    for name in ("osu_latency", "osu_bw", "osu_allreduce"):
+        (osu / name).write_text("")
+    (osu / "BUILD.json").write_text(json.dumps({"version": "7.4", "cuda": True}))
     (top / "MANIFEST.json").write_text(json.dumps({
         "image": "test", "versions": {"openmpi": "4.1.4"}, "needs_versions": {"GLIBC": "2.2.5"}}))
     with tarfile.open(kit / "cuda-mpi.tar.xz", "w:xz") as tar:
         tar.add(top, arcname="cuda-mpi")
+    with tarfile.open(kit / "osu.tar.xz", "w:xz") as tar:
+        tar.add(osu, arcname="osu")
     (kit / "MANIFEST.json").write_text(json.dumps({
         "python_version": HERE_PY, "bytes": 1, "fabbench_commit": "", "wheels": {},
         "cuda_mpi": {"included": True}}))
@@ -311,7 +417,7 @@ def test_cuda_mpi_step_reads_a_gpu_run_and_runs_a_refused_op_again(tmp_path):
     _fake_bundle(tmp_path / "kit")
     out = tmp_path / "out"
     p = _run([sys.executable, str(KIT / "drive.py"), "--out", str(out), "--device", "cuda",
-              "--scale", "tiny", "--only", "cuda-mpi", "--kit", str(tmp_path / "kit")], 300)
+              "--scale", "tiny", "--only", "cuda-mpi,osu", "--kit", str(tmp_path / "kit")], 300)
     steps = {s["name"]: s for s in json.loads((out / "summary.json").read_text())["steps"]}
     step = steps["cuda-mpi"]
     assert p.returncode == 1 and step["status"] == "failed", step  # (env: no GPU either)
@@ -328,8 +434,37 @@ def test_cuda_mpi_step_reads_a_gpu_run_and_runs_a_refused_op_again(tmp_path):
     assert "cuIpcOpenMemHandle() failed" in f["default_failed"]["sendrecv"]
     assert f"with UCX_TLS={cuda_mpi.FALLBACK_TLS} it ran" in step["reason"]
     assert f"-x UCX_TLS={cuda_mpi.FALLBACK_TLS}" in step["commands"][-1]["argv"]
+    # the split: sendrecv needed the fallback, so it runs with the same transports
+    split = f["split"]
+    assert split["ucx_tls"] == cuda_mpi.FALLBACK_TLS
+    assert {v: [r["p50_us"] for r in rows] for v, rows in split["sizes"].items()} == {
+        "device": [20.0, 20.0], "staged": [15.0, 15.0], "host": [5.0, 5.0], "no-coll-cuda": []}
+    assert set(split["problems"]) == {"no-coll-cuda"}
+    assert "exited on signal 11" in split["problems"]["no-coll-cuda"]
+    assert split["coll_selected"] == [["cuda", 78], ["tuned", 30]]  # (MPI_COMM_SELF's left out)
+    argvs = [c["argv"] for c in step["commands"]]
+    assert any("--cuda --staged 8 4096" in a for a in argvs)
+    assert any(a.endswith("mpi_loop allreduce 8 4096") for a in argvs)  # host buffers
+    assert any("--mca coll ^cuda" in a for a in argvs)
+    assert "allreduce at the largest size, p50 us: device 20, staged 15, host 5, " \
+        "no-coll-cuda -; coll enabled: cuda 78, tuned 30" in step["reason"]
+    # OSU beside it: the cuda-mpi step's figures per size against OSU's, fabbench / OSU
+    osu_step = steps["osu"]
+    assert osu_step["status"] == "ok", osu_step
+    argvs = [c["argv"] for c in osu_step["commands"]]
+    assert len(argvs) == 3 and all(f"UCX_TLS={cuda_mpi.FALLBACK_TLS}" in a for a in argvs)
+    assert argvs[0].endswith("osu_latency -d cuda -m 8:4096 -i 50 -x 5 D D")
+    assert argvs[2].endswith("osu_allreduce -d cuda -m 8:4096 -i 50 -x 5 -T mpi_float")
+    assert osu_step["figures"]["transports"]["osu_bw"] == f["transports"]  # (a UCX line on
+    # its stdout too: left out of what OSU's reader reads)
+    rows = {(r["program"], r["bytes"]): r["ratio"] for r in osu_step["figures"]["beside"]}
+    assert rows == {("osu_latency", 8): 2.0, ("osu_latency", 4096): 2.0,
+                    ("osu_bw", 8): 0.001, ("osu_bw", 4096): 0.512,
+                    ("osu_allreduce", 8): 0.5, ("osu_allreduce", 4096): 0.5}
     table = (out / "summary.md").read_text()
     assert "cuda-mpi:" in table and "| allreduce | 2 | 20.00 | 4096 | 0.2048 | True |" in table
+    assert "| 4096 | 20 | 15 | 5 | - |" in table
+    assert "| osu_allreduce | 4096 | 20 | 40 | 0.5 |" in table
 
 
 @pytest.mark.parametrize("argv, says", [
@@ -337,11 +472,17 @@ def test_cuda_mpi_step_reads_a_gpu_run_and_runs_a_refused_op_again(tmp_path):
     (["prepare.py", "--cuda-image", "localhost/no-such-image:x"],
      "--cuda-image localhost/no-such-image:x: "),
     (["prepare.py", "--bogus"], "unrecognized arguments"),
+    (["prepare.py", "--osu", "OUT"], "is not an OSU micro-benchmarks source folder"),
+    (["prepare.py", "--osu", "OSU", "--cuda-image", "none"], "--osu needs the cuda image"),
     (["drive.py", "--out", "OUT", "--device", "tpu"], "--device takes cuda or cpu"),
     (["drive.py", "--out", "OUT", "--deadline-s", "5"], "--deadline-s must be"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, argv, says):
-    argv = [a.replace("OUT", str(tmp_path / "out")) for a in argv]
+    osu = tmp_path / "osu"  # the two files prepare checks an OSU source folder by
+    (osu / "c" / "mpi" / "pt2pt" / "standard").mkdir(parents=True)
+    (osu / "configure").write_text("")
+    (osu / "c" / "mpi" / "pt2pt" / "standard" / "osu_latency.c").write_text("")
+    argv = [a.replace("OUT", str(tmp_path / "out")).replace("OSU", str(osu)) for a in argv]
     p = _run([sys.executable, str(KIT / argv[0]), *argv[1:]], 60)
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
     assert says in p.stderr and p.stdout == ""

@@ -12,7 +12,8 @@ every carried ELF file's libraries resolve within the bundle and those (the load
 listing), but for the driver's libcuda.so.1 and libnvidia-ml.so.1; and the carried mpirun
 starts 2 ranks of the loop over pml ucx, relocated by the step's own environment, which find
 no CUDA device and say so (exit 3). Last, drive.py's cuda-mpi step on --device cpu records
-that outcome as the expected one.
+that outcome as the expected one. Where FABBENCH_OSU_SRC names OSU's source, the kit is made
+with `--osu` too, and OSU's CUDA programs resolve their libraries in the same bare root.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ KIT = REPO / "bench" / "gpu"
 # (another tag of the flavour, or its build stage, to try the bundle before the image is done)
 IMAGE = os.environ.get("FABBENCH_GPUKIT_CUDA_IMAGE", "localhost/fabbench:cuda")
 HERE_PY = "{}.{}".format(*sys.version_info[:2])
+OSU_SRC = os.environ.get("FABBENCH_OSU_SRC")
 # what the bare root borrows from this host (and /bin/false): the GPU machine has its own of each
 HOST_LIBS = ("ld-linux-x86-64.so.2", "libc.so.6", "libm.so.6", "libmvec.so.1", "libpthread.so.0",
              "libdl.so.2", "librt.so.1", "libutil.so.1", "libresolv.so.2", "libanl.so.1",
@@ -80,7 +82,7 @@ def _run(argv: list[str], timeout: float, env: dict | None = None, **kw
 def kit(tmp_path_factory) -> Path:
     kit = tmp_path_factory.mktemp("gpukit") / "kit"
     p = _run([sys.executable, str(KIT / "prepare.py"), "--out", str(kit), "--python-version",
-              HERE_PY, "--cuda-image", IMAGE], 1200)
+              HERE_PY, "--cuda-image", IMAGE, *(["--osu", OSU_SRC] if OSU_SRC else [])], 1200)
     assert p.returncode == 0, p.stdout + p.stderr
     print(p.stdout)
     return kit
@@ -171,6 +173,26 @@ def test_every_carried_elf_resolves_in_a_bare_root(bare_root):
             where = line.split("=>")[-1].split("(")[0].strip()
             assert where.startswith(("/b/", "/stubs/", str(MULTIARCH), "/lib64/")) or \
                 "=>" not in line, (inside, line)
+
+
+@pytest.mark.skipif(not OSU_SRC, reason="needs OSU's source: FABBENCH_OSU_SRC names a folder of "
+                    "OSU 7.x (fetched, never committed)")
+def test_osu_programs_resolve_in_the_bare_root(kit, bare_root):
+    """OSU's CUDA programs (prepare --osu) load the bundle's libmpi and libcudart and the
+    machine's glibc and C++ runtime only (the driver's libcuda: its stub here)."""
+    made = json.loads((kit / "MANIFEST.json").read_text())["osu"]
+    assert made["included"] and made["cuda"] is True and made["openmpi"].startswith("4.1.")
+    assert (kit / "osu.tar.xz").stat().st_size == made["bytes"]
+    cuda_mpi = _cuda_mpi()
+    cuda_mpi.unpack(kit / "osu.tar.xz", bare_root / "o")
+    env = _bare_env(cuda_mpi)
+    env["LD_LIBRARY_PATH"] += ":/stubs"
+    for program in ("osu_latency", "osu_bw", "osu_allreduce"):
+        p = _run([CHROOT, str(bare_root), "/lib64/ld-linux-x86-64.so.2", "--list",
+                  f"/o/osu/{program}"], 60, env=env)
+        assert p.returncode == 0 and "not found" not in p.stdout, (program, p.stdout, p.stderr)
+        assert "/b/cuda-mpi/fabric/lib/libmpi.so.40" in p.stdout, p.stdout
+        assert "/b/cuda-mpi/deps/libcudart.so.13" in p.stdout, p.stdout
 
 
 def test_carried_mpirun_starts_two_ranks_that_find_no_device(bare_root):

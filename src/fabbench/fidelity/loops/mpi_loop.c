@@ -20,6 +20,10 @@
  * on stderr. Where a rank finds no device, rank 0 prints one line "mpi_loop: no CUDA device:
  * <CUDA's error string>" and every rank exits 3 after MPI_Finalize (the GPU kit's cuda-mpi step,
  * rehearsed on a host without a GPU). --cuda in a build without FB_CUDA: exit 2.
+ * With --staged too (--cuda --staged): the buffers stay on the device and each operation is
+ * staged by hand: cudaMemcpy device -> pinned host (cudaMallocHost, allocated once per size),
+ * the MPI call on the host buffers, cudaMemcpy host -> device; the GPU kit times it beside the
+ * MPI call on the device buffers to see what a CUDA-aware MPI's own staging costs.
  * After each size's timed operations every rank checks its result (allreduce: the sum of the
  * ranks' inputs; sendrecv: the previous rank's input); a wrong one: a line, exit 4 at the end. */
 #include <mpi.h>
@@ -45,6 +49,8 @@ static float input(long i, int rank) { return (float)((i + 7 * rank) % 5); }
 
 #ifdef FB_CUDA
 static cudaError_t cuda_error = cudaSuccess;
+/* --staged: the pinned host buffers each operation goes through (NULL: not staged) */
+static float *stage_send, *stage_recv;
 
 /* Before MPI_Init (UCX and Open MPI look for the device's context there): the device of this
  * rank's local rank, as the launcher tells it; 0 devices where CUDA finds none. */
@@ -67,7 +73,7 @@ static int cuda_select(void) {
 #endif
 
 /* The send buffer holds input(i, rank), the receive buffer zeros; on the GPU with --cuda. */
-static void buffers(int cuda, long count, int rank, float **send, float **recv) {
+static void buffers(int cuda, int staged, long count, int rank, float **send, float **recv) {
     size_t bytes = (size_t)count * sizeof(float);
     float *host = NULL;
     /* page-aligned, as OSU allocates its buffers (and fabbench: comm.base.page_aligned) */
@@ -85,6 +91,9 @@ static void buffers(int cuda, long count, int rank, float **send, float **recv) 
         cudaMemcpy(*send, host, bytes, cudaMemcpyHostToDevice) != cudaSuccess ||
         cudaMemset(*recv, 0, bytes) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess)
         MPI_Abort(MPI_COMM_WORLD, 1);
+    if (staged && (cudaMallocHost((void **)&stage_send, bytes) != cudaSuccess ||
+                   cudaMallocHost((void **)&stage_recv, bytes) != cudaSuccess))
+        MPI_Abort(MPI_COMM_WORLD, 1);
 #endif
     free(host);
 }
@@ -101,6 +110,11 @@ static long check_and_free(int cuda, int sendrecv, float *send, float *recv, lon
             MPI_Abort(MPI_COMM_WORLD, 1);
         cudaFree(send);
         cudaFree(recv);
+        if (stage_send) {
+            cudaFreeHost(stage_send);
+            cudaFreeHost(stage_recv);
+            stage_send = stage_recv = NULL;
+        }
     }
 #endif
     long wrong = 0;
@@ -118,20 +132,36 @@ static long check_and_free(int cuda, int sendrecv, float *send, float *recv, lon
 }
 
 static void op_once(int sendrecv, float *send, float *recv, long count, int next, int prev) {
+#ifdef FB_CUDA
+    float *device_recv = recv;
+    size_t bytes = (size_t)count * sizeof(float);
+    if (stage_send) {
+        if (cudaMemcpy(stage_send, send, bytes, cudaMemcpyDeviceToHost) != cudaSuccess)
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        send = stage_send;
+        recv = stage_recv;
+    }
+#endif
     if (sendrecv)
         MPI_Sendrecv(send, (int)count, MPI_FLOAT, next, 0, recv, (int)count, MPI_FLOAT, prev, 0,
                      MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     else
         MPI_Allreduce(send, recv, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+#ifdef FB_CUDA
+    if (stage_send && cudaMemcpy(device_recv, recv, bytes, cudaMemcpyHostToDevice) != cudaSuccess)
+        MPI_Abort(MPI_COMM_WORLD, 1);
+#endif
 }
 
 int main(int argc, char **argv) {
-    int cuda = 0, osu = 0, first = 2;
+    int cuda = 0, osu = 0, staged = 0, first = 2;
     for (int a = 2; a < argc && strncmp(argv[a], "--", 2) == 0; a++, first++) {
         if (strcmp(argv[a], "--cuda") == 0)
             cuda = 1;
         else if (strcmp(argv[a], "--osu") == 0)
             osu = 1;
+        else if (strcmp(argv[a], "--staged") == 0)
+            staged = 1;
     }
 #ifdef FB_CUDA
     int devices = cuda ? cuda_select() : 0;
@@ -142,10 +172,13 @@ int main(int argc, char **argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     int bad_flag = 0;
     for (int a = 2; a < first; a++)
-        bad_flag |= strcmp(argv[a], "--cuda") != 0 && strcmp(argv[a], "--osu") != 0;
-    if (argc < 2 || (strcmp(argv[1], "allreduce") && strcmp(argv[1], "sendrecv")) || bad_flag) {
+        bad_flag |= strcmp(argv[a], "--cuda") != 0 && strcmp(argv[a], "--osu") != 0 &&
+                    strcmp(argv[a], "--staged") != 0;
+    if (argc < 2 || (strcmp(argv[1], "allreduce") && strcmp(argv[1], "sendrecv")) || bad_flag ||
+        (staged && !cuda)) {
         if (rank == 0)
-            fprintf(stderr, "usage: mpi_loop allreduce|sendrecv [--osu] [--cuda] BYTES...\n");
+            fprintf(stderr, "usage: mpi_loop allreduce|sendrecv [--osu] [--cuda [--staged]] "
+                            "BYTES...\n");
         MPI_Finalize();
         return 2;
     }
@@ -194,7 +227,7 @@ int main(int argc, char **argv) {
         long count = bytes / (long)sizeof(float);
         if (count < 1) count = 1;
         float *send, *recv;
-        buffers(cuda, count, rank, &send, &recv);
+        buffers(cuda, staged, count, rank, &send, &recv);
         if (osu) {
             int large = bytes > 8192;
             int skip = sendrecv ? (large ? 2 : 10) : (large ? 10 : 200);
