@@ -30,10 +30,10 @@ from typing import Annotated, Any
 
 from fabbench import catalog
 from fabbench.catalog import MAX_LOCAL_RANKS
-from fabbench.comm.registry import HOROVOD_OVER, PRIMITIVES
+from fabbench.comm.primitives import HOROVOD_OVER, PRIMITIVES
 from fabbench.errors import UsageError
 from fabbench.fabrics.profile import GPUDIRECT, WIRES
-from fabbench.options import (
+from fabbench.option_fields import (
     COUNTS,
     FLOAT,
     INT,

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from fabbench import procs, runner
 from fabbench.catalog import CollectivesConfig
-from fabbench.comm import registry
+from fabbench.comm import primitives
 from fabbench.config import RunConfig
 from fabbench.errors import FabbenchError, UsageError
 from fabbench.fabrics.detect import detect_fabric
@@ -208,7 +208,7 @@ def check_gpu(state: GpuState, flavor: str | None, primitive: str) -> Check:
     """GPUs visible and usable by this torch; where none is, what lacks and why. A failure
     only where the primitive moves GPU buffers only (nccl); a warning where the image or torch
     is made for GPUs (CPU ranks still run); else no check of this host (skip)."""
-    needs = registry.get(primitive).gpu_only
+    needs = primitives.get(primitive).gpu_only
     torch = state.torch
     cpu_torch = state.cpu_torch
     if state.visible:
@@ -365,7 +365,7 @@ def check_libraries(profile: Profile, wire: str, primitive: str,
     goes through them (pml ucx, mtl ofi) whatever the primitive: they are the fabric's stack."""
     checks = []
     mpi = profile.settings("mpi", wire)
-    if registry.get(primitive).backend() == "mpi":
+    if primitives.get(primitive).backend() == "mpi":
         out = run(["ompi_info"])
         if out is None:
             checks.append(Check("Open MPI", FAIL, "ompi_info is not on PATH", "install Open "
@@ -444,7 +444,7 @@ def check_launcher(primitive: str, env: Mapping[str, str] | None = None,
                          "start at least 2 ranks to measure communication")
         return Check("launcher", PASS, f"rank {me.rank} of {me.size} (started by "
                      f"{me.launcher}, local rank {me.local_rank})")
-    if registry.get(primitive).launcher() == "mpirun":
+    if primitives.get(primitive).launcher() == "mpirun":
         out = run(["mpirun", "--version"])
         if out is None or out[0] != 0:
             return Check("launcher", FAIL, "mpirun is missing or broken",
@@ -493,7 +493,7 @@ def smoke_test(o: DoctorOptions, primitive: str) -> Check:
     for a GPU-only primitive on a host with one GPU (NCCL refuses two ranks on one device)."""
     if discover() is not None:
         return Check("smoke test", SKIP, "inside a launched job: run `fabbench run` itself")
-    ranks = 1 if registry.get(primitive).gpu_only and gpu_count(o.root) == 1 else 2
+    ranks = 1 if primitives.get(primitive).gpu_only and gpu_count(o.root) == 1 else 2
     alone = " (one GPU: NCCL refuses two ranks on one device)" if ranks == 1 else ""
     with tempfile.TemporaryDirectory(prefix="fabbench-doctor-") as tmp:
         out, log = Path(tmp, "smoke.jsonl"), Path(tmp, "smoke.log")
@@ -597,8 +597,8 @@ def doctor(o: DoctorOptions, *, run: Runner = run_tool, env: Mapping[str, str] |
     fabric = detect_fabric(o.root) if o.fabric == "auto" else o.fabric
     profile = load_profile(fabric)
     gpus = gpus_visible(o.root)
-    primitive = o.primitive or registry.default_primitive(gpus)[0]
-    spec = registry.get(primitive)
+    primitive = o.primitive or primitives.default_primitive(gpus)[0]
+    spec = primitives.get(primitive)
     report = Report(profile.name, o.wire, primitive)
     if o.wire != "native" and o.wire not in profile.wires:
         raise UsageError(f"fabric {profile.name!r} has no --wire {o.wire}")

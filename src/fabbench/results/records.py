@@ -740,7 +740,7 @@ class Pairs(Record):
     recheck: bool | None = False
 
 
-# a pair below this share of the others is slow (the rechecks' trigger, report/pairs.py's rule)
+# a pair below this share of the others is slow (the rechecks' trigger, report/slow_node.py's rule)
 SLOW_SHARE = 0.75
 
 

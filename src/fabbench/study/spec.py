@@ -260,8 +260,8 @@ def _axis(src: _Source, matrix: Mapping[str, Any], axis: str, default: list | No
 
 
 def parse_study(data: Mapping[str, Any], src: _Source, sha256: str = "") -> Study:
-    from fabbench.comm.registry import PRIMITIVES
-    from fabbench.emulate.spec import parse_rate
+    from fabbench.comm.primitives import PRIMITIVES
+    from fabbench.emulate.cluster_spec import parse_rate
     from fabbench.fabrics.profile import available_profiles
 
     _unknown(src, data, _TOP_KEYS, ())
@@ -432,7 +432,7 @@ def _cell(src: _Source, cell_id: str, workload: str, kind: str, where: Mapping[s
           options: dict[str, Any]) -> Cell:
     """The cell's configuration, checked through the same Plan `fabbench run` builds: a study
     cannot hold a cell that `fabbench run` would refuse for its options."""
-    from fabbench.comm import registry
+    from fabbench.comm import primitives
     from fabbench.plan import Plan
 
     ranks_per_node = options.get("ranks_per_node", 1)
@@ -445,7 +445,7 @@ def _cell(src: _Source, cell_id: str, workload: str, kind: str, where: Mapping[s
                                           f"{options['retry']!r}")
     primitive, gpudirect = where["primitive"], where["gpudirect"]
     keys = {k: v for k, v in options.items() if k in STUDY_KEYS}
-    if registry.get(primitive).gpu_only or gpudirect != "auto":
+    if primitives.get(primitive).gpu_only or gpudirect != "auto":
         keys["device"] = "cuda"  # GPU buffers: a GPU-only primitive, or an A/B of GPUDirect
     try:
         config = RunConfig.from_study({**keys, "fabric": where["fabric"], "primitive": primitive,

@@ -9,7 +9,7 @@ that was stopped continues where it stopped (``resume``) and decides exactly as 
 
 Each (op, size) point pools its samples over the rounds; a candidate is faster at a point when
 compare's rule calls it so (Mann-Whitney p < 0.05 and the bootstrap 95 % interval of the ratio of
-medians below 1, report.stats) and its median is below the base's in every round too (the
+medians below 1, report.significance) and its median is below the base's in every round too (the
 samples of one launch are not independent; launches are). A candidate whose launch failed, or
 whose library reported another transport than the base's, is refused, named, whatever its
 figures. The choice:
@@ -49,7 +49,7 @@ from fabbench.config import RunConfig
 from fabbench.errors import RunError, UsageError
 from fabbench.fabrics.profile import Axis, Profile, Settings, load_profile, profile_toml
 from fabbench.procs import signals_unwind
-from fabbench.report.stats import Verdict, compare_samples, median_ratio
+from fabbench.report.significance import Verdict, compare_samples, median_ratio
 from fabbench.results.reader import read_results
 from fabbench.results.records import Ceiling, Collective, Run, Summary
 from fabbench.study.run import launch_logged, results_ok

@@ -13,7 +13,7 @@ nodes that share something other than the network (emulated nodes share this hos
 pairs at once would measure that contention, not their links).
 
 One rank stands for each node (its first rank); on one host, where every rank has the same host
-name, each rank stands for itself (a local rank plays a node). report/pairs.py names the node
+name, each rank stands for itself (a local rank plays a node). report/slow_node.py names the node
 whose pairs are all slow.
 
 After the rounds, every pair whose bandwidth at the largest size fell below SLOW_SHARE of the
@@ -38,8 +38,8 @@ from fabbench.results.records import SLOW_SHARE
 from fabbench.timing.engine import measure
 from fabbench.timing.stats import summarize
 from fabbench.workloads.faults import Fault
+from fabbench.workloads.interface import RankContext
 from fabbench.workloads.ops import DTYPE_SIZES, fill
-from fabbench.workloads.registry import RankContext
 
 OP = "sendrecv"
 
@@ -204,7 +204,7 @@ def line(rec: dict[str, Any]) -> str:
 
 
 class _Pairs:
-    """Node pairs in rounds as a workload (workloads.registry)."""
+    """Node pairs in rounds as a workload (workloads.interface)."""
 
     name = "pairs"
 
