@@ -1,20 +1,11 @@
 """`fabbench doctor`: preflight checks for one fabric, each with a verdict and the fix to apply.
 
-Checks (in order): devices and ports for the fabric; /dev nodes the verbs/PSM2 libraries open;
-the GPU (visible, and usable by this torch; where none is, why: the container runtime's flag, the
-driver); GPUDirect RDMA; memlock; /dev/shm; the interface the TCP traffic and rendezvous use has an
-address; the fabric's libraries and providers (ompi_info, ucx_info, fi_info, each with a
-timeout); the launcher (world size > 1, not N copies of rank 0); a 2-rank smoke test through
-`fabbench run` that the transport the profile asks for is the one the library selected.
-Everything that reads the host takes ``root`` so the checks run over recorded sysfs trees.
-
-Which checks apply is decided by the fabric profile's data, never its name (a site's copy of a
-shipped profile gets the same checks): the hardware kind picks the device check (verbs ports,
-hfi1 ports, Ethernet NICs; none for a single-host profile) and whether memlock must be
-unlimited; single_host makes /dev/shm a requirement; the MPI section's settings say which Open
-MPI components, which UCX transport and which libfabric provider must be there. The doctor
-sits above the runner: its smoke test is a `fabbench run` made through it.
-"""
+Devices and ports, the /dev nodes the libraries open, the GPU, GPUDirect RDMA, memlock,
+/dev/shm, the TCP interface, the fabric's libraries and providers (each tool with a timeout),
+the launcher, and a 2-rank `fabbench run` smoke test of the transport. Which checks apply comes
+from the fabric profile's data, never its name, so a site's copy of a profile gets the same
+checks. Everything that reads the host takes ``root``, so the checks run over recorded sysfs
+trees in tests."""
 
 from __future__ import annotations
 

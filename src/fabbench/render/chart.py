@@ -1,25 +1,10 @@
-"""The data files of the Helm chart (charts/fabbench/files/), generated from the Python sources
-of truth: the chart cannot call Python, so it reads these, and a unit test fails when a file
-differs from what this module generates. Regenerate with ``python -m fabbench.render.chart``.
-
-  files/fabrics.yaml     the fabric profiles: per fabric, what the chart decides by
-                         (singleHost, devices) and per wire and backend the {env, mca} and
-                         its --gpudirect on/off additions, placeholders kept (filled as
-                         fabbench.render.fabric fills them);
-  files/primitives.yaml  the primitive registry as the chart needs it: the default-primitive
-                         rule (comm.primitives.default_primitive) and per primitive its profile
-                         section, render family, controller and whether it needs GPUs;
-  files/run-options.yaml the run configuration's fields in argv order (fabbench.config
-                         .chart_options), from which the chart's fabbench.runArgs writes the
-                         arguments RunConfig.to_argv writes;
-  files/launchers.yaml   the launcher table's Kubernetes pod launches (launch.table.PODS): per
-                         render family the line before the program, which the chart's
-                         fabbench.podLaunch fills in as launch.table.pod_launch does;
-
-and, within the chart's own values.yaml and values.schema.json, what they say of each run option
-(its value, default, documentation, type, range, choices; the rendezvous port), spliced in
-(``SPLICED``), so that the chart's defaults are `fabbench run`'s and `fabbench render`'s.
-"""
+"""The Helm chart's data files (charts/fabbench/files/), generated from the Python sources of truth:
+the chart cannot call Python, so it reads these, and a unit test fails when a file differs from
+what this module generates (``python -m fabbench.render.chart charts/fabbench`` regenerates).
+fabrics.yaml holds the fabric profiles, primitives.yaml the primitive registry, run-options.yaml
+the run configuration's fields in argv order, launchers.yaml the launcher table's pod launches;
+and what values.yaml and values.schema.json say of each run option is spliced in (``SPLICED``),
+so that the chart's defaults are `fabbench run`'s."""
 
 from __future__ import annotations
 

@@ -1,21 +1,12 @@
 """Typed results records, one frozen keyword-only dataclass per kind, and the schema check.
 
-A record is validated against the package's JSON schema (schema.json, version SCHEMA) when it
-is made and again by the writer on the exact object it serializes, so no invalid byte reaches a
-results file. NaN and Infinity are refused everywhere: JSON has no such numbers, and a report
-cannot plot them.
-
-A field annotated ``| None`` is one the schema does not require (of the current version or an
-older one): a file may lack it, and a record read from such a file holds None there (see
-Record.read); the writer still passes every field. The objects inside a record that have a
-stable shape are typed too, by the same rules (Nested: a run's timing, provenance, GPUDirect
-state and profile link; a ceiling's endpoints and directions); free-form ones (the run's plan,
-library report and emulation, a measurement's times) stay mappings.
-
-Adding a kind: a dataclass here decorated with ``@kind("name")`` (the registry refuses a name
-twice), and its ``$defs`` entry in schema.json listing the same fields (a unit test compares
-them). A new field: add it to both, and say so in the history in results/__init__.py.
-"""
+A record is checked against schema.json (version SCHEMA) when made and again by the writer on
+the exact object it serializes, so no invalid byte reaches a results file; NaN and Infinity are
+refused everywhere. ``| None`` marks a field some supported version does not require (None when
+read from a file that lacks it; the writer still passes it). Objects of stable shape inside a
+record are typed too (Nested); free-form ones stay mappings. A new kind: a dataclass decorated
+with ``@kind("name")`` and its ``$defs`` entry in schema.json with the same fields (a unit test
+compares them); a new field goes in both and in the history beside results.SCHEMA."""
 
 from __future__ import annotations
 
