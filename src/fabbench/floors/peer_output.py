@@ -14,12 +14,15 @@ import json
 import math
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from fabbench.errors import UsageError
 from fabbench.floors.points import Point
+
+T = TypeVar("T")
 
 EXPECTED = ("fabbench's JSON Lines, nccl-tests' output (what it prints, or its -J JSON file) "
             "or the OSU micro-benchmarks' output")
@@ -155,18 +158,19 @@ def _fields(n: int) -> str:
 
 
 def _number(path: Path, number: int, token: str, column: str, expected: str) -> float:
-    try:
-        return float(token)
-    except ValueError:
-        raise _bad(path, number, f"{token[:40]!r} in column {column} is not a number; "
-                                 f"expected {expected}") from None
+    return _parsed(float, "a number", path, number, token, column, expected)
 
 
 def _integer(path: Path, number: int, token: str, column: str, expected: str) -> int:
+    return _parsed(int, "a whole number", path, number, token, column, expected)
+
+
+def _parsed(kind: Callable[[str], T], what: str, path: Path, number: int, token: str,
+            column: str, expected: str) -> T:
     try:
-        return int(token)
+        return kind(token)
     except ValueError:
-        raise _bad(path, number, f"{token[:40]!r} in column {column} is not a whole number; "
+        raise _bad(path, number, f"{token[:40]!r} in column {column} is not {what}; "
                                  f"expected {expected}") from None
 
 
