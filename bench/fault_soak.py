@@ -13,11 +13,10 @@ page could hold the rest of the sweep and its summary: seen once). Checked:
   summary, nothing of it left running), or outlived its fault: every point measured and rank 0's
   summary ok, the launch failed after them and said so, nothing left (a daemon killed while the
   ranks talk to each other directly: mpirun may notice only when it ends the job);
-- every clean run ended well, with nothing left, and its 16 MiB bus bandwidth is within the noise
-  of the baseline's: compare's rule (report.stats.compare_samples: Mann-Whitney p < 0.05 with a
-  bootstrap interval of the ratio of medians that excludes 1) does not call the clean runs slower
-  or faster than the baseline; the runs right after a fault are listed against the baseline's
-  range;
+- every clean run ended well, with nothing left, and its 16 MiB bus bandwidth is within the noise of
+  the baseline's: compare's rule (report.significance.compare_samples: Mann-Whitney p < 0.05 with a
+  bootstrap interval of the ratio of medians that excludes 1) does not call the clean runs slower or
+  faster than the baseline; the runs right after a fault are listed against the baseline's range;
 - at the end, no process in either node's namespace and none on the host carrying the marker of
   one of the stream's runs.
 
@@ -42,7 +41,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from fabbench import procs  # noqa: E402
-from fabbench.report.stats import compare_samples  # noqa: E402
+from fabbench.report.significance import compare_samples  # noqa: E402
 from integration.faults_on_wire import (  # noqa: E402 - the rows live beside their test
     FAULTS,
     MARKER,

@@ -3,7 +3,7 @@
 For each primitive (mpi, gloo) and each set-up — 4 nodes at 1 Gbit/s with node 3's link at
 250 Mbit/s, and 4 nodes with all links equal — `fabbench emulate ... -- run --workload pairs`
 runs ``--runs`` times (a fresh cluster each time), and the report's verdict is read from the
-records (report/pairs.py, the rule in docs/methods.md). Printed per run: the nodes named and
+records (report/slow_node.py, the rule in docs/methods.md). Printed per run: the nodes named and
 node 3's pairs as a share of the median of the pairs without it; then per set-up how often the
 expected answer came: node 3 named with the slow link, none named with equal links.
 
@@ -32,7 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from fabbench.report.build import findings_json
+from fabbench.report.runs_report import findings_json
 from fabbench.results.runs import load
 
 

@@ -682,11 +682,11 @@ class Kit:
             f"{step.figures['step_ms']:.4g} ms, {step.figures['precision']}")
 
     def gloo(self, step: Step) -> None:
-        from fabbench.comm import registry
+        from fabbench.comm import primitives
 
         failed = {}
         step.figures = {"device": self.args.device, "ops": {}}
-        able = registry.get("gloo").ops_on(self.args.device)
+        able = primitives.get("gloo").ops_on(self.args.device)
         for op in self.scale.gloo_ops:
             if self.left() < 20:
                 failed[op] = "not run: deadline"

@@ -20,11 +20,21 @@ from dataclasses import dataclass
 from importlib import metadata
 from types import MappingProxyType
 
-from fabbench.comm.registry import ALL_DTYPES, ALL_OPS
+from fabbench.comm.primitives import ALL_DTYPES, ALL_OPS
 from fabbench.errors import UsageError
-from fabbench.networks.registry import MODELS
-from fabbench.options import COUNTS, FLOAT, INT, SWITCH, TEXT, Bounds, at_least, option, validate
-from fabbench.options import NAMES as NAME_LIST
+from fabbench.networks.models import MODELS
+from fabbench.option_fields import (
+    COUNTS,
+    FLOAT,
+    INT,
+    SWITCH,
+    TEXT,
+    Bounds,
+    at_least,
+    option,
+    validate,
+)
+from fabbench.option_fields import NAMES as NAME_LIST
 from fabbench.timing.engine import PROTOCOLS
 from fabbench.units import parse_sizes
 from fabbench.workload_spec import StudyMetric, WorkloadSpec

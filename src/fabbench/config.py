@@ -1,22 +1,12 @@
 """The run configuration: every option of ``fabbench run``, declared once.
 
-A :class:`RunConfig` is what a user asks of one run: frozen, nested (the common settings, then
-one section per workload), each field declared once by :func:`option` with its command-line flag,
-its study key, its help text, its default (the dataclass default) and its own validation. From
-these declarations come
-
-* the ``fabbench run`` command's options (:func:`typer_parameters`, grouped by help panel),
-* a study cell's keys (:data:`STUDY_KEYS`, :meth:`RunConfig.from_study`),
-* the arguments a Slurm or Kubernetes job runs (:meth:`RunConfig.to_argv`), and
-* the chart's argument list (fabbench.render.chart writes the fields to charts/fabbench/files/),
-
-and ``RunConfig.from_argv(c.to_argv()) == c`` for every valid configuration.
-
-Contract: constructing a configuration validates each field on its own (a ``UsageError`` naming
-the flag). ``None`` means "not given: fabbench decides" (``primitive``, ``device``, ``ranks``,
-...); what it decides, and the rules between fields that need those decisions, belong to
-:class:`fabbench.plan.Plan`, built from a configuration before anything starts.
-"""
+A :class:`RunConfig` is frozen and nested (common settings, then one section per workload);
+each field is declared once by :func:`option` (flag, study key, help, default, check). The
+``run`` command's options, a study cell's keys, a job's argv and the chart's argument list are
+all derived from these declarations, and ``RunConfig.from_argv(c.to_argv()) == c``.
+Constructing one validates each field alone (a ``UsageError`` naming the flag); ``None`` means
+"fabbench decides", and those decisions and the rules between fields belong to
+:class:`fabbench.plan.Plan`."""
 
 from __future__ import annotations
 
@@ -30,10 +20,10 @@ from typing import Annotated, Any
 
 from fabbench import catalog
 from fabbench.catalog import MAX_LOCAL_RANKS
-from fabbench.comm.registry import HOROVOD_OVER, PRIMITIVES
+from fabbench.comm.primitives import HOROVOD_OVER, PRIMITIVES
 from fabbench.errors import UsageError
 from fabbench.fabrics.profile import GPUDIRECT, WIRES
-from fabbench.options import (
+from fabbench.option_fields import (
     COUNTS,
     FLOAT,
     INT,

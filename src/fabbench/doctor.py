@@ -1,20 +1,11 @@
 """`fabbench doctor`: preflight checks for one fabric, each with a verdict and the fix to apply.
 
-Checks (in order): devices and ports for the fabric; /dev nodes the verbs/PSM2 libraries open;
-the GPU (visible, and usable by this torch; where none is, why: the container runtime's flag, the
-driver); GPUDirect RDMA; memlock; /dev/shm; the interface the TCP traffic and rendezvous use has an
-address; the fabric's libraries and providers (ompi_info, ucx_info, fi_info, each with a
-timeout); the launcher (world size > 1, not N copies of rank 0); a 2-rank smoke test through
-`fabbench run` that the transport the profile asks for is the one the library selected.
-Everything that reads the host takes ``root`` so the checks run over recorded sysfs trees.
-
-Which checks apply is decided by the fabric profile's data, never its name (a site's copy of a
-shipped profile gets the same checks): the hardware kind picks the device check (verbs ports,
-hfi1 ports, Ethernet NICs; none for a single-host profile) and whether memlock must be
-unlimited; single_host makes /dev/shm a requirement; the MPI section's settings say which Open
-MPI components, which UCX transport and which libfabric provider must be there. The doctor
-sits above the runner: its smoke test is a `fabbench run` made through it.
-"""
+Devices and ports, the /dev nodes the libraries open, the GPU, GPUDirect RDMA, memlock,
+/dev/shm, the TCP interface, the fabric's libraries and providers (each tool with a timeout),
+the launcher, and a 2-rank `fabbench run` smoke test of the transport. Which checks apply comes
+from the fabric profile's data, never its name, so a site's copy of a profile gets the same
+checks. Everything that reads the host takes ``root``, so the checks run over recorded sysfs
+trees in tests."""
 
 from __future__ import annotations
 
@@ -30,7 +21,7 @@ from pathlib import Path
 
 from fabbench import procs, runner
 from fabbench.catalog import CollectivesConfig
-from fabbench.comm import registry
+from fabbench.comm import primitives
 from fabbench.config import RunConfig
 from fabbench.errors import FabbenchError, UsageError
 from fabbench.fabrics.detect import detect_fabric
@@ -208,7 +199,7 @@ def check_gpu(state: GpuState, flavor: str | None, primitive: str) -> Check:
     """GPUs visible and usable by this torch; where none is, what lacks and why. A failure
     only where the primitive moves GPU buffers only (nccl); a warning where the image or torch
     is made for GPUs (CPU ranks still run); else no check of this host (skip)."""
-    needs = registry.get(primitive).gpu_only
+    needs = primitives.get(primitive).gpu_only
     torch = state.torch
     cpu_torch = state.cpu_torch
     if state.visible:
@@ -365,7 +356,7 @@ def check_libraries(profile: Profile, wire: str, primitive: str,
     goes through them (pml ucx, mtl ofi) whatever the primitive: they are the fabric's stack."""
     checks = []
     mpi = profile.settings("mpi", wire)
-    if registry.get(primitive).backend() == "mpi":
+    if primitives.get(primitive).backend() == "mpi":
         out = run(["ompi_info"])
         if out is None:
             checks.append(Check("Open MPI", FAIL, "ompi_info is not on PATH", "install Open "
@@ -444,7 +435,7 @@ def check_launcher(primitive: str, env: Mapping[str, str] | None = None,
                          "start at least 2 ranks to measure communication")
         return Check("launcher", PASS, f"rank {me.rank} of {me.size} (started by "
                      f"{me.launcher}, local rank {me.local_rank})")
-    if registry.get(primitive).launcher() == "mpirun":
+    if primitives.get(primitive).launcher() == "mpirun":
         out = run(["mpirun", "--version"])
         if out is None or out[0] != 0:
             return Check("launcher", FAIL, "mpirun is missing or broken",
@@ -493,7 +484,7 @@ def smoke_test(o: DoctorOptions, primitive: str) -> Check:
     for a GPU-only primitive on a host with one GPU (NCCL refuses two ranks on one device)."""
     if discover() is not None:
         return Check("smoke test", SKIP, "inside a launched job: run `fabbench run` itself")
-    ranks = 1 if registry.get(primitive).gpu_only and gpu_count(o.root) == 1 else 2
+    ranks = 1 if primitives.get(primitive).gpu_only and gpu_count(o.root) == 1 else 2
     alone = " (one GPU: NCCL refuses two ranks on one device)" if ranks == 1 else ""
     with tempfile.TemporaryDirectory(prefix="fabbench-doctor-") as tmp:
         out, log = Path(tmp, "smoke.jsonl"), Path(tmp, "smoke.log")
@@ -597,8 +588,8 @@ def doctor(o: DoctorOptions, *, run: Runner = run_tool, env: Mapping[str, str] |
     fabric = detect_fabric(o.root) if o.fabric == "auto" else o.fabric
     profile = load_profile(fabric)
     gpus = gpus_visible(o.root)
-    primitive = o.primitive or registry.default_primitive(gpus)[0]
-    spec = registry.get(primitive)
+    primitive = o.primitive or primitives.default_primitive(gpus)[0]
+    spec = primitives.get(primitive)
     report = Report(profile.name, o.wire, primitive)
     if o.wire != "native" and o.wire not in profile.wires:
         raise UsageError(f"fabric {profile.name!r} has no --wire {o.wire}")

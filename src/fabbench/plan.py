@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fabbench import catalog, config
-from fabbench.comm import registry
-from fabbench.comm.registry import DTYPES, HOROVOD_OVER, OPS
+from fabbench.comm import primitives
+from fabbench.comm.primitives import DTYPES, HOROVOD_OVER, OPS
 from fabbench.config import RunConfig
 from fabbench.errors import UsageError
 from fabbench.timing.engine import TimingPolicy
@@ -84,21 +84,21 @@ class Plan:
         for f in _COMMON:
             f.option.validate(f.name, getattr(self, f.name))
         if self.horovod_over is not None and \
-                self.horovod_over not in registry.get(self.primitive).controllers:
+                self.horovod_over not in primitives.get(self.primitive).controllers:
             raise UsageError(f"--horovod-over takes {' or '.join(HOROVOD_OVER)} and only with "
                              "--primitive horovod")
-        if registry.get(self.primitive).gpu_only and self.device != "cuda":
+        if primitives.get(self.primitive).gpu_only and self.device != "cuda":
             raise UsageError(f"{self.primitive} moves GPU buffers only: it needs --device cuda "
                              "and a GPU")
         if self.policy.cuda_graph and not can_graph(self.primitive, self.device):
-            graphs = [n for n in registry.PRIMITIVES if registry.get(n).cuda_graph]
+            graphs = [n for n in primitives.PRIMITIVES if primitives.get(n).cuda_graph]
             raise UsageError(f"--cuda-graph on captures GPU operations in a CUDA graph: it needs "
                              f"--primitive {' or '.join(graphs)} with --device cuda (not "
                              f"{self.primitive} on {self.device})")
         if self.gpudirect != "auto" and self.device != "cuda":
             raise UsageError(f"--gpudirect {self.gpudirect} is about GPU buffers: it needs "
                              "--device cuda")
-        spec = registry.get(self.primitive)
+        spec = primitives.get(self.primitive)
         for op in self.ops:
             if op not in OPS[self.primitive]:
                 raise UsageError(f"primitive {self.primitive!r} has no operation {op!r} "
@@ -122,8 +122,8 @@ class Plan:
                              f"{self.pair_schedule!r}")
         if catalog.runs(self.workload, "pairs") and \
                 not spec.point_to_point_on(self.device):
-            *some, last = [n for n in registry.PRIMITIVES
-                           if registry.get(n).point_to_point_on(self.device)]
+            *some, last = [n for n in primitives.PRIMITIVES
+                           if primitives.get(n).point_to_point_on(self.device)]
             able = f"{', '.join(some)} or {last}" if some else last
             on = f" on {self.device} buffers" if spec.point_to_point else ""
             raise UsageError(f"--workload pairs needs point-to-point messages, which "
@@ -137,7 +137,7 @@ class Plan:
                              "nccl, or --device cpu")
 
     def _check_train(self) -> None:
-        if self.train.fusion_mb is not None and not registry.get(self.primitive).fusion:
+        if self.train.fusion_mb is not None and not primitives.get(self.primitive).fusion:
             raise UsageError("--fusion-mb is Horovod's fusion threshold: use it with "
                              "--primitive horovod (DDP and mpi take --bucket-mb)")
         if self.train.precision == "fp16" and self.device != "cuda":
@@ -154,7 +154,7 @@ class Plan:
         sizes = coll.sizes or (PAIRS_SIZES if c.workload == "pairs" else DEFAULT_SIZES[device])
         return cls(
             fabric=fabric, primitive=primitive, horovod_over=c.horovod_over, wire=c.wire,
-            ranks=ranks, ops=coll.ops or registry.get(primitive).ops_on(device),
+            ranks=ranks, ops=coll.ops or primitives.get(primitive).ops_on(device),
             sizes=parse_sizes(sizes),
             dtypes=coll.dtypes, check=coll.check, device=device, gpudirect=c.gpudirect,
             timeout_s=c.timeout_s,
@@ -172,12 +172,12 @@ class Plan:
     def backend(self) -> str:
         """The profile section (and wire library) the primitive uses: Horovod uses its
         controller's."""
-        return registry.get(self.primitive).backend(self.horovod_over)
+        return primitives.get(self.primitive).backend(self.horovod_over)
 
     @property
     def launcher(self) -> str:
-        """How local ranks are started (comm.registry): mpirun, a spawn, or horovodrun."""
-        return registry.get(self.primitive).launcher(self.horovod_over)
+        """How local ranks are started (comm.primitives): mpirun, a spawn, or horovodrun."""
+        return primitives.get(self.primitive).launcher(self.horovod_over)
 
     def op_timeout(self, nbytes: int) -> float:
         """The deadline of one operation: the base timeout plus 1 s per 100 MB (a slow link)."""
@@ -257,4 +257,4 @@ def graphed(coll: catalog.CollectivesConfig, primitive: str, device: str) -> boo
 
 def can_graph(primitive: str, device: str) -> bool:
     """The primitive's operations can be captured in a CUDA graph on ``device``'s buffers."""
-    return registry.get(primitive).cuda_graph and device == "cuda"
+    return primitives.get(primitive).cuda_graph and device == "cuda"

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fabbench import catalog, emulate
-from fabbench.comm import batch_loop, registry
+from fabbench.comm import batch_loop, primitives
 from fabbench.comm.cuda_aware import ask_ompi_info
 from fabbench.config import RunConfig
 from fabbench.errors import UsageError
@@ -45,9 +45,9 @@ def make_plan(c: RunConfig, *, local_launch: bool, argv: tuple[str, ...] = ()
     picked = []
     primitive = c.primitive
     if primitive is None:
-        primitive, why = registry.default_primitive(gpus_visible())
+        primitive, why = primitives.default_primitive(gpus_visible())
         picked.append(f"primitive={primitive} ({why})")
-    spec = registry.get(primitive)
+    spec = primitives.get(primitive)
     batch_loop.wanted()  # FABBENCH_MPI_LOOP checked here, before any rank starts
     device = c.device or ("cuda" if spec.gpu_only or gpus_visible() else "cpu")
     fabric = c.fabric
@@ -223,7 +223,7 @@ def _refuse_without_gpu(plan: Plan) -> None:
     build of torch, no driver). A rank of a launched job does not ask here: its communicator
     does, after its library's own checks (an MPI that is not CUDA-aware says so first)."""
     if plan.device == "cuda":
-        require_gpu(f"--primitive {plan.primitive}" if registry.get(plan.primitive).gpu_only
+        require_gpu(f"--primitive {plan.primitive}" if primitives.get(plan.primitive).gpu_only
                     else "--device cuda")
 
 

@@ -47,10 +47,10 @@ class WorkloadSpec:
 
     ``name``: the ``--workload`` choice and a study's workload kind. ``summary``: what it
     measures, in a few words (the ``--workload`` help). ``entry``: "module:attribute" of the
-    object that runs it (the fabbench.workloads.registry.Workload protocol), imported only when
+    object that runs it (the fabbench.workloads.interface.Workload protocol), imported only when
     a rank chooses it. ``record``: the kind of record it writes (a kind of
     fabbench.results.records, or one its package registers with ``records.kind``). ``section``:
-    the dataclass of its own options (fields declared with fabbench.options.option; None: it
+    the dataclass of its own options (fields declared with fabbench.option_fields.option; None: it
     takes none beyond the common ones), which becomes ``RunConfig.<name>``, the "<Name>
     workload" panel of ``fabbench run --help`` and study keys. ``lines``: "module:attribute" of
     a fabbench.results.lines.Lines that shows its records in ``fabbench report`` (None: it has

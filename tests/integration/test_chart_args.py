@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from conftest import REPO
 from fabbench.config import RunConfig, fields
 from fabbench.errors import UsageError
-from fabbench.options import COUNTS, NAMES
+from fabbench.option_fields import COUNTS, NAMES
 from fabbench.render.chart import chart_options
 from fabbench.render.context import Benchmark, K8sJob
 from fabbench.render.k8s import pod_argv

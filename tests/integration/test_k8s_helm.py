@@ -15,7 +15,7 @@ import yaml
 
 from conftest import REPO, fabbench
 from fabbench import __version__
-from fabbench.options import number_text
+from fabbench.option_fields import number_text
 from fabbench.render.chart import chart_options
 from fabbench.sysinfo.inventory import image_reference
 

@@ -13,7 +13,7 @@ import statistics
 import pytest
 
 from conftest import fabbench, needs_mpirun
-from fabbench.report.build import findings_json, make_report
+from fabbench.report.runs_report import findings_json, make_report
 from fabbench.results.reader import read_results
 from fabbench.results.runs import load
 

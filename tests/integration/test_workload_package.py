@@ -26,7 +26,7 @@ SPEC_MODULE = '''
 
 from dataclasses import dataclass
 
-from fabbench.options import INT, at_least, option, validate
+from fabbench.option_fields import INT, at_least, option, validate
 from fabbench.results.records import Record, kind
 from fabbench.workload_spec import StudyMetric, WorkloadSpec
 

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from fabbench.cli.main import main
-from fabbench.report import stats
-from fabbench.report.build import make_compare
+from fabbench.report import significance
 from fabbench.report.compare import compare, provenance_diff
+from fabbench.report.runs_report import make_compare
 from fabbench.results.runs import load
 
 RESULTS = Path(__file__).parents[1] / "fixtures" / "runs"
@@ -20,7 +20,7 @@ SITE_B = RESULTS / "siteB-ib.jsonl"
 
 
 def test_mann_whitney_matches_the_textbook_normal_approximation():
-    u, p = stats.mann_whitney([1, 2, 3, 4, 5], [6, 7, 8, 9, 10])
+    u, p = significance.mann_whitney([1, 2, 3, 4, 5], [6, 7, 8, 9, 10])
     assert u == 0
     # z = (|0 - 12.5| - 0.5) / sqrt(5*5*11/12)
     z = 12 / math.sqrt(25 * 11 / 12)
@@ -29,26 +29,26 @@ def test_mann_whitney_matches_the_textbook_normal_approximation():
 
 
 def test_mann_whitney_handles_ties_and_identical_samples():
-    assert stats.mann_whitney([1, 1, 1], [1, 1, 1]) == (4.5, 1.0)
-    u, p = stats.mann_whitney([1, 2, 2, 3], [2, 3, 3, 4])
+    assert significance.mann_whitney([1, 1, 1], [1, 1, 1]) == (4.5, 1.0)
+    u, p = significance.mann_whitney([1, 2, 2, 3], [2, 3, 3, 4])
     assert u == 3.0 and 0.05 < p < 1  # a ranks 1, 3, 3, 6: ties share their mean rank
     with pytest.raises(ValueError):
-        stats.mann_whitney([], [1.0])
+        significance.mann_whitney([], [1.0])
 
 
 def test_mann_whitney_is_symmetric():
     rng = np.random.default_rng(3)
     a, b = rng.normal(10, 1, 20), rng.normal(10.5, 1, 25)
-    (u1, p1), (u2, p2) = stats.mann_whitney(a, b), stats.mann_whitney(b, a)
+    (u1, p1), (u2, p2) = significance.mann_whitney(a, b), significance.mann_whitney(b, a)
     assert u1 + u2 == pytest.approx(20 * 25) and p1 == pytest.approx(p2)
 
 
 def test_bootstrap_interval_holds_the_true_ratio_and_is_reproducible():
     rng = np.random.default_rng(4)
     a, b = rng.normal(100, 3, 40), rng.normal(150, 4, 40)
-    ratio, low, high = stats.bootstrap_median_ratio(a, b)
+    ratio, low, high = significance.bootstrap_median_ratio(a, b)
     assert low < 1.5 < high and low < ratio < high and high - low < 0.05
-    assert stats.bootstrap_median_ratio(a, b) == (ratio, low, high)
+    assert significance.bootstrap_median_ratio(a, b) == (ratio, low, high)
 
 
 def _point(samples):
@@ -59,7 +59,7 @@ def _point(samples):
 
 
 def _verdict(a, b):
-    return stats.compare_samples(a, b, ratio=float(np.median(b) / np.median(a)))
+    return significance.compare_samples(a, b, ratio=float(np.median(b) / np.median(a)))
 
 
 def test_verdicts():
@@ -69,18 +69,20 @@ def test_verdicts():
     assert _verdict(base, rng.normal(120, 2, 30)).verdict == "slower"
     same = _verdict(base, rng.normal(100, 2, 30))
     assert same.verdict == "same" and same.ci_low < 1 < same.ci_high
-    few = stats.compare_samples(base, [90, 91, 92], ratio=0.9)
+    few = significance.compare_samples(base, [90, 91, 92], ratio=0.9)
     assert (few.verdict, few.ratio, few.p_value) == ("too few samples", 0.9, None)
-    bare = stats.compare_samples(base, [], ratio=0.5)
+    bare = significance.compare_samples(base, [], ratio=0.5)
     assert (bare.verdict, bare.ratio, bare.ci_low) == ("no samples", 0.5, None)
-    assert stats.median_ratio(0.0, 1.0) == math.inf and stats.median_ratio(2.0, 1.0) == 0.5
+    assert significance.median_ratio(0.0, 1.0) == math.inf \
+        and significance.median_ratio(2.0, 1.0) == 0.5
 
 
 def test_why_unstable_names_a_wide_interval_few_samples_or_an_unknown_interval():
-    assert stats.why_unstable(True, 0.2, 30) is None  # the recorded verdict is the one applied
-    assert stats.why_unstable(False, 0.2, 30) == "median 95% CI ±20% (wider than ±5%)"
-    assert stats.why_unstable(False, None, 3) == "only 3 samples"
-    assert stats.why_unstable(False, None, 40) == "median 95% CI unknown"
+    # the recorded verdict is the one applied
+    assert significance.why_unstable(True, 0.2, 30) is None
+    assert significance.why_unstable(False, 0.2, 30) == "median 95% CI ±20% (wider than ±5%)"
+    assert significance.why_unstable(False, None, 3) == "only 3 samples"
+    assert significance.why_unstable(False, None, 40) == "median 95% CI unknown"
 
 
 def test_a_few_slow_outliers_leave_the_median_known_and_the_point_stable():
@@ -89,9 +91,10 @@ def test_a_few_slow_outliers_leave_the_median_known_and_the_point_stable():
     tail = [100.0 + i % 3 for i in range(40)] + [400.0] * 4
     rel = median_ci95_rel(tail)
     assert np.std(tail) / np.mean(tail) > 0.1 and is_stable(rel)
-    assert stats.why_unstable(is_stable(rel), rel, len(tail)) is None
+    assert significance.why_unstable(is_stable(rel), rel, len(tail)) is None
     noisy = np.random.default_rng(6).normal(100, 30, 30)
-    assert stats.why_unstable(False, median_ci95_rel(noisy), 30).startswith("median 95% CI ±")
+    assert significance.why_unstable(False, median_ci95_rel(noisy), 30).startswith(
+        "median 95% CI ±")
 
 
 def test_site_b_is_faster_for_large_messages_and_same_where_noisy():

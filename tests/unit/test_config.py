@@ -22,7 +22,7 @@ from fabbench import catalog, config
 from fabbench.cli.main import main
 from fabbench.config import RunConfig, build, fields
 from fabbench.errors import UsageError
-from fabbench.options import COUNTS, FLOAT, INT, NAMES, SWITCH, number_text
+from fabbench.option_fields import COUNTS, FLOAT, INT, NAMES, SWITCH, number_text
 from fabbench.render import Benchmark, K8sJob, SlurmJob, render_k8s, render_slurm
 from fabbench.render.chart import chart_options
 from fabbench.study import spec

@@ -12,7 +12,7 @@ import pytest
 
 from fabbench.ceiling.tools import TOOLS, tool_for
 from fabbench.emulate.cluster import Cluster, Node
-from fabbench.emulate.spec import (
+from fabbench.emulate.cluster_spec import (
     Link,
     format_rate,
     make_emulation,

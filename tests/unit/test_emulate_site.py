@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from fabbench.emulate.cluster_spec import make_emulation
 from fabbench.emulate.session import describe_links
 from fabbench.emulate.site import SITE_ENV, Site, current
-from fabbench.emulate.spec import make_emulation
 from fabbench.errors import UsageError
 
 SITE_B = make_emulation(nodes=4, link="1gbit", slow_nodes=("3:250mbit",), lossy_nodes=("2:1%",))

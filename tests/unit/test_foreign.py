@@ -1,4 +1,4 @@
-"""nccl-tests' and OSU's output read as points (fabbench.floors.foreign): each fixture of
+"""nccl-tests' and OSU's output read as points (fabbench.floors.peer_output): each fixture of
 tests/fixtures/foreign (README.md there names the source and line of every format) reads into
 the points it holds, whatever the file is called; a malformed one is one UsageError line naming
 the file and the line."""
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from fabbench.errors import UsageError
-from fabbench.floors.foreign import read_foreign
+from fabbench.floors.peer_output import read_foreign
 from fabbench.floors.points import METRICS, WORKLOAD_METRICS, Point
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "foreign"

@@ -24,7 +24,7 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 # lowest first; each entry is a top-level package or module, whose every module it places
 LAYERS: Sequence[Sequence[str]] = (
     ("fabbench", "fabbench.errors", "fabbench.procs"),
-    ("fabbench.units", "fabbench.options", "fabbench.workload_spec"),
+    ("fabbench.units", "fabbench.option_fields", "fabbench.workload_spec"),
     ("fabbench.timing", "fabbench.sysinfo", "fabbench.console", "fabbench.emulate"),
     ("fabbench.fabrics", "fabbench.networks", "fabbench.comm"),
     ("fabbench.catalog",),  # every workload's spec and option section, and installed ones
@@ -37,13 +37,15 @@ LAYERS: Sequence[Sequence[str]] = (
     ("fabbench.runner",),
     ("fabbench.fidelity",),  # times `fabbench run` against bare loops started by its launcher
     ("fabbench.doctor", "fabbench.study"),
-    ("fabbench.render", "fabbench.report"),  # jobs and studies rendered; results and studies read
+    # jobs and studies rendered; results and studies read; the Kubernetes API (node labels)
+    ("fabbench.render", "fabbench.report", "fabbench.k8s_api"),
     ("fabbench.tune",),  # library settings searched with launches of `fabbench run`
     ("fabbench.cli",),
     ("fabbench.__main__",),
 )
 HEAVY = ("torch", "mpi4py", "horovod")
-LIGHT = ("fabbench.results", "fabbench.report", "fabbench.render", "fabbench.scaling")
+LIGHT = ("fabbench.results", "fabbench.report", "fabbench.render", "fabbench.k8s_api",
+         "fabbench.scaling")
 
 
 @dataclass(frozen=True)

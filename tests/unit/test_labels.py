@@ -17,7 +17,7 @@ import pytest
 
 from conftest import cli
 from fabbench.errors import UsageError
-from fabbench.render.labels import Api, figure_value, label_nodes, node_labels
+from fabbench.k8s_api.node_labels import Api, figure_value, label_nodes, node_labels
 
 VERDICT = {"format": "fabbench-verdict/1", "ok": False, "exit_code": 1, "rules": [], "nodes": [
     {"node": "fbn1", "status": "pass", "figure": 0.1172, "unit": "GB/s", "floor": 0.0947,

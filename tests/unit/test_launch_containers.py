@@ -8,7 +8,7 @@ import os
 import pytest
 
 from fabbench.emulate.cluster import Cluster, Node
-from fabbench.emulate.spec import Link
+from fabbench.emulate.cluster_spec import Link
 from fabbench.errors import UsageError
 from fabbench.launch import containers
 

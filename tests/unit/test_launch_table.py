@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from fabbench.emulate.cluster import Cluster, Node
-from fabbench.emulate.spec import Link
+from fabbench.emulate.cluster_spec import Link
 from fabbench.errors import UsageError
 from fabbench.launch import table
 from fabbench.launch.table import Container, Shell, Where
@@ -149,12 +149,12 @@ def test_launch_spec_forwards_variables_to_every_rank(primitive, tmp_path, monke
 
 
 def test_every_primitive_launcher_has_an_entry():
-    from fabbench.comm import registry
+    from fabbench.comm import primitives
 
-    for name in registry.PRIMITIVES:
-        for launcher in registry.get(name).launchers.values():
+    for name in primitives.PRIMITIVES:
+        for launcher in primitives.get(name).launchers.values():
             assert launcher in table.TABLE
-    assert set(registry.RENDER_FAMILY) <= set(table.TABLE)
+    assert set(primitives.RENDER_FAMILY) <= set(table.TABLE)
     assert [table.schedulable(k) for k in ("mpirun", "spawn", "horovodrun")] == \
         [True, True, False]
 
@@ -222,9 +222,9 @@ def test_pod_launch_fills_the_lines_the_chart_reads():
     assert table.pod_launch("rendezvous", nodes=3, per_node=4, program=program,
                             mca={"pml": "ucx"}) == [*table.torchrun(3, 4), *program]
     assert table.pod_launch("rendezvous", nodes=3, per_node=1, program=program) == program
-    from fabbench.comm import registry
+    from fabbench.comm import primitives
 
-    assert set(table.PODS) == set(registry.RENDER_FAMILY.values())
+    assert set(table.PODS) == set(primitives.RENDER_FAMILY.values())
     line = table.mpirun_hostfile_line()
     assert table.fill(line, {"hostfile": "h", "ranks": 4}, {"mca": [], "exports": []}) == \
         ["mpirun", "--hostfile", "h", "-np", "4", "--bind-to", "none"]

@@ -9,7 +9,7 @@ import torch
 from fabbench.catalog import HaloConfig, TrainConfig
 from fabbench.errors import UsageError
 from fabbench.networks import MODELS, build, get, parameter_count
-from fabbench.networks.registry import ModelSpec
+from fabbench.networks.models import ModelSpec
 from fabbench.plan import Plan
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from fabbench.errors import UsageError
 from fabbench.report.late import late_ranks
-from fabbench.report.pairs import analyse
+from fabbench.report.slow_node import analyse
 from fabbench.results.records import SLOW_SHARE, Collective, Pairs, best_pairs
 from fabbench.timing.engine import TimingPolicy, measure
 from fabbench.workloads.faults import Fault

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from fabbench.comm import registry
-from fabbench.comm.registry import Primitive, Registry
+from fabbench.comm import primitives
+from fabbench.comm.primitives import Primitive, Registry
 from fabbench.config import RunConfig
 from fabbench.errors import UsageError
 from fabbench.plan import Plan
 from fabbench.render import Benchmark
-from fabbench.render.build import benchmark
+from fabbench.render.from_options import benchmark
 
 
 def entry(name: str, **kw) -> Primitive:
@@ -41,12 +41,12 @@ def test_entries_are_validated(bad, message):
 
 
 def test_horovod_follows_its_controller():
-    hvd = registry.get("horovod")
-    assert hvd.controllers == ("mpi", "gloo") and registry.HOROVOD_OVER == ("mpi", "gloo")
+    hvd = primitives.get("horovod")
+    assert hvd.controllers == ("mpi", "gloo") and primitives.HOROVOD_OVER == ("mpi", "gloo")
     assert (hvd.backend(), hvd.launcher(), hvd.render_family()) == ("mpi", "mpirun", "mpi")
     assert (hvd.backend("gloo"), hvd.launcher("gloo")) == ("gloo", "horovodrun")
     assert hvd.render_family("gloo") is None
-    assert registry.get("nccl").render_family() == "rendezvous"
+    assert primitives.get("nccl").render_family() == "rendezvous"
 
 
 def test_plan_render_and_train_read_the_registry():
@@ -59,23 +59,23 @@ def test_plan_render_and_train_read_the_registry():
     with pytest.raises(UsageError, match="over mpi only"):
         Benchmark(config=RunConfig(fabric="ethernet", primitive="horovod", horovod_over="gloo",
                                    device="cpu"))
-    assert {p: registry.get(p).train_engine for p in registry.PRIMITIVES} == {
+    assert {p: primitives.get(p).train_engine for p in primitives.PRIMITIVES} == {
         "mpi": "mpi", "gloo": "ddp", "nccl": "ddp", "horovod": "horovod"}
 
 
 def test_one_default_primitive_rule():
-    assert registry.default_primitive(True) == ("nccl", "GPUs visible")
-    assert registry.default_primitive(False) == ("mpi", "no GPU visible")
+    assert primitives.default_primitive(True) == ("nccl", "GPUs visible")
+    assert primitives.default_primitive(False) == ("mpi", "no GPU visible")
 
 
 def test_gloo_sends_point_to_point_from_host_memory_only():
     # found on an H100 by the GPU kit: torch's Gloo pair wrote a CUDA tensor's device pointer
     # ("writev [127.0.0.1]:24788: Bad address") and the ranks died
-    gloo = registry.get("gloo")
+    gloo = primitives.get("gloo")
     assert "sendrecv" in gloo.ops_on("cpu") and "sendrecv" not in gloo.ops_on("cuda")
     assert gloo.point_to_point_on("cpu") and not gloo.point_to_point_on("cuda")
-    assert registry.get("nccl").point_to_point_on("cuda")
-    assert not registry.get("nccl").point_to_point_on("cpu")  # GPU buffers only
+    assert primitives.get("nccl").point_to_point_on("cuda")
+    assert not primitives.get("nccl").point_to_point_on("cpu")  # GPU buffers only
     with pytest.raises(UsageError, match="gloo cannot sendrecv cuda buffers .* use --device cpu"):
         Plan(fabric="ethernet", primitive="gloo", device="cuda", ops=("sendrecv",), sizes=(8,),
              out="-", run_id="r")

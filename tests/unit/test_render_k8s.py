@@ -9,7 +9,7 @@ import yaml
 
 from conftest import REPO, fabbench
 from fabbench import __version__
-from fabbench.comm.registry import PRIMITIVES
+from fabbench.comm.primitives import PRIMITIVES
 from fabbench.config import RunConfig
 from fabbench.fabrics.profile import BUILTIN_DIR
 from fabbench.render import Benchmark, K8sJob, chart, render_k8s

@@ -12,7 +12,7 @@ from conftest import fabbench
 from fabbench.config import RunConfig
 from fabbench.errors import UsageError
 from fabbench.render import Benchmark, SlurmJob, render_slurm
-from fabbench.render.engine import sh
+from fabbench.render.jinja_env import sh
 
 OMNIPATH_MPI = """\
 #!/bin/bash
@@ -406,10 +406,10 @@ def test_filter_refuses_non_scalars():
 
 
 def test_strict_undefined():
-    from fabbench.render.engine import environment
+    from fabbench.render.jinja_env import environment
 
     with pytest.raises(RuntimeError, match="undefined"):
-        from fabbench.render.engine import render
+        from fabbench.render.jinja_env import render
         render("slurm.sbatch.j2")
     assert environment().undefined.__name__ == "StrictUndefined"
 

@@ -15,7 +15,7 @@ import pytest
 from fabbench.cli.main import main
 from fabbench.errors import UsageError
 from fabbench.report import tables
-from fabbench.report.build import make_report
+from fabbench.report.runs_report import make_report
 from fabbench.results.link import link_of
 from fabbench.results.runs import load
 from unit.test_records import replaced

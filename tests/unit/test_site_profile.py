@@ -14,7 +14,7 @@ import yaml
 from fabbench import doctor as d
 from fabbench.fabrics.profile import BUILTIN_DIR, load_profile
 from fabbench.render import K8sJob, SlurmJob, render_k8s, render_slurm
-from fabbench.render.build import benchmark
+from fabbench.render.from_options import benchmark
 from fabbench.results.link import link_of
 from fabbench.results.runs import load
 from unit.test_records import replaced

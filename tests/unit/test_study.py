@@ -11,7 +11,7 @@ import pytest
 
 from fabbench.cli.main import main
 from fabbench.errors import UsageError
-from fabbench.report.stats import Verdict
+from fabbench.report.significance import Verdict
 from fabbench.report.study.cells import StudyCell
 from fabbench.report.study.groups import CellGroup, CellResult, headline
 from fabbench.study.host import Host, Place, why_not
@@ -303,7 +303,7 @@ def _train_series(step_ms: float, compute_ms: float):
 
 
 def test_whatif_forecast_beside_measurement():
-    from fabbench.report.study.whatif import agreement, whatif_rows
+    from fabbench.report.study.link_whatif import agreement, whatif_rows
 
     def row(link, step, verdict):
         cell = StudyCell({"id": f"gpt-{link}", "axes": {"link": link}, "options": {}},

@@ -1,8 +1,8 @@
-"""Two study directories as two sites (report/study/sites.py, report/study/compare.py): the image
-first (the same id on both sides, or both ids named), the differing cells with their intervals,
-the links from provenance and the slow node. The study directories are made here: a manifest
-the study's own writer checks, and the schema-valid fixture runs as the cells' results files,
-with the image each side ran put into their provenance."""
+"""Two study directories as two sites (report/study/sites.py, report/study/study_compare.py): the
+image first (the same id on both sides, or both ids named), the differing cells with their
+intervals, the links from provenance and the slow node. The study directories are made here: a
+manifest the study's own writer checks, and the schema-valid fixture runs as the cells' results
+files, with the image each side ran put into their provenance."""
 
 from __future__ import annotations
 
@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from fabbench.report.study.compare import (
+from fabbench.report.study.sites import NO_IMAGE, ImageCheck, SiteNetwork, Sites
+from fabbench.report.study.study_compare import (
     as_json,
     compare_studies,
     image_line,
     network_lines,
     summary_lines,
 )
-from fabbench.report.study.sites import NO_IMAGE, ImageCheck, SiteNetwork, Sites
 from fabbench.study import manifest
 from fabbench.study.host import Place
 from fabbench.study.run import _start_manifest, cell_entry
@@ -132,7 +132,7 @@ def test_a_studys_own_report_names_the_slow_node_its_pairs_cell_found(tmp_path):
     """`fabbench report STUDY_DIR` applies the pairs rule to a pairs cell, as `fabbench run` did
     when it ran: the fixture is a real run (fabbench run --workload pairs --ranks 3 --sizes
     8,64K on one host of this project's 2-core machines), whose own verdict named rank 0."""
-    from fabbench.report import pairs as pairs_rule
+    from fabbench.report import slow_node as pairs_rule
     from fabbench.report.study.answer import answer
     from fabbench.report.study.answer import as_json as study_json
     from fabbench.results.reader import read_results

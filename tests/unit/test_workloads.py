@@ -1,4 +1,4 @@
-"""fabbench.catalog and workloads.registry: the workload specs and the tables derived
+"""fabbench.catalog and workloads.interface: the workload specs and the tables derived
 from them, names, the one sequence ("all"), loading by name, refusals."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from fabbench import catalog as names
 from fabbench.errors import UsageError
 from fabbench.workload_spec import StudyMetric, WorkloadSpec
-from fabbench.workloads import registry
+from fabbench.workloads import interface
 
 
 def test_names_and_parts():
@@ -23,10 +23,10 @@ def test_names_and_parts():
 
 
 def test_load_gives_each_part_in_order():
-    loaded = registry.load("all")
+    loaded = interface.load("all")
     assert [w.name for w in loaded] == ["collectives", "train"]
     for name in ("collectives", "train", "halo", "pairs"):
-        (workload,) = registry.load(name)
+        (workload,) = interface.load(name)
         assert workload.name == name
         for method in ("prepare", "run", "header", "line", "wrong"):
             assert callable(getattr(workload, method))
@@ -36,7 +36,7 @@ def test_the_registry_imports_no_workload_until_asked():
     import subprocess
     import sys
 
-    code = ("import sys, fabbench.workloads.registry; "
+    code = ("import sys, fabbench.workloads.interface; "
             "print([m for m in ('fabbench.workloads.train', 'fabbench.workloads.halo', 'torch') "
             "if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -54,7 +54,7 @@ def test_the_rank_counts_the_same_kinds_in_the_same_order():
 
 
 def test_the_study_report_tables_are_the_ones_it_had():
-    from fabbench.report.study import groups, html, plots, text
+    from fabbench.report.study import answer_text, groups, study_html, study_plots
 
     assert groups.METRIC == {"train": "step time", "halo": "iteration time",
                              "collectives": "time"}
@@ -63,7 +63,7 @@ def test_the_study_report_tables_are_the_ones_it_had():
                                  "collectives": "busbw GB/s"}
     assert groups.THROUGHPUT_SHORT == {"train": "samples/s", "halo": "GB/s",
                                        "collectives": "busbw GB/s"}
-    for module in (html, plots, text):  # no copy of its own left
+    for module in (study_html, study_plots, answer_text):  # no copy of its own left
         assert not {"_UNIT", "_UNITS", "_THROUGH"} & set(vars(module))
 
 

@@ -37,7 +37,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service | quote }}
 helm.sh/chart: {{ include "fabbench.chart" . | quote }}
 {{- end }}
 
-{{/* The primitive registry's data (files/primitives.yaml, generated from fabbench.comm.registry). */}}
+{{/* The primitive registry's data (files/primitives.yaml, generated from fabbench.comm.primitives). */}}
 {{- define "fabbench.primitives" -}}
 {{- .Files.Get "files/primitives.yaml" | fromYaml | toJson }}
 {{- end }}

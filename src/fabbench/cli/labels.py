@@ -1,5 +1,5 @@
-"""`fabbench floors label-nodes`: a verdict's nodes labelled through the Kubernetes API (the chart's
-health check). Parsing only; fabbench.render.labels labels."""
+"""`fabbench floors label-nodes`: a verdict's nodes labelled through the Kubernetes API (the
+chart's health check). Parsing only; fabbench.k8s_api.node_labels labels."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from fabbench.render.labels import API_ENV, CONDITION_TYPE, DEFAULT_PREFIX, TIMEOUT_S
+from fabbench.k8s_api.node_labels import API_ENV, CONDITION_TYPE, DEFAULT_PREFIX, TIMEOUT_S
 
 
 def label_nodes(
@@ -44,7 +44,7 @@ def label_nodes(
 
     Example: [bold]fabbench floors label-nodes /tmp/verdict.json --prefix fabbench.dev --taint[/]
     """
-    from fabbench.render.labels import Api, Health, label_nodes, read_verdict
+    from fabbench.k8s_api.node_labels import Api, Health, label_nodes, read_verdict
 
     health = Health(condition=condition, taint=taint, effect=taint_effect, dry_run=dry_run)
     done = label_nodes(read_verdict(verdict), Api.from_pod(api, timeout_s=timeout), prefix,

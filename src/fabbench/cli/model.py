@@ -42,7 +42,7 @@ def forecast(
     Example: [bold]fabbench forecast --from results.jsonl --nodes 64 --bandwidth 25Gbit[/]
     """
     from fabbench.console import console
-    from fabbench.scaling import text
+    from fabbench.scaling import forecast_text
     from fabbench.scaling.predict import ModelOptions, build, jsonable
 
     answer = build(sources, ModelOptions(
@@ -53,10 +53,10 @@ def forecast(
         print(json.dumps(jsonable(answer), indent=1))
         return
     con = console()
-    con.print(text.HEADER)
-    for item in (text.fit_table(answer) if answer["fits"] else None,
-                 text.allreduce_table(answer), text.hierarchy_table(answer),
-                 *text.train_tables(answer)):
+    con.print(forecast_text.HEADER)
+    for item in (forecast_text.fit_table(answer) if answer["fits"] else None,
+                 forecast_text.allreduce_table(answer), forecast_text.hierarchy_table(answer),
+                 *forecast_text.train_tables(answer)):
         if item is not None:
             con.print(item)
     con.print("[bold]Model assumptions:[/]")

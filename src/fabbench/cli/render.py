@@ -28,7 +28,7 @@ Command = Annotated[str, typer.Option(help="How the nodes (or the image) start f
 
 
 def _bench(options: dict, gpus_per_node: int, extra_arg: list[str] | None):
-    from fabbench.render.build import benchmark
+    from fabbench.render.from_options import benchmark
 
     return benchmark(gpus_per_node=gpus_per_node, extra_args=extra_arg or (), **options)
 
@@ -79,7 +79,7 @@ def slurm(
 
         raise UsageError("--verify judges one benchmark's results: not with --study")
     if study is not None:
-        from fabbench.render.study import render_study_slurm, study_job
+        from fabbench.render.study_sbatch import render_study_slurm, study_job
 
         sys.stdout.write(render_study_slurm(study_job(
             study, nodes=nodes if nodes != 1 else None, tasks_per_node=tasks_per_node,
@@ -88,7 +88,7 @@ def slurm(
             name=name if name != "fabbench" else "fabbench-study")))
         return
     from fabbench.render import render_slurm
-    from fabbench.render.build import slurm_job
+    from fabbench.render.from_options import slurm_job
 
     sys.stdout.write(render_slurm(slurm_job(
         _bench(options, gpus_per_node, extra_arg), name=name, nodes=nodes,
@@ -144,7 +144,7 @@ def k8s(
     --primitive nccl --rdma-resource rdma/hca_shared_devices_a > job.yaml[/]
     """
     from fabbench.render import render_k8s
-    from fabbench.render.build import k8s_job
+    from fabbench.render.from_options import k8s_job
 
     sys.stdout.write(render_k8s(k8s_job(
         _bench(options, gpus_per_node, extra_arg), name=name, namespace=namespace, nodes=nodes,

@@ -72,7 +72,7 @@ def report(paths: Paths, html: Html = None, plots: Plots = None, csv: Csv = None
                              "report.json beside study.json); --csv is for results files")
         _study_report(paths[0], html=html, plots=plots, title=title, json_out=json_out)
         return
-    from fabbench.report.build import findings_json, make_report
+    from fabbench.report.runs_report import findings_json, make_report
     from fabbench.report.tables import collective_rows, train_rows
 
     out = make_report(paths, html=html, plots_dir=plots, csv=csv, title=title, floors=floors)
@@ -106,8 +106,8 @@ def _study_report(directory: Path, *, html: Path | None, plots: Path | None,
     report.json beside its manifest."""
     from fabbench.console import console
     from fabbench.report.study.answer import as_json
-    from fabbench.report.study.build import make_study_report
-    from fabbench.report.study.text import lines
+    from fabbench.report.study.answer_text import lines
+    from fabbench.report.study.study_report import make_study_report
 
     answer, written = make_study_report(
         directory, html=html or directory / "report.html", plots_dir=plots,
@@ -140,8 +140,8 @@ def compare(paths: Paths, html: Html = None, plots: Plots = None, csv: Csv = Non
         _study_compare(paths[0], paths[1], json_out=json_out, html=html, title=title)
         return
     from fabbench.console import console
-    from fabbench.report.build import compare_rows, make_compare
-    from fabbench.report.text import compare_tables, verdict_summary
+    from fabbench.report.compare_text import compare_tables, verdict_summary
+    from fabbench.report.runs_report import compare_rows, make_compare
 
     out = make_compare(paths, html=html, plots_dir=plots, csv=csv, title=title)
     c = out.comparison
@@ -166,7 +166,7 @@ def _study_compare(a: Path, b: Path, *, json_out: bool, html: Path | None,
     from rich.table import Table
 
     from fabbench.console import console
-    from fabbench.report.study.compare import (
+    from fabbench.report.study.study_compare import (
         as_json,
         compare_studies,
         image_line,

@@ -31,7 +31,7 @@ def show_run(path: str) -> None:
         return
     pairs = results.of_kind(Pairs)
     if pairs:  # the verdict over all pairs (the pairs were streamed)
-        from fabbench.report.pairs import analyse
+        from fabbench.report.slow_node import analyse
 
         verdict = analyse(pairs)
         for text in verdict.text if verdict else ():

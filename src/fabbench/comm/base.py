@@ -17,7 +17,7 @@ import numpy as np
 
 from fabbench.comm import guard as guard_script
 from fabbench.comm.guard import shown
-from fabbench.comm.registry import REGISTRY, Primitive
+from fabbench.comm.primitives import REGISTRY, Primitive
 from fabbench.errors import UsageError
 
 GRAPH_OPS = 100

@@ -1,20 +1,12 @@
 """Is the MPI CUDA-aware? Asked of the MPI itself, never guessed.
 
-`--device cuda` with `mpi` hands GPU buffers to MPI. An MPI that is not CUDA-aware cannot read
-them (it fails, or a wrapper stages them through host memory unannounced, and the numbers are
-then those of host copies): fabbench refuses such a run with one line, exit code 2.
-
-Order of evidence, strongest first:
-  1. The running library, after MPI_Init, in every rank: Open MPI's
-     ``MPIX_Query_cuda_support()`` (its mpi-ext CUDA extension: 1 when CUDA support is built
-     in and enabled now), or MPICH's ``MPIX_GPU_query_support(MPIX_GPU_SUPPORT_CUDA, &flag)``.
-     mpi4py (4.1) has no wrapper for either: they are looked up in the MPI library mpi4py loaded.
-  2. Before any rank starts, in the launcher: ``ompi_info``'s
-     ``mpi_built_with_cuda_support`` (how the Open MPI on PATH was built). It lets a local launch
-     refuse before starting ranks; an MPI without ompi_info (MPICH, Intel MPI) defers to (1).
-Neither depends on a GPU being present: the refusal says the MPI is not CUDA-aware, whether or
-not this host has a GPU (the GPU is checked after).
-"""
+`--device cuda` with `mpi` hands GPU buffers to MPI; one that is not CUDA-aware fails or stages
+them through host memory unannounced, so fabbench refuses such a run (one line, exit code 2).
+Evidence, strongest first: in every rank after MPI_Init, the running library's own query
+(Open MPI's ``MPIX_Query_cuda_support()``, MPICH's ``MPIX_GPU_query_support``; mpi4py wraps
+neither, so both are looked up in the library mpi4py loaded); before any rank starts,
+``ompi_info``'s ``mpi_built_with_cuda_support`` (an MPI without ompi_info defers to the first).
+Neither needs a GPU: the GPU is checked after."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from fabbench.comm.torchdist import torch_array
 from fabbench.errors import RunError
 
 if TYPE_CHECKING:
-    from fabbench.comm.registry import Primitive
+    from fabbench.comm.primitives import Primitive
 
 
 class HorovodComm(Communicator):

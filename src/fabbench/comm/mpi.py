@@ -32,7 +32,7 @@ from fabbench.comm.cuda_aware import CudaAwareness, ask_library, mpi4py_library
 from fabbench.errors import RunError, UsageError
 
 if TYPE_CHECKING:
-    from fabbench.comm.registry import Primitive
+    from fabbench.comm.primitives import Primitive
 
 QUIET_POLL_S = 0.001  # quiet_barrier: how often a waiting rank looks
 

@@ -1,23 +1,9 @@
 """What NCCL says it did, read from its own log (NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS=INIT,NET).
 
-The lines read, as NCCL prints them (prefix "<host>:<pid>:<tid> [<dev>] NCCL INFO "):
-
-- ``Using network <name>``: the network module of the communicator: ``IB``, ``Socket``, or an
-  external plugin's name (``Libfabric`` or, before aws-ofi-nccl 1.13, ``AWS Libfabric``;
-  ``IBext_v8`` from nccl-rdma-sharp-plugins).
-- ``Channel <c>/<i> : <r>[<d>] -> <r>[<d>] [send|receive] via NET/<name>/<dev>[(<proxy>)]``
-  ``[/GDRDMA][(PCI)][/Shared]``: one network connection, and whether the NIC reads or writes
-  GPU memory directly (GPUDirect RDMA).
-- ``Channel <c>/<i> : ... via P2P/<kind>`` and ``Channel <c> : ... via SHM/direct``: connections
-  between GPUs of one host.
-- ``NET/IB : Using [<n>]<hca>:<port>/<IB|RoCE> ...``: the HCAs and their link layer.
-- ``NET/OFI Selected provider is <prov>, fabric is <fabric> ...`` (``Selected Provider is
-  <prov> (found <n> nics)`` before aws-ofi-nccl 1.8): the plugin's libfabric provider.
-- ``<n> coll channels, ...``: the number of channels of the communicator.
-
-tests/fixtures/nccl/ holds excerpts built from NCCL's and aws-ofi-nccl's format strings; its
-README names the source line and version of each.
-"""
+Read from NCCL's INFO lines: the network module (``Using network IB|Socket|<plugin>``), each
+connection's path (``via NET/<name>/...[/GDRDMA]``, ``via P2P/...``, ``via SHM/...``), the HCAs
+and their link layer (``NET/IB : Using ...``), the OFI plugin's provider and the channel count.
+tests/fixtures/nccl/README names the NCCL and aws-ofi-nccl source line and version of each."""
 
 from __future__ import annotations
 

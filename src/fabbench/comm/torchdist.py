@@ -15,7 +15,7 @@ from fabbench.comm.nccl_report import NcclReport, parse_nccl_log
 from fabbench.errors import RunError, TransportMismatch
 
 if TYPE_CHECKING:
-    from fabbench.comm.registry import Primitive
+    from fabbench.comm.primitives import Primitive
 
 
 class TorchComm(Communicator):

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fabbench.emulate.spec import Link
+from fabbench.emulate.cluster_spec import Link
 from fabbench.errors import UsageError
 
 ENV = "FABBENCH_EMULATION"

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from fabbench.emulate.cluster import NODE_IFACE, Cluster, Node
-from fabbench.emulate.spec import Emulation, Link
+from fabbench.emulate.cluster_spec import Emulation, Link
 from fabbench.errors import RunError, UsageError
 from fabbench.procs import ToolRun, run_tool
 

@@ -19,8 +19,8 @@ from pathlib import Path
 from fabbench.emulate import net
 from fabbench.emulate.cluster import ENV, STATE_FILE, Cluster
 from fabbench.emulate.cluster import read as read_cluster
+from fabbench.emulate.cluster_spec import Emulation, Link
 from fabbench.emulate.site import SITE_ENV, Site
-from fabbench.emulate.spec import Emulation, Link
 from fabbench.errors import RunError, UsageError
 from fabbench.procs import Terminated, signals_unwind, stop_groups
 

@@ -15,7 +15,7 @@ import json
 import os
 from dataclasses import dataclass
 
-from fabbench.emulate.spec import Emulation, Link, format_rate
+from fabbench.emulate.cluster_spec import Emulation, Link, format_rate
 from fabbench.errors import UsageError
 
 SITE_ENV = "FABBENCH_EMULATE_SITE"

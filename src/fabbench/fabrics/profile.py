@@ -1,28 +1,13 @@
 """Load fabric profiles (TOML) into validated, frozen dataclasses.
 
-Search path, later entries win for the same name:
-  1. the profiles shipped in the package (fabbench/fabrics/profiles/*.toml)
-  2. /etc/fabbench/fabrics/*.toml         (a site's own, e.g. baked into its image)
-  3. ~/.config/fabbench/fabrics/*.toml    (a user's own)
-  4. each directory in $FABBENCH_PROFILE_PATH (colon-separated)
-``--fabric`` also takes the path of a profile file directly.
-
-What the rest of fabbench decides about a fabric comes from its profile, never from its name, so
-a site's profile (say roce.toml, a copy of infiniband.toml) is treated as a shipped one:
-  hardware        the kind of device a native run needs (none; infiniband: verbs ports,
-                  InfiniBand or RoCE; omnipath: hfi1) -- `run` refuses a host without it, and
-                  `doctor` checks those devices and, for RDMA kinds, the locked-memory limit;
-  devices         the device files a container needs on the native wire (Slurm's Apptainer
-                  binds and Pyxis mounts, the Kubernetes manifests' advice);
-  single_host     ranks on one host only (shared memory): no network device, /dev/shm required;
-  [link]          where `report` reads the link's speed: ``speed_from`` rdma (the active port
-                  of the hardware's kind, the one a ``device_env`` variable names if any), nic
-                  (the interface an ``iface_env`` variable names, else the fastest physical one
-                  that is up) or none; every tcp wire reads the interface.
-The doctor's library checks follow the MPI section's own settings (pml ucx: UCX and its
-UCX_TLS; mtl ofi: libfabric and its provider; the pml/mtl/btl components it selects).
-Site profiles written before these keys existed get the defaults of their hardware kind.
-"""
+Search path, later wins for a name: the package's profiles, /etc/fabbench/fabrics/,
+~/.config/fabbench/fabrics/, each directory of $FABBENCH_PROFILE_PATH; ``--fabric`` also takes a
+file. fabbench decides by a profile's data, never its name, so a site's copy is a shipped one:
+``hardware`` (none, infiniband: verbs ports, omnipath: hfi1; `run` refuses a host without it,
+`doctor` checks it and the memlock limit), ``devices`` (what a container needs on the native
+wire), ``single_host`` (shared memory: no network device, /dev/shm required), ``[link]``
+(``speed_from`` rdma, nic or none: where `report` reads the link's speed) and the MPI section's
+settings (which the doctor's library checks follow). A missing key takes its hardware's default."""
 
 from __future__ import annotations
 

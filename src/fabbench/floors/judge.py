@@ -1,19 +1,11 @@
 """The verdict: every rule of a floors file against measured points, pass / fail / not judged,
 with the figure, the floor and the margin, node by node where the points are per node.
 
-For each rule, the points it selects are grouped by subject (one operation at one size and
-dtype, one node, one network): the tries of a subject are its points in the order the results
-were given, and a rule with ``repeats = N`` judges them N at a time, passing on the first try
-that holds (as the health checks that gate clusters do) and saying which. A point that lacks
-what the rule needs (the metric, the run's ceiling or line rate, a claimed transport) is not
-judged: never a pass.
-
-A node that fails a per-node rule is a suspect until it is confirmed against nodes that
-passed: its pairs with them (the pairs records' own figures) must miss the floor too. A
-suspect whose pairs with passed nodes meet the floor is not called bad ("not judged", with the
-evidence): the slow end of its pairs is elsewhere. When no node passed there is nothing to
-confirm against, and every failing node fails.
-"""
+A rule judges each subject's points (one operation at one size and dtype, one node, one
+network) in the order given, ``repeats`` at a time, passing on the first try that holds. A
+point that lacks what the rule needs is not judged, never passed. A node failing a per-node
+rule is only called bad when its pairs with passed nodes miss the floor too (else the slow end
+is elsewhere: "not judged", with the evidence); with no passed node, every failing node fails."""
 
 from __future__ import annotations
 

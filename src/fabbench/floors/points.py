@@ -1,21 +1,11 @@
 """What a floor judges: measured figures as :class:`Point` s, whoever measured them.
 
-A point is one figure set of one measurement: a collective at one size (fabbench's collective
-record, a row of nccl-tests' table, a line of OSU's), one node's bandwidth to its peers (from
-fabbench's pairs records: the median of its pairs' p50 at the largest size), one training or
-halo measurement. It carries what a rule may select it by (workload, operation, size, dtype,
-primitive, fabric, transport and its class, node count, node) and what it may be measured
-against (the wire's measured ceiling and nominal rate, where the run recorded them). Results
-from other tools name their source and claim no transport (``transport`` None): a rule that
-requires a transport class does not judge them.
-
-Metrics and their units (the unit a rule writes is converted to these):
-
-    busbw, algbw, bw    GB/s (1e9 bytes/s), higher is better
-    time                µs, lower is better
-    samples_per_s       samples/s, higher is better
-    step_time           ms, lower is better
-"""
+A point is one figure set of one measurement (a collective at one size, from fabbench, nccl-tests
+or OSU; one node's bandwidth to its peers from fabbench's pairs records; one training or halo
+measurement), with what a rule may select it by and what it may be measured against (the wire's
+ceiling and nominal rate, where recorded). Other tools' points claim no transport, so a rule that
+requires a transport class does not judge them. Metric units (a rule's are converted to these):
+busbw, algbw, bw in GB/s (1e9 bytes/s) and time in µs; samples_per_s; step_time in ms."""
 
 from __future__ import annotations
 

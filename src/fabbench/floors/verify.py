@@ -41,13 +41,13 @@ def is_fabbench(path: Path) -> bool:
 
 def read_points(paths: Sequence[str | Path]) -> list[Point]:
     """Every point of the given files and directories (a directory: its *.jsonl), in order:
-    fabbench's results, nccl-tests' and OSU's output (fabbench.floors.foreign)."""
+    fabbench's results, nccl-tests' and OSU's output (fabbench.floors.peer_output)."""
     points: list[Point] = []
     for path in expand(paths):
         if is_fabbench(path):
             points += points_of(split_runs(path))
         else:
-            from fabbench.floors.foreign import read_foreign
+            from fabbench.floors.peer_output import read_foreign
 
             points += read_foreign(path)
     return points

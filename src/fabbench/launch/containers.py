@@ -24,7 +24,7 @@ from pathlib import Path
 
 from fabbench.emulate import session
 from fabbench.emulate.cluster import ENV, Cluster
-from fabbench.emulate.spec import Emulation
+from fabbench.emulate.cluster_spec import Emulation
 from fabbench.errors import RunError, UsageError
 from fabbench.launch import local, table
 from fabbench.launch.table import LaunchSpec
@@ -83,7 +83,7 @@ def check_image(runtime: str, image: str) -> None:
 def launcher_of(runtime: str, image: str, argv: list[str]) -> str:
     """The host launcher (mpirun, spawn) of `fabbench ARGV` with its ranks in ``image``;
     UsageError for what cannot run so (checked before any node is made)."""
-    from fabbench.comm.registry import REGISTRY
+    from fabbench.comm.primitives import REGISTRY
 
     check_image(runtime, image)
     if not argv or argv[0] != "run":

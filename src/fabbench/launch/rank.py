@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from fabbench import catalog, emulate
 from fabbench.ceiling import measure as ceiling
 from fabbench.ceiling.tools import tool_for
-from fabbench.comm import registry
+from fabbench.comm import primitives
 from fabbench.comm.base import Communicator, create_communicator, graph_environment, graph_timing
 from fabbench.errors import (
     DataCheckFailed,
@@ -43,7 +43,7 @@ from fabbench.results.writer import ResultWriter
 from fabbench.sysinfo.inventory import container_runtime, inventory
 from fabbench.timing import heap
 from fabbench.timing.deadline import Watchdog
-from fabbench.workloads import registry as workloads
+from fabbench.workloads import interface as workloads
 from fabbench.workloads.faults import Fault
 
 if TYPE_CHECKING:
@@ -189,7 +189,7 @@ class RankRun:
         chosen = workloads.load(plan.workload)  # imported now, before the library starts
         for workload in chosen:
             workload.prepare(plan)
-        report_env = registry.get(plan.backend).report_env  # the library's transport report
+        report_env = primitives.get(plan.backend).report_env  # the library's transport report
         if report_env:
             folder = tempfile.mkdtemp(prefix="fabbench-")
             os.environ.update({k: v.replace("{dir}", folder) for k, v in report_env.items()})

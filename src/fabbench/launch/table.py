@@ -2,7 +2,7 @@
 
 Every launch command fabbench composes is composed here, and nowhere else:
 
-    how (the primitive's launcher, comm.registry)   where
+    how (the primitive's launcher, comm.primitives) where
     mpirun      mpirun with the profile's MCA        host: -np N on this host
                 parameters on its command line       nodes: a hostfile of the emulated nodes and an
                                                      rsh agent that enters a node's namespace
@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from fabbench.comm.registry import RENDER_FAMILY
+from fabbench.comm.primitives import RENDER_FAMILY
 from fabbench.errors import UsageError
 from fabbench.plan import PLAN_ENV, STATE_ENV, Plan, RunState, rank_env
 
@@ -223,7 +223,7 @@ class PodLaunch:
     bare_when_one: bool = False
 
 
-# render family (comm.registry.RENDER_FAMILY) -> the pod launch: an MPIJob's launcher pod runs
+# render family (comm.primitives.RENDER_FAMILY) -> the pod launch: an MPIJob's launcher pod runs
 # mpirun over the operator's hostfile; an Indexed Job's pod runs torchrun for several ranks
 PODS: Mapping[str, PodLaunch] = MappingProxyType({
     "mpi": PodLaunch(line=mpirun_hostfile_line()),
@@ -343,7 +343,7 @@ def ranks_across(cluster: Cluster, launcher: str, program: Sequence[str],
                      "its own rendezvous")
 
 
-# how (comm.registry's launcher of the primitive) -> its builder for this host and emulated nodes
+# how (comm.primitives' launcher of the primitive) -> its builder for this host and emulated nodes
 TABLE: Mapping[str, Builder] = MappingProxyType({
     "mpirun": _mpirun, "spawn": _spawn, "horovodrun": _horovod})
 
@@ -389,7 +389,7 @@ def scheduled(scheduler: str, launcher: str, *, nodes: int, per_node: int,
 
 
 def schedulable(launcher: str) -> bool:
-    """Can a scheduler (Slurm, Kubernetes) start ranks of this launcher's kind? (comm.registry's
+    """Can a scheduler (Slurm, Kubernetes) start ranks of this launcher's kind? (comm.primitives'
     RENDER_FAMILY: how it renders them, PMIx/an MPIJob or a rendezvous)."""
     return launcher in RENDER_FAMILY
 

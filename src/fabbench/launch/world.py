@@ -29,7 +29,7 @@ import socket
 from collections import Counter
 from collections.abc import Mapping
 
-from fabbench.comm import registry
+from fabbench.comm import primitives
 from fabbench.comm.base import Communicator
 from fabbench.errors import RunError, UsageError
 from fabbench.launch.discover import RankEnv
@@ -147,7 +147,7 @@ def _check_nodes(gathered: list, size: int) -> None:
 
 
 def _size_cause(me: RankEnv, primitive: str, over: str | None, got: int) -> str:
-    if got == 1 and registry.get(primitive).launcher(over) == "mpirun":
+    if got == 1 and primitives.get(primitive).launcher(over) == "mpirun":
         return ("every process is a singleton ('rank 0 of 1'): the MPI library did not reach "
                 f"the {me.launcher} launcher's process manager; start MPI ranks with the mpirun "
                 "of the same MPI, or srun --mpi=pmix with an MPI built with PMIx")

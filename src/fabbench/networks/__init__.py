@@ -4,6 +4,6 @@ The registry itself imports nothing heavy: a spec names its builder as ``module:
 torch is imported only when a model is built.
 """
 
-from fabbench.networks.registry import MODELS, ModelSpec, build, get, parameter_count
+from fabbench.networks.models import MODELS, ModelSpec, build, get, parameter_count
 
 __all__ = ["MODELS", "ModelSpec", "build", "get", "parameter_count"]

@@ -1,25 +1,10 @@
-"""The data files of the Helm chart (charts/fabbench/files/), generated from the Python sources
-of truth: the chart cannot call Python, so it reads these, and a unit test fails when a file
-differs from what this module generates. Regenerate with ``python -m fabbench.render.chart``.
-
-  files/fabrics.yaml     the fabric profiles: per fabric, what the chart decides by
-                         (singleHost, devices) and per wire and backend the {env, mca} and
-                         its --gpudirect on/off additions, placeholders kept (filled as
-                         fabbench.render.fabric fills them);
-  files/primitives.yaml  the primitive registry as the chart needs it: the default-primitive
-                         rule (comm.registry.default_primitive) and per primitive its profile
-                         section, render family, controller and whether it needs GPUs;
-  files/run-options.yaml the run configuration's fields in argv order (fabbench.config
-                         .chart_options), from which the chart's fabbench.runArgs writes the
-                         arguments RunConfig.to_argv writes;
-  files/launchers.yaml   the launcher table's Kubernetes pod launches (launch.table.PODS): per
-                         render family the line before the program, which the chart's
-                         fabbench.podLaunch fills in as launch.table.pod_launch does;
-
-and, within the chart's own values.yaml and values.schema.json, what they say of each run option
-(its value, default, documentation, type, range, choices; the rendezvous port), spliced in
-(``SPLICED``), so that the chart's defaults are `fabbench run`'s and `fabbench render`'s.
-"""
+"""The Helm chart's data files (charts/fabbench/files/), generated from the Python sources of truth:
+the chart cannot call Python, so it reads these, and a unit test fails when a file differs from
+what this module generates (``python -m fabbench.render.chart charts/fabbench`` regenerates).
+fabrics.yaml holds the fabric profiles, primitives.yaml the primitive registry, run-options.yaml
+the run configuration's fields in argv order, launchers.yaml the launcher table's pod launches;
+and what values.yaml and values.schema.json say of each run option is spliced in (``SPLICED``),
+so that the chart's defaults are `fabbench run`'s."""
 
 from __future__ import annotations
 
@@ -29,12 +14,12 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from fabbench import config, options
-from fabbench.comm import registry
+from fabbench import config, option_fields
+from fabbench.comm import primitives
 from fabbench.fabrics.profile import BUILTIN_DIR, PRIMITIVE_SECTIONS, WIRES, load_profile
 from fabbench.launch import table
 from fabbench.render.context import rendered_over
-from fabbench.render.engine import k8s_arg
+from fabbench.render.jinja_env import k8s_arg
 
 _HEADER = ("# Generated from {source} by fabbench.render.chart; do not edit\n"
            "# (tests/unit/test_render_k8s.py fails when it differs). Regenerate:\n"
@@ -67,11 +52,11 @@ def chart_profiles(names: list[str] | None = None) -> dict:
 
 def chart_primitives() -> dict:
     """{default: {gpu, cpu}, primitives: name -> {backend, launch, over, gpuOnly}}."""
-    out: dict = {"default": {"gpu": registry.default_primitive(True)[0],
-                             "cpu": registry.default_primitive(False)[0]},
+    out: dict = {"default": {"gpu": primitives.default_primitive(True)[0],
+                             "cpu": primitives.default_primitive(False)[0]},
                  "primitives": {}}
-    for name in registry.PRIMITIVES:
-        spec = registry.get(name)
+    for name in primitives.PRIMITIVES:
+        spec = primitives.get(name)
         over = rendered_over(spec)
         out["primitives"][name] = {"backend": spec.backend(over),
                                    "launch": spec.render_family(over),
@@ -96,7 +81,7 @@ def chart_options() -> list[dict[str, Any]]:
         o = f.option
         if o.placed:
             continue
-        default = f.default if f.default is None or o.kind is options.SWITCH else \
+        default = f.default if f.default is None or o.kind is option_fields.SWITCH else \
             o.kind.write(f.default)
         entry: dict[str, Any] = {"flag": o.flag, "kind": o.kind.name, "default": default}
         if o.negative:
@@ -139,7 +124,7 @@ def chart_launchers() -> dict:
 
 
 FILES = {"files/fabrics.yaml": ("src/fabbench/fabrics/profiles/*.toml", chart_profiles),
-         "files/primitives.yaml": ("src/fabbench/comm/registry.py", chart_primitives),
+         "files/primitives.yaml": ("src/fabbench/comm/primitives.py", chart_primitives),
          "files/run-options.yaml": ("src/fabbench/config.py", chart_run_options),
          "files/launchers.yaml": ("src/fabbench/launch/table.py", chart_launchers)}
 
@@ -188,7 +173,7 @@ def _chart_default(f: config.Field) -> Any:
     if kind.name == "list":
         return "" if default is None else kind.write(default)
     if default is None:
-        return "" if kind is options.TEXT else None
+        return "" if kind is option_fields.TEXT else None
     return default
 
 
@@ -201,21 +186,21 @@ def chart_property(f: config.Field) -> dict[str, Any]:
     default."""
     o, default = f.option, _chart_default(f)
     nullable = default is None
-    if o.kind.name in ("text", "list") and (_choices(f) and o.kind is not options.NAMES):
+    if o.kind.name in ("text", "list") and (_choices(f) and o.kind is not option_fields.NAMES):
         prop: dict[str, Any] = {"enum": [*_choices(f)]}
     elif o.kind.name in ("text", "list"):
         prop = {"type": "string"}
-        if o.kind is options.NAMES:
+        if o.kind is option_fields.NAMES:
             word = "(" + "|".join(o.choices) + ")"
             prop["pattern"] = f"^({word}(,{word})*)?$"
-        elif o.kind is options.COUNTS:
+        elif o.kind is option_fields.COUNTS:
             prop["pattern"] = "^([0-9]+(,[0-9]+)*)?$"
         elif f.path in _PATTERNS:
             prop["pattern"] = _PATTERNS[f.path]
     else:
         name = {"int": "integer", "float": "number", "switch": "boolean"}[o.kind.name]
         prop = {"type": [name, "null"] if nullable else name}
-        if isinstance(o.check, options.Bounds):
+        if isinstance(o.check, option_fields.Bounds):
             if o.check.low is not None:
                 prop["exclusiveMinimum" if o.check.low_open else "minimum"] = o.check.low
             if o.check.high is not None:
@@ -231,7 +216,7 @@ def _yaml_scalar(value: Any) -> str:
         return value if value and yaml.safe_load(value) == value and ":" not in value \
             else json.dumps(value)
     if isinstance(value, float):
-        return options.number_text(value)
+        return option_fields.number_text(value)
     return json.dumps(value)  # true, false, null, whole numbers
 
 
@@ -279,7 +264,7 @@ def values_schema(text: str) -> str:
     for f in _carried():
         where = props if f.path in _TOP_VALUES else props["benchmark"]["properties"]
         where[camel(f.option.flag)] = chart_property(f)
-    props["primitive"] = {"enum": ["", *registry.PRIMITIVES], "default": ""}
+    props["primitive"] = {"enum": ["", *primitives.PRIMITIVES], "default": ""}
     props["masterPort"]["default"] = table.RENDEZVOUS_PORT
     return _json(schema, 0) + "\n"
 

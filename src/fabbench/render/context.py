@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from fabbench import __version__
-from fabbench.comm import registry
+from fabbench.comm import primitives
 from fabbench.config import BY_FLAG, RunConfig
 from fabbench.errors import UsageError
 from fabbench.launch import results_log, table
@@ -43,7 +43,7 @@ def image_ref_env(ref: str | None) -> dict[str, str]:
     return {IMAGE_REF_ENV: ref} if ref else {}
 
 
-def rendered_over(spec: registry.Primitive, over: str | None = None) -> str | None:
+def rendered_over(spec: primitives.Primitive, over: str | None = None) -> str | None:
     """The controller a rendered job runs a primitive over: the one asked for, else the first a
     scheduler can start; None for a primitive that runs alone."""
     if not spec.controllers:
@@ -74,7 +74,7 @@ class Benchmark:
                              "fabric of the nodes the job will run on")
         if c.primitive is None or c.device is None:
             raise UsageError("a rendered benchmark names its primitive and device")
-        spec = registry.get(c.primitive)
+        spec = primitives.get(c.primitive)
         if spec.controllers and c.horovod_over is None:
             raise UsageError(f"a rendered {c.primitive} benchmark names its controller "
                              f"(rendered_over: {rendered_over(spec)})")
@@ -103,13 +103,13 @@ class Benchmark:
     @property
     def backend(self) -> str:
         """The profile section the primitive uses (Horovod: its controller's)."""
-        return registry.get(self.config.primitive or "").backend(self.config.horovod_over)
+        return primitives.get(self.config.primitive or "").backend(self.config.horovod_over)
 
     @property
     def launch(self) -> str:
         """"mpi": the scheduler's MPI launch (srun --mpi=pmix, an MPIJob); "rendezvous": a TCP
-        rendezvous at the first node (MASTER_ADDR/MASTER_PORT). From comm.registry."""
-        family = registry.get(self.config.primitive or "").render_family(
+        rendezvous at the first node (MASTER_ADDR/MASTER_PORT). From comm.primitives."""
+        family = primitives.get(self.config.primitive or "").render_family(
             self.config.horovod_over)
         assert family is not None  # refused in __post_init__
         return family

@@ -10,8 +10,8 @@ from __future__ import annotations
 from fabbench import __version__
 from fabbench.launch import table
 from fabbench.render.context import PREFLIGHT_FLOORS, Benchmark, K8sJob
-from fabbench.render.engine import k8s_arg, render
 from fabbench.render.fabric import FabricEnv, fabric_env
+from fabbench.render.jinja_env import k8s_arg, render
 
 
 def labels(job: K8sJob, managed_by: str = "fabbench-render") -> dict[str, str]:

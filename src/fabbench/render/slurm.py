@@ -12,12 +12,12 @@ container), then exits with verify's code: a health-check job, or a prolog's gat
 from __future__ import annotations
 
 from fabbench import __version__
-from fabbench.comm import registry
+from fabbench.comm import primitives
 from fabbench.launch import table
 from fabbench.launch.table import Shell
 from fabbench.render.context import REFERENCE_FLOORS, SlurmJob, rendered_over
-from fabbench.render.engine import render
 from fabbench.render.fabric import fabric_env
+from fabbench.render.jinja_env import render
 
 RESULTS_DIR = Shell('"$results_dir"')  # the script's variables (slurm.sbatch.j2)
 OUT = "out"
@@ -29,7 +29,7 @@ def _step(job: SlurmJob, index: int) -> dict:
     cfg = bench.config
     fab = fabric_env(cfg.fabric, bench.backend, cfg.wire, gpudirect=cfg.gpudirect,
                      iface=cfg.iface, rdma_device=cfg.rdma_device)
-    spec = registry.get(cfg.primitive or "")  # named: Benchmark checks it
+    spec = primitives.get(cfg.primitive or "")  # named: Benchmark checks it
     launcher = spec.launcher(rendered_over(spec, cfg.horovod_over))
     binds = tuple(dict.fromkeys([*fab.profile.device_files(cfg.wire), *job.binds]))
     wrapped = table.runtime(job.runtime).wrap(table.Container(

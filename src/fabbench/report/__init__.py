@@ -1,13 +1,15 @@
 """Reports and comparisons built from results files only (never a comm library); runs are
 loaded by results.runs, a run's link by results.link.
 
-stats          the one stability rule, Mann-Whitney U and a bootstrap CI of the median ratio
+significance   the one stability rule, Mann-Whitney U and a bootstrap CI of the median ratio
                (numpy only), over samples
 tables         the nccl-tests layout for the console, and CSV export
 plots          busbw/latency vs size per op, samples/s vs ranks (matplotlib, Agg; PNG and SVG)
 compare        A vs B per op and size: ratio, CI, verdict; differing provenance
+compare_text   a comparison's console tables
 html           one self-contained HTML file (inline SVG)
-pairs, late    the pairs tournament's verdict; ranks that arrive late
-build          the library calls behind `fabbench report` and `fabbench compare`
+slow_node      the pairs tournament's verdict: which node is slow
+late           ranks that arrive late
+runs_report    the library calls behind `fabbench report` and `fabbench compare`
 study/         a study directory's views: its answer, text, HTML, plots, study against study
 """

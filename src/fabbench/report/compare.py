@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass, field
 
 from fabbench.errors import UsageError
-from fabbench.report.stats import Verdict, compare_samples, median_ratio
+from fabbench.report.significance import Verdict, compare_samples, median_ratio
 from fabbench.report.tables import OP_ORDER, unstable
 from fabbench.results.records import Collective, Run, Train
 from fabbench.results.runs import Series

@@ -13,7 +13,7 @@ import jinja2
 
 from fabbench import __version__
 from fabbench.report.compare import Comparison
-from fabbench.report.stats import ALPHA
+from fabbench.report.significance import ALPHA
 from fabbench.report.tables import (
     busbw_text,
     count_of,

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from fabbench.console import ONE_RANK
-from fabbench.report.stats import why_unstable
+from fabbench.report.significance import why_unstable
 from fabbench.results.link import LinkRate, MeasuredCeiling, ceiling_of, format_gbit_s, link_of
 from fabbench.results.records import Collective
 from fabbench.results.runs import Series
@@ -60,7 +60,7 @@ def nccl_table(s: Series, op: str) -> str:
 
 
 def unstable(point: Collective) -> str | None:
-    """Why a collective point is not stable by the one rule (report.stats.why_unstable)."""
+    """Why a collective point is not stable by the one rule (report.significance.why_unstable)."""
     return why_unstable(point.stable, point.median_ci95_rel, point.samples or 0)
 
 

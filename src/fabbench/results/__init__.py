@@ -1,32 +1,20 @@
 """The results contract: JSON Lines records, their schema, a durable writer and one loader.
 
-Records are built as typed records (results.records), checked against the schema of SCHEMA
-before a byte is written (results.writer), and read back by one loader (results.reader) that
-also reads every older version listed below, renaming old fields on load. What every reader of
-results shares (the report, the scaling model, studies) sits here too: files and directories as
-runs (results.runs) and the link a run's bytes crossed (results.link).
+Records are typed (results.records), checked against the schema of SCHEMA before a byte is
+written (results.writer), and read back by one loader (results.reader) that reads every version
+in SCHEMA_FILES, renaming old fields (RENAMED) on load. What every reader shares sits here too:
+files and directories as runs (results.runs) and the link a run's bytes crossed (results.link).
+The history of the versions is written beside SCHEMA."""
 
-Schema history (the loader reads every version listed):
-  fabbench/1  first version: run, collective, train, halo, summary records; later ceiling
-              records and the run's interface and emulation (schema-1.json).
-  fabbench/2  units in every rate's name: GB/s (1e9 bytes/s) fields end in ``_gbyte_s``,
-              Gbit/s fields in ``_gbit_s``, Mbit/s in ``_mbit_s``; NaN and Infinity are refused
-              (in every version); each collective point records the stability rule it was judged
-              by (``stable``, ``stable_rule``, ``median_ci95_rel``); unknown fields are refused
-              (schema.json); the run records GPUDirect RDMA asked and got (``gpudirect``),
-              the library's own report (``library_report``) and the ``timing_method``;
-              later the container runtime of each rank (``rank_containers``, optional), and
-              a pairs record measured again after the rounds (``recheck``, optional).
-              Renamed from fabbench/1 (RENAMED below, applied on load):
-                collective  algbw_gbps -> algbw_gbyte_s, busbw_gbps -> busbw_gbyte_s,
-                            busbw_mean_gbps -> busbw_mean_gbyte_s
-                halo        exchange_gbps -> exchange_gbyte_s
-                train       net.tx_gbps -> net.tx_gbit_s, net.rx_gbps -> net.rx_gbit_s,
-                            net.peak_gbps -> net.peak_gbit_s, net.link_gbps -> net.link_gbit_s
-                run         provenance.nics[].speed_mbps -> provenance.nics[].speed_mbit_s,
-                            provenance.rdma[].rate_gbps -> provenance.rdma[].rate_gbit_s
-"""
-
+# Versions (the loader reads every one of SCHEMA_FILES):
+#   fabbench/1  run, collective, train, halo, summary records; later ceiling records and the
+#               run's interface and emulation (schema-1.json).
+#   fabbench/2  units in every rate's name (GB/s = 1e9 bytes/s fields end in _gbyte_s, Gbit/s
+#               in _gbit_s, Mbit/s in _mbit_s; the fabbench/1 names are RENAMED on load); NaN
+#               and Infinity refused (every version); each collective point's stability rule
+#               (stable, stable_rule, median_ci95_rel); unknown fields refused; the run's
+#               gpudirect, library_report and timing_method; later the optional
+#               rank_containers of the run and recheck of a pairs record.
 SCHEMA = "fabbench/2"
 SCHEMA_FILES = {"fabbench/1": "schema-1.json", "fabbench/2": "schema.json"}
 SUPPORTED_SCHEMAS = tuple(SCHEMA_FILES)

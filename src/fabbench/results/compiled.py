@@ -1,35 +1,12 @@
-"""The schema check of records, compiled: the schema turned into Python source once (one
-function of plain ``if``s per record kind) in place of jsonschema's walk of the schema for every
-record (the walk cost about 8 ms a record: reading a results file was mostly that). It answers
-only "valid or not": records.problem walks a record the compiled check refuses with jsonschema
-again, for the one-line message users have always seen, so a refusal reads as before and a
-compiled check stricter than the walk would only cost time.
-
-Its verdict is jsonschema's (Draft 2020-12) on JSON values for the schemas it compiles; the unit
-tests compare the two on generated records and schemas (tests/unit/test_records_compiled.py).
-What makes it so:
-
-- only the keywords of KEYWORDS are compiled, each to jsonschema's own rule (a bool is not a
-  number, 1.0 is an integer, ``pattern`` is ``re.search``, ``required`` and ``properties`` look
-  at objects only, ...); a schema with any other keyword, or an enum or const of other than
-  strings and null (whose equality differs: 1 == True in Python), is not compiled:
-  ``compile_check`` returns None and the caller walks every record;
-- ``$ref``s to the same document are inlined (the schemas here are not recursive), beside their
-  sibling keywords as 2020-12 applies them;
-- a value of no exact JSON type (a subclass, such as a numpy float) is not judged: the check
-  says None and the walk decides;
-- a reader's check, which ignores fields the schema does not list (a newer writer's:
-  ``problem(unknown_fields=True)`` drops jsonschema's ``additionalProperties`` errors), is
-  compiled without ``additionalProperties: false``; that is the same only where such an error
-  is reported as itself, so a schema with one under ``anyOf``, ``oneOf``, ``not`` or ``if``
-  is not compiled for readers.
-
-NaN and Infinity are not its business: records.problem finds them first.
-
-A schema of the form of schema.json, an ``allOf`` of ``if kind is K then ...``, is compiled
-once per kind, lazily (the kind's branch alone): a record is checked by its own kind's code
-only, and a process that reads collectives never compiles the train branch.
-"""
+"""The schema check of records, compiled: the schema turned into Python source once (one function of
+plain ``if``s per record kind, compiled lazily) in place of jsonschema's walk for every record
+(about 8 ms a record). It answers only "valid or not"; records.problem walks a refused record with
+jsonschema again for the usual one-line message. Its verdict is jsonschema's (Draft 2020-12),
+compared on generated records and schemas by test_records_compiled.py: only the keywords of KEYWORDS
+are compiled, each to jsonschema's own rule, and anything it cannot compile exactly (another
+keyword, a non-string enum, a value of no exact JSON type, a reader's ``additionalProperties`` under
+``anyOf``/``oneOf``/``not``/``if``) makes ``compile_check`` return None, or the check say None, so
+the walk decides. NaN and Infinity are found before it."""
 
 from __future__ import annotations
 

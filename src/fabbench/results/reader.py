@@ -1,19 +1,11 @@
-"""The one loader of results files: every supported schema version, each line checked against
-its version's schema, old field names renamed to the current ones and the fields a later version
-added derived where the line holds what they are made of (DERIVED), NaN and Infinity refused, a
-truncated last line reported (not fatal). report, compare, model, resume and the run table all
-read through here.
+"""The one loader of results files: every supported schema version, each line checked against its
+version's schema, old field names renamed to the current ones, NaN and Infinity refused, a
+truncated last line reported (not fatal). Everything that reads results reads through here.
 
-What it returns are the typed records the writer writes (results.records: Run, Collective,
-Train, Halo, Ceiling, Pairs, Summary), made by ``Record.read``. An older file is read into them
-as it is, never upgraded with made-up values: a field its version did not record (fabbench/1
-lacks about 45 of today's, e.g. the run's ``wire``, ``plan`` and ``gpudirect``, a train
-record's ``steps``) is None, and the dataclass marks every such field ``| None``; only what can
-be computed from the line itself is filled in (DERIVED: a fabbench/1 collective point's
-stability verdict, from its samples). A field this fabbench does not know (a newer writer added
-it without a new version) is not refused: it is kept, as read, in the record's ``extra``
-mapping, and no reader here relies on it.
-"""
+It returns the typed records the writer writes (``Record.read``). An older file is never
+upgraded with made-up values: a field its version did not record is None (hence ``| None`` on
+such fields), and only what the line itself holds is derived (DERIVED). A field this fabbench
+does not know (a newer writer's) is kept in the record's ``extra``; no reader here relies on it."""
 
 from __future__ import annotations
 

@@ -1,21 +1,12 @@
 """Typed results records, one frozen keyword-only dataclass per kind, and the schema check.
 
-A record is validated against the package's JSON schema (schema.json, version SCHEMA) when it
-is made and again by the writer on the exact object it serializes, so no invalid byte reaches a
-results file. NaN and Infinity are refused everywhere: JSON has no such numbers, and a report
-cannot plot them.
-
-A field annotated ``| None`` is one the schema does not require (of the current version or an
-older one): a file may lack it, and a record read from such a file holds None there (see
-Record.read); the writer still passes every field. The objects inside a record that have a
-stable shape are typed too, by the same rules (Nested: a run's timing, provenance, GPUDirect
-state and profile link; a ceiling's endpoints and directions); free-form ones (the run's plan,
-library report and emulation, a measurement's times) stay mappings.
-
-Adding a kind: a dataclass here decorated with ``@kind("name")`` (the registry refuses a name
-twice), and its ``$defs`` entry in schema.json listing the same fields (a unit test compares
-them). A new field: add it to both, and say so in the history in results/__init__.py.
-"""
+A record is checked against schema.json (version SCHEMA) when made and again by the writer on
+the exact object it serializes, so no invalid byte reaches a results file; NaN and Infinity are
+refused everywhere. ``| None`` marks a field some supported version does not require (None when
+read from a file that lacks it; the writer still passes it). Objects of stable shape inside a
+record are typed too (Nested); free-form ones stay mappings. A new kind: a dataclass decorated
+with ``@kind("name")`` and its ``$defs`` entry in schema.json with the same fields (a unit test
+compares them); a new field goes in both and in the history beside results.SCHEMA."""
 
 from __future__ import annotations
 
@@ -236,6 +227,27 @@ _NONE: Mapping[str, Any] = MappingProxyType({})
 OMITTED: Mapping[str, bool] = MappingProxyType({"omitted": True})
 
 
+def after(name: str, metadata: Mapping[str, Any] = _NONE) -> Mapping[str, Any]:
+    """Metadata that writes a record's field right after the field ``name`` in its JSON: a
+    base's fields stand where the kinds wrote them before the base (see Measured)."""
+    return MappingProxyType({**metadata, "after": name})
+
+
+_WRITTEN: dict[type, tuple[dataclasses.Field, ...]] = {}
+
+
+def _written(cls: type) -> tuple[dataclasses.Field, ...]:
+    """A record's fields in the order its JSON holds them: declaration order, each field with
+    ``after`` metadata moved (in declaration order) right after the field it names."""
+    if cls not in _WRITTEN:
+        fields = list(dataclasses.fields(cls))
+        for f in [f for f in fields if "after" in f.metadata]:
+            fields.remove(f)
+            fields.insert([g.name for g in fields].index(f.metadata["after"]) + 1, f)
+        _WRITTEN[cls] = tuple(fields)
+    return _WRITTEN[cls]
+
+
 def _key(f: dataclasses.Field) -> str:
     """A field's JSON key: its name, less the ``_`` a Python keyword takes (``from_``)."""
     return f.name.removesuffix("_")
@@ -369,7 +381,7 @@ class Record:
     def to_dict(self) -> dict[str, Any]:
         """The JSON object of this record, checked against the schema (InvalidRecord if not)."""
         out: dict[str, Any] = {"kind": self.kind}
-        for f in dataclasses.fields(self):
+        for f in _written(type(self)):
             out[f.name] = _plain(getattr(self, f.name))
         return checked(out)
 
@@ -570,9 +582,23 @@ class Run(Record):
     gpudirect: GpuDirect | None
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Measured(Record):
+    """Base of the kinds timed by timing.engine (collective, pairs): how the samples were taken
+    and their times (microseconds). Their JSON holds these fields after the kind's ``iters``."""
+
+    samples: int | None = dataclasses.field(metadata=after("iters"))
+    batch: int | None = dataclasses.field(metadata=after("samples"))
+    warmup: int | None = dataclasses.field(metadata=after("batch"))
+    # the protocol (timing.engine.PROTOCOLS); absent: batch
+    timing: str | None = dataclasses.field(metadata=after("warmup"))
+    time_us: Times = dataclasses.field(metadata=after("timing"))
+    samples_us: Sequence[float] | None = dataclasses.field(metadata=after("time_us"))
+
+
 @kind("collective")
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Collective(Record):
+class Collective(Measured):
     """One measured point of the collectives sweep (op, dtype, size)."""
 
     op: str
@@ -582,14 +608,9 @@ class Collective(Record):
     ranks: int
     transport: str
     iters: int
-    samples: int | None
-    batch: int | None
-    warmup: int | None
-    timing: str | None  # the protocol (timing.engine.PROTOCOLS); absent: batch
     # a sample's operations replayed as one CUDA graph (--cuda-graph); absent: eager calls
-    cuda_graph: bool | None = dataclasses.field(default=None, metadata=OMITTED)
-    time_us: Times
-    samples_us: Sequence[float] | None
+    cuda_graph: bool | None = dataclasses.field(default=None,
+                                                metadata=after("timing", OMITTED))
     algbw_gbyte_s: float
     busbw_gbyte_s: float
     busbw_mean_gbyte_s: float | None
@@ -707,7 +728,7 @@ class Ceiling(Record):
 
 @kind("pairs")
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Pairs(Record):
+class Pairs(Measured):
     """One pair of a round-robin tournament of nodes (or ranks): bidirectional sendrecv."""
 
     op: str
@@ -727,12 +748,6 @@ class Pairs(Record):
     dtype: str
     transport: str
     iters: int | None
-    samples: int | None
-    batch: int | None
-    warmup: int | None
-    timing: str | None  # the protocol (timing.engine.PROTOCOLS); absent: batch
-    time_us: Times
-    samples_us: Sequence[float] | None
     bw_gbyte_s: float
     correct: bool | None
     # measured again after the rounds, one pair at a time, because its first figure at the
@@ -740,7 +755,7 @@ class Pairs(Record):
     recheck: bool | None = False
 
 
-# a pair below this share of the others is slow (the rechecks' trigger, report/pairs.py's rule)
+# a pair below this share of the others is slow (the rechecks' trigger, report/slow_node.py's rule)
 SLOW_SHARE = 0.75
 
 

@@ -1,22 +1,10 @@
-"""α-β-γ costs of the collective algorithms (docs/methods.md, "Cost models of collectives").
+"""α-β-γ costs of the collective algorithms (docs/methods.md, "Cost models of collectives", has
+every formula and its source).
 
 α is the latency of one message (s), β the time per byte on a rank's link (s/B), γ the time per
-byte of a reduction (s/B), p the ranks. Sizes follow nccl-tests: ``S`` is the per-rank buffer for
-allreduce, broadcast and sendrecv and the whole (p × chunk) array for allgather, reduce_scatter
-and alltoall. Every cost is ``a·α + b·S·β + c·S·γ``; :func:`coefficients` gives (a, b, c).
-
-    allreduce   ring               2(p−1)α + 2(p−1)/p·Sβ + (p−1)/p·Sγ
-                rabenseifner       2·lg p·α + 2(p−1)/p·Sβ + (p−1)/p·Sγ     (p a power of two)
-                recursive_doubling lg p·(α + Sβ + Sγ)
-    reduce_scatter  ring (p−1)α + (p−1)/p·S(β+γ);  recursive_halving lg p·α + (p−1)/p·S(β+γ)
-    allgather       ring (p−1)α + (p−1)/p·Sβ;      recursive_doubling lg p·α + (p−1)/p·Sβ
-    broadcast       binomial lg p·(α + Sβ);  pipelined (scatter + ring allgather)
-                    (lg p + p − 1)α + 2(p−1)/p·Sβ;  chain (a pipeline, large S) (p−1)α + Sβ
-    alltoall        pairwise (p−1)α + (p−1)/p·Sβ
-    sendrecv        α + Sβ
-
-The lower bound of an allreduce on a link of B bytes/s is S/B·2(p−1)/p.
-"""
+byte of a reduction (s/B), p the ranks; ``S`` follows nccl-tests (the per-rank buffer for
+allreduce, broadcast and sendrecv, the whole p × chunk array for allgather, reduce_scatter and
+alltoall). Every cost is ``a·α + b·S·β + c·S·γ``; :func:`coefficients` gives (a, b, c)."""
 
 from __future__ import annotations
 

@@ -1,20 +1,11 @@
-"""Is the network the bottleneck? Zhang et al. (NetAI 2020)'s what-if for data-parallel training.
+"""Is the network the bottleneck? Zhang et al. (NetAI 2020)'s what-if for data-parallel training
+(docs/methods.md has the formulas).
 
-A step's backward pass produces gradients that are fused into buckets; each bucket of S bytes is
-all-reduced as soon as it is ready, one after another, while backward goes on. Over N workers on
-links of BW (bits/s), with compression ratio c and t_add(x) the time to add x bytes:
-
-    reduce-scatter = S·8·(N−1)/N / BW / c + (N−1)·t_add(S/N)
-    all-gather     = S·8·(N−1)/N / BW / c
-    (+ (N−1)·α each when a per-message latency α is given; Zhang et al. leave it out)
-
-A bucket starts when it is ready and the previous one is done. overhead = (when backward and
-communication are both done) − (backward time); scaling = t_batch / (t_batch + overhead), t_batch
-being one worker's step without communication.
-
-Workers are nodes: the ranks inside a node are taken to reduce among themselves over a much
-faster path (NVLink, shared memory) at no cost, and the node's link carries its gradients once.
-"""
+Gradient buckets are all-reduced one after another as backward produces them; a bucket starts
+when it is ready and the previous one is done. overhead = (when backward and communication are
+both done) − (backward time); scaling = t_batch / (t_batch + overhead). Links are in bits/s.
+Workers are nodes: ranks inside a node are taken to reduce among themselves at no cost, so the
+node's link carries its gradients once."""
 
 from __future__ import annotations
 

@@ -99,34 +99,35 @@ class Host:
 
     @classmethod
     def look(cls) -> Host:
-        from fabbench.comm import registry
+        from fabbench.comm import primitives
         from fabbench.sysinfo.gpus import gpus_visible
 
-        wanted = {p.module for p in map(registry.get, registry.PRIMITIVES) if p.module is not None}
+        wanted = {p.module for p in map(primitives.get, primitives.PRIMITIVES)
+                  if p.module is not None}
         return cls(gpus=gpus_visible(), root=os.geteuid() == 0,
                    mpirun=shutil.which("mpirun") is not None,
                    modules=frozenset(m for m in wanted if importlib.util.find_spec(m)))
 
 
 def launcher_of(cell: Cell) -> str:
-    """How the cell's ranks are started (comm.registry: mpirun, spawn or horovodrun)."""
-    from fabbench.comm import registry
+    """How the cell's ranks are started (comm.primitives: mpirun, spawn or horovodrun)."""
+    from fabbench.comm import primitives
 
-    return registry.get(cell.primitive).launcher(cell.options.get("horovod_over"))
+    return primitives.get(cell.primitive).launcher(cell.options.get("horovod_over"))
 
 
 def why_not(cell: Cell, host: Host, place: Place) -> str | None:
     """The reason this place cannot run the cell, or None when it can."""
-    from fabbench.comm import registry
+    from fabbench.comm import primitives
     from fabbench.fabrics.detect import require_hardware
     from fabbench.fabrics.profile import load_profile
 
     if cell.device == "cuda" and not host.gpus:
-        what = f"{cell.primitive} moves GPU buffers" if registry.get(cell.primitive).gpu_only \
+        what = f"{cell.primitive} moves GPU buffers" if primitives.get(cell.primitive).gpu_only \
             else \
             "GPUDirect RDMA moves GPU buffers" if cell.gpudirect == "on" else "device cuda"
         return f"needs a GPU ({what}); none is visible on this host"
-    spec = registry.get(cell.primitive)
+    spec = primitives.get(cell.primitive)
     if cell.gpudirect == "on" and not spec.gpudirect:
         return f"{spec.name} has no GPUDirect RDMA path (it stages GPU buffers through the host)"
     profile = load_profile(cell.fabric)

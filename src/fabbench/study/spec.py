@@ -1,32 +1,18 @@
-"""A study: a matrix of cells (fabric x primitive x GPUDirect x workload x nodes [x link]) kept
-as data in a TOML file, validated once, before anything runs.
+"""A study: a matrix of cells (fabric x primitive x GPUDirect x workload x nodes [x link]) kept as
+data in a TOML file, validated once, before anything runs.
 
     name = "quick"
-    description = "..."
-    [matrix]                     # the axes; every combination is a cell
-    fabric = ["ethernet", "shm"] # "*": every fabric profile on the search path
-    primitive = ["mpi", "gloo"]
-    gpudirect = ["off", "on"]    # auto | off | on (default ["auto"]: the library decides)
-    workload = ["allreduce"]     # names of [workload.NAME] tables
-    nodes = [1]                  # default [1]
-    link = ["1gbit"]             # optional: emulated links of that rate (fabbench emulate)
-    [run]                        # options of every cell (as `fabbench run` takes them)
-    ranks_per_node = 2
-    [workload.allreduce]         # a workload: its kind and its own options
+    [matrix]                # the axes (every combination is a cell); fabric = ["*"]: every profile
+    fabric = ["ethernet"]   # also primitive, gpudirect, nodes, link (emulated link rates)
+    workload = ["allreduce"]
+    [run]                   # options of every cell, as `fabbench run` takes them
+    [workload.allreduce]    # a workload: its kind and its own options
     kind = "collectives"
-    ops = "allreduce"
-    [[exclude]]                  # combinations left out: axis = value or [values]
-    fabric = "shm"
-    primitive = "nccl"
-    [[override]]                 # options for the cells a match selects
-    match = { primitive = "horovod" }
-    horovod_over = "mpi"
+    [[exclude]] / [[override]]   # combinations left out; options for the cells a match selects
 
-A bad file is refused with its path, the line and the key (``UsageError``, exit code 2).
-Search path for names, later wins: the package's studies, /etc/fabbench/studies,
-~/.config/fabbench/studies, each directory of $FABBENCH_STUDY_PATH; a path to a .toml file works
-too.
-"""
+A bad file is refused with its path, line and key (``UsageError``). Names are looked up in the
+package's studies, /etc/fabbench/studies, ~/.config/fabbench/studies and $FABBENCH_STUDY_PATH
+(later wins); a .toml path works too. The shipped studies in study/studies/ are full examples."""
 
 from __future__ import annotations
 
@@ -260,8 +246,8 @@ def _axis(src: _Source, matrix: Mapping[str, Any], axis: str, default: list | No
 
 
 def parse_study(data: Mapping[str, Any], src: _Source, sha256: str = "") -> Study:
-    from fabbench.comm.registry import PRIMITIVES
-    from fabbench.emulate.spec import parse_rate
+    from fabbench.comm.primitives import PRIMITIVES
+    from fabbench.emulate.cluster_spec import parse_rate
     from fabbench.fabrics.profile import available_profiles
 
     _unknown(src, data, _TOP_KEYS, ())
@@ -432,7 +418,7 @@ def _cell(src: _Source, cell_id: str, workload: str, kind: str, where: Mapping[s
           options: dict[str, Any]) -> Cell:
     """The cell's configuration, checked through the same Plan `fabbench run` builds: a study
     cannot hold a cell that `fabbench run` would refuse for its options."""
-    from fabbench.comm import registry
+    from fabbench.comm import primitives
     from fabbench.plan import Plan
 
     ranks_per_node = options.get("ranks_per_node", 1)
@@ -445,7 +431,7 @@ def _cell(src: _Source, cell_id: str, workload: str, kind: str, where: Mapping[s
                                           f"{options['retry']!r}")
     primitive, gpudirect = where["primitive"], where["gpudirect"]
     keys = {k: v for k, v in options.items() if k in STUDY_KEYS}
-    if registry.get(primitive).gpu_only or gpudirect != "auto":
+    if primitives.get(primitive).gpu_only or gpudirect != "auto":
         keys["device"] = "cuda"  # GPU buffers: a GPU-only primitive, or an A/B of GPUDirect
     try:
         config = RunConfig.from_study({**keys, "fabric": where["fabric"], "primitive": primitive,

@@ -2,30 +2,12 @@
 slowest rank's time. Every decision (batch size, when to stop) is taken from values all ranks
 share after a max-reduction, so every rank runs exactly the same number of operations.
 
-When to stop aims at the one rule for "stable" (timing.stats.STABLE_RULE: the 95% interval of
-the median within ±STABLE_REL of it), which the record carries and the report applies: take at
-least ``min_samples``; stop early once the interval is five times tighter than the rule asks;
-otherwise stop when the time budget of this point is spent and the point is stable by the rule,
-or, for a point that is not, when ``patience`` budgets are spent and it has the samples the rule
-needs to judge it (twice that time at most); the record then says it is not stable. Never take
-more than ``max_samples``.
-
-Two protocols (``TimingPolicy.protocol``, ``--timing``): ``batch`` (the default, as nccl-tests
-time) times a sample's operations back to back as one stretch; ``osu`` (as OSU's osu_* programs
-time) takes OSU's counts of skipped and timed operations and, for a collective (osu_allreduce),
-times each operation alone and puts a barrier after it, a sample being the mean of its
-operations' own times; for an exchange between ranks (``bandwidth``: osu_bibw with a window of
-one message each way) it runs the skipped and timed operations back to back with no barrier
-among them, a sample being a stretch of them. What one time covers differs, and with it the
-figure (a pipeline of operations against operations that each start in step), so a figure is
-compared with another tool's only under that tool's protocol.
-
-Under the batch protocol a sample's operations may be issued as one CUDA graph
-(``TimingPolicy.cuda_graph``, ``--cuda-graph``; comm.torchdist.Graphed): an ``op`` with a
-``ready(n)`` method captures its n operations before the clock starts, and ``batch(n)`` replays
-them, so a sample times what the library does on the device (as nccl-tests' ``-G``), not the
-host's per-call cost of an eager loop.
-"""
+Stopping aims at the one rule for "stable" (timing.stats.STABLE_RULE), within ``min_samples``,
+``max_samples``, the point's time budget and ``patience``; the record says when a point is not
+stable. Protocols (docs/methods.md, "Timing"): ``batch`` times a sample's operations as one
+stretch (nccl-tests); ``osu`` uses OSU's counts and loops, so a figure compares with another
+tool's only under its protocol. Under ``batch`` a sample may be one CUDA graph replayed
+(``--cuda-graph``), timing what the library does on the device, as nccl-tests' ``-G``."""
 
 from __future__ import annotations
 
@@ -146,22 +128,13 @@ def measure(op: Callable[[], None], group: Group, policy: TimingPolicy,
             pause_s: float = 0.0, nbytes: int | None = None,
             bandwidth: bool = False) -> Measurement:
     """Time ``op``. ``arm(seconds, label)`` sets the watchdog before each blocking stretch.
-    An ``op`` with a ``batch(n)`` method (comm.batch_loop) runs a batch in one call, and one
-    with ``each(n)`` the osu protocol's; one with ``ready(n)`` (a CUDA graph,
-    comm.torchdist.Graphed) is readied for n operations before a stretch's clock starts.
-
-    Besides the slowest rank's time, each rank keeps its own: its time per operation from the
-    sample's common start to the end of its batch. ``pause_s`` (a test hook: a rank that arrives
-    late) makes this rank sleep before every operation; its own time leaves the sleep out, so
-    the time the other ranks spent waiting for it shows in theirs.
-
-    Under the osu protocol the counts are OSU's too (osu_counts of ``nbytes``: what a loop
-    skips and times changes its mean by a few per cent at mid sizes): the first call and the
-    rest of OSU's skipped operations, then OSU's timed operations in OSU_SAMPLES equal samples
-    (their mean is OSU's); the budget and sample bounds do not apply. ``bandwidth`` (an exchange:
-    sendrecv, pairs): as osu_bibw, the skipped and timed operations run back to back, a barrier
-    before them and none among them (ranks that drift out of step stay so, as in OSU's loop),
-    each sample's time taken on each rank, the slowest rank's gathered after the last."""
+    An ``op`` with ``batch(n)`` (comm.batch_loop) runs a batch in one call, one with ``each(n)`` the
+    osu protocol's, one with ``ready(n)`` (a CUDA graph) is readied before a stretch's clock starts.
+    Each rank also keeps its own time per operation (from the sample's common start to the end of
+    its batch). ``pause_s`` is a test hook (a rank that arrives late), left out of its own time.
+    Under the osu protocol OSU's counts apply (osu_counts) and the budget and sample bounds do not;
+    ``bandwidth`` (sendrecv, pairs) runs as osu_bibw: one barrier, then the operations back to
+    back."""
     held = _HeldBack(op, pause_s) if pause_s > 0 else None
     if held is not None:
         op = held

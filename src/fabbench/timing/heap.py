@@ -1,19 +1,12 @@
 """The allocator state a rank measures in: the same steady state as a fresh C process's.
 
-Open MPI's collectives (and Gloo's, and Horovod's fusion) take a scratch buffer from malloc on
-every call, as large as the message. In a fresh C process such as OSU's or the reference loop,
-glibc serves the first one from a mapping of its own; freeing it raises the mmap threshold to its
-size (and the trim threshold to twice that), so every later call reuses the same heap pages.
-A Python rank reaches a different state depending on what ran before it measures: when the
-threshold is fixed (any ``MALLOC_*`` tunable in the environment fixes it, so does a library that
-calls ``mallopt``) or the heap top is trimmed after each free, every call maps fresh pages and
-pays one page fault per 4 KiB of scratch: 129 faults and about 3x the time of a 1 MiB Open MPI
-allreduce over vader on this project's test machines (docs/methods.md, "Fidelity").
-
-``settle`` pins the state the C process reaches by itself: scratch up to glibc's dynamic ceiling
-(32 MiB on 64-bit) comes from the heap, which is never trimmed below that; larger scratch is
-mapped per call, as it is in the C process. It changes nothing a library computes.
-"""
+Open MPI's, Gloo's and Horovod's collectives malloc a scratch buffer as large as the message on
+every call. In a fresh C process glibc raises its mmap threshold after the first one, so later
+calls reuse heap pages; a Python rank whose threshold is fixed (a ``MALLOC_*`` tunable, a
+library's ``mallopt``) or whose heap is trimmed maps fresh pages every call, about 3x the time of
+a 1 MiB allreduce (docs/methods.md, "Fidelity"). ``settle`` pins the C process's state: scratch
+up to glibc's dynamic ceiling (32 MiB on 64-bit) from an untrimmed heap, larger scratch mapped
+per call. It changes nothing a library computes."""
 
 from __future__ import annotations
 

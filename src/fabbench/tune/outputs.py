@@ -1,28 +1,12 @@
-"""What a tune writes, in the formats the libraries read themselves.
+"""What a tune writes, in the formats the libraries read themselves (docs/tuning.md).
 
-Open MPI's coll_tuned rules file (``--mca coll_tuned_use_dynamic_rules 1 --mca
-coll_tuned_dynamic_rules_filename FILE``, the classic format every Open MPI since 1.x reads):
-whitespace-separated integers, ``#`` starting a comment to the end of the line:
-
-    <number of collectives>
-    <collective id>              (coll_base_functions.h: allreduce 2, bcast 7)
-    <number of communicator sizes>
-    <communicator size>          (the rules apply from this size up)
-    <number of message sizes>
-    <message size> <algorithm> <fan in/out> <segment size>    (one line each, the first at 0)
-
-Algorithm 0 leaves the choice to coll_tuned's fixed rules; 0 for fan in/out and segment size
-keeps the algorithm's own (for the segmented ring, none: it runs as the ring). A choice
-"ALGORITHM:SEGMENT" (a per-size axis with segment sizes) fills the segment size column. A
-message size is the bytes of the whole operation (count x type size), the sizes fabbench names.
-Each band starts halfway (geometrically) between two measured sizes and takes the choice of the
-size above it.
-
-NCCL's tuner plugin (the example plugin of NCCL's ext-tuner, ``NCCL_TUNER_CONFIG_FILE``) reads
-CSV lines ``collective_type,min_bytes,max_bytes,algorithm,protocol,channels,nNodes,nRanks,
-numPipeOps,regBuff`` (algorithm and protocol by name, lower case; -1 for "any" or "NCCL's own"
-in the last five); fabbench writes one line per op from the tuned NCCL_ALGO and NCCL_PROTO.
-"""
+Open MPI's coll_tuned rules file (``coll_tuned_dynamic_rules_filename``, the classic format):
+per collective id (coll_base_functions.h) and communicator size, bands of message sizes, each
+``<bytes> <algorithm> <fan in/out> <segment size>``; algorithm 0 leaves the choice to the fixed
+rules. A message size is the whole operation's bytes; a band starts halfway (geometrically)
+between two measured sizes and takes the choice of the size above. NCCL's tuner plugin CSV
+(the ext-tuner example's columns, ``NCCL_TUNER_CONFIG_FILE``): one line per op from the tuned
+NCCL_ALGO and NCCL_PROTO."""
 
 from __future__ import annotations
 

@@ -1,33 +1,15 @@
-"""The search: one axis at a time (a coordinate search), each value against what is chosen so
-far, in alternating launches of `fabbench run`, judged point by point by compare's rule.
+"""The search: one axis at a time (a coordinate search), each value against what is chosen so far,
+in alternating launches of `fabbench run`, judged point by point by compare's rule
+(docs/tuning.md).
 
-A stage is one axis: ``repeats`` rounds, each launching the current settings ("base") and every
-candidate value once, the order turned by one place per round so that no value always follows
-another. A trial is one launch: its own profile file (the fabric's profile with the trial's
-settings) and its own results file, named after the stage, the value and the round, so a tune
-that was stopped continues where it stopped (``resume``) and decides exactly as it would have.
-
-Each (op, size) point pools its samples over the rounds; a candidate is faster at a point when
-compare's rule calls it so (Mann-Whitney p < 0.05 and the bootstrap 95 % interval of the ratio of
-medians below 1, report.stats) and its median is below the base's in every round too (the
-samples of one launch are not independent; launches are). A candidate whose launch failed, or
-whose library reported another transport than the base's, is refused, named, whatever its
-figures. The choice:
-  - a per-size axis (an Open MPI collective's algorithm): at each size, the fastest value among
-    those faster than the base there; written to a coll_tuned rules file that the later stages
-    and the tuned profile use;
-  - any other axis: the value faster at one point or more and slower at none, with the largest
-    geometric mean speed-up over the points; else the base stays.
-A last stage runs the profile as it is ("default") against the tuned settings, alternating, for
-the gains the report shows (the default's first launch measures the wire's ceiling, if the run
-would). The tuned settings hold only when that stage finds them faster at one point or more and
-slower at none: choices made one axis at a time need not add up. Where they are slower
-somewhere, the tune narrows them and runs the last stage again, at most NARROWINGS times
-(none with --quick; narrowed): the per-size choices at the sizes found slower go back to the
-fixed rules; where none of those sizes had one, the settings of every other axis go (the
-per-size choices stay). What the last of those stages finds decides; a tune whose settings
-still do not hold writes no profile.
-"""
+A stage launches the base and every candidate once a round, for ``repeats`` rounds in turned
+order; each trial has its own profile and results file, so a stopped tune resumes and decides as
+it would have. A candidate is faster at a point when report.significance says so and its median
+is below the base's in every round (launches are independent, samples are not); a failed launch
+or another transport refuses it. A per-size axis keeps the fastest value per size; another axis
+the value faster somewhere and slower nowhere, by geometric-mean speed-up. A last stage runs the
+default against the tuned settings; where they are slower somewhere, they are narrowed and
+checked again (at most NARROWINGS times), and settings that still do not hold write no profile."""
 
 from __future__ import annotations
 
@@ -49,7 +31,7 @@ from fabbench.config import RunConfig
 from fabbench.errors import RunError, UsageError
 from fabbench.fabrics.profile import Axis, Profile, Settings, load_profile, profile_toml
 from fabbench.procs import signals_unwind
-from fabbench.report.stats import Verdict, compare_samples, median_ratio
+from fabbench.report.significance import Verdict, compare_samples, median_ratio
 from fabbench.results.reader import read_results
 from fabbench.results.records import Ceiling, Collective, Run, Summary
 from fabbench.study.run import launch_logged, results_ok

@@ -16,8 +16,8 @@ from fabbench.results import records
 from fabbench.timing.engine import measure
 from fabbench.timing.stats import STABLE_RULE, is_stable, median_ci95_rel, summarize
 from fabbench.workloads.faults import Fault
+from fabbench.workloads.interface import RankContext
 from fabbench.workloads.ops import OPS, expected, send_data
-from fabbench.workloads.registry import RankContext
 
 
 def _buffers(comm: Communicator, op: str, counts: tuple[int, int], dtype: str) -> tuple[Any, Any]:
@@ -110,7 +110,7 @@ def sweep(comm: Communicator, plan: Plan, transport: str, arm: Callable[[float, 
 
 
 class _Collectives:
-    """The sweep as a workload (workloads.registry)."""
+    """The sweep as a workload (workloads.interface)."""
 
     name = "collectives"
 

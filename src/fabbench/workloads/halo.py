@@ -22,7 +22,7 @@ from fabbench.comm.base import Communicator
 from fabbench.plan import Plan
 from fabbench.results import lines, records
 from fabbench.timing.stats import summarize
-from fabbench.workloads.registry import RankContext
+from fabbench.workloads.interface import RankContext
 
 DTYPE_BYTES = 8  # float64, as CFD codes use
 
@@ -165,7 +165,7 @@ def run_halo(comm: Communicator, plan: Plan, transport: str,
 
 
 class _Halo:
-    """The halo exchange as a workload (workloads.registry): one record."""
+    """The halo exchange as a workload (workloads.interface): one record."""
 
     name = "halo"
 

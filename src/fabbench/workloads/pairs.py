@@ -1,28 +1,13 @@
-"""The pairs workload: which node is slow.
+"""The pairs workload: which node is slow (docs/methods.md, "Which node is slow, which rank is
+late").
 
-A synchronising collective runs at the pace of its slowest link, so every rank sees the same
-time and a bad link hides inside it. Fleet checkers find it with pairs: the nodes meet in
-disjoint pairs, round after round, in a round-robin tournament (the circle method) so that every
-node meets every other exactly once: n − 1 rounds for n nodes (n rounds when n is odd, one node
-resting each round). Each pair exchanges messages (a bidirectional sendrecv: each side sends S
-bytes and receives S bytes), timed by the same engine as the collectives, with the pair as its
-group. The schedule (plan.pair_schedule) says what the other pairs do meanwhile: `rounds` — a
-round's pairs all exchange at the same time, busy with their own partner, as a fleet checker runs
-them on real nodes; `serial` — one pair at a time while every other rank waits at a barrier, for
-nodes that share something other than the network (emulated nodes share this host's CPUs, and two
-pairs at once would measure that contention, not their links).
-
-One rank stands for each node (its first rank); on one host, where every rank has the same host
-name, each rank stands for itself (a local rank plays a node). report/pairs.py names the node
-whose pairs are all slow.
-
-After the rounds, every pair whose bandwidth at the largest size fell below SLOW_SHARE of the
-median of all pairs is measured once more, one pair at a time while the others wait (a
-``recheck`` record). A bad link is slow both times; a pair that a passing burst of traffic or a
-TCP retransmission timeout slowed is not, and the verdict takes each pair's better figure
-(records.best_pairs). Every rank gathers every pair's figure, so every rank picks the same
-pairs to recheck without a further message.
-"""
+A collective runs at its slowest link's pace, so a bad link hides in it. Here nodes meet in
+disjoint pairs, round after round (a round-robin tournament, the circle method), each pair timed
+by the same engine with a bidirectional sendrecv. The schedule (plan.pair_schedule): `rounds`, a
+round's pairs at once, as on real nodes; `serial`, one pair at a time while the others wait, for
+nodes that share CPUs (emulated ones). One rank stands for each node (each rank for itself on one
+host). A pair below SLOW_SHARE of the median at the largest size is measured once more after the
+rounds (a ``recheck`` record); every rank picks the same pairs from the gathered figures."""
 
 from __future__ import annotations
 
@@ -38,8 +23,8 @@ from fabbench.results.records import SLOW_SHARE
 from fabbench.timing.engine import measure
 from fabbench.timing.stats import summarize
 from fabbench.workloads.faults import Fault
+from fabbench.workloads.interface import RankContext
 from fabbench.workloads.ops import DTYPE_SIZES, fill
-from fabbench.workloads.registry import RankContext
 
 OP = "sendrecv"
 
@@ -204,7 +189,7 @@ def line(rec: dict[str, Any]) -> str:
 
 
 class _Pairs:
-    """Node pairs in rounds as a workload (workloads.registry)."""
+    """Node pairs in rounds as a workload (workloads.interface)."""
 
     name = "pairs"
 

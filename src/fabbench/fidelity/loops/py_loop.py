@@ -1,22 +1,13 @@
 """fabbench's fidelity reference in Python: one library's own loop, nothing else.
 
-Usage (one process per rank, started by the same launcher as fabbench's ranks):
-    python py_loop.py LIBRARY OP BYTES...
-LIBRARY: mpi4py (started by mpirun), torch (torch.distributed; RANK, WORLD_SIZE, MASTER_ADDR and
-MASTER_PORT set; backend gloo, or nccl with FABBENCH_LOOP_DEVICE=cuda) or horovod (Horovod's
-allreduce_, over whatever Horovod was started with). OP: allreduce or sendrecv (a ring, as
-fabbench's). Rank 0 prints "bytes p50_us samples batch" per size. FABBENCH_LOOP_BATCH_S: seconds a
-batch of back-to-back operations takes (default 0.005).
+    python py_loop.py LIBRARY OP BYTES...   (one process per rank, fabbench's own launcher)
 
-This file imports the standard library and the chosen library only: it is the bare loop that
-fabbench's figures are held to. Its protocol is mpi_loop.c's: 10 calibration operations;
-20 ms of warm-up; a batch of back-to-back operations that takes FABBENCH_LOOP_BATCH_S
-(1..1000 operations); 25 samples, each after a barrier; a sample's time is the slowest rank's
-time per operation; the median sample is printed.
-The torch loop is PARAM comms' in its essentials (warm-up, a timed batch between two barriers,
-busbw from the p50). Host buffers are page-aligned mappings of their own, as OSU allocates them
-(posix_memalign to a page) and as fabbench does (fabbench.comm.base.page_aligned).
-"""
+LIBRARY: mpi4py, torch (gloo, or nccl with FABBENCH_LOOP_DEVICE=cuda) or horovod; OP: allreduce
+or sendrecv (a ring). Rank 0 prints "bytes p50_us samples batch" per size. Standard library and
+the chosen library only: this is the bare loop fabbench's figures are held to, with
+mpi_loop.c's protocol (calibration, 20 ms warm-up, batches of FABBENCH_LOOP_BATCH_S seconds,
+25 samples after a barrier, the slowest rank's time, the median printed) and page-aligned host
+buffers, as OSU and fabbench allocate them."""
 
 import mmap
 import os

@@ -3,9 +3,10 @@ make of a study directory (its manifest and cells' results files only, never a c
 
 cells         a study directory's cells with their runs
 groups        cells grouped by question, ranked against the best, headlines
-whatif        over emulated links: measured beside the scaling model's forecast
+link_whatif   over emulated links: measured beside the scaling model's forecast
 sites         two studies as two sites: the image they ran, their networks
-answer        a study's whole answer (groups, forecast, what-if); text, html and plots show it
-compare       study against study, cell by cell; compare_html shows it
-build         the library calls behind `fabbench report STUDY_DIR`
+answer        a study's whole answer (groups, forecast, what-if); answer_text, study_html and
+              study_plots show it
+study_compare study against study, cell by cell; compare_html shows it
+study_report  the library calls behind `fabbench report STUDY_DIR`
 """

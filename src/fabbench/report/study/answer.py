@@ -2,9 +2,9 @@
 and node count, every cell's step time and throughput, the exposed-communication share, the
 scaling efficiency, and its difference to the best cell with a 95 % interval and whether it is
 significant (report.study.groups); a headline in plain words on top, with the slow node a `pairs`
-cell names (report.pairs' rule, as compare applies it: report.study.sites); what `fabbench
+cell names (report.slow_node' rule, as compare applies it: report.study.sites); what `fabbench
 model` forecasts from the same results, and, over emulated links, measured beside forecast
-(report.study.whatif). Reads the manifest and results files only.
+(report.study.link_whatif). Reads the manifest and results files only.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from typing import Any
 from fabbench.errors import UsageError
 from fabbench.report.study.cells import StudyCell, load_cells
 from fabbench.report.study.groups import METRIC, CellGroup, all_groups, headline, rank
+from fabbench.report.study.link_whatif import LinkWhatIf, whatif
 from fabbench.report.study.sites import site_network
-from fabbench.report.study.whatif import LinkWhatIf, whatif
 from fabbench.scaling.predict import ModelOptions, build, jsonable
 
 

@@ -11,8 +11,8 @@ import jinja2
 
 from fabbench import __version__
 from fabbench.report.html import PAGE_HEAD
-from fabbench.report.stats import ALPHA
-from fabbench.report.study.compare import StudyComparison, image_line, network_lines
+from fabbench.report.significance import ALPHA
+from fabbench.report.study.study_compare import StudyComparison, image_line, network_lines
 
 _TEMPLATE = PAGE_HEAD + """.image{font-size:15px;border-left:4px solid #0a5ad4;padding:.5em 1em;background:#f6f8fa}
 .image.differ{border-left-color:#b3261e;background:#fdecea}

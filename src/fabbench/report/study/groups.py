@@ -2,9 +2,9 @@
 size, on one node count), ranked by median, each against the group's best with a 95 % interval
 and a significance test; a headline per group in plain words.
 
-Statistics are report.stats' (bootstrap interval of the ratio of medians, Mann-Whitney U) over the
-samples each record keeps: per-step times of `train`, per-iteration times of `halo`, per-sample
-times of `collective` (at the largest size every cell of the group measured).
+Statistics are report.significance's (bootstrap interval of the ratio of medians, Mann-Whitney U)
+over the samples each record keeps: per-step times of `train`, per-iteration times of `halo`,
+per-sample times of `collective` (at the largest size every cell of the group measured).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fabbench import catalog
-from fabbench.report.stats import Verdict, compare_samples, median_ratio
+from fabbench.report.significance import Verdict, compare_samples, median_ratio
 from fabbench.report.study.cells import StudyCell
 from fabbench.report.tables import share_pct
 from fabbench.results.link import link_of

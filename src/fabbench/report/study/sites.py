@@ -5,7 +5,7 @@
   sites. Otherwise it is of sites and images together, and the report says so and names both.
 - **The network** from provenance: each node's link (an emulated cluster's tc-shaped links, or
   rank 0's NIC), the ceilings the raw tool measured (or why none was), and the slow node that
-  a `pairs` cell names by the rule of report/pairs.py (docs/methods.md, "Which node is slow,
+  a `pairs` cell names by the rule of report/slow_node.py (docs/methods.md, "Which node is slow,
   which rank is late").
 """
 
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fabbench.emulate.site import SITE_ENV, Site
-from fabbench.report import pairs as pairs_rule
+from fabbench.report import slow_node as pairs_rule
 from fabbench.report.study.cells import StudyCell
 from fabbench.results.runs import Series
 

@@ -21,11 +21,11 @@ from fabbench.workloads.train.protocol import Trainer, run_train
 
 if TYPE_CHECKING:
     from fabbench.plan import Plan
-    from fabbench.workloads.registry import RankContext
+    from fabbench.workloads.interface import RankContext
 
 
 class _Train:
-    """Training as a workload (workloads.registry): one record, wrong when the ranks ended with
+    """Training as a workload (workloads.interface): one record, wrong when the ranks ended with
     different gradients or parameters, or gradients that are all zero or not finite."""
 
     name = "train"

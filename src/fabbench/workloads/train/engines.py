@@ -1,5 +1,5 @@
 """The data-parallel engines, one class each, chosen by name from the primitive's registry entry
-(comm.registry: ``train_engine``):
+(comm.primitives: ``train_engine``):
 
   ddp      torch DistributedDataParallel over the process group the gloo/nccl communicator
            started; ``bucket_mb`` is DDP's bucket_cap_mb.
@@ -20,7 +20,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from fabbench.comm import registry
+from fabbench.comm import primitives
 from fabbench.plan import Plan
 from fabbench.workloads.train.buckets import bucket_groups, bucket_plan
 
@@ -194,16 +194,16 @@ class MpiEngine(Engine):
 
 
 ENGINES: dict[str, type[Engine]] = {e.name: e for e in (DdpEngine, HorovodEngine, MpiEngine)}
-assert set(ENGINES) == set(registry.TRAIN_ENGINES)
+assert set(ENGINES) == set(primitives.TRAIN_ENGINES)
 
 
 def engine_for(plan: Plan) -> Engine:
     """The engine the plan's primitive names in the registry."""
-    return ENGINES[registry.get(plan.primitive).train_engine]()
+    return ENGINES[primitives.get(plan.primitive).train_engine]()
 
 
 def prepare_env(plan: Plan) -> None:
     """Settings a library reads when it starts: call before the communicator is created."""
     fusion_mb = plan.train.fusion_mb
-    if registry.get(plan.primitive).train_engine == "horovod" and fusion_mb is not None:
+    if primitives.get(plan.primitive).train_engine == "horovod" and fusion_mb is not None:
         os.environ["HOROVOD_FUSION_THRESHOLD"] = str(int(fusion_mb * 1024 * 1024))

@@ -21,7 +21,7 @@ from typing import Any
 
 from fabbench.comm.base import Communicator
 from fabbench.networks import get as get_model
-from fabbench.networks import registry as model_registry
+from fabbench.networks import models as model_registry
 from fabbench.plan import Plan
 from fabbench.results import records
 from fabbench.workloads.train.engines import engine_for

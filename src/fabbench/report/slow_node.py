@@ -1,23 +1,11 @@
-"""Which node is slow, from the `pairs` records of one run.
+"""Which node is slow, from the `pairs` records of one run (docs/methods.md, "Which node is slow,
+which rank is late").
 
-The rule (docs/methods.md, "Which node is slow, which rank is late"): each pair's bandwidth is its
-p50 at the largest size measured. A node is **slow** when
-
-  1. every one of its pairs is below SLOW_SHARE (75 %) of the median of the pairs without it, and
-  2. the pairs without it are normal: even the slowest of them is faster than its fastest pair
-     by the same margin (its fastest below SLOW_SHARE of their slowest).
-
-So a node is named only when its own pairs are all slow and the rest of the fleet clearly is not,
-which a single bad link (or NIC, or cable) produces and noise does not: with all links equal no
-node's pairs are all a quarter below every other pair. When a node's pairs are all slow against
-the median but some pair without it is as slow (more than one bad node, or a noisy network), no
-node is named and the report says so. Two nodes make one pair, which cannot say which end is
-slow. Latency (the p50 at the smallest size) is shown as evidence, not judged.
-
-A pair the workload measured again after the rounds (a ``recheck`` record: its first figure was
-below SLOW_SHARE of the median) is judged by its better figure (records.best_pairs): noise only
-slows a pair, a bad link is slow both times.
-"""
+Each pair's bandwidth is its p50 at the largest size. A node is slow when every one of its pairs
+is below SLOW_SHARE of the median of the pairs without it, and even the slowest of those is faster
+than its fastest pair by the same margin: one bad link produces that, noise does not. Otherwise
+(several bad nodes, a noisy network, two nodes) no node is named and the report says why. A
+rechecked pair is judged by its better figure (records.best_pairs). Latency is shown, not judged."""
 
 from __future__ import annotations
 

@@ -1,24 +1,11 @@
-"""Node labels from a verdict, for the chart's health check (charts/fabbench, healthCheck): the
-pod that ran the benchmark and `fabbench verify --json` calls `fabbench label-nodes`, which sets
-on each node the verdict judged
-
-  <prefix>/verdict   pass, fail or not-judged
-  <prefix>/figure    the node's figure with its unit, as a label value (0.117GBps); removed
-                     when the verdict has none
-
-through the Kubernetes API: one JSON merge patch per node (PATCH /api/v1/nodes/NAME), from inside
-the pod (https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT, the service account's token
-and CA), with urllib only and a deadline on every request. Then, as the tools that act on node
-health expect (NVSentinel, the Node Readiness Controller): a node condition (type FabricHealthy
-by default) saying why, True for pass (reason AllRulesPassed), False for fail (reason: the
-failed rule's id in CamelCase, message: its FAIL line), Unknown when not judged, patched into
-the node's status (strategic merge by type; its lastTransitionTime kept while the status stays);
-and with ``taint``, the taint <prefix>/fabric=fail on a failed node, removed from a node that
-passes (a merge patch of the node's taints, guarded by the resourceVersion read). Dry run: what
-would change is said, nothing is written. The chart's ClusterRole allows nodes and nodes/status
-get and patch, nothing else. Each failure is one line; one node's failure does not stop the
-others.
-"""
+"""Node labels from a verdict, through the Kubernetes API (`fabbench label-nodes`, the chart's
+health check; docs/guide.md): ``<prefix>/verdict`` (pass, fail, not-judged) and
+``<prefix>/figure`` (the node's figure with its unit; removed when there is none), a node
+condition (FabricHealthy by default: True, False with the failed rule's id, Unknown), and with
+``taint`` the taint ``<prefix>/fabric=fail`` on a failed node. From inside the pod, with urllib
+only and a deadline on every request; the chart's ClusterRole allows get and patch of nodes and
+nodes/status, nothing else. A dry run says what would change; each failure is one line and does
+not stop the other nodes."""
 
 from __future__ import annotations
 

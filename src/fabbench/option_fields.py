@@ -1,11 +1,9 @@
-"""How an option of ``fabbench run`` is declared: a dataclass field made by :func:`option`,
-carrying its :class:`Option` (command-line flag, study key, help, choices, its own check) and the
-:class:`Kind` of its value (how it is read from one argument and written as one). The run
-configuration (fabbench.config) and every workload's section (fabbench.catalog, or a workload
-package's own module) are declared with these; everything else (the ``run`` command's options, a
-study's keys, a job's argv, the chart's values) is derived from the declarations.
-
-A section is a frozen keyword-only dataclass whose ``__post_init__`` calls :func:`validate`::
+"""How an option of ``fabbench run`` is declared: a dataclass field made by :func:`option`, carrying
+its :class:`Option` (flag, study key, help, choices, check) and the :class:`Kind` of its value
+(how it is read from one argument and written as one). The run configuration and every
+workload's section are declared with these; the ``run`` command's options, a study's keys, a
+job's argv and the chart's values are derived from them. A section is a frozen keyword-only
+dataclass whose ``__post_init__`` calls :func:`validate`::
 
     @dataclass(frozen=True, kw_only=True)
     class ToyConfig:
@@ -13,8 +11,7 @@ A section is a frozen keyword-only dataclass whose ``__post_init__`` calls :func
                              check=at_least(1, "--toy-rounds"))
 
         def __post_init__(self) -> None:
-            validate(self)
-"""
+            validate(self)"""
 
 from __future__ import annotations
 

@@ -1,29 +1,12 @@
-"""Other tools' results read as points: nccl-tests' output (the table it prints, and the JSON
-file it writes with ``-J`` since 2.17.3) and the OSU micro-benchmarks' (osu_allreduce,
-osu_allgather, osu_bcast, osu_reduce_scatter, osu_alltoall, osu_reduce; osu_bw, osu_bibw,
-osu_latency). The format is told from the content, never from the file's name; one file may hold
-several runs, of either tool, one after another (a job's log). Every line read here is one the
-tool's source prints: tests/fixtures/foreign/README.md names the file and line of each.
-
-What a point holds, and how it was made (its evidence says so too):
-
-- nccl-tests: one point per row of the table, the out-of-place columns: ``time`` (µs, the mean
-  over ranks by default), ``algbw`` and ``busbw`` (GB/s = 1e9 bytes/s, as printed). ``ranks``
-  counts the ``#  Rank`` lines (of one group, when NCCL_TESTS_SPLIT made several) and ``nodes``
-  their distinct hosts; ``#wrong`` goes into the evidence ("N/A": the data was not checked), the
-  figures are kept either way. The operation is the test's name from ``# Collective test
-  starting:`` (2.17.4 and later); older versions print none, and then the file's name must name
-  the test (all_reduce_perf.txt).
-- OSU collectives: ``time`` = Avg Latency(us), the mean over ranks of each rank's mean. osu_bw
-  and osu_bibw: ``bw`` in GB/s from OSU's MB/s (1e6 bytes/s); osu_bibw counts both directions.
-  osu_latency: ``time``, one way (half the round trip). The point-to-point tests run between
-  exactly two ranks and are read as the ``pairs`` workload's ``sendrecv``. OSU prints no rank or
-  host count for its collectives.
-
-Neither tool claims a transport (``transport`` None). A file that is none of these formats, a
-row that does not parse, a table with no rows: a UsageError naming the file, the line and what
-was expected.
-"""
+"""Peer tools' output read as points: nccl-tests (the table it prints, and its ``-J`` JSON since
+2.17.3) and the OSU micro-benchmarks (the collectives; osu_bw, osu_bibw, osu_latency as the
+``pairs`` workload's ``sendrecv``). The format is told from the content, never the file's name;
+one file may hold several runs of either tool (a job's log), and every line read is one the
+tool's source prints (tests/fixtures/foreign/README.md names each). Units: time µs (nccl-tests'
+out-of-place mean over ranks; OSU's Avg Latency; osu_latency one way), bandwidth GB/s = 1e9
+bytes/s (OSU's MB/s converted; osu_bibw counts both directions). Neither tool claims a transport
+(``transport`` None). What does not parse is a UsageError naming the file, the line and what
+was expected."""
 
 from __future__ import annotations
 
@@ -31,12 +14,15 @@ import json
 import math
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from fabbench.errors import UsageError
 from fabbench.floors.points import Point
+
+T = TypeVar("T")
 
 EXPECTED = ("fabbench's JSON Lines, nccl-tests' output (what it prints, or its -J JSON file) "
             "or the OSU micro-benchmarks' output")
@@ -172,18 +158,19 @@ def _fields(n: int) -> str:
 
 
 def _number(path: Path, number: int, token: str, column: str, expected: str) -> float:
-    try:
-        return float(token)
-    except ValueError:
-        raise _bad(path, number, f"{token[:40]!r} in column {column} is not a number; "
-                                 f"expected {expected}") from None
+    return _parsed(float, "a number", path, number, token, column, expected)
 
 
 def _integer(path: Path, number: int, token: str, column: str, expected: str) -> int:
+    return _parsed(int, "a whole number", path, number, token, column, expected)
+
+
+def _parsed(kind: Callable[[str], T], what: str, path: Path, number: int, token: str,
+            column: str, expected: str) -> T:
     try:
-        return int(token)
+        return kind(token)
     except ValueError:
-        raise _bad(path, number, f"{token[:40]!r} in column {column} is not a whole number; "
+        raise _bad(path, number, f"{token[:40]!r} in column {column} is not {what}; "
                                  f"expected {expected}") from None
 
 

@@ -7,7 +7,7 @@ from rich.table import Table
 
 from fabbench.report.study.answer import StudyAnswer
 from fabbench.report.study.groups import METRIC, THROUGHPUT_SHORT, UNIT
-from fabbench.report.study.whatif import LinkWhatIf
+from fabbench.report.study.link_whatif import LinkWhatIf
 
 _STYLE = {"faster": "green", "slower": "red", "same": "dim"}
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from fabbench.errors import UsageError
 from fabbench.report.compare import provenance_diff
-from fabbench.report.stats import Verdict
+from fabbench.report.significance import Verdict
 from fabbench.report.study.cells import StudyCell, load_cells
 from fabbench.report.study.groups import CellResult, all_groups, verdict_of
 from fabbench.report.study.sites import Sites, compare_sites

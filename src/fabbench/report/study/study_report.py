@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from fabbench.errors import UsageError
-from fabbench.report.build import write_output
+from fabbench.report.runs_report import write_output
 from fabbench.report.study.answer import StudyAnswer, answer, as_json
 
 
@@ -20,9 +20,9 @@ def make_study_report(directory: Path, *, html: Path | None = None,
                               + "\n"))
     if html is None and plots_dir is None:
         return a, written
-    from fabbench.report.study import plots  # matplotlib: only when figures are asked for
+    from fabbench.report.study import study_plots  # matplotlib: only when figures are asked for
 
-    made = plots.cells(a) + plots.forecast(a)
+    made = study_plots.cells(a) + study_plots.forecast(a)
     try:
         if plots_dir is not None:
             for p in made:
@@ -32,7 +32,7 @@ def make_study_report(directory: Path, *, html: Path | None = None,
                     raise UsageError(f"cannot write plots to {plots_dir}: {exc.strerror}") \
                         from None
         if html is not None:
-            from fabbench.report.study.html import render
+            from fabbench.report.study.study_html import render
 
             written.append(write_output(html, render(
                 a, made, title=title or f"fabbench study {a.manifest['study']}: the answer")))

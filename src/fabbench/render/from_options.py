@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from fabbench.comm.registry import default_primitive
-from fabbench.comm.registry import get as get_primitive
+from fabbench.comm.primitives import default_primitive
+from fabbench.comm.primitives import get as get_primitive
 from fabbench.config import from_parameters
 from fabbench.errors import UsageError
 from fabbench.render.context import REFERENCE_FLOORS, Benchmark, K8sJob, SlurmJob, rendered_over

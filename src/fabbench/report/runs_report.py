@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from fabbench import catalog
 from fabbench.errors import UsageError
-from fabbench.report import pairs, tables
+from fabbench.report import slow_node, tables
 from fabbench.report.compare import Comparison, compare
 from fabbench.report.late import late_ranks
 from fabbench.results import lines
@@ -76,7 +76,7 @@ def make_report(paths: Sequence[str | Path], *, html: Path | None = None,
 
 def _report(paths: Sequence[str | Path], *, html: Path | None, plots_dir: Path | None,
             csv: Path | None, title: str | None, floors: Path | None) -> Outputs:
-    from fabbench.floors.foreign import read_foreign
+    from fabbench.floors.peer_output import read_foreign
     from fabbench.floors.verify import is_fabbench
 
     files = expand(paths)
@@ -166,7 +166,7 @@ def foreign_text(points: Sequence[Point], series: Sequence[Series]) -> str:
 def findings(s: Series) -> dict:
     """Which node is slow (pairs records) and which rank arrives late (each rank's own times in
     the collective records) in one run."""
-    verdict = pairs.analyse(s.pairs)
+    verdict = slow_node.analyse(s.pairs)
     late, points = late_ranks(s.collectives, s.run.rank_hosts)
     return {"series": s.label, "run_id": s.run.run_id,
             "pairs": verdict.as_dict() if verdict is not None else None,
@@ -180,7 +180,7 @@ def findings_text(s: Series) -> str:
     verdict = f["_verdict"]
     if verdict is not None:
         out += (f"# {s.label}: pairs, {verdict.pairs} pairs of {len(verdict.nodes)} "
-                f"{verdict.unit}s, bandwidth at {verdict.bw_bytes} B\n{pairs.table(verdict)}")
+                f"{verdict.unit}s, bandwidth at {verdict.bw_bytes} B\n{slow_node.table(verdict)}")
         out += "".join(f"# {line}\n" for line in verdict.text)
     out += "".join(f"# {s.label}: {r.sentence(s.run.nodes)}\n" for r in f["_late"])
     return out

@@ -13,7 +13,7 @@ from typing import Any
 from fabbench import __version__
 from fabbench.errors import UsageError
 from fabbench.render import names
-from fabbench.render.engine import render
+from fabbench.render.jinja_env import render
 from fabbench.study.spec import BUILTIN_DIR, Study, find_study, load_study
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from fabbench.emulate.spec import parse_rate
+from fabbench.emulate.cluster_spec import parse_rate
 from fabbench.report.study.groups import CellGroup, on_nodes, train_record
 from fabbench.scaling import whatif as scaling_whatif
 

@@ -14,7 +14,7 @@ import jinja2
 from fabbench import __version__
 from fabbench.report.html import PAGE_HEAD
 from fabbench.report.plots import Plot
-from fabbench.report.stats import ALPHA
+from fabbench.report.significance import ALPHA
 from fabbench.report.study.answer import StudyAnswer
 from fabbench.report.study.groups import METRIC, THROUGHPUT, UNIT
 from fabbench.report.tables import efficiency_lines
@@ -107,7 +107,7 @@ def wire_lines(a: StudyAnswer) -> list[str]:
     provenance names, or for an emulated link the busbw at the largest size as a share of the
     link's rate; and as a share of the wire's measured ceiling when the cell's file holds ceiling
     records (iperf3 and the like, per direction)."""
-    from fabbench.emulate.spec import parse_rate
+    from fabbench.emulate.cluster_spec import parse_rate
 
     lines = []
     for c in a.cells:
