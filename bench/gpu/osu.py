@@ -22,7 +22,7 @@ options (cuda_mpi.mpirun_prefix: 2 ranks on the one GPU, pml ucx), buffers on th
 iterations after WARMUP (OSU's defaults are 10,000 and 1,000: minutes at 64 MiB), and sets
 each beside the cuda-mpi step's figure of the same size (side_by_side): sendrecv's p50 against
 osu_latency, sendrecv's bandwidth against osu_bw, allreduce's p50 against osu_allreduce. OSU's
-output is read by fabbench's own reader (fabbench.floors.foreign).
+output is read by fabbench's own reader (fabbench.floors.peer_output).
 
 ``build(..., image=None)`` builds the same programs without CUDA against this host's Open MPI
 (mpicc): the CPU rehearsal of the reading and the ratios (tests/integration/test_gpu_kit.py).
@@ -193,7 +193,7 @@ def figures(text: str, where: Path) -> dict[int, float]:
     """OSU's output (written to WHERE without UCX's log lines, which UCX_LOG_LEVEL=info puts
     on the same stdout, then read by fabbench's reader of OSU's tables): bytes -> time in us
     (latency, allreduce) or bandwidth in GB/s (osu_bw)."""
-    from fabbench.floors.foreign import read_foreign
+    from fabbench.floors.peer_output import read_foreign
 
     where.write_text("".join(line for line in text.splitlines(keepends=True)
                              if not UCX_LOG.match(line)))
