@@ -12,9 +12,9 @@ differs from what this module generates. Regenerate with ``python -m fabbench.re
   files/run-options.yaml the run configuration's fields in argv order (fabbench.config
                          .chart_options), from which the chart's fabbench.runArgs writes the
                          arguments RunConfig.to_argv writes;
-  files/launchers.yaml   the launcher table's Kubernetes pod launches (launch.table.PODS): per
-                         render family the line before the program, which the chart's
-                         fabbench.podLaunch fills in as launch.table.pod_launch does;
+  files/launchers.yaml   the launchers' Kubernetes pod launches (launch.launchers.pod.Pod
+                         .lines): per render family the line before the program, which the
+                         chart's fabbench.podLaunch fills in as Pod.launch does;
 
 and, within the chart's own values.yaml and values.schema.json, what they say of each run option
 (its value, default, documentation, type, range, choices; the rendezvous port), spliced in
@@ -32,8 +32,10 @@ from typing import Any
 from fabbench import config, options
 from fabbench.comm import registry
 from fabbench.fabrics.profile import BUILTIN_DIR, PRIMITIVE_SECTIONS, WIRES, load_profile
-from fabbench.launch import table
-from fabbench.render.context import rendered_over
+from fabbench.launch.launchers.pod import HOSTFILE, Pod
+from fabbench.launch.ports import RENDEZVOUS_PORT
+from fabbench.launch.words import Each, Shell
+from fabbench.render.context import render_family, rendered_over
 from fabbench.render.engine import k8s_arg
 
 _HEADER = ("# Generated from {source} by fabbench.render.chart; do not edit\n"
@@ -74,7 +76,7 @@ def chart_primitives() -> dict:
         spec = registry.get(name)
         over = rendered_over(spec)
         out["primitives"][name] = {"backend": spec.backend(over),
-                                   "launch": spec.render_family(over),
+                                   "launch": render_family(spec, over),
                                    "over": over or "", "gpuOnly": spec.gpu_only}
     return out
 
@@ -123,19 +125,19 @@ def chart_run_options() -> dict:
 
 def chart_launchers() -> dict:
     """{hostfile, pods: render family -> {line, bareWhenOne}}: a line's words in Kubernetes'
-    syntax (a literal '$' as '$$', the table's $(VAR) kept), an Each group as {each, words}."""
+    syntax (a literal '$' as '$$', the launcher's $(VAR) kept), an Each group as {each, words}."""
     def word(w: str) -> str:
-        return str(w) if isinstance(w, table.Shell) else k8s_arg(w)
+        return str(w) if isinstance(w, Shell) else k8s_arg(w)
 
-    def part(p: str | table.Each) -> str | dict:
-        if isinstance(p, table.Each):
+    def part(p: str | Each) -> str | dict:
+        if isinstance(p, Each):
             return {"each": p.items, "words": [word(w) for w in p.words]}
         return word(p)
 
-    return {"hostfile": table.HOSTFILE_K8S,
+    return {"hostfile": HOSTFILE,
             "pods": {family: {"line": [part(p) for p in pod.line],
                               "bareWhenOne": pod.bare_when_one}
-                     for family, pod in table.PODS.items()}}
+                     for family, pod in Pod.lines().items()}}
 
 
 FILES = {"files/fabrics.yaml": ("src/fabbench/fabrics/profiles/*.toml", chart_profiles),
@@ -253,7 +255,7 @@ def _values_lines(where: str) -> list[str]:
         lines.append(f"{indent}{camel(f.option.flag)}: {_yaml_scalar(_chart_default(f))}")
     if not where:
         lines += ["# -- Rendezvous port of torch primitives (fabbench.launch.table)",
-                  f"masterPort: {table.RENDEZVOUS_PORT}"]
+                  f"masterPort: {RENDEZVOUS_PORT}"]
     return [*lines, indent + _END]
 
 
@@ -280,7 +282,7 @@ def values_schema(text: str) -> str:
         where = props if f.path in _TOP_VALUES else props["benchmark"]["properties"]
         where[camel(f.option.flag)] = chart_property(f)
     props["primitive"] = {"enum": ["", *registry.PRIMITIVES], "default": ""}
-    props["masterPort"]["default"] = table.RENDEZVOUS_PORT
+    props["masterPort"]["default"] = RENDEZVOUS_PORT
     return _json(schema, 0) + "\n"
 
 
