@@ -143,7 +143,7 @@ def chart_launchers() -> dict:
 FILES = {"files/fabrics.yaml": ("src/fabbench/fabrics/profiles/*.toml", chart_profiles),
          "files/primitives.yaml": ("src/fabbench/comm/registry.py", chart_primitives),
          "files/run-options.yaml": ("src/fabbench/config.py", chart_run_options),
-         "files/launchers.yaml": ("src/fabbench/launch/table.py", chart_launchers)}
+         "files/launchers.yaml": ("src/fabbench/launch/launchers/", chart_launchers)}
 
 
 def generated(path: str) -> str:
@@ -254,7 +254,7 @@ def _values_lines(where: str) -> list[str]:
                                subsequent_indent=indent + "# ")
         lines.append(f"{indent}{camel(f.option.flag)}: {_yaml_scalar(_chart_default(f))}")
     if not where:
-        lines += ["# -- Rendezvous port of torch primitives (fabbench.launch.table)",
+        lines += ["# -- Rendezvous port of torch primitives (fabbench.launch.ports)",
                   f"masterPort: {RENDEZVOUS_PORT}"]
     return [*lines, indent + _END]
 
