@@ -59,8 +59,8 @@ def osu_times(path: check.FidelityPath, osu_dir: Path, op: str, sizes: list[int]
     osu_allreduce's average latency; for sendrecv, osu_bibw's bandwidth with a window of one
     message each way (-W 1: fabbench's sendrecv moves one message each way per operation; both
     directions together, MB/s) as the time to move ``size`` bytes each way, 2 * size / bibw."""
+    from fabbench.launch.launchers import launch_spec
     from fabbench.launch.settings import resolve
-    from fabbench.launch.table import launch_spec
 
     exe = osu_dir / OSU[op]
     if not os.access(exe, os.X_OK):

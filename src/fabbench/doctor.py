@@ -26,6 +26,7 @@ from fabbench.config import RunConfig
 from fabbench.errors import FabbenchError, UsageError
 from fabbench.fabrics.detect import detect_fabric
 from fabbench.fabrics.profile import Profile, Settings, load_profile
+from fabbench.launch import launchers
 from fabbench.launch.discover import discover
 from fabbench.results.reader import read_results
 from fabbench.results.records import Collective, Run, Summary
@@ -426,24 +427,17 @@ def check_launcher(primitive: str, env: Mapping[str, str] | None = None,
     expected = _int(env.get("SLURM_NTASKS") or env.get("SLURM_NPROCS"))
     if me is not None:
         if expected and expected > 1 and me.size == 1:
-            return Check("launcher", FAIL, f"{me.launcher} says world size 1 but Slurm started "
+            return Check("launcher", FAIL, f"{me.origin} says world size 1 but Slurm started "
                          f"{expected} tasks: every rank is 'rank 0 of 1'",
                          "srun --mpi=pmix, and an Open MPI in the image built with the host's "
                          "PMIx (or mpirun inside the allocation)")
         if me.size == 1:
-            return Check("launcher", WARN, f"started by {me.launcher} with world size 1",
+            return Check("launcher", WARN, f"started by {me.origin} with world size 1",
                          "start at least 2 ranks to measure communication")
         return Check("launcher", PASS, f"rank {me.rank} of {me.size} (started by "
-                     f"{me.launcher}, local rank {me.local_rank})")
-    if primitives.get(primitive).launcher() == "mpirun":
-        out = run(["mpirun", "--version"])
-        if out is None or out[0] != 0:
-            return Check("launcher", FAIL, "mpirun is missing or broken",
-                         "install openmpi-bin, or launch the ranks with srun")
-        first = out[1].strip().splitlines()[0] if out[1].strip() else "mpirun"
-        return Check("launcher", PASS, f"not inside a job: fabbench starts local ranks with "
-                     f"{first}")
-    return Check("launcher", PASS, "not inside a job: fabbench starts local ranks itself")
+                     f"{me.origin}, local rank {me.local_rank})")
+    ready = launchers.get(primitives.get(primitive).launcher()).ready(run)
+    return Check("launcher", PASS if ready.ok else FAIL, ready.what, ready.fix)
 
 
 def _int(text: str | None) -> int | None:
@@ -599,7 +593,7 @@ def doctor(o: DoctorOptions, *, run: Runner = run_tool, env: Mapping[str, str] |
     report.checks.append(check_memlock(profile.native(o.wire)))
     report.checks.append(check_shm(profile.single_host))
     # an interface carries TCP traffic or a rendezvous: always, but for MPI on one host
-    if not profile.single_host or spec.launcher() != "mpirun":
+    if not profile.single_host or not launchers.get(spec.launcher()).mpi:
         report.checks.append(check_iface(pick_iface(profile, o.wire, o.root, o.iface), o.root,
                                          addresses))
     report.checks += check_libraries(profile, o.wire, primitive, run)

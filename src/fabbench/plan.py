@@ -237,7 +237,7 @@ class RunState:
         return cls(**_tuples(json.loads(text)))
 
 
-# The environment that hands a launched rank its plan and state (launch.table puts it in every
+# The environment that hands a launched rank its plan and state (launch.launchers puts it in every
 # rank's environment; launch.rank reads it).
 PLAN_ENV, STATE_ENV = "FABBENCH_PLAN", "FABBENCH_RUN_STATE"
 

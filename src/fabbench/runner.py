@@ -18,9 +18,9 @@ from fabbench.config import RunConfig
 from fabbench.errors import UsageError
 from fabbench.launch import local
 from fabbench.launch.discover import discover
+from fabbench.launch.launchers import launch_spec
 from fabbench.launch.rank import run_rank
 from fabbench.launch.settings import Resolved, resolve, resolve_fabric
-from fabbench.launch.table import launch_spec
 from fabbench.launch.world import announced_nodes
 from fabbench.plan import Plan, RunState
 from fabbench.procs import Terminated, signals_deferred
@@ -124,7 +124,7 @@ def dry_run(c: RunConfig, argv: tuple[str, ...] = ()) -> str:
         lines.append(f"# launch ({plan.ranks} {where} ranks):")
         lines.append(launch_spec(plan, resolved).describe())
     else:
-        lines.append(f"# this process is rank {me.rank} of {me.size} (started by {me.launcher})")
+        lines.append(f"# this process is rank {me.rank} of {me.size} (started by {me.origin})")
     lines.append(f"# results: {plan.out}")
     return "\n".join(lines)
 

@@ -3,7 +3,7 @@ files/run-options.yaml (generated from fabbench.config), equal RunConfig.to_argv
 configurations: the chart, Slurm, Kubernetes and the study write one argv
 (tests/unit/test_config.py checks the others). The chart's whole launch line (mpirun over the
 operator's hostfile, torchrun, or the rank alone), filled in from files/launchers.yaml, equals
-the launcher table's (launch.table.pod_launch, as `fabbench render k8s` writes it)."""
+the launchers' (launch.launchers.pod.Pod.launch, as `fabbench render k8s` writes it)."""
 
 from __future__ import annotations
 

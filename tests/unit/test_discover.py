@@ -20,7 +20,7 @@ def test_no_launcher():
 ])
 def test_launchers(env, expect):
     me = discover(env)
-    assert (me.rank, me.size, me.local_rank, me.launcher) == expect
+    assert (me.rank, me.size, me.local_rank, me.origin) == expect
 
 
 def test_batch_script_shell_is_not_a_rank():
@@ -52,7 +52,7 @@ def test_bad_rank_env(env):
 ])
 def test_every_launcher_family(env, expect):
     me = discover(env)
-    assert (me.rank, me.size, me.local_rank, me.launcher) == expect
+    assert (me.rank, me.size, me.local_rank, me.origin) == expect
 
 
 @pytest.mark.parametrize("env,var", [

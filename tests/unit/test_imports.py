@@ -33,7 +33,7 @@ LAYERS: Sequence[Sequence[str]] = (
     ("fabbench.plan",),
     ("fabbench.workloads", "fabbench.ceiling"),
     ("fabbench.scaling", "fabbench.floors"),  # the scaling model; acceptance floors
-    ("fabbench.launch",),  # ranks, launchers and the launcher table
+    ("fabbench.launch",),  # ranks, launchers (one class each), runtimes, ports
     ("fabbench.runner",),
     ("fabbench.fidelity",),  # times `fabbench run` against bare loops started by its launcher
     ("fabbench.doctor", "fabbench.study"),

@@ -11,6 +11,7 @@ from fabbench.config import RunConfig
 from fabbench.errors import UsageError
 from fabbench.plan import Plan
 from fabbench.render import Benchmark
+from fabbench.render.context import render_family
 from fabbench.render.from_options import benchmark
 
 
@@ -33,7 +34,7 @@ def test_a_name_is_registered_once_and_a_controller_before_its_user():
 
 @pytest.mark.parametrize("bad,message", [
     ({"ops": ("scan",)}, "unknown operation"), ({"dtypes": ("int8",)}, "unknown dtype"),
-    ({"launchers": {"x": "ssh"}}, "launchers"), ({"train_engine": "zero"}, "train engine"),
+    ({"launchers": {}}, "launchers"), ({"train_engine": "zero"}, "train engine"),
     ({"communicator": "nocolon"}, "module:Class")])
 def test_entries_are_validated(bad, message):
     with pytest.raises(UsageError, match=message):
@@ -43,10 +44,10 @@ def test_entries_are_validated(bad, message):
 def test_horovod_follows_its_controller():
     hvd = primitives.get("horovod")
     assert hvd.controllers == ("mpi", "gloo") and primitives.HOROVOD_OVER == ("mpi", "gloo")
-    assert (hvd.backend(), hvd.launcher(), hvd.render_family()) == ("mpi", "mpirun", "mpi")
+    assert (hvd.backend(), hvd.launcher(), render_family(hvd)) == ("mpi", "mpirun", "mpi")
     assert (hvd.backend("gloo"), hvd.launcher("gloo")) == ("gloo", "horovodrun")
-    assert hvd.render_family("gloo") is None
-    assert primitives.get("nccl").render_family() == "rendezvous"
+    assert render_family(hvd, "gloo") is None
+    assert render_family(primitives.get("nccl")) == "rendezvous"
 
 
 def test_plan_render_and_train_read_the_registry():

@@ -231,8 +231,8 @@ controller and the device are decided here, as `fabbench render k8s` decides the
 {{- toJson (concat $args (list "--out" $out)) }}
 {{- end }}
 
-{{/* What a pod runs, as fabbench.launch.table.pod_launch composes it (files/launchers.yaml,
-generated from the table): the render family's line, unless a pod of one rank runs the program
+{{/* What a pod runs, as fabbench's launchers.pod.Pod.launch composes it (files/launchers.yaml,
+generated from the launchers): the render family's line, unless a pod of one rank runs the program
 bare, with {name} filled in and each group written per MCA parameter or exported variable (in
 name order), then the program. As JSON, every word in Kubernetes' syntax: the line's words as
 the file holds them, the values filled in and the program's words with a '$' as '$$'. Takes a

@@ -17,11 +17,7 @@ from fabbench.errors import UsageError
 
 ALL_OPS = ("allreduce", "allgather", "reduce_scatter", "broadcast", "alltoall", "sendrecv")
 ALL_DTYPES = ("float32", "float64", "float16", "bfloat16")
-LAUNCHERS = ("mpirun", "spawn", "horovodrun")
 TRAIN_ENGINES = ("ddp", "horovod", "mpi")
-# How a scheduler starts ranks of a local launcher's kind: "mpi" is srun --mpi=pmix or an MPIJob,
-# "rendezvous" a TCP rendezvous at the first node; horovodrun's own rendezvous is not rendered.
-RENDER_FAMILY = MappingProxyType({"mpirun": "mpi", "spawn": "rendezvous"})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -30,8 +26,9 @@ class Primitive:
     ops: tuple[str, ...]
     dtypes: tuple[str, ...]
     communicator: str  # "module:Class", imported when the primitive is chosen
-    # backend (the profile section the bytes go through) -> how fabbench starts local ranks;
-    # the first is the default. A plain primitive is its own backend.
+    # backend (the profile section the bytes go through) -> the launcher fabbench starts local
+    # ranks with (a name of launch.launchers); the first is the default. A plain primitive is
+    # its own backend.
     launchers: Mapping[str, str]
     train_engine: str
     torch_backend: str | None = None  # the torch.distributed backend it starts
@@ -70,9 +67,9 @@ class Primitive:
         for dtype in self.dtypes:
             if dtype not in ALL_DTYPES:
                 raise UsageError(f"primitive {self.name!r}: unknown dtype {dtype!r}")
-        if not self.launchers or any(v not in LAUNCHERS for v in self.launchers.values()):
-            raise UsageError(f"primitive {self.name!r}: launchers must map a backend to one of "
-                             f"{', '.join(LAUNCHERS)}")
+        if not self.launchers:
+            raise UsageError(f"primitive {self.name!r}: launchers must map a backend to the "
+                             "launcher of its ranks")
         if self.train_engine not in TRAIN_ENGINES:
             raise UsageError(f"primitive {self.name!r}: unknown train engine "
                              f"{self.train_engine!r}")
@@ -94,11 +91,8 @@ class Primitive:
         return next(iter(self.launchers))
 
     def launcher(self, over: str | None = None) -> str:
+        """The name of the launcher of its ranks (launch.launchers)."""
         return self.launchers[self.backend(over)]
-
-    def render_family(self, over: str | None = None) -> str | None:
-        """"mpi" or "rendezvous" (see RENDER_FAMILY); None: schedulers cannot start it."""
-        return RENDER_FAMILY.get(self.launcher(over))
 
 
 class Registry:

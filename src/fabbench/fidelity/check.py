@@ -1,7 +1,7 @@
 """Time one operation with fabbench and with the bare reference loops, alternating, and judge.
 
-A reference loop is started by fabbench's own launcher (launch.table.launch_spec with the loop in
-place of the rank module): the same mpirun line and MCA parameters, the same rendezvous, the same
+A reference loop is started by fabbench's own launcher (launch.launchers.launch_spec with the loop
+in place of the rank module): the same mpirun line and MCA parameters, the same rendezvous, the same
 emulated nodes when this runs under `fabbench emulate`. fabbench is run as a user runs it, a
 `fabbench run` subprocess writing a results file.
 """
@@ -180,8 +180,8 @@ def run_reference(path: FidelityPath, reference: str, op: str, sizes: list[int],
                   ) -> dict[int, float]:
     """The reference loop's p50 per size; a batch of operations takes ``batch_s`` (fabbench's
     engine: its budget over its samples target)."""
+    from fabbench.launch.launchers import launch_spec
     from fabbench.launch.settings import resolve
-    from fabbench.launch.table import launch_spec
 
     plan = plan_for(path, ranks, sizes, op)
     spec = launch_spec(plan, resolve(plan), reference_program(reference, op) + list(

@@ -3,7 +3,7 @@
 `fabbench run` per slot, and each one, finding itself launched, is one rank:
 
 - mpi (and Horovod over MPI): the host's mpirun, with the cluster's hostfile and namespace agent,
-  runs `RUNTIME ... IMAGE fabbench run ARGS` per slot (the launcher table's wrapping); the
+  runs `RUNTIME ... IMAGE fabbench run ARGS` per slot (launch.runtimes' wrapping); the
   orted on each node is the host's, the rank's Open MPI the image's, and they meet through PMIx
   (the cpu image's Open MPI and PMIx are Debian's, as the host's: see docs/containers.md);
 - gloo and nccl: one containerised process per rank on its node, rendezvous over TCP at node 0.
@@ -26,8 +26,8 @@ from fabbench.emulate import session
 from fabbench.emulate.cluster import ENV, Cluster
 from fabbench.emulate.cluster_spec import Emulation
 from fabbench.errors import RunError, UsageError
-from fabbench.launch import local, table
-from fabbench.launch.table import LaunchSpec
+from fabbench.launch import local, runtimes
+from fabbench.launch.launchers import LaunchSpec, ranks_across, schedulable
 
 # the runtime's command, as found on PATH, or as an environment variable gives it (a site's
 # `singularity`, or a wrapper that enters the runtime's own root: .ci/apptainer.sh exec)
@@ -51,14 +51,14 @@ def runtime_command(runtime: str) -> list[str]:
 
 
 def in_image(runtime: str, image: str, workdir: str, argv: list[str]) -> list[str]:
-    """``argv`` run in ``image`` by ``runtime`` (the launcher table's wrapping, with this
+    """``argv`` run in ``image`` by ``runtime`` (launch.runtimes' wrapping, with this
     host's command for the runtime), in ``workdir`` bound into the container."""
-    box = table.Container(image=image, results=workdir)
-    inside = table.runtime(runtime).wrap(box).results or workdir
-    words = table.in_container(runtime, ["env", "-C", inside, *argv], box)
+    box = runtimes.Container(image=image, results=workdir)
+    inside = runtimes.runtime(runtime).wrap(box).results or workdir
+    words = runtimes.in_container(runtime, ["env", "-C", inside, *argv], box)
     tool = COMMANDS[runtime][0]
     if words[0] != tool:
-        raise AssertionError(f"the launcher table's {runtime} starts with {words[0]!r}")
+        raise AssertionError(f"launch.runtimes' {runtime} starts with {words[0]!r}")
     return [*runtime_command(runtime), *words[1:]]
 
 
@@ -96,7 +96,7 @@ def launcher_of(runtime: str, image: str, argv: list[str]) -> str:
         raise UsageError("--image: give the run's --primitive after `--` (one of "
                          f"{', '.join(REGISTRY.names())}): it decides the host's launcher")
     launcher = REGISTRY.get(primitive).launcher(_option(argv, "--horovod-over"))
-    if not table.schedulable(launcher):
+    if not schedulable(launcher):
         raise UsageError(f"--image: {launcher} cannot start containerised ranks (it has its "
                          "own rendezvous); use --horovod-over mpi")
     return launcher
@@ -111,7 +111,7 @@ def launch_spec(cluster: Cluster, runtime: str, image: str, argv: list[str]) -> 
     # file is not in the image, so the ranks do not look for it
     env = {"FABBENCH_EXPECT_NODES": str(len(cluster.nodes)), ENV: "",
            **(APPTAINER_PMIX if runtime == "apptainer" else {})}
-    return table.ranks_across(cluster, launcher, rank, env)
+    return ranks_across(cluster, launcher, rank, env)
 
 
 def run_in_image(emulation: Emulation, runtime: str, image: str, argv: list[str],

@@ -1,4 +1,4 @@
-"""The embedded launcher: run a LaunchSpec (launch.table composes it) and wait for its
+"""The embedded launcher: run a LaunchSpec (launch.launchers composes it) and wait for its
 processes, with a deadline. The first rank that fails ends the others.
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from fabbench.errors import RunError, UsageError
 from fabbench.launch import notices, rundir
-from fabbench.launch.table import LaunchSpec
+from fabbench.launch.launchers import LaunchSpec
 from fabbench.plan import Plan
 from fabbench.procs import dies_with_this_process, signals_unwind, stop_groups, stop_marked
 

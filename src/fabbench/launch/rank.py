@@ -32,7 +32,7 @@ from fabbench.errors import (
     TransportMismatch,
     UsageError,
 )
-from fabbench.launch import gpudirect, results_log, rundir
+from fabbench.launch import gpudirect, launchers, results_log, rundir
 from fabbench.launch.discover import RankEnv, discover
 from fabbench.launch.settings import Resolved, apply, resolve
 from fabbench.launch.world import NODE_NAME_ENV, check_world, host_name
@@ -72,11 +72,9 @@ def run_rank(plan: Plan, state: RunState, me: RankEnv, judge: Floors | None = No
     preparing is raised as it is."""
     global entered
     entered = True
-    if me.launcher in ("horovodrun", "torchrun"):
-        # the rank ends with its parent, which these launchers do not arrange: horovodrun's is
-        # the shell its ssh session runs the rank in (horovodrun has no daemon on the node and
-        # waits for every rank), torchrun's is torchrun itself (it starts its workers in
-        # sessions of their own). Either killed, the rank would measure on, unseen
+    if launchers.get(me.origin).orphans_ranks:
+        # the rank ends with its parent, which its origin does not arrange (horovodrun's
+        # ssh shell, torchrun itself): that killed, the rank would measure on, unseen
         die_with_parent(signal.SIGTERM)
     run = RankRun.prepare(plan, state, me)
     run.start_watchdog()

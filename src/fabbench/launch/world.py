@@ -5,20 +5,16 @@ processes that claim one rank, fail every rank at start-up with one line naming 
 
 Nodes too: a job that announces N nodes and whose ranks all came up on fewer hosts is a wrong world
 (Open MPI under the MPI Operator does this and reports success: mpi-operator #731, #842). What a
-job announces, the first that is set:
-
-  FABBENCH_EXPECT_NODES   said explicitly (a rendered job, a user)
-  OMPI_MCA_orte_num_nodes Open MPI's mpirun: the nodes it mapped the ranks onto, from its hostfile,
-                          --host list or the allocation (hosts without ranks are not counted)
-  SLURM_STEP_NUM_NODES, SLURM_NNODES   srun: the nodes of this job step
+job announces, the first that is set: FABBENCH_EXPECT_NODES (said explicitly: a rendered job, a
+user), then the variables of the rank's origin (its launcher's ``node_vars``: mpirun's map,
+the srun step's nodes).
 
 A rank's node is FABBENCH_NODE_NAME when set (the chart's pods get the Kubernetes node's name,
 spec.nodeName, through the downward API: a pod's hostname is the pod's, or on the node's network
-the host's, which need not be the node's name); else under srun, Slurm's name for the node
-(SLURMD_NODENAME), which is what Slurm placed the step on (a site may run several slurmd on one
-host on purpose); else its hostname. The records name each rank's host by it (launch.rank), so
-that a verdict's nodes are the nodes `fabbench label-nodes` patches (records name a rank's host
-by FABBENCH_NODE_NAME or the hostname: host_name). Every rank
+the host's, which need not be the node's name); else its origin's name for the node when it has
+one (srun's SLURMD_NODENAME); else its hostname. The records name each rank's host by it
+(launch.rank), so that a verdict's nodes are the nodes `fabbench label-nodes` patches (records
+name a rank's host by FABBENCH_NODE_NAME or the hostname: host_name). Every rank
 gathers every rank's announcement, so all take the same decision (an ssh-started rank may not see
 the variables its launcher's host had)."""
 
@@ -32,6 +28,7 @@ from collections.abc import Mapping
 from fabbench.comm import primitives
 from fabbench.comm.base import Communicator
 from fabbench.errors import RunError, UsageError
+from fabbench.launch import launchers
 from fabbench.launch.discover import RankEnv
 
 
@@ -42,11 +39,8 @@ class WorldMismatch(RunError):
 # the node's name as the scheduler knows it (the chart: the Kubernetes node, spec.nodeName)
 NODE_NAME_ENV = "FABBENCH_NODE_NAME"
 
-# (variable, what it is), in order: the first one set is this rank's announcement
-NODE_VARS = (("FABBENCH_EXPECT_NODES", "said explicitly"),
-             ("OMPI_MCA_orte_num_nodes", "mpirun's map"),
-             ("SLURM_STEP_NUM_NODES", "the srun step"),
-             ("SLURM_NNODES", "the srun step"))
+# (variable, what it is): said explicitly, before the origin's own (a launcher's node_vars)
+EXPECT_NODES = ("FABBENCH_EXPECT_NODES", "said explicitly")
 
 
 def announced_nodes(me: RankEnv | None, env: Mapping[str, str] | None = None
@@ -55,13 +49,11 @@ def announced_nodes(me: RankEnv | None, env: Mapping[str, str] | None = None
 
     Raises UsageError when FABBENCH_EXPECT_NODES is not a whole number of at least 1."""
     env = os.environ if env is None else env
-    for var, what in NODE_VARS:
+    # only the origin's own: an allocation's size says nothing about an mpirun inside it
+    own = launchers.get(me.origin).node_vars if me is not None else ()
+    for var, what in (EXPECT_NODES, *own):
         value = env.get(var)
         if value is None or value == "":
-            continue
-        if var.startswith("SLURM_") and (me is None or me.launcher != "srun"):
-            continue  # an allocation's size says nothing about an mpirun inside it
-        if var == "OMPI_MCA_orte_num_nodes" and (me is None or me.launcher != "mpirun"):
             continue
         try:
             count = int(value)
@@ -84,13 +76,14 @@ def host_name(env: Mapping[str, str] | None = None) -> str:
 
 
 def node_name(me: RankEnv, env: Mapping[str, str] | None = None) -> str:
-    """The node this rank runs on: FABBENCH_NODE_NAME, else Slurm's name for it under srun,
-    else the hostname."""
+    """The node this rank runs on: FABBENCH_NODE_NAME, else its origin's name for it (Slurm's
+    under srun), else the hostname."""
     env = os.environ if env is None else env
     if env.get(NODE_NAME_ENV):
         return env[NODE_NAME_ENV]
-    if me.launcher == "srun" and env.get("SLURMD_NODENAME"):
-        return env["SLURMD_NODENAME"]
+    var = launchers.get(me.origin).node_name_var
+    if var is not None and env.get(var):
+        return env[var]
     return socket.gethostname()
 
 
@@ -124,7 +117,7 @@ def check_world(me: RankEnv, primitive: str, comm: Communicator,
     wrong = [(i, r) for i, r in enumerate(said) if i != r]
     if wrong:
         i, r = wrong[0]
-        raise WorldMismatch(f"{primitive} made rank {i} of the process that {me.launcher} calls "
+        raise WorldMismatch(f"{primitive} made rank {i} of the process that {me.origin} calls "
                             f"rank {r} ({me.rank_var}={r}): the launcher's variables are not "
                             "this communicator's (nested launchers?)")
     _check_nodes(gathered, comm.size)
@@ -147,9 +140,9 @@ def _check_nodes(gathered: list, size: int) -> None:
 
 
 def _size_cause(me: RankEnv, primitive: str, over: str | None, got: int) -> str:
-    if got == 1 and primitives.get(primitive).launcher(over) == "mpirun":
+    if got == 1 and launchers.get(primitives.get(primitive).launcher(over)).mpi:
         return ("every process is a singleton ('rank 0 of 1'): the MPI library did not reach "
-                f"the {me.launcher} launcher's process manager; start MPI ranks with the mpirun "
+                f"the {me.origin} launcher's process manager; start MPI ranks with the mpirun "
                 "of the same MPI, or srun --mpi=pmix with an MPI built with PMIx")
     return (f"{me.size_var} is not this communicator's world (variables inherited from an outer "
             "job, or a launcher inside another one)")

@@ -1,10 +1,25 @@
-"""The Helm chart's data files (charts/fabbench/files/), generated from the Python sources of truth:
-the chart cannot call Python, so it reads these, and a unit test fails when a file differs from
-what this module generates (``python -m fabbench.render.chart charts/fabbench`` regenerates).
-fabrics.yaml holds the fabric profiles, primitives.yaml the primitive registry, run-options.yaml
-the run configuration's fields in argv order, launchers.yaml the launcher table's pod launches;
-and what values.yaml and values.schema.json say of each run option is spliced in (``SPLICED``),
-so that the chart's defaults are `fabbench run`'s."""
+"""The data files of the Helm chart (charts/fabbench/files/), generated from the Python sources
+of truth: the chart cannot call Python, so it reads these, and a unit test fails when a file
+differs from what this module generates. Regenerate with ``python -m fabbench.render.chart``.
+
+  files/fabrics.yaml     the fabric profiles: per fabric, what the chart decides by
+                         (singleHost, devices) and per wire and backend the {env, mca} and
+                         its --gpudirect on/off additions, placeholders kept (filled as
+                         fabbench.render.fabric fills them);
+  files/primitives.yaml  the primitive registry as the chart needs it: the default-primitive
+                         rule (comm.primitives.default_primitive) and per primitive its profile
+                         section, render family, controller and whether it needs GPUs;
+  files/run-options.yaml the run configuration's fields in argv order (fabbench.config
+                         .chart_options), from which the chart's fabbench.runArgs writes the
+                         arguments RunConfig.to_argv writes;
+  files/launchers.yaml   the launchers' Kubernetes pod launches (launch.launchers.pod.Pod
+                         .lines): per render family the line before the program, which the
+                         chart's fabbench.podLaunch fills in as Pod.launch does;
+
+and, within the chart's own values.yaml and values.schema.json, what they say of each run option
+(its value, default, documentation, type, range, choices; the rendezvous port), spliced in
+(``SPLICED``), so that the chart's defaults are `fabbench run`'s and `fabbench render`'s.
+"""
 
 from __future__ import annotations
 
@@ -17,8 +32,10 @@ from typing import Any
 from fabbench import config, option_fields
 from fabbench.comm import primitives
 from fabbench.fabrics.profile import BUILTIN_DIR, PRIMITIVE_SECTIONS, WIRES, load_profile
-from fabbench.launch import table
-from fabbench.render.context import rendered_over
+from fabbench.launch.launchers.pod import HOSTFILE, Pod
+from fabbench.launch.ports import RENDEZVOUS_PORT
+from fabbench.launch.words import Each, Shell
+from fabbench.render.context import render_family, rendered_over
 from fabbench.render.jinja_env import k8s_arg
 
 _HEADER = ("# Generated from {source} by fabbench.render.chart; do not edit\n"
@@ -59,7 +76,7 @@ def chart_primitives() -> dict:
         spec = primitives.get(name)
         over = rendered_over(spec)
         out["primitives"][name] = {"backend": spec.backend(over),
-                                   "launch": spec.render_family(over),
+                                   "launch": render_family(spec, over),
                                    "over": over or "", "gpuOnly": spec.gpu_only}
     return out
 
@@ -108,25 +125,25 @@ def chart_run_options() -> dict:
 
 def chart_launchers() -> dict:
     """{hostfile, pods: render family -> {line, bareWhenOne}}: a line's words in Kubernetes'
-    syntax (a literal '$' as '$$', the table's $(VAR) kept), an Each group as {each, words}."""
+    syntax (a literal '$' as '$$', the launcher's $(VAR) kept), an Each group as {each, words}."""
     def word(w: str) -> str:
-        return str(w) if isinstance(w, table.Shell) else k8s_arg(w)
+        return str(w) if isinstance(w, Shell) else k8s_arg(w)
 
-    def part(p: str | table.Each) -> str | dict:
-        if isinstance(p, table.Each):
+    def part(p: str | Each) -> str | dict:
+        if isinstance(p, Each):
             return {"each": p.items, "words": [word(w) for w in p.words]}
         return word(p)
 
-    return {"hostfile": table.HOSTFILE_K8S,
+    return {"hostfile": HOSTFILE,
             "pods": {family: {"line": [part(p) for p in pod.line],
                               "bareWhenOne": pod.bare_when_one}
-                     for family, pod in table.PODS.items()}}
+                     for family, pod in Pod.lines().items()}}
 
 
 FILES = {"files/fabrics.yaml": ("src/fabbench/fabrics/profiles/*.toml", chart_profiles),
          "files/primitives.yaml": ("src/fabbench/comm/primitives.py", chart_primitives),
          "files/run-options.yaml": ("src/fabbench/config.py", chart_run_options),
-         "files/launchers.yaml": ("src/fabbench/launch/table.py", chart_launchers)}
+         "files/launchers.yaml": ("src/fabbench/launch/launchers/", chart_launchers)}
 
 
 def generated(path: str) -> str:
@@ -237,8 +254,8 @@ def _values_lines(where: str) -> list[str]:
                                subsequent_indent=indent + "# ")
         lines.append(f"{indent}{camel(f.option.flag)}: {_yaml_scalar(_chart_default(f))}")
     if not where:
-        lines += ["# -- Rendezvous port of torch primitives (fabbench.launch.table)",
-                  f"masterPort: {table.RENDEZVOUS_PORT}"]
+        lines += ["# -- Rendezvous port of torch primitives (fabbench.launch.ports)",
+                  f"masterPort: {RENDEZVOUS_PORT}"]
     return [*lines, indent + _END]
 
 
@@ -265,7 +282,7 @@ def values_schema(text: str) -> str:
         where = props if f.path in _TOP_VALUES else props["benchmark"]["properties"]
         where[camel(f.option.flag)] = chart_property(f)
     props["primitive"] = {"enum": ["", *primitives.PRIMITIVES], "default": ""}
-    props["masterPort"]["default"] = table.RENDEZVOUS_PORT
+    props["masterPort"]["default"] = RENDEZVOUS_PORT
     return _json(schema, 0) + "\n"
 
 

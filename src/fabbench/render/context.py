@@ -12,11 +12,11 @@ from fabbench import __version__
 from fabbench.comm import primitives
 from fabbench.config import BY_FLAG, RunConfig
 from fabbench.errors import UsageError
-from fabbench.launch import results_log, table
+from fabbench.launch import launchers, ports, results_log, runtimes
 from fabbench.render import names
 from fabbench.sysinfo.inventory import IMAGE_REF_ENV
 
-RUNTIMES = tuple(table.RUNTIMES)  # the launcher table's container runtimes
+RUNTIMES = tuple(runtimes.RUNTIMES)  # the container runtimes (launch.runtimes)
 MAX_BENCHMARKS = 10  # rendezvous ports: ten per job (see slurm.sbatch.j2)
 IMAGE_REPOSITORY = "fabbench"  # the image's name as .ci/publish.sh tags it
 REFERENCE_FLOORS = "reference"  # `fabbench verify --floors reference`: the shipped floors
@@ -43,12 +43,18 @@ def image_ref_env(ref: str | None) -> dict[str, str]:
     return {IMAGE_REF_ENV: ref} if ref else {}
 
 
+def render_family(spec: primitives.Primitive, over: str | None = None) -> str | None:
+    """"mpi" or "rendezvous": how a scheduler starts ranks of ``spec`` (run over ``over``), as
+    its launcher says (launch.launchers); None: schedulers cannot start them."""
+    return launchers.get(spec.launcher(over)).render_family
+
+
 def rendered_over(spec: primitives.Primitive, over: str | None = None) -> str | None:
     """The controller a rendered job runs a primitive over: the one asked for, else the first a
     scheduler can start; None for a primitive that runs alone."""
     if not spec.controllers:
         return None
-    return over or next(c for c in spec.controllers if spec.render_family(c))
+    return over or next(c for c in spec.controllers if render_family(spec, c))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,9 +87,9 @@ class Benchmark:
         if c.out is not None or c.ranks is not None:
             raise UsageError("a rendered job places its ranks and names its results file "
                              "itself (no --out, no --ranks)")
-        if c.horovod_over in spec.controllers and spec.render_family(c.horovod_over) is None:
+        if c.horovod_over in spec.controllers and render_family(spec, c.horovod_over) is None:
             raise UsageError(f"rendered jobs run {c.primitive} over "
-                             f"{' or '.join(x for x in spec.controllers if spec.render_family(x))}"
+                             f"{' or '.join(x for x in spec.controllers if render_family(spec, x))}"
                              f" only ({c.primitive} over {c.horovod_over} needs "
                              f"{spec.launcher(c.horovod_over)}'s own rendezvous)")
         if not isinstance(self.extra_args, tuple) or not all(
@@ -108,9 +114,9 @@ class Benchmark:
     @property
     def launch(self) -> str:
         """"mpi": the scheduler's MPI launch (srun --mpi=pmix, an MPIJob); "rendezvous": a TCP
-        rendezvous at the first node (MASTER_ADDR/MASTER_PORT). From comm.primitives."""
-        family = primitives.get(self.config.primitive or "").render_family(
-            self.config.horovod_over)
+        rendezvous at the first node (MASTER_ADDR/MASTER_PORT). From the primitive's launcher."""
+        family = render_family(primitives.get(self.config.primitive or ""),
+                               self.config.horovod_over)
         assert family is not None  # refused in __post_init__
         return family
 
@@ -228,7 +234,7 @@ class K8sJob:
     results_host_path: str | None = None  # a directory on the nodes; neither: an emptyDir
     results_path: str = "/results"
     shm_size: str = "1Gi"
-    master_port: int = table.RENDEZVOUS_PORT
+    master_port: int = ports.RENDEZVOUS_PORT
     # a check before the job: a floors file's text, judged by each pod's init container
     preflight: str | None = None
     benchmark: Benchmark

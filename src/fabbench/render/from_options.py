@@ -55,7 +55,7 @@ def slurm_job(bench: Benchmark, *, verify: str | None = None, **job) -> SlurmJob
 
 def k8s_job(bench: Benchmark, *, node_selector_pairs: Sequence[str] = (),
             master_port: int | None = None, preflight: str | None = None, **job) -> K8sJob:
-    """``master_port`` None: the job's default (launch.table.RENDEZVOUS_PORT); ``preflight``:
+    """``master_port`` None: the job's default (launch.ports.RENDEZVOUS_PORT); ``preflight``:
     a floors file, read and checked here (the job carries its text)."""
     if master_port is not None:
         job["master_port"] = master_port

@@ -1,14 +1,15 @@
 """Kubernetes manifests for a K8sJob: an Indexed Job and a headless Service for torch primitives
 (the rendezvous at index 0's pod, <name>-0.<name>; torchrun in a pod of several ranks), an MPIJob
 (kubeflow.org/v2beta1, mpirun with the operator's hostfile; the workers run the image's sshd,
-containers/sshd.sh, as root) for MPI and Horovod, each launch composed by launch.table. Every
+containers/sshd.sh, as root) for MPI and Horovod, each launch composed by launch.launchers. Every
 pod is told its Kubernetes node (FABBENCH_NODE_NAME). The chart (charts/fabbench) renders the
 same jobs."""
 
 from __future__ import annotations
 
 from fabbench import __version__
-from fabbench.launch import table
+from fabbench.launch.launchers.pod import HOSTFILE, Pod
+from fabbench.launch.words import Shell
 from fabbench.render.context import PREFLIGHT_FLOORS, Benchmark, K8sJob
 from fabbench.render.fabric import FabricEnv, fabric_env
 from fabbench.render.jinja_env import k8s_arg, render
@@ -34,7 +35,7 @@ def render_k8s(job: K8sJob) -> str:
                "resources": resources, "labels": labels(job),
                "selector": {k: v for k, v in labels(job).items()
                             if k in ("app.kubernetes.io/name", "app.kubernetes.io/instance")},
-               "hostfile": table.HOSTFILE_K8S,
+               "hostfile": HOSTFILE,
                "devices": fab.profile.device_files(bench.config.wire)}
     context["preflight"] = None if job.preflight is None else {
         "floors": job.preflight, "script": k8s_arg(PREFLIGHT_SCRIPT),
@@ -68,18 +69,17 @@ def _fabric(job: K8sJob) -> FabricEnv:
 
 def pod_argv(job: K8sJob, fab: FabricEnv | None = None, bench: Benchmark | None = None,
              *more: str) -> list[str]:
-    """The command line of the pod that starts the ranks (launch.table.pod_launch: an MPIJob's
-    launcher, an Indexed Job's pods) of ``bench`` (default: the job's), then ``more``, in
-    Kubernetes' syntax: literal words escaped ($ as $$), the table's $(VAR) references kept;
+    """The command line of the pod that starts the ranks (launch.launchers.pod.Pod.launch: an
+    MPIJob's launcher, an Indexed Job's pods) of ``bench`` (default: the job's), then ``more``, in
+    Kubernetes' syntax: literal words escaped ($ as $$), the launcher's $(VAR) references kept;
     mpirun passes the ranks the fabric's variables and the image's. The chart's
     fabbench.podLaunch writes the same."""
     bench = bench or job.benchmark
     fab = fab or _fabric(job)
     out = f"{job.results_path.rstrip('/')}/{job.name}-{bench.label}.jsonl"
-    argv = table.pod_launch(bench.launch, nodes=job.nodes, per_node=job.ranks_per_node,
-                            program=[job.fabbench_command, *bench.run_args(), "--out", out,
-                                     *more],
-                            mca=fab.mca,
-                            exports=[*(k for k in fab.env if not k.startswith("OMPI_MCA_")),
-                                     *job.run_env])
-    return [w if isinstance(w, table.Shell) else k8s_arg(w) for w in argv]
+    argv = Pod.launch(bench.launch, nodes=job.nodes, per_node=job.ranks_per_node,
+                      program=[job.fabbench_command, *bench.run_args(), "--out", out, *more],
+                      mca=fab.mca,
+                      exports=[*(k for k in fab.env if not k.startswith("OMPI_MCA_")),
+                               *job.run_env])
+    return [w if isinstance(w, Shell) else k8s_arg(w) for w in argv]

@@ -1,7 +1,7 @@
 """An sbatch script for a SlurmJob: the fabric profile's environment exported, one srun per
-benchmark (launch.table: `srun --mpi=pmix` for MPI and Horovod; a TCP rendezvous at the
-allocation's first node, at the table's port, for Gloo and NCCL), in a container (the table's
-runtimes: Apptainer, Charliecloud, Pyxis) or with fabbench installed on the nodes. In a
+benchmark (launch.launchers: `srun --mpi=pmix` for MPI and Horovod; a TCP rendezvous at the
+allocation's first node, at launch.ports' port, for Gloo and NCCL), in a container
+(launch.runtimes: Apptainer, Charliecloud, Pyxis) or with fabbench installed on the nodes. In a
 container every rank is told the image's reference (FABBENCH_IMAGE_REF), exported by the script:
 srun passes its environment to the steps, and each runtime into the container.
 
@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from fabbench import __version__
 from fabbench.comm import primitives
-from fabbench.launch import table
-from fabbench.launch.table import Shell
+from fabbench.launch import launchers, ports, runtimes
+from fabbench.launch.words import Shell, shell_line
 from fabbench.render.context import REFERENCE_FLOORS, SlurmJob, rendered_over
 from fabbench.render.fabric import fabric_env
 from fabbench.render.jinja_env import render
@@ -32,15 +32,15 @@ def _step(job: SlurmJob, index: int) -> dict:
     spec = primitives.get(cfg.primitive or "")  # named: Benchmark checks it
     launcher = spec.launcher(rendered_over(spec, cfg.horovod_over))
     binds = tuple(dict.fromkeys([*fab.profile.device_files(cfg.wire), *job.binds]))
-    wrapped = table.runtime(job.runtime).wrap(table.Container(
+    wrapped = runtimes.runtime(job.runtime).wrap(runtimes.Container(
         image=job.image or "", results=RESULTS_DIR, binds=binds, gpus=bool(job.gpus_per_node)))
     out = Shell(f'"${OUT}"') if wrapped.results is None else \
         Shell(f'"{wrapped.results}/${{{OUT}##*/}}"')
-    lines = [table.shell_line(["launch", *table.srun(job.nodes, job.ntasks_per_node,
-                                                      launcher)])]
+    lines = [shell_line(["launch", *launchers.get(launcher).slurm(job.nodes,
+                                                                  job.ntasks_per_node)])]
     if wrapped.words:
-        lines.append(table.shell_line(wrapped.words))
-    lines.append(table.shell_line([job.fabbench_command, *bench.run_args(), "--out", out]))
+        lines.append(shell_line(wrapped.words))
+    lines.append(shell_line([job.fabbench_command, *bench.run_args(), "--out", out]))
     notes = [*wrapped.notes, *([wrapped.gpu_note] if index == 0 and wrapped.gpu_note else [])]
     return {"bench": bench, "fabric": fab, "launch": lines, "notes": notes}
 
@@ -51,17 +51,17 @@ def _verify(job: SlurmJob) -> dict | None:
     every benchmark's results, one task on the first node, in the benchmarks' container."""
     if job.verify is None:
         return None
-    wrapped = table.runtime(job.runtime).wrap(table.Container(
+    wrapped = runtimes.runtime(job.runtime).wrap(runtimes.Container(
         image=job.image or "", results=RESULTS_DIR))
     inside = wrapped.results or "$results_dir"  # the results directory, as the step sees it
     copied = job.verify != REFERENCE_FLOORS
     floors = Shell(f'"{inside}/$job_id-floors.toml"') if copied else REFERENCE_FLOORS
     outs = [Shell(f'"{inside}/$job_id-{b.label}.jsonl"') for b in job.benchmarks]
     # --ntasks: the job's own SLURM_NTASKS would otherwise ask for its task count on one node
-    lines = [table.shell_line(["launch", "srun", "--nodes=1", "--ntasks=1"])]
+    lines = [shell_line(["launch", "srun", "--nodes=1", "--ntasks=1"])]
     if wrapped.words:
-        lines.append(table.shell_line(wrapped.words))
-    lines.append(table.shell_line([job.fabbench_command, "verify", "--floors", floors, *outs]))
+        lines.append(shell_line(wrapped.words))
+    lines.append(shell_line([job.fabbench_command, "verify", "--floors", floors, *outs]))
     return {"given": job.verify, "copied": copied, "launch": lines}
 
 
@@ -69,4 +69,4 @@ def render_slurm(job: SlurmJob) -> str:
     steps = [_step(job, i) for i in range(len(job.benchmarks))]
     return render("slurm.sbatch.j2", job=job, steps=steps, version=__version__,
                   image_env=job.image_env, verify=_verify(job),
-                  port_base=table.rendezvous_port_shell("job_id"))
+                  port_base=ports.rendezvous_port_shell("job_id"))

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fabbench.errors import UsageError
-from fabbench.launch.table import schedulable
+from fabbench.launch.launchers import get as launcher_named
+from fabbench.launch.launchers import schedulable
 from fabbench.procs import run_tool
 from fabbench.study.spec import Cell
 
@@ -155,7 +156,7 @@ def why_not(cell: Cell, host: Host, place: Place) -> str | None:
     if place.scheduler != "local" and not schedulable(launcher):
         return (f"{cell.primitive} starts its ranks with {launcher}, which has its own "
                 f"rendezvous: {place.scheduler} cannot start it")
-    if not host.mpirun and ((launcher == "mpirun" and place.scheduler == "local")
+    if not host.mpirun and ((launcher_named(launcher).mpi and place.scheduler == "local")
                             or place.scheduler == "mpijob"):
         return "Open MPI's mpirun is not installed"
     if spec.module is not None and spec.module not in host.modules:

@@ -30,7 +30,7 @@ from typing import Any
 from fabbench import __version__
 from fabbench.emulate.site import current as emulated_site
 from fabbench.errors import RunError, UsageError
-from fabbench.launch import table
+from fabbench.launch import launchers, ports
 from fabbench.procs import dies_with_this_process, stop_groups
 from fabbench.study import manifest
 from fabbench.study.host import Host, Place, detect_place, launcher_of, why_not
@@ -83,7 +83,7 @@ def cell_entry(cell: Cell, argv: list[str]) -> dict[str, Any]:
 def command(cell: Cell, out: Path, place: Place, index: int) -> tuple[list[str], dict[str, str]]:
     """The launch of one cell and the environment it adds: `fabbench run` starting its own
     ranks here (or `fabbench emulate ... -- run` on emulated nodes), or, in an allocation, the
-    ranks started by the scheduler as launch.table says. Empty when the scheduler cannot start
+    ranks started by the scheduler as launch.launchers says. Empty when the scheduler cannot start
     the cell's launcher (why_not skips such a cell, saying so). The image reference this
     process was told (FABBENCH_IMAGE_REF) goes on to every rank: an MPIJob's workers get only
     what mpirun exports."""
@@ -100,12 +100,12 @@ def command(cell: Cell, out: Path, place: Place, index: int) -> tuple[list[str],
     if place.scheduler == "local":
         return [*fabbench, *run, "--ranks", str(cell.ranks)], {}
     launcher = launcher_of(cell)
-    if not table.schedulable(launcher):
+    if not launchers.schedulable(launcher):
         return [], {}
-    return table.scheduled(
+    return launchers.scheduled(
         place.scheduler, launcher, nodes=cell.nodes, per_node=cell.ranks_per_node,
         program=[*fabbench, *run], master_addr=place.master_addr or socket.gethostname(),
-        port=table.rendezvous_port(int(place.job_id or 0), index), hostfile=place.hostfile,
+        port=ports.rendezvous_port(int(place.job_id or 0), index), hostfile=place.hostfile,
         forward={k: os.environ[k] for k in (IMAGE_REF_ENV,) if os.environ.get(k)})
 
 

@@ -1,7 +1,7 @@
-"""launch.table: every launcher × where × runtime entry gives the argv and environment fabbench
-composed before the table (the literals below are what local.py, nodes.py, study/run.py, the
-Slurm and Kubernetes templates wrote), the port rule in Python and in bash agree, and a launcher
-a scheduler cannot start is refused with one line."""
+"""launch.launchers: every launcher × where gives the argv and environment fabbench composed
+before the launchers had classes (the literals below are what local.py, nodes.py, study/run.py,
+the Slurm and Kubernetes templates wrote), the port rule in Python and in bash agree, and a
+launcher a scheduler cannot start is refused with one line."""
 
 from __future__ import annotations
 
@@ -15,8 +15,11 @@ import pytest
 from fabbench.emulate.cluster import Cluster, Node
 from fabbench.emulate.cluster_spec import Link
 from fabbench.errors import UsageError
-from fabbench.launch import table
-from fabbench.launch.table import Container, Shell, Where
+from fabbench.launch import launchers, ports
+from fabbench.launch.launchers import Where
+from fabbench.launch.launchers.pod import Pod
+from fabbench.launch.launchers.torchrun import Torchrun
+from fabbench.launch.words import Shell, fill
 
 ROOT = ["--allow-run-as-root"] if os.geteuid() == 0 else []
 PROGRAM = ["prog", "--flag"]
@@ -30,7 +33,7 @@ class _Settings:
 
 @dataclass(frozen=True)
 class _Resolved:
-    """What the table reads of a resolved run (launch.settings.Resolved)."""
+    """What a launcher reads of a resolved run (launch.settings.Resolved)."""
 
     settings: _Settings = field(default_factory=_Settings)
 
@@ -40,7 +43,7 @@ class _Resolved:
 
 @dataclass(frozen=True)
 class _Plan:
-    """What the table reads of a plan."""
+    """What a launcher reads of a plan."""
 
     launcher: str
     ranks: int = 2
@@ -64,7 +67,7 @@ def _cluster(tmp_path, rpn=1) -> Cluster:
 
 def _build(launcher: str, where: Where, ranks: int = 2, iface: str | None = None):
     plan = _Plan(launcher=launcher, ranks=ranks, iface=iface)
-    return table.TABLE[launcher](plan, _Resolved(), where, PROGRAM, PAYLOAD), plan
+    return launchers.get(launcher).local(plan, _Resolved(), where, PROGRAM, PAYLOAD), plan
 
 
 MPIRUN_SETTINGS = [*ROOT, "--mca", "pml", "ob1", "--mca", "btl", "tcp,self",
@@ -91,7 +94,7 @@ def test_mpirun_across_emulated_nodes(tmp_path):
 
 
 def test_spawn_on_this_host(monkeypatch):
-    monkeypatch.setattr(table, "free_port", lambda: 4242)
+    monkeypatch.setattr(launchers.spawn, "free_port", lambda: 4242)
     spec, plan = _build("spawn", Where(), ranks=3)
     assert spec.commands == [PROGRAM] * 3
     for rank, env in enumerate(spec.env):
@@ -101,7 +104,7 @@ def test_spawn_on_this_host(monkeypatch):
 
 
 def test_spawn_across_emulated_nodes(tmp_path, monkeypatch):
-    monkeypatch.setattr(table, "free_port", lambda: 4242)
+    monkeypatch.setattr(launchers.spawn, "free_port", lambda: 4242)
     c = _cluster(tmp_path, rpn=2)
     spec, _ = _build("spawn", Where(cluster=c), ranks=4)
     assert spec.commands == [c.on(0, PROGRAM), c.on(0, PROGRAM), c.on(1, PROGRAM),
@@ -113,12 +116,12 @@ def test_spawn_across_emulated_nodes(tmp_path, monkeypatch):
 
 
 def test_horovodrun_here_and_across(tmp_path):
-    hvd = table.HOROVODRUN
+    hvd = launchers.horovodrun.COMMAND
     spec, plan = _build("horovodrun", Where(), iface="eth9")
     assert spec.commands == [[*hvd, "--gloo", "-np", "2", "-H", "localhost:2", "--start-timeout",
                               "30", "--network-interfaces", "eth9", *PROGRAM]]
     assert spec.env == [{**_Resolved().env(), **PAYLOAD}]
-    assert spec.stdout_prefix == table.HOROVODRUN_PREFIX
+    assert spec.stdout_prefix == launchers.horovodrun.PREFIX
     c = _cluster(tmp_path)
     spec, _ = _build("horovodrun", Where(cluster=c))
     assert spec.commands == [c.on(0, [*hvd, "--gloo", "-np", "2", "-H",
@@ -140,7 +143,7 @@ def test_launch_spec_forwards_variables_to_every_rank(primitive, tmp_path, monke
     forward = {"FABBENCH_LOOP_DEVICE": "cpu", "FABBENCH_LOOP_BATCH_S": "0.005"}
     for cluster in (None, _cluster(tmp_path)):
         monkeypatch.setattr(emulate, "current", lambda c=cluster: c)
-        spec = table.launch_spec(plan, resolve(plan), PROGRAM, forward=forward)
+        spec = launchers.launch_spec(plan, resolve(plan), PROGRAM, forward=forward)
         assert spec.env and all(env.items() >= forward.items() for env in spec.env)
         if primitive == "mpi":
             [argv] = spec.commands
@@ -153,40 +156,41 @@ def test_every_primitive_launcher_has_an_entry():
 
     for name in primitives.PRIMITIVES:
         for launcher in primitives.get(name).launchers.values():
-            assert launcher in table.TABLE
-    assert set(primitives.RENDER_FAMILY) <= set(table.TABLE)
-    assert [table.schedulable(k) for k in ("mpirun", "spawn", "horovodrun")] == \
+            assert launcher in launchers.REGISTRY
+    with pytest.raises(UsageError, match="unknown launcher 'ssh'"):
+        launchers.get("ssh")
+    assert [launchers.schedulable(k) for k in ("mpirun", "spawn", "horovodrun")] == \
         [True, True, False]
 
 
 @pytest.mark.parametrize("job", [0, 1, 3999, 4000, 123456789])
 def test_port_rule_in_python_and_in_bash_agree(job):
     base = subprocess.run(["bash", "-c", f"job_id={job}; echo $(( "
-                           f"{table.rendezvous_port_shell('job_id')} ))"],
+                           f"{ports.rendezvous_port_shell('job_id')} ))"],
                           capture_output=True, text=True, check=True).stdout
-    for index in range(table.PORTS_PER_JOB):
-        assert table.rendezvous_port(job, index) == int(base) + index
-        assert 1024 < table.rendezvous_port(job, index) < 65536
+    for index in range(ports.PORTS_PER_JOB):
+        assert ports.rendezvous_port(job, index) == int(base) + index
+        assert 1024 < ports.rendezvous_port(job, index) < 65536
 
 
 def test_scheduled_slurm_and_mpijob():
     program = [sys.executable, "-m", "fabbench", "run"]
-    argv, env = table.scheduled("slurm", "mpirun", nodes=2, per_node=4, program=program,
+    argv, env = launchers.scheduled("slurm", "mpirun", nodes=2, per_node=4, program=program,
                                 master_addr="n1", port=20011)
     assert argv == ["srun", "--kill-on-bad-exit=1", "--nodes=2", "--ntasks-per-node=4",
                     "--mpi=pmix", *program] and env == {}
-    argv, env = table.scheduled("slurm", "spawn", nodes=2, per_node=1, program=program,
+    argv, env = launchers.scheduled("slurm", "spawn", nodes=2, per_node=1, program=program,
                                 master_addr="n1", port=20011)
     assert argv == ["srun", "--kill-on-bad-exit=1", "--nodes=2", "--ntasks-per-node=1",
                     *program]
     assert env == {"MASTER_ADDR": "n1", "MASTER_PORT": "20011"}
-    argv, env = table.scheduled("mpijob", "spawn", nodes=2, per_node=2, program=program,
+    argv, env = launchers.scheduled("mpijob", "spawn", nodes=2, per_node=2, program=program,
                                 master_addr="w0", port=20000, hostfile="/etc/mpi/hostfile")
     assert argv == ["mpirun", "--hostfile", "/etc/mpi/hostfile", "-np", "4", "--map-by",
                     "ppr:2:node", "--bind-to", "none", *ROOT, "-x", "MASTER_ADDR",
                     "-x", "MASTER_PORT", *program]
     # what every rank gets besides (the image's reference): mpirun exports it to the workers
-    argv, env = table.scheduled("mpijob", "mpirun", nodes=2, per_node=1, program=program,
+    argv, env = launchers.scheduled("mpijob", "mpirun", nodes=2, per_node=1, program=program,
                                 master_addr="w0", port=20000, hostfile="/etc/mpi/hostfile",
                                 forward={"FABBENCH_IMAGE_REF": "r/fabbench:1"})
     assert argv == ["mpirun", "--hostfile", "/etc/mpi/hostfile", "-np", "2", "--map-by",
@@ -194,77 +198,35 @@ def test_scheduled_slurm_and_mpijob():
                     *program]
     assert env == {"FABBENCH_IMAGE_REF": "r/fabbench:1"}
     with pytest.raises(UsageError, match="horovodrun has its own rendezvous"):
-        table.scheduled("slurm", "horovodrun", nodes=1, per_node=1, program=program,
+        launchers.scheduled("slurm", "horovodrun", nodes=1, per_node=1, program=program,
                         master_addr="n1", port=1)
 
 
 def test_mpirun_over_the_operators_hostfile_and_torchrun():
-    assert table.mpirun_over_hostfile("/etc/mpi/hostfile", 4, mca={"pml": "ucx"},
-                                      exports=["A"]) == \
+    assert launchers.mpirun.over_hostfile("/etc/mpi/hostfile", 4, mca={"pml": "ucx"},
+                                          exports=["A"]) == \
         ["mpirun", "--hostfile", "/etc/mpi/hostfile", "-np", "4", "--bind-to", "none",
          "--mca", "pml", "ucx", "-x", "A"]
-    assert table.torchrun(2, 4) == [
+    assert Torchrun.argv(2, 4) == [
         "torchrun", "--no-python", "--nnodes=2", "--nproc-per-node=4",
         "--node-rank=$(FABBENCH_NODE_RANK)", "--master-addr=$(MASTER_ADDR)",
         "--master-port=$(MASTER_PORT)"]
-    assert all(isinstance(w, Shell) for w in table.torchrun(2, 4)[4:])
+    assert all(isinstance(w, Shell) for w in Torchrun.argv(2, 4)[4:])
 
 
 def test_pod_launch_fills_the_lines_the_chart_reads():
-    """launch.table.PODS is what files/launchers.yaml holds: mpirun over the operator's hostfile
+    """Pod.lines() is what files/launchers.yaml holds: mpirun over the operator's hostfile
     with the MCA parameters and exports in name order, torchrun for a pod of several ranks and
     the program alone for a pod of one."""
     program = ["fabbench", "run"]
-    assert table.pod_launch("mpi", nodes=2, per_node=1, program=program,
-                            mca={"pml": "ucx", "btl": "^openib"}, exports=["UCX_TLS", "A"]) == \
+    assert Pod.launch("mpi", nodes=2, per_node=1, program=program,
+                      mca={"pml": "ucx", "btl": "^openib"}, exports=["UCX_TLS", "A"]) == \
         ["mpirun", "--hostfile", "/etc/mpi/hostfile", "-np", "2", "--bind-to", "none",
          "--mca", "btl", "^openib", "--mca", "pml", "ucx", "-x", "A", "-x", "UCX_TLS", *program]
-    assert table.pod_launch("rendezvous", nodes=3, per_node=4, program=program,
-                            mca={"pml": "ucx"}) == [*table.torchrun(3, 4), *program]
-    assert table.pod_launch("rendezvous", nodes=3, per_node=1, program=program) == program
-    from fabbench.comm import primitives
-
-    assert set(table.PODS) == set(primitives.RENDER_FAMILY.values())
-    line = table.mpirun_hostfile_line()
-    assert table.fill(line, {"hostfile": "h", "ranks": 4}, {"mca": [], "exports": []}) == \
+    assert Pod.launch("rendezvous", nodes=3, per_node=4, program=program,
+                      mca={"pml": "ucx"}) == [*Torchrun.argv(3, 4), *program]
+    assert Pod.launch("rendezvous", nodes=3, per_node=1, program=program) == program
+    assert set(Pod.lines()) == {"mpi", "rendezvous"}
+    line = launchers.mpirun.hostfile_line()
+    assert fill(line, {"hostfile": "h", "ranks": 4}, {"mca": [], "exports": []}) == \
         ["mpirun", "--hostfile", "h", "-np", "4", "--bind-to", "none"]
-
-
-RESULTS = Shell('"$results_dir"')
-BINDS = ("/dev/infiniband", "/opt/site:/site", "/sys/class/infiniband")
-
-
-@pytest.mark.parametrize("name, gpus, line, results", [
-    ("none", False, "", None),
-    ("apptainer", True, "apptainer exec --nv --bind \"$results_dir\" --bind /dev/infiniband "
-     "--bind /opt/site:/site --bind /sys/class/infiniband 'img#1'", None),
-    ("charliecloud", False, "ch-run --set-env -b \"$results_dir:/mnt/0\" -b /opt/site:/site "
-     "'img#1' --", "/mnt/0"),
-    ("pyxis", False, "--container-image='img#1' --container-mounts=\"$results_dir:$results_dir\""
-     ",/dev/infiniband:/dev/infiniband,/opt/site:/site,"
-     "/sys/class/infiniband:/sys/class/infiniband", None),
-])
-def test_runtimes_wrap_as_the_slurm_template_did(name, gpus, line, results):
-    wrapped = table.runtime(name).wrap(Container(image="img#1", results=RESULTS, binds=BINDS,
-                                                 gpus=gpus))
-    assert table.shell_line(wrapped.words) == line
-    assert wrapped.results == results
-
-
-def test_charliecloud_says_what_it_shares_and_what_gpus_need():
-    wrapped = table.runtime("charliecloud").wrap(
-        Container(image="i", results="/r", binds=BINDS, gpus=True))
-    assert wrapped.notes == ("No bind for /dev/infiniband, /sys/class/infiniband: ch-run shares "
-                             "the host's /dev, /proc and /sys.",)
-    assert "ch-fromhost --nvidia" in (wrapped.gpu_note or "")
-    assert wrapped.words[:4] == ("ch-run", "--set-env", "-b", "/r:/mnt/0")
-
-
-def test_in_container_for_a_plain_path_and_the_refusals():
-    argv = table.in_container("apptainer", ["fabbench", "run"],
-                              Container(image="f.sif", results="/home/u/out"))
-    assert argv == ["apptainer", "exec", "--bind", "/home/u/out", "f.sif", "fabbench", "run"]
-    with pytest.raises(UsageError, match="srun"):
-        table.in_container("pyxis", ["x"], Container(image="i", results="/r"))
-    with pytest.raises(UsageError, match="unknown container runtime 'docker'"):
-        table.runtime("docker")
