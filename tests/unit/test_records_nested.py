@@ -189,7 +189,7 @@ def test_the_streamed_lines_read_the_typed_objects():
     assert "# GPUDirect RDMA: asked on, got partial (nccl's report); timing: host-clock" \
         in out.getvalue()
     ceiling = made["ceiling"]
-    assert lines.ceiling(ceiling) == lines.ceiling(ceiling.to_dict()) == \
+    assert lines.ceiling(ceiling) == lines.ceiling(records.Ceiling.read(ceiling.to_dict())) == \
         "# ceiling iperf3 bidir n0 <-> n1: 0.900 + 0.800 Gbit/s"
 
 

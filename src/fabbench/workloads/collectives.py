@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator
 from typing import Any
 
 import numpy as np
@@ -120,13 +120,14 @@ class _Collectives:
     def run(self, ctx: RankContext) -> Iterator[records.Record]:
         return sweep(ctx.comm, ctx.plan, ctx.transport, ctx.arm, ctx.fault, ctx.state.skip)
 
-    def header(self, run: Mapping[str, Any]) -> str:
+    def header(self, run: records.Run) -> str:
         text = io.StringIO()
-        stream_header(records.Run.read(run), text)
+        stream_header(run, text)
         return text.getvalue().rstrip("\n")
 
-    def line(self, record: Mapping[str, Any]) -> str:
-        return point_line(dict(record))
+    def line(self, record: records.Record) -> str:
+        assert isinstance(record, records.Collective)
+        return point_line(record)
 
     def wrong(self, record: records.Record) -> bool:
         return getattr(record, "correct", None) is False

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from fabbench.comm.base import Communicator
@@ -175,11 +175,12 @@ class _Halo:
     def run(self, ctx: RankContext) -> Iterator[records.Record]:
         yield run_halo(ctx.comm, ctx.plan, ctx.transport, ctx.arm)
 
-    def header(self, run: Mapping[str, Any]) -> str:
+    def header(self, run: records.Run) -> str:
         return lines.HALO.header
 
-    def line(self, record: Mapping[str, Any]) -> str:
-        return lines.HALO.line(dict(record))
+    def line(self, record: records.Record) -> str:
+        assert isinstance(record, records.Halo)
+        return lines.HALO.line(record)
 
     def wrong(self, record: records.Record) -> bool:
         return getattr(record, "correct", None) is False
