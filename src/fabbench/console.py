@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
 from typing import Protocol, TextIO
 
 from rich.console import Console
@@ -18,6 +17,11 @@ UNITS = (f"#{'':>15} {'(B)':>10} {'(elements)':>11} {'':>9} {'':>11} {'(GB/s)':>
 NO_BUS = "one rank: nothing crosses a bus between ranks"
 ONE_RANK = (f"{NO_BUS}, so no busbw (-); algbw is the call's own rate (an in-place operation may "
             "copy nothing)")
+
+
+class _Times(Protocol):
+    @property
+    def p50(self) -> float: ...
 
 
 class StreamedPoint(Protocol):
@@ -37,7 +41,7 @@ class StreamedPoint(Protocol):
     @property
     def transport(self) -> str: ...
     @property
-    def time_us(self) -> Mapping[str, float]: ...
+    def time_us(self) -> _Times: ...
     @property
     def algbw_gbyte_s(self) -> float: ...
     @property
@@ -50,7 +54,7 @@ def line(rec: StreamedPoint) -> str:
     wrong = "N/A" if rec.wrong is None else str(rec.wrong)
     busbw = "-" if rec.ranks == 1 else f"{rec.busbw_gbyte_s:.3f}"
     return (f" {rec.op:>15} {rec.bytes:>10} {rec.count:>11} {rec.dtype:>9} "
-            f"{rec.time_us['p50']:>11.2f} {rec.algbw_gbyte_s:>8.3f} {busbw:>8} "
+            f"{rec.time_us.p50:>11.2f} {rec.algbw_gbyte_s:>8.3f} {busbw:>8} "
             f"{wrong:>7}  {rec.transport}")
 
 

@@ -43,7 +43,7 @@ def _collective(nbytes: int, t_us: float) -> records.Collective:
     return records.Collective(
         run_id=RUN_ID, op="allreduce", bytes=nbytes, count=nbytes // 4, dtype="float32",
         ranks=2, transport="tcp", iters=200, samples=20, batch=10, warmup=3, timing="batch",
-        cuda_graph=False, time_us=times,
+        cuda_graph=False, time_us=records.Times.of(times),
         samples_us=samples, rank_samples_us=[samples, samples], algbw_gbyte_s=algbw,
         busbw_gbyte_s=algbw,
         busbw_mean_gbyte_s=algbw, correct=True, wrong=0, wrong_ranks=[],
@@ -79,16 +79,17 @@ def examples() -> dict[str, records.Record]:
             comm_fraction=0.0625, allreduce_ms=30.0, step_ms_samples=(640.0, 641.0),
             compute_ms_samples=(600.0, 601.0), grad_bytes=102228128,
             wire_bytes_per_rank=102228128,
-            buckets={"cap_mb": 25.0, "count": 1, "bytes": [102228128], "source": "estimated"},
-            net={"iface": "lo", "interval_s": 0.1, "samples": 3, "seconds": 1.0, "tx_bytes": 10,
-                 "rx_bytes": 10, "tx_gbit_s": 0.1, "rx_gbit_s": 0.1, "peak_gbit_s": 0.2,
-                 "link_gbit_s": None, "utilization": None, "peak_utilization": None},
+            buckets=records.Buckets(cap_mb=25.0, count=1, bytes=[102228128], source="estimated"),
+            net=records.Net(iface="lo", interval_s=0.1, samples=3, seconds=1.0, tx_bytes=10,
+                            rx_bytes=10, tx_gbit_s=0.1, rx_gbit_s=0.1, peak_gbit_s=0.2,
+                            link_gbit_s=None, utilization=None, peak_utilization=None),
             grads_identical=True, grads_finite_nonzero=True, params_identical=True,
             grads_differ_without_exchange=True, baseline_samples_per_s=None,
             scaling_efficiency=None),
         "halo": records.Halo(
             run_id=RUN_ID, cells_per_rank=64**3, side=64, grid=(2, 1, 1), ranks=2,
-            iterations=50, dtype="float64", transport="tcp", time_us=TIMES, exchange_us=TIMES,
+            iterations=50, dtype="float64", transport="tcp", time_us=records.Times.of(TIMES),
+            exchange_us=records.Times.of(TIMES),
             samples_us=(10.0, 11.0), compute_us_p50=1.0, bytes_per_iter=65536, messages_per_iter=2,
             exchange_gbyte_s=6.5, correct=True, wrong=0),
         "ceiling": records.Ceiling(
@@ -103,7 +104,7 @@ def examples() -> dict[str, records.Record]:
             run_id=RUN_ID, op="sendrecv", round=1, rounds=3, unit="node", units=4, a=0, b=1,
             a_rank=0, b_rank=1, a_host="n0", b_host="n1", bytes=1024, dtype="float32",
             transport="tcp", iters=100, samples=10, batch=10, warmup=3, timing="batch",
-            time_us=TIMES,
+            time_us=records.Times.of(TIMES),
             samples_us=[10.0] * 10, bw_gbyte_s=0.1, correct=True),
         "summary": records.Summary(run_id=RUN_ID, ok=True, counts={"collective": 1},
                                    wall_s=1.5, error=None),
@@ -144,12 +145,14 @@ def test_each_kind_written_through_the_writer_reads_back_the_same(tmp_path):
 
 
 def _broken(name: str) -> records.Record:
-    """A record made valid, then broken in place (a nested dict is mutable)."""
+    """A record made valid, then broken in place (a list is mutable; a frozen dataclass can be
+    changed by force)."""
     record = examples()["collective"]
-    {"nan": lambda: record.time_us.__setitem__("p50", math.nan),
+    {"nan": lambda: object.__setattr__(record.time_us, "p50", math.nan),
      "inf": lambda: record.samples_us.__setitem__(3, math.inf),
-     "negative": lambda: record.time_us.__setitem__("min", -1.0),
-     "unknown": lambda: record.time_us.__setitem__("p42", 1.0)}[name]()
+     "negative": lambda: object.__setattr__(record.time_us, "min", -1.0),
+     "unknown": lambda: object.__setattr__(record, "time_us",
+                                           {**record.time_us.to_json(), "p42": 1.0})}[name]()
     return record
 
 

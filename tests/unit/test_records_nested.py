@@ -151,7 +151,11 @@ def _described(schema: dict[str, Any]) -> dict[type[records.Nested], dict[str, A
             records.Provenance: run["provenance"], records.Nic: defs.get("nic"),
             records.Port: defs.get("rdma_port"), records.Endpoint: defs["endpoint"],
             records.CeilingDirection: defs["ceiling"]["properties"]["directions"]["items"],
-            records.Timing: None}  # the schema leaves timing open: {"type": "object"}
+            records.Times: defs["times"], records.Buckets: defs["train"]["properties"]["buckets"],
+            records.Net: defs["train"]["properties"]["net"],
+            # the schema leaves these open: {"type": "object"}
+            records.Timing: None, records.Cpu: None, records.Gpu: None, records.Versions: None,
+            records.EmulatedCluster: None, records.EmulatedLink: None}
 
 
 def _keys(cls: type[records.Nested]) -> set[str]:

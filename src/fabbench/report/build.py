@@ -205,8 +205,8 @@ def make_compare(paths: Sequence[str | Path], *, html: Path | None = None,
 
 def compare_rows(c: Comparison) -> list[dict]:
     return [{"op": r.op, "dtype": r.dtype, "bytes": r.bytes, "ranks": r.ranks,
-             "a": c.baseline.label, "b": r.other.label, "a_p50_us": r.a.time_us["p50"],
-             "b_p50_us": r.b.time_us["p50"], "ratio": r.verdict.ratio,
+             "a": c.baseline.label, "b": r.other.label, "a_p50_us": r.a.time_us.p50,
+             "b_p50_us": r.b.time_us.p50, "ratio": r.verdict.ratio,
              "ci_low": r.verdict.ci_low, "ci_high": r.verdict.ci_high,
              "p_value": r.verdict.p_value, "verdict": r.verdict.verdict, "notes": r.notes}
             for r in c.rows]

@@ -93,7 +93,7 @@ def _p50_by_pair(records: list[Pairs], nbytes: int, what: str) -> dict[tuple, fl
     out: dict[tuple[int, int], list[float]] = {}
     for r in records:
         if r.bytes == nbytes:
-            value = r.bw_gbyte_s if what == "bw" else r.time_us["p50"]
+            value = r.bw_gbyte_s if what == "bw" else r.time_us.p50
             out.setdefault((r.a, r.b), []).append(value)
     return {k: statistics.median(v) for k, v in out.items()}
 

@@ -6,11 +6,11 @@ file does not have (None) shows as "-"."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from fabbench.results.records import Ceiling, Halo, Record, Train
+from fabbench.results.records import Ceiling, Halo, Record, Times, Train
 
 R = TypeVar("R", bound=Record, contravariant=True)
 
@@ -19,11 +19,11 @@ TRAIN_HEADER = (f"#{'model':>12} {'ranks':>5} {'batch':>6} {'samples/s':>12} {'Â
                 "engine")
 
 
-def _num(value: float | Mapping[str, float] | None, spec: str, width: int) -> str:
-    """A figure as the table shows it (a mapping's p50); "-" where a file (an older one) does
+def _num(value: float | Times | None, spec: str, width: int) -> str:
+    """A figure as the table shows it (of times, the p50); "-" where a file (an older one) does
     not have it."""
-    if isinstance(value, Mapping):
-        value = value.get("p50")
+    if isinstance(value, Times):
+        value = value.p50
     return f"{'-' if value is None else format(value, spec):>{width}}"
 
 
@@ -49,7 +49,7 @@ def halo(rec: Halo) -> str:
     grid = "x".join(str(d) for d in rec.grid or ()) or "-"
     transport = rec.transport
     return (f" {rec.cells_per_rank:>12} {grid:>9} {rec.ranks:>5} "
-            f"{rec.time_us['p50']:>11.2f} {_num(rec.exchange_us, '.2f', 11)} "
+            f"{rec.time_us.p50:>11.2f} {_num(rec.exchange_us, '.2f', 11)} "
             f"{rec.bytes_per_iter:>11} {_num(rec.exchange_gbyte_s, '.3f', 8)} "
             f"{_check(rec.correct, 'ok', 'WRONG', 6)}  "
             f"{'-' if transport is None else transport}")

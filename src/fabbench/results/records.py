@@ -9,8 +9,9 @@ A field annotated ``| None`` is one the schema does not require (of the current 
 older one): a file may lack it, and a record read from such a file holds None there (see
 Record.read); the writer still passes every field. The objects inside a record that have a
 stable shape are typed too, by the same rules (Nested: a run's timing, provenance, GPUDirect
-state and profile link; a ceiling's endpoints and directions); free-form ones (the run's plan,
-library report and emulation, a measurement's times) stay mappings.
+state, profile link, emulated cluster and its host's cpu, gpus and library versions; a
+measurement's times; a training run's buckets and interface counters; a ceiling's endpoints
+and directions); free-form ones (the run's plan and library report) stay mappings.
 
 Adding a kind: a dataclass here decorated with ``@kind("name")`` (the registry refuses a name
 twice), and its ``$defs`` entry in schema.json listing the same fields (a unit test compares
@@ -376,8 +377,9 @@ class Record:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Nested:
-    """Base of the typed objects inside a record (a run's timing, provenance, GPUDirect state
-    and profile link; a ceiling's endpoints and directions). Each lists the fields of its
+    """Base of the typed objects inside a record (a run's timing, provenance, GPUDirect state,
+    profile link and emulated cluster; times; a training run's buckets and interface counters;
+    a ceiling's endpoints and directions). Each lists the fields of its
     object in schema.json's ``$defs`` (where the schema leaves an object open, the fields this
     fabbench writes), in the order the writer writes them; a field a supported version, or the
     schema, lets a file lack is ``| None``.
@@ -385,18 +387,20 @@ class Nested:
     Made as a record is, two ways. The writer's side calls the constructor, or ``of`` with the
     JSON object a collector returns (InvalidRecord for a key the class does not declare, or
     one it needs missing). The loader's ``Record.read`` calls ``read``: a key the object lacks
-    is None, and keys this fabbench does not declare are kept, as read, in ``extra``, as at
-    the top level (and, as there, not written back). ``to_json`` is the JSON object: every
-    field, None as null, except a field declared with OMITTED metadata, which is left out when
-    None (a key the writer leaves out when it has nothing). A field named like a Python keyword
-    ends in ``_`` (``from_``); its JSON key does not."""
+    is None (and stays out of ``to_json``), and keys this fabbench does not declare are kept,
+    as read, in ``extra``, as at the top level (and, as there, not written back). ``to_json``
+    is the JSON object: every field, None as null, except a field declared with OMITTED
+    metadata, which is left out when None (a key the writer leaves out when it has nothing),
+    and a key absent from the object ``of`` or ``read`` made it of. A field named like a Python
+    keyword ends in ``_`` (``from_``); its JSON key does not."""
 
     def __post_init__(self) -> None:
         _check_nested(self)
 
     @classmethod
     def of(cls: type[N], data: Mapping[str, Any]) -> N:
-        """The writer's object of a JSON object (its nested objects made too)."""
+        """The writer's object of a JSON object (its nested objects made too); a key with a
+        default that the object lacks stays out of ``to_json``, as it was out of the object."""
         fields = {_key(f): f for f in dataclasses.fields(cls)}
         unknown = [k for k in data if k not in fields]
         missing = [k for k, f in fields.items()
@@ -406,13 +410,20 @@ class Nested:
         if missing:
             raise InvalidRecord(f"records.{cls.__name__} needs {missing[0]!r}")
         nested = _nested_fields(cls)
-        return cls(**{f.name: _made(nested[f.name], data[k], read=False)
+        made = cls(**{f.name: _made(nested[f.name], data[k], read=False)
                       if f.name in nested else data[k] for k, f in fields.items() if k in data})
+        if len(data) < len(fields):  # keys with defaults left out: to_json leaves them out
+            made.__dict__["_absent"] = frozenset(k for k in fields if k not in data)
+        return made
 
     @classmethod
     def read(cls: type[N], data: Mapping[str, Any]) -> N:
-        """The object of a JSON object read from a results file (unchecked, as Record.read)."""
+        """The object of a JSON object read from a results file (unchecked, as Record.read);
+        the keys it lacks are remembered, so that ``to_json`` leaves them out again."""
         made: N = _read(cls, data, frozenset())
+        if not _read_plan(cls, frozenset())[1].issubset(data):
+            made.__dict__["_absent"] = frozenset(
+                key for _, key, _ in _read_plan(cls, frozenset())[0] if key not in data)
         return made
 
     @property
@@ -422,11 +433,13 @@ class Nested:
         return self.__dict__.get("_extra", _NONE)
 
     def to_json(self) -> dict[str, Any]:
-        """The JSON object (plain types; not checked: its record is)."""
+        """The JSON object (plain types; not checked: its record is); of an object read, the
+        keys it held."""
         out: dict[str, Any] = {}
+        absent = self.__dict__.get("_absent", ())
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            if value is not None or not f.metadata.get("omitted"):
+            if (value is not None or not f.metadata.get("omitted")) and _key(f) not in absent:
                 out[_key(f)] = _plain(value)
         return out
 
@@ -440,7 +453,72 @@ def checked(record: dict[str, Any]) -> dict[str, Any]:
     return record
 
 
-Times = Mapping[str, float]  # min, p50, mean, p99, max, stdev (microseconds)
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Times(Nested):
+    """A measurement's times in microseconds (timing.stats.summarize); stdev is absent from
+    files written before it was recorded."""
+
+    min: float
+    p50: float
+    mean: float
+    p99: float
+    max: float
+    stdev: float | None = dataclasses.field(default=None, metadata=OMITTED)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Buckets(Nested):
+    """The gradient buckets a training step all-reduces (workloads/train): the cap, how many,
+    each one's bytes, and where their sizes come from."""
+
+    cap_mb: float | None
+    count: int
+    bytes: Sequence[int]
+    source: str | None = dataclasses.field(default=None, metadata=OMITTED)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Net(Nested):
+    """The interface counters sampled while a training run stepped (workloads/train/
+    netsampler.py); the schema requires none of them."""
+
+    iface: str | None
+    interval_s: float | None
+    samples: int | None
+    seconds: float | None
+    tx_bytes: int | None
+    rx_bytes: int | None
+    tx_gbit_s: float | None
+    rx_gbit_s: float | None
+    peak_gbit_s: float | None
+    link_gbit_s: float | None
+    utilization: float | None
+    peak_utilization: float | None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class EmulatedLink(Nested):
+    """One emulated node's shaped link (emulate/spec.py's Link, as the run record keeps it);
+    the schema leaves the object open, so a file may lack any field."""
+
+    node: str | None
+    address: str | None
+    speed_gbit_s: float | None
+    delay_us: float | None
+    loss_pct: float | None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class EmulatedCluster(Nested):
+    """The emulated cluster the ranks ran on (emulate/cluster.py): its nodes, their links; the
+    schema leaves the object open, so a file may lack any field."""
+
+    nodes: int | None
+    ranks_per_node: int | None
+    interface: str | None
+    subnet: str | None
+    owner_pid: int | None
+    links: Sequence[EmulatedLink] | None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -511,21 +589,61 @@ class Port(Nested):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class Cpu(Nested):
+    """The host's processor and memory (sysinfo.inventory.cpu_info); a figure the host does
+    not tell is None."""
+
+    model: str | None = None
+    arch: str | None = None
+    cores: int | None = None
+    threads: int | None = None
+    memory_bytes: int | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Gpu(Nested):
+    """A GPU as nvidia-smi lists it (sysinfo.inventory.gpu_info), its fields as nvidia-smi
+    writes them ("81559 MiB")."""
+
+    index: str | None = None
+    name: str | None = None
+    memory: str | None = None
+    driver: str | None = None
+    pci: str | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Versions(Nested):
+    """The versions of the libraries a run may use (sysinfo.inventory.library_versions; None:
+    not installed), and the MPI library's own words when the run used MPI."""
+
+    fabbench: str | None = None
+    python: str | None = None
+    torch: str | None = None
+    mpi4py: str | None = None
+    horovod: str | None = None
+    openmpi: str | None = None
+    ucx: str | None = None
+    libfabric: str | None = None
+    nccl: str | None = None
+    mpi_library: str | None = dataclasses.field(default=None, metadata=OMITTED)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Provenance(Nested):
     """The host inventory of rank 0 (sysinfo.inventory): the schema requires host, cpu, gpus,
-    nics, rdma, versions and env; the rest is what the inventory adds. cpu, gpus, versions,
-    build, image and env stay mappings: free-form, their keys are the tools' and the
-    libraries'."""
+    nics, rdma, versions and env; the rest is what the inventory adds. build, image and env
+    stay mappings: free-form, their keys are the image's and the environment's."""
 
     host: str
     os: str | None
-    cpu: Mapping[str, Any]
-    gpus: Sequence[Mapping[str, Any]]
+    cpu: Cpu
+    gpus: Sequence[Gpu]
     nics: Sequence[Nic]
     rdma: Sequence[Port]
     hfi: Sequence[str] | None  # Omni-Path devices
     gpudirect_rdma: bool | None  # the peer-memory module is loaded
-    versions: Mapping[str, str | None]
+    versions: Versions
     build: Mapping[str, Any] | None  # the image's build manifest
     image: Mapping[str, Any] | None  # id, version, flavor, ...; ref where known
     container: str | None  # the container runtime; None: the bare host
@@ -566,7 +684,7 @@ class Run(Record):
     timing_method: str | None  # how the communicator's times were taken
     library_report: Mapping[str, Any] | None  # what the library said of its connections
     provenance: Provenance
-    emulation: Mapping[str, Any] | None = None  # the emulated cluster the ranks ran on
+    emulation: EmulatedCluster | None = None  # the emulated cluster the ranks ran on
     gpudirect: GpuDirect | None
 
 
@@ -637,8 +755,8 @@ class Train(Record):
     compute_ms_samples: Sequence[float] | None
     grad_bytes: int | None
     wire_bytes_per_rank: int | None
-    buckets: Mapping[str, Any] | None   # cap_mb, count, bytes, source
-    net: Mapping[str, Any] | None       # interface counters: tx/rx/peak/link in _gbit_s
+    buckets: Buckets | None
+    net: Net | None  # interface counters: tx/rx/peak/link in _gbit_s
     grads_identical: bool | None
     grads_finite_nonzero: bool | None
     params_identical: bool | None

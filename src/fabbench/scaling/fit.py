@@ -143,7 +143,7 @@ def fit_records(records: Iterable[Collective]) -> tuple[list[Fit], list[str]]:
         largest = max(recs, key=lambda r: r.bytes)
         try:
             fits.append(fit_points(op, transport, ranks, [r.bytes for r in recs],
-                                   [r.time_us["p50"] * 1e-6 for r in recs],
+                                   [r.time_us.p50 * 1e-6 for r in recs],
                                    float(largest.busbw_gbyte_s), run_id))
         except UsageError as exc:
             skipped.append(f"not fitted: {exc}")

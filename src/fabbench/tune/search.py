@@ -546,9 +546,9 @@ def _load(paths: Sequence[Path]) -> Loaded:
                              f"same setting {out.transport}")
         for c in results.of_kind(Collective):
             key = (c.op, c.bytes)
-            out.samples.setdefault(key, []).extend(c.samples_us or [c.time_us["p50"]])
-            out.medians.setdefault(key, []).append(c.time_us["p50"])
-            out.factor[key] = c.busbw_gbyte_s * c.time_us["p50"]
+            out.samples.setdefault(key, []).extend(c.samples_us or [c.time_us.p50])
+            out.medians.setdefault(key, []).append(c.time_us.p50)
+            out.factor[key] = c.busbw_gbyte_s * c.time_us.p50
         for ceiling in results.of_kind(Ceiling):
             rates = [d.gbit_s for d in ceiling.directions or () if d.gbit_s]
             if rates and not ceiling.error:

@@ -156,7 +156,8 @@ def run_halo(comm: Communicator, plan: Plan, transport: str,
     return records.Halo(
         run_id=plan.run_id, cells_per_rank=side**3, side=side, grid=halo.dims,
         ranks=comm.size, iterations=plan.halo.halo_iters, dtype="float64",
-        transport=transport, time_us=summarize(slow_iter), exchange_us=ex,
+        transport=transport, time_us=records.Times.of(summarize(slow_iter)),
+        exchange_us=records.Times.of(ex),
         samples_us=[round(t, 3) for t in slow_iter],  # per iteration, the slowest rank's
         compute_us_p50=statistics.median(slow_iter) - ex["p50"],
         bytes_per_iter=sent, messages_per_iter=sum(2 for d in halo.dims if d > 1),

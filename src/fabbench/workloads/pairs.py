@@ -184,7 +184,7 @@ def _record(found: dict[str, Any], number: int, rounds: int, ranks: list[int], h
         transport=transport, iters=found["batch"] * len(samples),
         samples=len(samples), batch=found["batch"], warmup=found["warmup"],
         timing=plan.policy.protocol,
-        time_us=times, samples_us=[round(s, 3) for s in samples],
+        time_us=records.Times.of(times), samples_us=[round(s, 3) for s in samples],
         bw_gbyte_s=size / (times["p50"] * 1e-6) / 1e9, correct=found["correct"],
         recheck=recheck)
 
@@ -199,7 +199,7 @@ def line(rec: records.Pairs) -> str:
     pair = f"{rec.a}<->{rec.b}"
     round_ = f"{rec.round}r" if rec.recheck else rec.round
     return (f" {round_:>6} {pair:>9} {rec.bytes:>10} {rec.dtype:>9} "
-            f"{rec.time_us['p50']:>11.2f} {rec.bw_gbyte_s:>8.4f} {check:>6}  "
+            f"{rec.time_us.p50:>11.2f} {rec.bw_gbyte_s:>8.4f} {check:>6}  "
             f"{rec.a_host} <-> {rec.b_host}")
 
 

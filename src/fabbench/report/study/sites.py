@@ -109,7 +109,7 @@ def _links(series: Sequence[Series]) -> tuple[tuple[tuple[str, float], ...], str
     for run in runs:
         emulated = run.emulation
         if emulated:
-            return (tuple((x["node"], x["speed_gbit_s"]) for x in emulated["links"]),
+            return (tuple((x.node or "?", x.speed_gbit_s or 0.0) for x in emulated.links or ()),
                     "emulated links, tc")
     for run in runs:  # ranks in an image do not see the cluster; the site's launch says
         site = run.provenance.env.get(SITE_ENV)
