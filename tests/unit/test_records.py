@@ -134,11 +134,11 @@ def test_a_kind_is_registered_once():
 def test_each_kind_written_through_the_writer_reads_back_the_same(tmp_path):
     path = tmp_path / "r.jsonl"
     writer = ResultWriter(path)
-    written = [writer.write(r).to_dict() for r in examples().values()]
+    written = [writer.write(r).to_json() for r in examples().values()]
     writer.close()
     back = read_results(path)
     assert [type(r) for r in back.records] == [type(r) for r in examples().values()]
-    assert [r.to_dict() for r in back.records] == written and not back.warnings
+    assert [r.to_json() for r in back.records] == written and not back.warnings
     assert back.of_kind(records.Run)[0].schema == SCHEMA == "fabbench/2"
     assert writer.counts == dict.fromkeys(records.KINDS, 1)
     assert back.of_kind(records.Collective)[0].busbw_gbyte_s > 0
@@ -183,7 +183,7 @@ def test_a_non_finite_number_cannot_even_make_a_record(field, value):
 def test_the_writer_takes_typed_records_only(tmp_path):
     path = tmp_path / "r.jsonl"
     with pytest.raises(InvalidRecord, match="typed records"):
-        ResultWriter(path).write(examples()["summary"].to_dict())  # type: ignore[arg-type]
+        ResultWriter(path).write(examples()["summary"].to_json())  # type: ignore[arg-type]
     assert not path.exists()
 
 
@@ -321,7 +321,7 @@ def test_a_reader_ignores_a_field_it_does_not_know_a_writer_refuses_it(tmp_path)
     writer = ResultWriter(path)
     writer.write(examples()["run"])
     writer.close()
-    newer = {**examples()["summary"].to_dict(), "added_later_s": 1.0}
+    newer = {**examples()["summary"].to_json(), "added_later_s": 1.0}
     with path.open("a") as f:
         f.write(json.dumps(newer) + "\n")
     summary = read_results(path).records[-1]
@@ -366,6 +366,6 @@ def test_report_compare_model_and_show_read_every_kind(capsys, tmp_path):
 
 def test_a_non_finite_number_under_an_empty_key_is_named_not_a_crash():
     # hypothesis found it: the path was a string, so key '' then index 0 read as '/0'
-    record = {**examples()["summary"].to_dict(), "": {"": [math.nan]}}
+    record = {**examples()["summary"].to_json(), "": {"": [math.nan]}}
     assert records.problem(record, unknown_fields=True) == (
         "//0: NaN is not a finite number (NaN and Infinity are refused)")

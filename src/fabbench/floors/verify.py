@@ -82,7 +82,7 @@ class Verification:
         out.append(f"{tail} (exit {self.exit_code})")
         return out
 
-    def as_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         nodes: dict[str, dict[str, Any]] = {}
         for v in self.verdicts:
             if v.node is None:
@@ -97,7 +97,7 @@ class Verification:
                          unit=v.unit, metric=v.rule.metric, line=v.line())
         return {"format": FORMAT, "floors": str(self.floors.path), "name": self.floors.name,
                 "files": self.files, "ok": self.exit_code == 0, "exit_code": self.exit_code,
-                "counts": self.counts(), "rules": [v.as_dict() for v in self.verdicts],
+                "counts": self.counts(), "rules": [v.to_json() for v in self.verdicts],
                 "nodes": list(nodes.values())}
 
 

@@ -269,7 +269,7 @@ class RankRun:
             plan=json.loads(plan.to_json()), timing_method=comm.timing_method,
             library_report=comm.library_report(),
             provenance=records.Provenance.of(provenance),
-            emulation=None if cluster is None else records.EmulatedCluster.of(cluster.as_record()),
+            emulation=None if cluster is None else records.EmulatedCluster.of_cluster(cluster),
             gpudirect=records.GpuDirect.of(gdr_record))
         self.written = self.writer.write(run)
 

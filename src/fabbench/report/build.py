@@ -169,8 +169,8 @@ def findings(s: Series) -> dict:
     verdict = pairs.analyse(s.pairs)
     late, points = late_ranks(s.collectives, s.run.rank_hosts)
     return {"series": s.label, "run_id": s.run.run_id,
-            "pairs": verdict.as_dict() if verdict is not None else None,
-            "late_ranks": [r.as_dict() for r in late], "late_points_judged": points,
+            "pairs": verdict.to_json() if verdict is not None else None,
+            "late_ranks": [r.to_json() for r in late], "late_points_judged": points,
             "_verdict": verdict, "_late": late}
 
 

@@ -38,6 +38,8 @@ from fabbench.results.compiled import CompiledCheck, compile_check
 if TYPE_CHECKING:
     import jsonschema
 
+    from fabbench.emulate.cluster import Cluster
+
 R = TypeVar("R", bound="Record")
 N = TypeVar("N", bound="Nested")
 KINDS: dict[str, type[Record]] = {}
@@ -352,7 +354,7 @@ class Record:
 
     def __post_init__(self) -> None:
         _check_nested(self)
-        self.to_dict()
+        self.to_json()
 
     @classmethod
     def read(cls: type[R], data: Mapping[str, Any]) -> R:
@@ -367,7 +369,7 @@ class Record:
         as read; empty for a record made here."""
         return self.__dict__.get("_extra", _NONE)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         """The JSON object of this record, checked against the schema (InvalidRecord if not)."""
         out: dict[str, Any] = {"kind": self.kind}
         for f in dataclasses.fields(self):
@@ -519,6 +521,16 @@ class EmulatedCluster(Nested):
     subnet: str | None
     owner_pid: int | None
     links: Sequence[EmulatedLink] | None
+
+    @classmethod
+    def of_cluster(cls, cluster: Cluster) -> EmulatedCluster:
+        """What the run record keeps of an emulated cluster."""
+        return cls(nodes=len(cluster.nodes), ranks_per_node=cluster.ranks_per_node,
+                   interface=cluster.iface, subnet=cluster.subnet, owner_pid=cluster.owner_pid,
+                   links=[EmulatedLink(node=n.hostname, address=n.address,
+                                       speed_gbit_s=n.link.rate_bit_s / 1e9,
+                                       delay_us=n.link.delay_us, loss_pct=n.link.loss_pct)
+                          for n in cluster.nodes])
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

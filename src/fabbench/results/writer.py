@@ -56,7 +56,7 @@ class ResultWriter:
         if not isinstance(record, Record):
             raise InvalidRecord(f"refused to write a {type(record).__name__}: results are "
                                 "written as typed records (fabbench.results.records)")
-        data = record.to_dict()  # checked now: a nested dict may have changed since it was made
+        data = record.to_json()  # checked now: a nested dict may have changed since it was made
         line = (json.dumps(data, separators=(",", ":"), allow_nan=False) + "\n").encode()
         with self._lock:
             if self._closed:

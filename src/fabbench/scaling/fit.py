@@ -58,7 +58,7 @@ class Fit:
         a, b, _ = coefficients(self.op, self.algorithm, self.ranks)
         return a * self.alpha_s + b * nbytes * self.beta_s_per_byte
 
-    def as_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "op": self.op, "transport": self.transport,
                 "ranks": self.ranks,
                 "algorithm": self.algorithm, "alpha_us": self.alpha_s * 1e6,

@@ -77,7 +77,7 @@ class Prediction:
     overhead_s: float   # exposed: after backward ends
     scaling: float
 
-    def as_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return {"nodes": self.nodes, "bandwidth_gbit_s": self.bandwidth_bytes_per_s * 8 / 1e9,
                 "compression": self.compression, "comm_ms": self.comm_s * 1e3,
                 "overhead_ms": self.overhead_s * 1e3, "scaling": self.scaling}

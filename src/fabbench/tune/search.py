@@ -75,7 +75,7 @@ class Choice:
         (mca if axis.kind == "mca" else env).update(axis.settings_of(value))
         return Choice(mca, env, self.per_size)
 
-    def as_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return {"mca": dict(self.mca), "env": dict(self.env),
                 "per_size": [[op, size, alg] for (op, size), alg in sorted(self.per_size.items())]}
 
@@ -101,7 +101,7 @@ class TunePoint:
     def slower(self) -> bool:
         return self.verdict.significant and self.verdict.ratio > 1 and self.every_round
 
-    def as_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         v = self.verdict
         return {"op": self.op, "bytes": self.bytes, "base_us": self.base_us,
                 "value_us": self.value_us, "ratio": v.ratio, "ci95": [v.ci_low, v.ci_high],
@@ -122,9 +122,9 @@ class Candidate:
             return 1.0
         return math.exp(statistics.fmean(-math.log(p.verdict.ratio) for p in self.points))
 
-    def as_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return {"value": self.value, "refused": self.refused, "speedup": self.speedup,
-                "points": [p.as_dict() for p in self.points]}
+                "points": [p.to_json() for p in self.points]}
 
 
 @dataclass
@@ -136,12 +136,12 @@ class Stage:
     chosen_per_size: dict[tuple[str, int], str] = field(default_factory=dict)
     transport: str | None = None
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"axis": self.name, "base": self.base.as_dict(), "transport": self.transport,
+    def to_json(self) -> dict[str, Any]:
+        return {"axis": self.name, "base": self.base.to_json(), "transport": self.transport,
                 "chosen": self.chosen,
                 "chosen_per_size": [[op, n, v] for (op, n), v in
                                     sorted(self.chosen_per_size.items())],
-                "candidates": [c.as_dict() for c in self.candidates]}
+                "candidates": [c.to_json() for c in self.candidates]}
 
 
 @dataclass
@@ -270,8 +270,8 @@ class Tuner:
                "primitive": self.primitive, "repeats": self.repeats,
                "narrowings": self.narrowings, "started": _now(),
                "finished": finished, "axes": [a.name for a in self.axes],
-               "stages": [s.as_dict() for s in stages],
-               "tuned": tuned.as_dict() if tuned else None}
+               "stages": [s.to_json() for s in stages],
+               "tuned": tuned.to_json() if tuned else None}
         path = self.directory / STATE
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(doc, indent=1) + "\n")
@@ -289,7 +289,7 @@ class Tuner:
                                       primitives={**self.profile.primitives, key: section})
         path = self.directory / "profiles" / f"{name}.toml"
         path.write_text(profile_toml(profile, [f"fabbench tune: {self.profile.name} with "
-                                               f"{json.dumps(choice.as_dict())}"]))
+                                               f"{json.dumps(choice.to_json())}"]))
         return path
 
     def _rules_for(self, choice: Choice, label: str) -> Choice:

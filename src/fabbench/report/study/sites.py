@@ -54,7 +54,7 @@ class ImageCheck:
         return (f"DIFFERENT IMAGES: A ran {', '.join(self.a)}; B ran {', '.join(self.b)}; "
                 "the comparison is of the sites and the images together")
 
-    def as_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return {"same": self.same, "a": list(self.a), "b": list(self.b),
                 "a_refs": list(self.a_refs), "b_refs": list(self.b_refs), "line": self.line}
 
@@ -97,7 +97,7 @@ class SiteNetwork:
                 start = i
         return f"{', '.join(parts)} ({self.links_from})"
 
-    def as_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return {"links": [{"node": n, "gbit_s": g} for n, g in self.links],
                 "links_from": self.links_from, "links_text": self.links_text,
                 "ceilings": list(self.ceilings), "slow": list(self.slow),
@@ -191,8 +191,8 @@ class Sites:
                 out.append(f"no slow node at {side}: " + " ".join(net.slow_text))
         return out
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"image": self.image.as_dict(), "a": self.a.as_dict(), "b": self.b.as_dict(),
+    def to_json(self) -> dict[str, Any]:
+        return {"image": self.image.to_json(), "a": self.a.to_json(), "b": self.b.to_json(),
                 "lines": self.lines()}
 
 
