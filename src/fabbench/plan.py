@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fabbench import catalog, config
+from fabbench.catalog import HaloConfig, TrainConfig
 from fabbench.comm import registry
 from fabbench.comm.registry import DTYPES, HOROVOD_OVER, OPS
 from fabbench.config import RunConfig
@@ -77,7 +78,16 @@ class Plan:
         config.hold_sections(self, SECTIONS, sections, given)
         self._check()
 
+    @property
+    def train(self) -> TrainConfig:
+        return config.section(self, "train", TrainConfig)
+
+    @property
+    def halo(self) -> HaloConfig:
+        return config.section(self, "halo", HaloConfig)
+
     def __getattr__(self, name: str) -> Any:
+        """A workload package's section (``plan.toy``)."""
         return config.section_of(self, name)
 
     def _check(self) -> None:
