@@ -138,8 +138,9 @@ def _finite_class() -> type[jsonschema.protocols.Validator]:
     import jsonschema
 
     base = jsonschema.Draft202012Validator
-    made: type[jsonschema.protocols.Validator] = jsonschema.validators.extend(
-        base, type_checker=base.TYPE_CHECKER.redefine("number", _is_finite_number))
+    checker = base.TYPE_CHECKER.redefine("number", _is_finite_number)
+    made: type[jsonschema.protocols.Validator] = (
+        jsonschema.validators.extend(base, type_checker=checker))  # type: ignore[no-untyped-call]
     return made
 
 
@@ -239,7 +240,7 @@ _NONE: Mapping[str, Any] = MappingProxyType({})
 OMITTED: Mapping[str, bool] = MappingProxyType({"omitted": True})
 
 
-def _key(f: dataclasses.Field) -> str:
+def _key(f: dataclasses.Field[Any]) -> str:
     """A field's JSON key: its name, less the ``_`` a Python keyword takes (``from_``)."""
     return f.name.removesuffix("_")
 
@@ -367,7 +368,8 @@ class Record:
     def extra(self) -> Mapping[str, Any]:
         """Fields of the line that this fabbench's record does not declare (a newer writer's),
         as read; empty for a record made here."""
-        return self.__dict__.get("_extra", _NONE)
+        extra: Mapping[str, Any] = self.__dict__.get("_extra", _NONE)
+        return extra
 
     def to_json(self) -> dict[str, Any]:
         """The JSON object of this record, checked against the schema (InvalidRecord if not)."""
@@ -432,7 +434,8 @@ class Nested:
     def extra(self) -> Mapping[str, Any]:
         """Keys of the object that this fabbench does not declare, as read; empty for an
         object made here."""
-        return self.__dict__.get("_extra", _NONE)
+        extra: Mapping[str, Any] = self.__dict__.get("_extra", _NONE)
+        return extra
 
     def to_json(self) -> dict[str, Any]:
         """The JSON object (plain types; not checked: its record is); of an object read, the

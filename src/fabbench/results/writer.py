@@ -24,7 +24,7 @@ class ResultWriter:
     (results/claim.py) when it is opened: a file another run writes, or one that already holds
     records, is refused."""
 
-    def __init__(self, path: str | os.PathLike, *, claim: bool = False) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, claim: bool = False) -> None:
         self.path = Path(path)
         self._claim_it = claim
         self._claim: Claim | None = None
