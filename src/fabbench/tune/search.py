@@ -175,6 +175,49 @@ class TuneOutcome:
             not any(p.slower for p in cand.points)
 
 
+@dataclass(frozen=True, kw_only=True)
+class TuneState:
+    """A tune directory's tune.json (format FORMAT): the options it ran with, when, and its
+    stages and tuned choice so far (each as its to_json wrote it); rewritten after each
+    stage."""
+
+    fabbench: str
+    argv: tuple[str, ...]
+    fabric: str
+    profile_source: str
+    primitive: str
+    repeats: int
+    narrowings: int
+    started: str
+    finished: str | None
+    axes: tuple[str, ...]
+    stages: tuple[Mapping[str, Any], ...]
+    tuned: Mapping[str, Any] | None
+
+    FORMAT = "fabbench-tune/1"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"format": self.FORMAT, "fabbench": self.fabbench, "argv": list(self.argv),
+                "fabric": self.fabric, "profile_source": self.profile_source,
+                "primitive": self.primitive, "repeats": self.repeats,
+                "narrowings": self.narrowings, "started": self.started,
+                "finished": self.finished, "axes": list(self.axes),
+                "stages": [dict(s) for s in self.stages],
+                "tuned": None if self.tuned is None else dict(self.tuned)}
+
+    @classmethod
+    def read(cls, data: Mapping[str, Any]) -> TuneState:
+        """The state of its JSON; a state written before ``narrowings`` was recorded ran
+        NARROWINGS. A KeyError, TypeError or ValueError for what is not a tune's state."""
+        return cls(fabbench=data.get("fabbench", ""), argv=tuple(data["argv"]),
+                   fabric=data.get("fabric", ""), profile_source=data.get("profile_source", ""),
+                   primitive=data.get("primitive", ""), repeats=int(data["repeats"]),
+                   narrowings=int(data.get("narrowings", NARROWINGS)),
+                   started=data.get("started", ""), finished=data.get("finished"),
+                   axes=tuple(data.get("axes", ())), stages=tuple(data.get("stages", ())),
+                   tuned=data.get("tuned"))
+
+
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
@@ -265,16 +308,16 @@ class Tuner:
                      finished: str | None) -> None:
         if self.replay:
             return
-        doc = {"format": "fabbench-tune/1", "fabbench": __version__, "argv": self.argv,
-               "fabric": self.profile.name, "profile_source": self.profile.source,
-               "primitive": self.primitive, "repeats": self.repeats,
-               "narrowings": self.narrowings, "started": _now(),
-               "finished": finished, "axes": [a.name for a in self.axes],
-               "stages": [s.to_json() for s in stages],
-               "tuned": tuned.to_json() if tuned else None}
+        state = TuneState(
+            fabbench=__version__, argv=tuple(self.argv), fabric=self.profile.name,
+            profile_source=self.profile.source, primitive=self.primitive,
+            repeats=self.repeats, narrowings=self.narrowings, started=_now(),
+            finished=finished, axes=tuple(a.name for a in self.axes),
+            stages=tuple(s.to_json() for s in stages),
+            tuned=tuned.to_json() if tuned else None)
         path = self.directory / STATE
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(doc, indent=1) + "\n")
+        tmp.write_text(json.dumps(state.to_json(), indent=1) + "\n")
         tmp.replace(path)
 
     # ---- trials ----
@@ -466,16 +509,14 @@ def replayed(directory: Path) -> TuneOutcome:
     """A finished tune's outcome, decided again from its files as `--resume` would, without
     launching or writing anything (what `fabbench report DIR` shows)."""
     try:
-        state = json.loads((directory / STATE).read_text())
-        argv, repeats = list(state["argv"]), int(state["repeats"])
-        narrowings = int(state.get("narrowings", NARROWINGS))
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+        state = TuneState.read(json.loads((directory / STATE).read_text()))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise UsageError(f"{directory / STATE}: not a tune's state file ({exc})") from None
-    if not state.get("finished"):
+    if not state.finished:
         raise UsageError(f"{directory}: the tune did not finish; continue it with fabbench "
-                         f"tune {directory} {' '.join(argv)} --resume")
-    tuner = Tuner(RunConfig.from_argv(argv), directory, repeats=repeats, replay=True,
-                  narrowings=narrowings)
+                         f"tune {directory} {' '.join(state.argv)} --resume")
+    tuner = Tuner(RunConfig.from_argv(state.argv), directory, repeats=state.repeats,
+                  replay=True, narrowings=state.narrowings)
     return tuner.run()
 
 
