@@ -155,7 +155,8 @@ def _described(schema: dict[str, Any]) -> dict[type[records.Nested], dict[str, A
             records.Net: defs["train"]["properties"]["net"],
             # the schema leaves these open: {"type": "object"}
             records.Timing: None, records.Cpu: None, records.Gpu: None, records.Versions: None,
-            records.EmulatedCluster: None, records.EmulatedLink: None}
+            records.EmulatedCluster: None, records.EmulatedLink: None,
+            records.ConnectionReport: None}
 
 
 def _keys(cls: type[records.Nested]) -> set[str]:
@@ -206,3 +207,15 @@ def test_the_ceiling_tools_record_is_built_of_the_dataclasses():
     record = records.Ceiling(run_id=RUN_ID, **fields)
     assert record.server == records.Endpoint(rank=1, host="b", address=None)
     assert record.client.address == "10.0.0.1" and record.directions == []
+
+
+def test_a_library_report_is_written_with_exactly_the_keys_its_library_gave():
+    nccl = {"network": "IB", "transport": "nccl/IB", "gpudirect": None, "net_connections": 0,
+            "gdr_connections": 0, "channels": None, "link_layers": [], "ofi_provider": None,
+            "lines": ["NCCL INFO Using network IB"]}
+    mpi = {"cuda_aware": True, "evidence": "MPIX_Query_cuda_support() = 1"}
+    for report in (nccl, mpi):
+        made = records.ConnectionReport.of(report)
+        assert json.dumps(made.to_json()) == json.dumps(report)  # keys, order and nulls
+        assert records.ConnectionReport.read(made.to_json()).to_json() == report
+    assert records.ConnectionReport.of(mpi).cuda_aware is True

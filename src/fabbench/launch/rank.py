@@ -252,6 +252,7 @@ class RankRun:
         provenance = inventory()
         if hasattr(comm, "library_version"):
             provenance["versions"]["mpi_library"] = comm.library_version()
+        report = comm.library_report()
         run = records.Run(
             run_id=plan.run_id,
             started=datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -267,7 +268,7 @@ class RankRun:
             timing=records.Timing.of({**plan.policy.__dict__, **graph_timing(
                 plan.policy.cuda_graph, os.environ)}), resumed=self.state.resumed,
             plan=json.loads(plan.to_json()), timing_method=comm.timing_method,
-            library_report=comm.library_report(),
+            library_report=None if report is None else records.ConnectionReport.of(report),
             provenance=records.Provenance.of(provenance),
             emulation=None if cluster is None else records.EmulatedCluster.of_cluster(cluster),
             gpudirect=records.GpuDirect.of(gdr_record))

@@ -537,6 +537,26 @@ class EmulatedCluster(Nested):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class ConnectionReport(Nested):
+    """What the communication library said of its connections: NCCL's (comm/nccl_report.py:
+    network to lines) or a CUDA-aware MPI's (cuda_aware, evidence). The schema leaves the
+    object open; a report holds the keys its library gave (``of`` and ``read`` keep exactly
+    those)."""
+
+    network: str | None = None
+    transport: str | None = None
+    gpudirect: str | None = None
+    net_connections: int | None = None
+    gdr_connections: int | None = None
+    channels: int | None = None
+    link_layers: Sequence[str] | None = None
+    ofi_provider: str | None = None
+    lines: Sequence[str] | None = None
+    cuda_aware: bool | None = None
+    evidence: str | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Timing(Nested):
     """A run's timing policy (timing.engine.TimingPolicy, as the run took it). The schema leaves
     the object open and requires none of it, so every field may be absent (a field added to the
@@ -697,7 +717,7 @@ class Run(Record):
     resumed: bool | None
     plan: Mapping[str, Any] | None
     timing_method: str | None  # how the communicator's times were taken
-    library_report: Mapping[str, Any] | None  # what the library said of its connections
+    library_report: ConnectionReport | None  # what the library said of its connections
     provenance: Provenance
     emulation: EmulatedCluster | None = None  # the emulated cluster the ranks ran on
     gpudirect: GpuDirect | None
