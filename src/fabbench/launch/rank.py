@@ -267,7 +267,7 @@ class RankRun:
                                                  **resolved.profile.link.to_json()}),
             timing=records.Timing.of({**plan.policy.__dict__, **graph_timing(
                 plan.policy.cuda_graph, os.environ)}), resumed=self.state.resumed,
-            plan=json.loads(plan.to_json()), timing_method=comm.timing_method,
+            plan=plan.to_json(), timing_method=comm.timing_method,
             library_report=None if report is None else records.ConnectionReport.of(report),
             provenance=records.Provenance.of(provenance),
             emulation=None if cluster is None else records.EmulatedCluster.of_cluster(cluster),
@@ -439,7 +439,8 @@ def main() -> int:
         print("fabbench: error: this is a rank: start it through `fabbench run`", file=sys.stderr)
         return 2
     try:
-        return run_rank(Plan.from_json(text), RunState.from_json(os.environ[STATE_ENV]), me)
+        return run_rank(Plan.read(json.loads(text)),
+                        RunState.read(json.loads(os.environ[STATE_ENV])), me)
     except FabbenchError as exc:
         print(f"fabbench: error: rank {me.rank}: {exc}", file=sys.stderr, flush=True)
         return exc.exit_code
