@@ -111,9 +111,9 @@ def allreduce_rows(link: str, nodes: list[int], fit_sizes: str, sizes: str, tmp:
             ring = costs.time_s("allreduce", "ring", n, rec.bytes, params)
             rows.append({"what": "allreduce", "link": link, "nodes": n, "bytes": rec.bytes,
                          "predicted_us": t * 1e6, "algorithm": algorithm, "ring_us": ring * 1e6,
-                         "measured_us": rec.time_us["p50"],
+                         "measured_us": rec.time_us.p50,
                          "measured_ci95_rel": rec.median_ci95_rel, "samples": rec.samples,
-                         "error": rec.time_us["p50"] / (t * 1e6) - 1,
+                         "error": rec.time_us.p50 / (t * 1e6) - 1,
                          "fit_bandwidth_gbyte_s": answer["bandwidth_bytes_per_s"] / 1e9,
                          "fit_alpha_us": answer["alpha_us"]})
     return rows

@@ -47,7 +47,7 @@ def one_run(fabbench: list[str], args: list[str]) -> dict:
         points = read_results(out).of_kind(Collective)
     unstable = [f"{p.op} {p.bytes} B: {why}" for p in points if (why := why_unstable(p))]
     spread_ok = sum(1 for p in points if (p.samples or 0) >= 10
-                    and p.time_us.get("stdev", 0) < 0.1 * p.time_us["mean"])
+                    and (p.time_us.stdev or 0) < 0.1 * p.time_us.mean)
     return {"wall_s": wall, "points": len(points), "stable": len(points) - len(unstable),
             "spread_ok": spread_ok, "unstable": unstable}
 

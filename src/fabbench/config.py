@@ -16,10 +16,16 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from fabbench import catalog
-from fabbench.catalog import MAX_LOCAL_RANKS
+from fabbench.catalog import (
+    MAX_LOCAL_RANKS,
+    CollectivesConfig,
+    HaloConfig,
+    PairsConfig,
+    TrainConfig,
+)
 from fabbench.comm.primitives import HOROVOD_OVER, PRIMITIVES
 from fabbench.errors import UsageError
 from fabbench.fabrics.profile import GPUDIRECT, WIRES
@@ -38,6 +44,7 @@ from fabbench.option_fields import (
 )
 
 DEVICES = ("cpu", "cuda")
+S = TypeVar("S")
 
 
 def _out(path: str) -> str | None:
@@ -127,8 +134,25 @@ class RunConfig:
         hold_sections(self, SECTIONS, sections, given)
         validate(self)
 
+    @property
+    def collectives(self) -> CollectivesConfig:
+        return section(self, "collectives", CollectivesConfig)
+
+    @property
+    def train(self) -> TrainConfig:
+        return section(self, "train", TrainConfig)
+
+    @property
+    def halo(self) -> HaloConfig:
+        return section(self, "halo", HaloConfig)
+
+    @property
+    def pairs(self) -> PairsConfig:
+        return section(self, "pairs", PairsConfig)
+
     def __getattr__(self, name: str) -> Any:
-        """A workload's section (``config.train``)."""
+        """A workload package's section (``config.toy``); fabbench's own are the properties
+        above."""
         return section_of(self, name)
 
     def to_argv(self) -> list[str]:
@@ -220,6 +244,14 @@ def section_of(obj: Any, name: str) -> Any:
     if name in sections:
         return sections[name]
     raise AttributeError(f"{type(obj).__name__} has no field or section {name!r}")
+
+
+def section(obj: object, name: str, cls: type[S]) -> S:
+    """``obj.<name>``, a section fabbench declares (its class ``cls``), as its type."""
+    value = section_of(obj, name)
+    if not isinstance(value, cls):  # hold_sections checks each section's class
+        raise TypeError(f"{type(obj).__name__}'s {name} section is a {type(value).__name__}")
+    return value
 
 
 

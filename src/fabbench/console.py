@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Any, Protocol, TextIO
+from typing import Protocol, TextIO
 
 from rich.console import Console
 
@@ -19,12 +19,43 @@ ONE_RANK = (f"{NO_BUS}, so no busbw (-); algbw is the call's own rate (an in-pla
             "copy nothing)")
 
 
-def line(rec: dict[str, Any]) -> str:
-    wrong = "N/A" if rec["wrong"] is None else str(rec["wrong"])
-    busbw = "-" if rec.get("ranks") == 1 else f"{rec['busbw_gbyte_s']:.3f}"
-    return (f" {rec['op']:>15} {rec['bytes']:>10} {rec['count']:>11} {rec['dtype']:>9} "
-            f"{rec['time_us']['p50']:>11.2f} {rec['algbw_gbyte_s']:>8.3f} {busbw:>8} "
-            f"{wrong:>7}  {rec['transport']}")
+class _Times(Protocol):
+    @property
+    def p50(self) -> float: ...
+
+
+class StreamedPoint(Protocol):
+    """What a streamed line shows of a collective's point: a results.records.Collective (which
+    the console, a lower layer, does not import)."""
+
+    @property
+    def op(self) -> str: ...
+    @property
+    def bytes(self) -> int: ...
+    @property
+    def count(self) -> int | None: ...
+    @property
+    def dtype(self) -> str: ...
+    @property
+    def ranks(self) -> int: ...
+    @property
+    def transport(self) -> str: ...
+    @property
+    def time_us(self) -> _Times: ...
+    @property
+    def algbw_gbyte_s(self) -> float: ...
+    @property
+    def busbw_gbyte_s(self) -> float: ...
+    @property
+    def wrong(self) -> int | None: ...
+
+
+def line(rec: StreamedPoint) -> str:
+    wrong = "N/A" if rec.wrong is None else str(rec.wrong)
+    busbw = "-" if rec.ranks == 1 else f"{rec.busbw_gbyte_s:.3f}"
+    return (f" {rec.op:>15} {rec.bytes:>10} {rec.count:>11} {rec.dtype:>9} "
+            f"{rec.time_us.p50:>11.2f} {rec.algbw_gbyte_s:>8.3f} {busbw:>8} "
+            f"{wrong:>7}  {rec.transport}")
 
 
 class _GpuDirect(Protocol):

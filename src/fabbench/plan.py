@@ -11,6 +11,7 @@ plan (what was picked, what a resumed run has measured, ...) is a RunState besid
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 from collections.abc import Mapping
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fabbench import catalog, config
+from fabbench.catalog import HaloConfig, TrainConfig
 from fabbench.comm import primitives
 from fabbench.comm.primitives import DTYPES, HOROVOD_OVER, OPS
 from fabbench.config import RunConfig
@@ -77,7 +79,16 @@ class Plan:
         config.hold_sections(self, SECTIONS, sections, given)
         self._check()
 
+    @property
+    def train(self) -> TrainConfig:
+        return config.section(self, "train", TrainConfig)
+
+    @property
+    def halo(self) -> HaloConfig:
+        return config.section(self, "halo", HaloConfig)
+
     def __getattr__(self, name: str) -> Any:
+        """A workload package's section (``plan.toy``)."""
         return config.section_of(self, name)
 
     def _check(self) -> None:
@@ -183,19 +194,19 @@ class Plan:
         """The deadline of one operation: the base timeout plus 1 s per 100 MB (a slow link)."""
         return self.timeout_s + nbytes / 1e8
 
-    def to_json(self) -> str:
-        """The plan as JSON, each section under its own name beside the plan's fields."""
+    def to_json(self) -> dict[str, Any]:
+        """The plan's JSON object, each section under its own name beside the plan's fields."""
         data = dataclasses.asdict(self)
         data.update(data.pop("sections"))
-        return json.dumps(data)
+        return data
 
     @classmethod
-    def from_json(cls, text: str) -> Plan:
-        """A plan from ``to_json``, also one a results file of an older fabbench holds: a
+    def read(cls, json_object: Mapping[str, Any]) -> Plan:
+        """A plan of ``to_json``, also one a results file of an older fabbench holds: a
         timing knob since removed (stable_rel) and the run-time state plans once carried
         (now RunState's) are left out; the train and halo options it held flat, each under
         its own name, are read into their sections (its "no scaling series", [], is None)."""
-        data = json.loads(text)
+        data = copy.deepcopy(dict(json_object))
         known = {f.name for f in dataclasses.fields(TimingPolicy)}
         data["policy"] = TimingPolicy(**{k: v for k, v in data["policy"].items() if k in known})
         for name, section in SECTIONS.items():
@@ -229,12 +240,12 @@ class RunState:
     claimed: bool = False
     baseline_samples_per_s: float | None = None
 
-    def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self))
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
 
     @classmethod
-    def from_json(cls, text: str) -> RunState:
-        return cls(**_tuples(json.loads(text)))
+    def read(cls, json_object: Mapping[str, Any]) -> RunState:
+        return cls(**_tuples(dict(json_object)))
 
 
 # The environment that hands a launched rank its plan and state (launch.launchers puts it in every
@@ -243,7 +254,7 @@ PLAN_ENV, STATE_ENV = "FABBENCH_PLAN", "FABBENCH_RUN_STATE"
 
 
 def rank_env(plan: Plan, state: RunState) -> dict[str, str]:
-    return {PLAN_ENV: plan.to_json(), STATE_ENV: state.to_json()}
+    return {PLAN_ENV: json.dumps(plan.to_json()), STATE_ENV: json.dumps(state.to_json())}
 
 
 def graphed(coll: catalog.CollectivesConfig, primitive: str, device: str) -> bool:

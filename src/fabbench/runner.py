@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import sys
 import uuid
@@ -290,7 +289,7 @@ def resume(path: str, argv: tuple[str, ...]) -> Outcome:
     if not runs or runs[-1].plan is None:
         raise UsageError(f"cannot resume {path}: its run record has no plan "
                          "(written by an older fabbench)")
-    plan = Plan.from_json(json.dumps(runs[-1].plan))
+    plan = Plan.read(runs[-1].plan)
     mine = [r for r in records if r.run_id == plan.run_id]
     if isinstance(mine[-1], Summary) and mine[-1].ok:
         raise UsageError(f"{path}: run {plan.run_id} finished; nothing to resume")

@@ -61,7 +61,7 @@ def test_bytes_cross_a_1gbit_wire(primitive, tmp_path):
     assert run.nodes == 2 and run.ranks == 2
     assert run.interface == "fbnet0"
     assert "fbnet0" in run.profile_env.values()
-    assert [x["speed_gbit_s"] for x in run.emulation["links"]] == [1.0, 1.0]
+    assert [x.speed_gbit_s for x in run.emulation.links] == [1.0, 1.0]
     assert run.provenance.host == "node0"
     ceilings = {c.mode: c for c in records if c.kind == "ceiling"}
     assert set(ceilings) == {"one-way", "bidir"}

@@ -49,7 +49,7 @@ def _keep_nccl_lines(run: Run, name: str) -> None:
     where = os.environ.get("FABBENCH_NCCL_CAPTURE")
     if not where:
         return
-    version = run.provenance.versions.get("nccl") or "unknown"
+    version = run.provenance.versions.nccl or "unknown"
     path = Path(where) / f"nccl-{version}-{name}.log"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(run.library_report["lines"]) + "\n")

@@ -41,10 +41,10 @@ def test_two_rank_path(tmp_path, args, transport):
     run = results.records[0]
     assert run.ranks == 2 and run.nodes == 1 and run.transport == transport
     versions = run.provenance.versions
-    assert versions["fabbench"]
+    assert versions.fabbench
     if shutil.which("ucx_info"):  # asked after the start: the start's UCX log is gone by then
-        assert versions["ucx"], versions
-    assert "\0" not in (versions.get("mpi_library") or ""), versions
+        assert versions.ucx, versions
+    assert "\0" not in (versions.mpi_library or ""), versions
     assert "UCX_LOG_FILE" not in run.provenance.env, run.provenance.env
     collectives = results.of_kind("collective")
     ops = {r.op for r in collectives}
@@ -55,7 +55,7 @@ def test_two_rank_path(tmp_path, args, transport):
         assert r.correct is True and r.wrong == 0
         assert r.transport == transport
         t = r.time_us
-        assert 0 < t["min"] <= t["p50"] <= t["max"] and t["min"] <= t["mean"] <= t["max"]
+        assert 0 < t.min <= t.p50 <= t.max and t.min <= t.mean <= t.max
     summary = results.records[-1]
     assert summary.kind == "summary" and summary.ok is True
     assert summary.counts["collective"] == len(collectives)

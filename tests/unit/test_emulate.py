@@ -21,6 +21,7 @@ from fabbench.emulate.cluster_spec import (
     parse_rate,
 )
 from fabbench.errors import RunError, UsageError
+from fabbench.results import records
 
 
 @pytest.mark.parametrize(("text", "rate"), [("1gbit", 10**9), ("250mbit", 250 * 10**6),
@@ -78,7 +79,7 @@ def test_state_file_round_trip_and_record(tmp_path):
     assert again == c
     assert c.hostfile.read_text() == "198.18.0.1 slots=2\n198.18.0.2 slots=2\n"
     assert "198.18.0.2 node1" in c.hosts_file.read_text()
-    rec = c.as_record()
+    rec = records.EmulatedCluster.of_cluster(c).to_json()
     assert rec["nodes"] == 2 and rec["interface"] == "fbnet0"
     assert rec["links"][1] == {"node": "node1", "address": "198.18.0.2", "speed_gbit_s": 1.0,
                                "delay_us": 0.0, "loss_pct": 0.0}

@@ -220,6 +220,19 @@ def test_the_slow_node_fails_confirmed_and_only_it(tmp_path):
     assert exit_code(judge(f, pairs(fleet()))) == 0
 
 
+def test_the_verdict_json_reads_back_as_the_verdict(tmp_path):
+    from fabbench.floors.verify import FloorsVerdict, Verification
+
+    f = floors(tmp_path, PAIRS)
+    outcome = Verification(f, ["r.jsonl"], judge(f, pairs(fleet(slow="n3"))))
+    written = json.loads(json.dumps(outcome.to_json()))
+    verdict = FloorsVerdict.read(written)
+    assert verdict == outcome.verdict() and verdict.to_json() == written
+    assert [n.node for n in verdict.nodes if n.status == FAIL] == ["n3"]
+    with pytest.raises(UsageError, match="not a verdict"):
+        FloorsVerdict.read({**written, "format": "x"})
+
+
 def test_a_suspect_its_pairs_with_passed_nodes_clear_is_not_called_bad(tmp_path):
     f = floors(tmp_path, PAIRS)
     bw = fleet()

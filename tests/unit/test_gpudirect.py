@@ -62,7 +62,7 @@ def test_plan_needs_gpu_buffers_and_a_known_mode():
         plan(primitive="mpi", device="cpu", gpudirect="off")
     with pytest.raises(UsageError, match="--gpudirect takes"):
         plan(gpudirect="maybe")
-    assert Plan.from_json(plan(gpudirect="off").to_json()).gpudirect == "off"
+    assert Plan.read(plan(gpudirect="off").to_json()).gpudirect == "off"
 
 
 REPORTED_ON = [(0, "n1", "on"), (1, "n2", "on")]

@@ -52,7 +52,7 @@ def test_settle_keeps_scratch_on_pages_already_mapped():
 def test_settle_says_what_it_set():
     state = heap.settle()
     if state.mmap_threshold is None:
-        assert state.as_dict() == {"allocator": "not glibc", "mmap_threshold": None,
+        assert state.to_json() == {"allocator": "not glibc", "mmap_threshold": None,
                                    "trim_threshold": None}
     else:
         assert state.allocator.startswith("glibc ")

@@ -80,9 +80,9 @@ def test_record_with_buckets_and_no_ready_times_is_spread_and_said():
                       "batch_per_rank": 32, "ranks": 2})
     prof = whatif.profile_from_record(rec, backward_fraction=0.5)
     assert prof.iteration_s == pytest.approx(0.1) and prof.backward_s == pytest.approx(0.05)
-    assert [b.nbytes for b in prof.buckets] == rec.buckets["bytes"]
+    assert [b.nbytes for b in prof.buckets] == list(rec.buckets.bytes)
     assert prof.buckets[-1].ready_s == pytest.approx(0.05)
-    assert prof.buckets[0].ready_s == pytest.approx(0.05 * (1 << 20) / sum(rec.buckets["bytes"]))
+    assert prof.buckets[0].ready_s == pytest.approx(0.05 * (1 << 20) / sum(rec.buckets.bytes))
     assert any("spread uniformly" in n for n in prof.notes)
 
 

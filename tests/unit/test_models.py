@@ -76,7 +76,7 @@ def test_bad_train_options_are_usage_errors(kw, needle):
 def test_plan_round_trips_with_train_fields():
     plan = _plan(train={"model": "gpt-tiny", "batch_size": 2, "image_size": 32,
                         "scaling": (1, 2)})
-    assert Plan.from_json(plan.to_json()) == plan
+    assert Plan.read(plan.to_json()) == plan
     assert plan.train.input_size == 32 and _plan().train.input_size == 224
 
 

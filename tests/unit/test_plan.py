@@ -33,18 +33,18 @@ def test_plan_and_state_reach_a_rank_through_its_environment():
                      resumed=True, claimed=True, baseline_samples_per_s=12.5)
     env = rank_env(plan, state)
     assert set(env) == {PLAN_ENV, STATE_ENV}
-    assert Plan.from_json(env[PLAN_ENV]) == plan
-    assert RunState.from_json(env[STATE_ENV]) == state
+    assert Plan.read(json.loads(env[PLAN_ENV])) == plan
+    assert RunState.read(json.loads(env[STATE_ENV])) == state
 
 
 def test_a_plan_an_older_fabbench_wrote_still_reads():
     """Results files keep the plan of their run (--resume reads it): one written when plans
     carried the run-time state, and a timing knob since removed, read as today's plan."""
-    old = json.loads(_plan().to_json())
+    old = json.loads(json.dumps(_plan().to_json()))
     old.update(picked=["fabric=ethernet (detected)"], skip=[], resumed=False, claimed=True,
                baseline_samples_per_s=None)
     old["policy"]["stable_rel"] = 0.05
-    assert Plan.from_json(json.dumps(old)) == _plan()
+    assert Plan.read(old) == _plan()
 
 
 # a train+halo plan as fabbench wrote it into its run records up to e27af91: the train and halo
@@ -63,16 +63,16 @@ FLAT_PLAN = (
 
 
 def test_a_flat_plan_an_older_fabbench_wrote_reads_into_its_sections():
-    plan = Plan.from_json(FLAT_PLAN)
+    plan = Plan.read(json.loads(FLAT_PLAN))
     assert plan.train == TrainConfig(model="gpt-tiny", batch_size=4, image_size=64, steps=10,
                                      warmup_steps=2, bucket_mb=5.0, precision="bf16",
                                      scaling=(1, 2))
     assert plan.halo == HaloConfig(cells_per_rank=4096, halo_iters=30)
     assert (plan.workload, plan.sizes, plan.argv) == ("all", (8, 1024), ("fabbench", "run"))
-    assert Plan.from_json(plan.to_json()) == plan
+    assert Plan.read(plan.to_json()) == plan
     # its "no scaling series" was []; today's is None
     no_series = json.loads(FLAT_PLAN) | {"scaling": []}
-    assert Plan.from_json(json.dumps(no_series)).train.scaling is None
+    assert Plan.read(no_series).train.scaling is None
 
 
 def test_a_plan_holds_the_train_and_halo_sections_of_its_configuration():
@@ -81,7 +81,7 @@ def test_a_plan_holds_the_train_and_halo_sections_of_its_configuration():
     plan = Plan.of(c, fabric="ethernet", primitive="gloo", device="cpu", ranks=2, iface=None,
                    out="r.jsonl", run_id="r", pair_schedule="rounds")
     assert plan.train == dataclasses.replace(c.train, scaling=(1, 2, 4)) and plan.halo == c.halo
-    assert json.loads(plan.to_json())["halo"] == {"cells_per_rank": 64**3, "halo_iters": 7}
+    assert plan.to_json()["halo"] == {"cells_per_rank": 64**3, "halo_iters": 7}
 
 
 def _decided(args: list[str], primitive: str, device: str) -> Plan:

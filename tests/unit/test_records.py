@@ -43,7 +43,7 @@ def _collective(nbytes: int, t_us: float) -> records.Collective:
     return records.Collective(
         run_id=RUN_ID, op="allreduce", bytes=nbytes, count=nbytes // 4, dtype="float32",
         ranks=2, transport="tcp", iters=200, samples=20, batch=10, warmup=3, timing="batch",
-        cuda_graph=False, time_us=times,
+        cuda_graph=False, time_us=records.Times.of(times),
         samples_us=samples, rank_samples_us=[samples, samples], algbw_gbyte_s=algbw,
         busbw_gbyte_s=algbw,
         busbw_mean_gbyte_s=algbw, correct=True, wrong=0, wrong_ranks=[],
@@ -79,16 +79,17 @@ def examples() -> dict[str, records.Record]:
             comm_fraction=0.0625, allreduce_ms=30.0, step_ms_samples=(640.0, 641.0),
             compute_ms_samples=(600.0, 601.0), grad_bytes=102228128,
             wire_bytes_per_rank=102228128,
-            buckets={"cap_mb": 25.0, "count": 1, "bytes": [102228128], "source": "estimated"},
-            net={"iface": "lo", "interval_s": 0.1, "samples": 3, "seconds": 1.0, "tx_bytes": 10,
-                 "rx_bytes": 10, "tx_gbit_s": 0.1, "rx_gbit_s": 0.1, "peak_gbit_s": 0.2,
-                 "link_gbit_s": None, "utilization": None, "peak_utilization": None},
+            buckets=records.Buckets(cap_mb=25.0, count=1, bytes=[102228128], source="estimated"),
+            net=records.Net(iface="lo", interval_s=0.1, samples=3, seconds=1.0, tx_bytes=10,
+                            rx_bytes=10, tx_gbit_s=0.1, rx_gbit_s=0.1, peak_gbit_s=0.2,
+                            link_gbit_s=None, utilization=None, peak_utilization=None),
             grads_identical=True, grads_finite_nonzero=True, params_identical=True,
             grads_differ_without_exchange=True, baseline_samples_per_s=None,
             scaling_efficiency=None),
         "halo": records.Halo(
             run_id=RUN_ID, cells_per_rank=64**3, side=64, grid=(2, 1, 1), ranks=2,
-            iterations=50, dtype="float64", transport="tcp", time_us=TIMES, exchange_us=TIMES,
+            iterations=50, dtype="float64", transport="tcp", time_us=records.Times.of(TIMES),
+            exchange_us=records.Times.of(TIMES),
             samples_us=(10.0, 11.0), compute_us_p50=1.0, bytes_per_iter=65536, messages_per_iter=2,
             exchange_gbyte_s=6.5, correct=True, wrong=0),
         "ceiling": records.Ceiling(
@@ -103,7 +104,7 @@ def examples() -> dict[str, records.Record]:
             run_id=RUN_ID, op="sendrecv", round=1, rounds=3, unit="node", units=4, a=0, b=1,
             a_rank=0, b_rank=1, a_host="n0", b_host="n1", bytes=1024, dtype="float32",
             transport="tcp", iters=100, samples=10, batch=10, warmup=3, timing="batch",
-            time_us=TIMES,
+            time_us=records.Times.of(TIMES),
             samples_us=[10.0] * 10, bw_gbyte_s=0.1, correct=True),
         "summary": records.Summary(run_id=RUN_ID, ok=True, counts={"collective": 1},
                                    wall_s=1.5, error=None),
@@ -133,23 +134,25 @@ def test_a_kind_is_registered_once():
 def test_each_kind_written_through_the_writer_reads_back_the_same(tmp_path):
     path = tmp_path / "r.jsonl"
     writer = ResultWriter(path)
-    written = [writer.write(r) for r in examples().values()]
+    written = [writer.write(r).to_json() for r in examples().values()]
     writer.close()
     back = read_results(path)
     assert [type(r) for r in back.records] == [type(r) for r in examples().values()]
-    assert [r.to_dict() for r in back.records] == written and not back.warnings
+    assert [r.to_json() for r in back.records] == written and not back.warnings
     assert back.of_kind(records.Run)[0].schema == SCHEMA == "fabbench/2"
     assert writer.counts == dict.fromkeys(records.KINDS, 1)
     assert back.of_kind(records.Collective)[0].busbw_gbyte_s > 0
 
 
 def _broken(name: str) -> records.Record:
-    """A record made valid, then broken in place (a nested dict is mutable)."""
+    """A record made valid, then broken in place (a list is mutable; a frozen dataclass can be
+    changed by force)."""
     record = examples()["collective"]
-    {"nan": lambda: record.time_us.__setitem__("p50", math.nan),
+    {"nan": lambda: object.__setattr__(record.time_us, "p50", math.nan),
      "inf": lambda: record.samples_us.__setitem__(3, math.inf),
-     "negative": lambda: record.time_us.__setitem__("min", -1.0),
-     "unknown": lambda: record.time_us.__setitem__("p42", 1.0)}[name]()
+     "negative": lambda: object.__setattr__(record.time_us, "min", -1.0),
+     "unknown": lambda: object.__setattr__(record, "time_us",
+                                           {**record.time_us.to_json(), "p42": 1.0})}[name]()
     return record
 
 
@@ -180,7 +183,7 @@ def test_a_non_finite_number_cannot_even_make_a_record(field, value):
 def test_the_writer_takes_typed_records_only(tmp_path):
     path = tmp_path / "r.jsonl"
     with pytest.raises(InvalidRecord, match="typed records"):
-        ResultWriter(path).write(examples()["summary"].to_dict())  # type: ignore[arg-type]
+        ResultWriter(path).write(examples()["summary"].to_json())  # type: ignore[arg-type]
     assert not path.exists()
 
 
@@ -318,7 +321,7 @@ def test_a_reader_ignores_a_field_it_does_not_know_a_writer_refuses_it(tmp_path)
     writer = ResultWriter(path)
     writer.write(examples()["run"])
     writer.close()
-    newer = {**examples()["summary"].to_dict(), "added_later_s": 1.0}
+    newer = {**examples()["summary"].to_json(), "added_later_s": 1.0}
     with path.open("a") as f:
         f.write(json.dumps(newer) + "\n")
     summary = read_results(path).records[-1]
@@ -363,6 +366,6 @@ def test_report_compare_model_and_show_read_every_kind(capsys, tmp_path):
 
 def test_a_non_finite_number_under_an_empty_key_is_named_not_a_crash():
     # hypothesis found it: the path was a string, so key '' then index 0 read as '/0'
-    record = {**examples()["summary"].to_dict(), "": {"": [math.nan]}}
+    record = {**examples()["summary"].to_json(), "": {"": [math.nan]}}
     assert records.problem(record, unknown_fields=True) == (
         "//0: NaN is not a finite number (NaN and Infinity are refused)")

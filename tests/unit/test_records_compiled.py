@@ -28,7 +28,7 @@ FIXTURES = Path(__file__).parents[1] / "fixtures"
 def _seeds() -> list[tuple[str, dict[str, Any]]]:
     """Valid records as written: one of each kind (fabbench/2), and every line of the fixture
     files (fabbench/1 runs, a fabbench/2 pairs run)."""
-    out = [(SCHEMA, r.to_dict()) for r in examples().values()]
+    out = [(SCHEMA, r.to_json()) for r in examples().values()]
     for path in sorted(FIXTURES.glob("*/*.jsonl")):
         version = None
         for line in path.read_text().splitlines():
@@ -237,6 +237,6 @@ def test_a_record_without_a_kind_is_left_to_the_walk():
 
 @pytest.mark.parametrize("kind", [[], {}, ["run"]])
 def test_a_kind_that_is_no_string_is_refused_in_one_line(kind):
-    record = {**examples()["summary"].to_dict(), "kind": kind}
+    record = {**examples()["summary"].to_json(), "kind": kind}
     kinds = records._schema(SCHEMA)["properties"]["kind"]["enum"]
     assert records.problem(record, unknown_fields=True) == f"kind: {kind!r} is not one of {kinds}"

@@ -76,7 +76,7 @@ def test_a_record_read_and_written_again_is_the_line_it_was_read_from(tmp_path):
     for path in (V2, _written(tmp_path, *examples().values())):
         text = path.read_text().splitlines()
         for line, record in zip(text, read_results(path).records, strict=True):
-            assert json.dumps(record.to_dict(), separators=(",", ":")) == line  # bytes, order
+            assert json.dumps(record.to_json(), separators=(",", ":")) == line  # bytes, order
 
 
 def test_the_writer_writes_the_same_bytes_a_dict_gave_before(tmp_path):
@@ -105,7 +105,7 @@ def test_the_writer_writes_the_same_bytes_a_dict_gave_before(tmp_path):
 
 def test_keys_a_newer_writer_added_are_kept_in_extra_and_not_written_back(tmp_path):
     made = examples()
-    line = made["run"].to_dict()
+    line = made["run"].to_json()
     line["provenance"]["nics"][0]["added_later"] = 1
     line["provenance"]["added_later"] = "x"
     path = tmp_path / "newer.jsonl"
@@ -114,7 +114,7 @@ def test_keys_a_newer_writer_added_are_kept_in_extra_and_not_written_back(tmp_pa
     assert run.provenance.extra == {"added_later": "x"}
     assert run.provenance.nics[0].extra == {"added_later": 1}
     assert run.provenance == made["run"].provenance  # extra is no field
-    assert run.to_dict() == made["run"].to_dict()
+    assert run.to_json() == made["run"].to_json()
 
 
 def test_a_writer_passes_the_dataclasses_and_of_refuses_what_a_class_does_not_declare():
@@ -151,7 +151,12 @@ def _described(schema: dict[str, Any]) -> dict[type[records.Nested], dict[str, A
             records.Provenance: run["provenance"], records.Nic: defs.get("nic"),
             records.Port: defs.get("rdma_port"), records.Endpoint: defs["endpoint"],
             records.CeilingDirection: defs["ceiling"]["properties"]["directions"]["items"],
-            records.Timing: None}  # the schema leaves timing open: {"type": "object"}
+            records.Times: defs["times"], records.Buckets: defs["train"]["properties"]["buckets"],
+            records.Net: defs["train"]["properties"]["net"],
+            # the schema leaves these open: {"type": "object"}
+            records.Timing: None, records.Cpu: None, records.Gpu: None, records.Versions: None,
+            records.EmulatedCluster: None, records.EmulatedLink: None,
+            records.ConnectionReport: None}
 
 
 def _keys(cls: type[records.Nested]) -> set[str]:
@@ -185,11 +190,11 @@ def test_the_streamed_lines_read_the_typed_objects():
     run = dataclasses.replace(made["run"], device="cuda", gpudirect=records.GpuDirect(
         requested="on", obtained="partial", verify="report", evidence="nccl's report"))
     out = io.StringIO()
-    stream_header(records.Run.read(run.to_dict()), out)  # the written line, read
+    stream_header(records.Run.read(run.to_json()), out)  # the written line, read
     assert "# GPUDirect RDMA: asked on, got partial (nccl's report); timing: host-clock" \
         in out.getvalue()
     ceiling = made["ceiling"]
-    assert lines.ceiling(ceiling) == lines.ceiling(ceiling.to_dict()) == \
+    assert lines.ceiling(ceiling) == lines.ceiling(records.Ceiling.read(ceiling.to_json())) == \
         "# ceiling iperf3 bidir n0 <-> n1: 0.900 + 0.800 Gbit/s"
 
 
@@ -202,3 +207,15 @@ def test_the_ceiling_tools_record_is_built_of_the_dataclasses():
     record = records.Ceiling(run_id=RUN_ID, **fields)
     assert record.server == records.Endpoint(rank=1, host="b", address=None)
     assert record.client.address == "10.0.0.1" and record.directions == []
+
+
+def test_a_library_report_is_written_with_exactly_the_keys_its_library_gave():
+    nccl = {"network": "IB", "transport": "nccl/IB", "gpudirect": None, "net_connections": 0,
+            "gdr_connections": 0, "channels": None, "link_layers": [], "ofi_provider": None,
+            "lines": ["NCCL INFO Using network IB"]}
+    mpi = {"cuda_aware": True, "evidence": "MPIX_Query_cuda_support() = 1"}
+    for report in (nccl, mpi):
+        made = records.ConnectionReport.of(report)
+        assert json.dumps(made.to_json()) == json.dumps(report)  # keys, order and nulls
+        assert records.ConnectionReport.read(made.to_json()).to_json() == report
+    assert records.ConnectionReport.of(mpi).cuda_aware is True

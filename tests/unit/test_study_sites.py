@@ -16,7 +16,6 @@ import pytest
 
 from fabbench.report.study.sites import NO_IMAGE, ImageCheck, SiteNetwork, Sites
 from fabbench.report.study.study_compare import (
-    as_json,
     compare_studies,
     image_line,
     network_lines,
@@ -88,7 +87,7 @@ def test_two_different_images_are_said_first_with_both_ids(tmp_path):
     line = image_line(c)
     assert line.startswith("DIFFERENT IMAGES") and ID_1 in line and ID_2 in line
     assert "sites and the images together" in line
-    j = as_json(c)
+    j = c.to_json()
     assert j["image"]["same"] is False and j["image"]["a"] == [ID_1]
     assert j["image"]["b"] == [ID_2]
     # the CLI prints it before anything else, and the page shows it
@@ -134,7 +133,6 @@ def test_a_studys_own_report_names_the_slow_node_its_pairs_cell_found(tmp_path):
     8,64K on one host of this project's 2-core machines), whose own verdict named rank 0."""
     from fabbench.report import slow_node as pairs_rule
     from fabbench.report.study.answer import answer
-    from fabbench.report.study.answer import as_json as study_json
     from fabbench.results.reader import read_results
     from fabbench.results.records import Pairs
 
@@ -146,7 +144,7 @@ def test_a_studys_own_report_names_the_slow_node_its_pairs_cell_found(tmp_path):
     assert a.slow == ("vm",) and a.slow_text == tuple(verdict.text)
     assert a.headline[-len(verdict.text):] == list(verdict.text)
     assert a.headline[-1].startswith("slow rank: rank 0 (vm): its 2 pairs move")
-    assert study_json(a)["slow"] == ["vm"]
+    assert a.to_json()["slow"] == ["vm"]
     p = subprocess.run([sys.executable, "-m", "fabbench", "report", str(d)], capture_output=True,
                        text=True, timeout=120, check=False, env={**os.environ, "COLUMNS": "300"})
     assert p.returncode == 0, p.stderr

@@ -134,3 +134,16 @@ def test_without_narrowing_the_settings_do_not_hold_and_a_resume_must_say_the_sa
                                          r"--quick\): resume it with those"):
         search.Tuner(config, d, repeats=3, resume=True)
     assert search.replayed(d).holds is False  # decided again as it was: without narrowing
+
+
+def test_the_state_file_reads_back_as_the_state_it_was_written_from():
+    state = search.TuneState(
+        fabbench="0.1", argv=("--fabric", "ethernet"), fabric="ethernet",
+        profile_source="builtin", primitive="mpi", repeats=3, narrowings=2,
+        started="2026-01-01T00:00:00+00:00", finished=None, axes=("btl_tcp_links",),
+        stages=({"axis": "btl_tcp_links"},), tuned=None)
+    written = json.loads(json.dumps(state.to_json()))
+    assert written["format"] == "fabbench-tune/1" and list(written)[1] == "fabbench"
+    assert search.TuneState.read(written) == state
+    del written["narrowings"]  # a state written before it was recorded
+    assert search.TuneState.read(written).narrowings == search.NARROWINGS

@@ -59,7 +59,7 @@ def verify(
     for line in outcome.lines():
         print(line)
     if json_out is not None:
-        json_out.write_text(json.dumps(outcome.as_json(), indent=1) + "\n")
+        json_out.write_text(json.dumps(outcome.to_json(), indent=1) + "\n")
         print(f"wrote {json_out}")
     if prometheus is not None:
         from fabbench.floors import prometheus as exposition

@@ -105,7 +105,6 @@ def _study_report(directory: Path, *, html: Path | None, plots: Path | None,
     """A study directory: the answer on the console, and by default report.html and
     report.json beside its manifest."""
     from fabbench.console import console
-    from fabbench.report.study.answer import as_json
     from fabbench.report.study.answer_text import lines
     from fabbench.report.study.study_report import make_study_report
 
@@ -113,7 +112,7 @@ def _study_report(directory: Path, *, html: Path | None, plots: Path | None,
         directory, html=html or directory / "report.html", plots_dir=plots,
         json_path=directory / "report.json", title=title)
     if json_out:
-        print(json.dumps(as_json(answer), indent=1))
+        print(json.dumps(answer.to_json(), indent=1))
         return
     con = console()
     for item in lines(answer):
@@ -167,7 +166,6 @@ def _study_compare(a: Path, b: Path, *, json_out: bool, html: Path | None,
 
     from fabbench.console import console
     from fabbench.report.study.study_compare import (
-        as_json,
         compare_studies,
         image_line,
         network_lines,
@@ -180,7 +178,7 @@ def _study_compare(a: Path, b: Path, *, json_out: bool, html: Path | None,
 
         html.write_text(render(c, title=title, summary=summary_lines(c)))
     if json_out:
-        print(json.dumps({**as_json(c), "written": [str(html)] if html else []}, indent=1))
+        print(json.dumps({**c.to_json(), "written": [str(html)] if html else []}, indent=1))
         return
     con = console()
     con.print(image_line(c), soft_wrap=True, markup=False)

@@ -10,7 +10,6 @@ import os
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from fabbench.emulate.cluster_spec import Link
 from fabbench.errors import UsageError
@@ -81,13 +80,6 @@ class Cluster:
         n = self.nodes[node]
         return ["ip", "netns", "exec", n.netns, "unshare", "--uts", "--", str(self.enter),
                 n.hostname, *argv]
-
-    def as_record(self) -> dict[str, Any]:
-        """What the run record keeps of the emulation."""
-        return {"nodes": len(self.nodes), "ranks_per_node": self.ranks_per_node,
-                "interface": self.iface, "subnet": self.subnet, "owner_pid": self.owner_pid,
-                "links": [{"node": n.hostname, "address": n.address, **n.link.as_record()}
-                          for n in self.nodes]}
 
     def to_json(self) -> str:
         data = {k: getattr(self, k) for k in ("owner_pid", "subnet", "bridge", "bridge_address",

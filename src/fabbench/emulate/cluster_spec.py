@@ -83,10 +83,6 @@ class Link:
         if not 0 <= self.loss_pct < 100:
             raise UsageError(f"link loss {self.loss_pct} % is outside 0..100")
 
-    def as_record(self) -> dict:
-        return {"speed_gbit_s": self.rate_bit_s / 1e9, "delay_us": self.delay_us,
-                "loss_pct": self.loss_pct}
-
 
 @dataclass(frozen=True, kw_only=True)
 class Emulation:

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
+from typing import Any
 
 import tomllib
 
@@ -153,7 +154,7 @@ class LinkSpec:
                 "iface_env": list(self.iface_env)}
 
     @classmethod
-    def from_json(cls, data: Mapping) -> LinkSpec:
+    def read(cls, data: Mapping[str, Any]) -> LinkSpec:
         return cls(speed_from=data["speed_from"], device_env=tuple(data["device_env"]),
                    iface_env=tuple(data["iface_env"]))
 

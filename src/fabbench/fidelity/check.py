@@ -212,7 +212,7 @@ def run_fabbench(path: FidelityPath, op: str, sizes: list[int], ranks: int | Non
         points = read_results(out).of_kind(Collective)
         if timing == "osu":
             return {r.bytes: osu_average_us(r) for r in points}
-        return {r.bytes: r.time_us["p50"] for r in points}
+        return {r.bytes: r.time_us.p50 for r in points}
 
 
 def osu_ladder(sizes: list[int]) -> list[int]:

@@ -69,7 +69,7 @@ class Judgement:
             text += f" [{self.point.source} {self.point.run}]"
         return text
 
-    def as_dict(self) -> dict:
+    def to_json(self) -> dict:
         p = self.point
         return {"rule": self.rule.id, "source": self.rule.source, "status": self.status,
                 "subject": self.subject, "node": self.node, "metric": self.rule.metric,

@@ -114,9 +114,9 @@ def points_of(series: Iterable[Series]) -> Iterator[Point]:
         for c in s.collectives:  # made, not replace()d: a file may hold 100,000 of them
             yield point(workload="collectives", op=c.op, bytes=c.bytes,
                         dtype=c.dtype, transport=c.transport, ranks=c.ranks,
-                        metrics={"time": c.time_us["p50"]} if c.ranks == 1 else
+                        metrics={"time": c.time_us.p50} if c.ranks == 1 else
                         {"busbw": c.busbw_gbyte_s, "algbw": c.algbw_gbyte_s,
-                         "time": c.time_us["p50"]},
+                         "time": c.time_us.p50},
                         evidence=f"p50 of {c.samples or len(c.samples_us or ())} samples")
         yield from _pair_points(s.pairs, common, run.ranks)
         for t in s.train:
@@ -125,7 +125,7 @@ def points_of(series: Iterable[Series]) -> Iterator[Point]:
                                                 "step_time": t.step_ms},
                         evidence=f"p50 of {t.steps or '?'} steps")
         for h in s.halo:
-            metrics = {"time": h.time_us["p50"]}
+            metrics = {"time": h.time_us.p50}
             if h.exchange_gbyte_s is not None:
                 metrics["bw"] = h.exchange_gbyte_s
             yield replace(common, workload="halo", bytes=h.bytes_per_iter, dtype=h.dtype,
@@ -152,7 +152,7 @@ def _pair_points(records: list[Pairs], common: Point, ranks: int) -> Iterator[Po
             if r.bytes == big:
                 bw.setdefault(me, []).append((other, r.bw_gbyte_s))
             if r.bytes == small and len(sizes) > 1:
-                lat.setdefault(me, []).append(r.time_us["p50"])
+                lat.setdefault(me, []).append(r.time_us.p50)
     for unit in sorted(bw):
         figures = [v for _, v in bw[unit]]
         metrics = {"bw": statistics.median(figures)}

@@ -3,8 +3,9 @@ the verdict as lines and as JSON (format fabbench-verdict/1)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -82,23 +83,88 @@ class Verification:
         out.append(f"{tail} (exit {self.exit_code})")
         return out
 
-    def as_json(self) -> dict[str, Any]:
-        nodes: dict[str, dict[str, Any]] = {}
+    def verdict(self) -> FloorsVerdict:
+        """The verdict as `fabbench verify --json` writes it: every rule's, and each node's
+        worst (a failure over a pass over not judged; of equals, the last)."""
+        nodes: dict[str, NodeVerdict] = {}
+        rank = {FAIL: 2, PASS: 1, NOT_JUDGED: 0}
         for v in self.verdicts:
             if v.node is None:
                 continue
-            n = nodes.setdefault(v.node, {"node": v.node, "status": NOT_JUDGED, "figure": None,
-                                          "unit": v.unit, "floor": None, "margin": None,
-                                          "metric": v.rule.metric, "rules": [], "line": ""})
-            n["rules"].append(v.rule.id)
-            rank = {FAIL: 2, PASS: 1, NOT_JUDGED: 0}
-            if rank[v.status] >= rank[n["status"]]:
-                n.update(status=v.status, figure=v.figure, floor=v.floor, margin=v.margin,
-                         unit=v.unit, metric=v.rule.metric, line=v.line())
-        return {"format": FORMAT, "floors": str(self.floors.path), "name": self.floors.name,
-                "files": self.files, "ok": self.exit_code == 0, "exit_code": self.exit_code,
-                "counts": self.counts(), "rules": [v.as_dict() for v in self.verdicts],
-                "nodes": list(nodes.values())}
+            n = nodes.get(v.node) or NodeVerdict(
+                node=v.node, status=NOT_JUDGED, figure=None, unit=v.unit, floor=None,
+                margin=None, metric=v.rule.metric, rules=(), line="")
+            n = dataclasses.replace(n, rules=(*n.rules, v.rule.id))
+            if rank[v.status] >= rank[n.status]:
+                n = dataclasses.replace(n, status=v.status, figure=v.figure, floor=v.floor,
+                                        margin=v.margin, unit=v.unit, metric=v.rule.metric,
+                                        line=v.line())
+            nodes[v.node] = n
+        return FloorsVerdict(floors=str(self.floors.path), name=self.floors.name,
+                       files=tuple(self.files), ok=self.exit_code == 0,
+                       exit_code=self.exit_code, counts=self.counts(),
+                       rules=tuple(v.to_json() for v in self.verdicts),
+                       nodes=tuple(nodes.values()))
+
+    def to_json(self) -> dict[str, Any]:
+        return self.verdict().to_json()
+
+
+@dataclass(frozen=True, kw_only=True)
+class NodeVerdict:
+    """A node's verdict: its worst rule's status, figure and line, and every rule that judged
+    it."""
+
+    node: str
+    status: str
+    figure: float | None
+    unit: str | None
+    floor: float | None
+    margin: float | None
+    metric: str | None
+    rules: tuple[str, ...]
+    line: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"node": self.node, "status": self.status, "figure": self.figure,
+                "unit": self.unit, "floor": self.floor, "margin": self.margin,
+                "metric": self.metric, "rules": list(self.rules), "line": self.line}
+
+    @classmethod
+    def read(cls, data: Mapping[str, Any]) -> NodeVerdict:
+        return cls(**{**data, "rules": tuple(data["rules"])})
+
+
+@dataclass(frozen=True, kw_only=True)
+class FloorsVerdict:
+    """The JSON of `fabbench verify --json` (FORMAT); each rule's verdict as Judgement.to_json
+    writes it."""
+
+    floors: str
+    name: str
+    files: tuple[str, ...]
+    ok: bool
+    exit_code: int
+    counts: Mapping[str, int]
+    rules: tuple[Mapping[str, Any], ...]
+    nodes: tuple[NodeVerdict, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"format": FORMAT, "floors": self.floors, "name": self.name,
+                "files": list(self.files), "ok": self.ok, "exit_code": self.exit_code,
+                "counts": dict(self.counts), "rules": [dict(r) for r in self.rules],
+                "nodes": [n.to_json() for n in self.nodes]}
+
+    @classmethod
+    def read(cls, data: Mapping[str, Any]) -> FloorsVerdict:
+        """The verdict of its JSON (a UsageError for another format)."""
+        if data.get("format") != FORMAT:
+            raise UsageError(f"not a verdict of `fabbench verify --json` (format {FORMAT}): "
+                             f"format is {data.get('format')!r}")
+        return cls(floors=data["floors"], name=data["name"], files=tuple(data["files"]),
+                   ok=data["ok"], exit_code=data["exit_code"], counts=data["counts"],
+                   rules=tuple(data["rules"]),
+                   nodes=tuple(NodeVerdict.read(n) for n in data["nodes"]))
 
 
 def placement(verdicts: Sequence[Judgement]) -> list[str]:

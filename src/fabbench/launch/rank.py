@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from fabbench import catalog, emulate
 from fabbench.ceiling import measure as ceiling
@@ -56,6 +56,7 @@ entered = False
 
 #: The kinds the summary counts: every kind of record a workload writes (from
 #: fabbench.catalog) and the ceiling's, in the order of records.KINDS.
+R = TypeVar("R", bound=records.Record)
 MEASURED = tuple(k for k in records.KINDS if k in (*catalog.RECORDS, "ceiling"))
 
 #: The summary's error when a measurement came out wrong.
@@ -161,7 +162,7 @@ class RankRun:
     dog: Watchdog = field(init=False)
     comm: Communicator = field(init=False)
     transport: str = field(init=False)  # what this rank's library reported
-    written: dict[str, Any] | None = None  # rank 0's run record, as written
+    written: records.Run | None = None  # rank 0's run record, as written
     gpudirect_problem: str | None = None  # what GPUDirect got against what was asked
 
     @classmethod
@@ -249,6 +250,7 @@ class RankRun:
         provenance = inventory()
         if hasattr(comm, "library_version"):
             provenance["versions"]["mpi_library"] = comm.library_version()
+        report = comm.library_report()
         run = records.Run(
             run_id=plan.run_id,
             started=datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -263,10 +265,10 @@ class RankRun:
                                                  **resolved.profile.link.to_json()}),
             timing=records.Timing.of({**plan.policy.__dict__, **graph_timing(
                 plan.policy.cuda_graph, os.environ)}), resumed=self.state.resumed,
-            plan=json.loads(plan.to_json()), timing_method=comm.timing_method,
-            library_report=comm.library_report(),
+            plan=plan.to_json(), timing_method=comm.timing_method,
+            library_report=None if report is None else records.ConnectionReport.of(report),
             provenance=records.Provenance.of(provenance),
-            emulation=None if cluster is None else cluster.as_record(),
+            emulation=None if cluster is None else records.EmulatedCluster.of_cluster(cluster),
             gpudirect=records.GpuDirect.of(gdr_record))
         self.written = self.writer.write(run)
 
@@ -321,17 +323,17 @@ class RankRun:
                 self._keep(record, workload.line)
         return failed
 
-    def _keep(self, record: records.Record, show: Callable[[dict[str, Any]], str]) -> None:
+    def _keep(self, record: R, show: Callable[[R], str]) -> None:
         """Count a finished measurement; rank 0 makes it durable, then shows it."""
         self.dog.disarm()
         self.counts[record.kind] += 1
         if self.writer is not None:
             try:
-                written = self.writer.write(record)
+                self.writer.write(record)
             except OSError as exc:  # a full disk, a quota: one line, not a library's failure
                 raise RunError(f"cannot write results to {self.writer.path}: "
                                f"{exc.strerror or exc}") from None
-            print(show(written), flush=True)
+            print(show(record), flush=True)
 
     def finish(self, failed: bool, judge: Floors | None = None) -> int:
         """The summary; with ``judge``, rank 0's verdict on its results, which every rank
@@ -435,7 +437,8 @@ def main() -> int:
         print("fabbench: error: this is a rank: start it through `fabbench run`", file=sys.stderr)
         return 2
     try:
-        return run_rank(Plan.from_json(text), RunState.from_json(os.environ[STATE_ENV]), me)
+        return run_rank(Plan.read(json.loads(text)),
+                        RunState.read(json.loads(os.environ[STATE_ENV])), me)
     except FabbenchError as exc:
         print(f"fabbench: error: rank {me.rank}: {exc}", file=sys.stderr, flush=True)
         return exc.exit_code

@@ -81,7 +81,7 @@ def _timing(rec: Collective) -> str:
 def _verdict(a: Collective, b: Collective) -> Verdict:
     """B against A from their samples (none recorded: "no samples", a fabbench/1 point)."""
     return compare_samples(a.samples_us or [], b.samples_us or [],
-                           ratio=median_ratio(a.time_us["p50"], b.time_us["p50"]))
+                           ratio=median_ratio(a.time_us.p50, b.time_us.p50))
 
 
 def compare(series: list[Series]) -> Comparison:
@@ -133,16 +133,16 @@ def flatten_provenance(run: Run) -> dict[str, str]:
     for key in ("host", "os", "container", "scheduler", "gpudirect_rdma"):
         if getattr(prov, key) is not None:
             out[key] = str(getattr(prov, key))
-    for key, value in (prov.cpu or {}).items():
+    for key, value in prov.cpu.to_json().items():
         out[f"cpu.{key}"] = str(value)
     for i, gpu in enumerate(prov.gpus or []):
-        out[f"gpus[{i}]"] = ", ".join(str(gpu.get(k)) for k in ("name", "memory", "driver"))
+        out[f"gpus[{i}]"] = ", ".join(str(x) for x in (gpu.name, gpu.memory, gpu.driver))
     for nic in prov.nics or []:
         out[f"nics.{nic.name}"] = (f"{nic.kind}, {nic.speed_mbit_s or '?'} Mb/s, "
                                    f"{nic.operstate}, mtu {nic.mtu}")
     for port in prov.rdma or []:
         out[f"rdma.{port.device}:{port.port}"] = f"{port.state}, {port.rate}, {port.link_layer}"
-    for key, value in (prov.versions or {}).items():
+    for key, value in prov.versions.to_json().items():
         out[f"versions.{key}"] = str(value)
     for key, value in (prov.env or {}).items():
         if not _VOLATILE_ENV.match(key):

@@ -24,8 +24,8 @@ def compare_tables(c: Comparison) -> list[Table]:
             ci = "-" if v.ci_low is None else f"{v.ci_low:.3f}–{v.ci_high:.3f}"
             p = "-" if v.p_value is None else f"{v.p_value:.3g}"
             style = _STYLE.get(v.verdict, "yellow")
-            table.add_row(r.other.label, str(r.bytes), r.dtype, f"{r.a.time_us['p50']:.2f}",
-                          f"{r.b.time_us['p50']:.2f}", f"{v.ratio:.3f}", ci, p,
+            table.add_row(r.other.label, str(r.bytes), r.dtype, f"{r.a.time_us.p50:.2f}",
+                          f"{r.b.time_us.p50:.2f}", f"{v.ratio:.3f}", ci, p,
                           f"[{style}]{v.verdict}[/]", r.notes)
         out.append(table)
     if c.train:

@@ -150,7 +150,7 @@ def _table_rows(s: Series, op: str) -> list[dict]:
     for r in (c for c in s.collectives if c.op == op):
         rel = r.median_ci95_rel
         rows.append({"bytes": r.bytes, "count": count_of(r), "dtype": r.dtype,
-                     "p50": r.time_us["p50"], "p99": r.time_us["p99"],
+                     "p50": r.time_us.p50, "p99": r.time_us.p99,
                      "algbw": r.algbw_gbyte_s, "busbw": busbw_text(r),
                      "wrong": "N/A" if r.wrong is None else r.wrong,
                      "ci": "-" if rel is None else f"{100 * rel:.1f}",

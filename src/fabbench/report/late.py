@@ -34,7 +34,7 @@ class LateRank:
     own_share: float   # median over its late points of its p50 / the others' median p50
     wait_us: float     # median over its late points of the others' p50 minus its own
 
-    def as_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return {"rank": self.rank, "host": self.host, "late_points": self.late_points,
                 "points": self.points, "ops": list(self.ops), "own_share": self.own_share,
                 "wait_us": self.wait_us}

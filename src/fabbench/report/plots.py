@@ -125,10 +125,10 @@ def size_sweeps(series: Sequence[Series]) -> list[Plot]:
                         (line,) = ax.plot(x, [c.busbw_gbyte_s for c in recs], marker="o",
                                           markersize=3, label=s.label)
                     else:
-                        (line,) = ax.plot(x, [c.time_us["p50"] for c in recs], marker="o",
+                        (line,) = ax.plot(x, [c.time_us.p50 for c in recs], marker="o",
                                           markersize=3, label=s.label)
-                        ax.fill_between(x, [c.time_us["min"] for c in recs],
-                                        [c.time_us["p99"] for c in recs],
+                        ax.fill_between(x, [c.time_us.min for c in recs],
+                                        [c.time_us.p99 for c in recs],
                                         color=line.get_color(), alpha=0.15, linewidth=0)
                     line.set_gid(f"series-{s.label}")
                     shaky = [(xi, yi) for xi, yi, c in zip(x, line.get_ydata(), recs,

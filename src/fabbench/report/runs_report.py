@@ -169,8 +169,8 @@ def findings(s: Series) -> dict:
     verdict = slow_node.analyse(s.pairs)
     late, points = late_ranks(s.collectives, s.run.rank_hosts)
     return {"series": s.label, "run_id": s.run.run_id,
-            "pairs": verdict.as_dict() if verdict is not None else None,
-            "late_ranks": [r.as_dict() for r in late], "late_points_judged": points,
+            "pairs": verdict.to_json() if verdict is not None else None,
+            "late_ranks": [r.to_json() for r in late], "late_points_judged": points,
             "_verdict": verdict, "_late": late}
 
 
@@ -205,8 +205,8 @@ def make_compare(paths: Sequence[str | Path], *, html: Path | None = None,
 
 def compare_rows(c: Comparison) -> list[dict]:
     return [{"op": r.op, "dtype": r.dtype, "bytes": r.bytes, "ranks": r.ranks,
-             "a": c.baseline.label, "b": r.other.label, "a_p50_us": r.a.time_us["p50"],
-             "b_p50_us": r.b.time_us["p50"], "ratio": r.verdict.ratio,
+             "a": c.baseline.label, "b": r.other.label, "a_p50_us": r.a.time_us.p50,
+             "b_p50_us": r.b.time_us.p50, "ratio": r.verdict.ratio,
              "ci_low": r.verdict.ci_low, "ci_high": r.verdict.ci_high,
              "p_value": r.verdict.p_value, "verdict": r.verdict.verdict, "notes": r.notes}
             for r in c.rows]

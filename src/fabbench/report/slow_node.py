@@ -43,7 +43,7 @@ class NodeStat:
     def others_normal(self) -> bool:
         return max(self.bw_gbyte_s) < SLOW_SHARE * self.others_min_gbyte_s
 
-    def as_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         lo, hi = self.share
         return {"unit": self.unit, "host": self.host, "rank": self.rank, "pairs": self.pairs,
                 "bw_gbyte_s": list(self.bw_gbyte_s),
@@ -66,7 +66,7 @@ class PairsVerdict:
     slow: list[NodeStat] = field(default_factory=list)
     text: list[str] = field(default_factory=list)
 
-    def as_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return {"unit": self.unit, "bw_bytes": self.bw_bytes,
                 "latency_bytes": self.latency_bytes, "pairs": self.pairs,
                 "median_gbyte_s": self.median_gbyte_s, "slow_share": SLOW_SHARE,
@@ -74,14 +74,14 @@ class PairsVerdict:
                 "recovered": [list(p) for p in self.recovered],
                 "slow": [n.unit for n in self.slow],
                 "slow_hosts": [n.host for n in self.slow],
-                "nodes": [n.as_dict() for n in self.nodes], "text": self.text}
+                "nodes": [n.to_json() for n in self.nodes], "text": self.text}
 
 
 def _p50_by_pair(records: list[Pairs], nbytes: int, what: str) -> dict[tuple, float]:
     out: dict[tuple[int, int], list[float]] = {}
     for r in records:
         if r.bytes == nbytes:
-            value = r.bw_gbyte_s if what == "bw" else r.time_us["p50"]
+            value = r.bw_gbyte_s if what == "bw" else r.time_us.p50
             out.setdefault((r.a, r.b), []).append(value)
     return {k: statistics.median(v) for k, v in out.items()}
 

@@ -52,9 +52,9 @@ def nccl_table(s: Series, op: str) -> str:
         flag = " !" if unstable(r) else ""
         lines.append(
             f" {r.bytes:>11} {count_of(r):>12} {NCCL_TYPE.get(r.dtype, r.dtype):>8} "
-            f"{REDOP.get(op, 'none'):>6} {ROOT.get(op, -1):>5} {r.time_us['p50']:>10.2f} "
+            f"{REDOP.get(op, 'none'):>6} {ROOT.get(op, -1):>5} {r.time_us.p50:>10.2f} "
             f"{r.algbw_gbyte_s:>8.3f} {busbw_text(r):>8} {wrong:>6} "
-            f"{r.time_us['p99']:>10.2f} {'-' if rel is None else f'{100 * rel:.1f}':>6} "
+            f"{r.time_us.p99:>10.2f} {'-' if rel is None else f'{100 * rel:.1f}':>6} "
             f"{r.samples:>4} {link_pct(link, r):>6} {link_pct(ceiling, r):>6}{flag}")
     return head + cols + "\n".join(lines) + "\n"
 
@@ -165,8 +165,8 @@ def collective_rows(series: Iterable[Series]) -> list[dict[str, Any]]:
                 **_common(s), "wire": s.run.wire or "native", "op": r.op,
                 "bytes": r.bytes, "count": count_of(r), "dtype": r.dtype,
                 "ranks": r.ranks, "nodes": s.run.nodes, "transport": r.transport,
-                "time_us_min": t["min"], "time_us_p50": t["p50"], "time_us_mean": t["mean"],
-                "time_us_p99": t["p99"], "time_us_max": t["max"], "time_us_stdev": t.get("stdev"),
+                "time_us_min": t.min, "time_us_p50": t.p50, "time_us_mean": t.mean,
+                "time_us_p99": t.p99, "time_us_max": t.max, "time_us_stdev": t.stdev,
                 "samples": r.samples, "algbw_gbyte_s": r.algbw_gbyte_s,
                 "busbw_gbyte_s": r.busbw_gbyte_s,
                 "link_gbit_s": link.speed_gbit_s if link else None,

@@ -38,7 +38,7 @@ class Claim:
             self.fd = -1
 
 
-def claim(path: str | os.PathLike, *, append: bool = False) -> Claim:
+def claim(path: str | os.PathLike[str], *, append: bool = False) -> Claim:
     """Open PATH for appending under an exclusive lock. Refuses (UsageError) when another run
     holds it, or when it already holds records and ``append`` is False."""
     path = Path(path)

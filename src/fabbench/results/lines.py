@@ -1,34 +1,29 @@
 """Each measurement record as the console shows it: the line a run streams as it measures, and
 `fabbench report` prints again from the file (train, halo and ceiling records; collectives have
-the nccl-tests table of report/tables.py, pairs theirs in workloads/pairs.py). A record is
-given either as the JSON object the writer wrote (a run, as it measures) or as the typed record
-the loader read (the report); a field a file does not have shows as "-"."""
+the nccl-tests table of report/tables.py, pairs theirs in workloads/pairs.py). A record is the
+typed record the writer wrote (a run, as it measures) or the loader read (the report); a field a
+file does not have (None) shows as "-"."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Generic, TypeVar
 
-from fabbench.results.records import Ceiling, Record
+from fabbench.results.records import Ceiling, Halo, Record, Times, Train
 
-Written = Mapping[str, Any] | Record
-
-
-def _f(rec: Written, name: str) -> Any:
-    """A field of a written JSON object or of a read record; None where it has none."""
-    return rec.get(name) if isinstance(rec, Mapping) else getattr(rec, name, None)
+R = TypeVar("R", bound=Record, contravariant=True)
 
 TRAIN_HEADER = (f"#{'model':>12} {'ranks':>5} {'batch':>6} {'samples/s':>12} {'±ci95':>8} "
                 f"{'step ms':>10} {'compute ms':>10} {'comm ms':>9} {'eff':>6} {'grads':>7}  "
                 "engine")
 
 
-def _num(rec: Written, key: str, spec: str, width: int) -> str:
-    """A field as the table shows it; "-" where a file (an older one) does not have it."""
-    value = _f(rec, key)
-    if isinstance(value, Mapping):
-        value = value.get("p50")
+def _num(value: float | Times | None, spec: str, width: int) -> str:
+    """A figure as the table shows it (of times, the p50); "-" where a file (an older one) does
+    not have it."""
+    if isinstance(value, Times):
+        value = value.p50
     return f"{'-' if value is None else format(value, spec):>{width}}"
 
 
@@ -36,33 +31,32 @@ def _check(value: bool | None, good: str, bad: str, width: int) -> str:
     return f"{'-' if value is None else good if value else bad:>{width}}"
 
 
-def train(rec: Written) -> str:
-    engine = "/".join(x for x in (_f(rec, "engine"), _f(rec, "transport")) if x) or "-"
-    sps = _f(rec, "samples_per_s")
-    return (f" {_f(rec, 'model'):>12} {_f(rec, 'ranks'):>5} {_f(rec, 'batch_per_rank'):>6} "
-            f"{sps['p50']:>12.2f} {_num(sps, 'ci95', '.2f', 8)} "
-            f"{_f(rec, 'step_ms'):>10.2f} {_num(rec, 'compute_ms', '.2f', 10)} "
-            f"{_f(rec, 'comm_ms'):>9.2f} {_num(rec, 'scaling_efficiency', '.3f', 6)} "
-            f"{_check(_f(rec, 'grads_identical'), 'ok', 'DIFFER', 7)}  {engine}")
+def train(rec: Train) -> str:
+    engine = "/".join(x for x in (rec.engine, rec.transport) if x) or "-"
+    sps = rec.samples_per_s
+    return (f" {rec.model:>12} {rec.ranks:>5} {rec.batch_per_rank:>6} "
+            f"{sps['p50']:>12.2f} {_num(sps.get('ci95'), '.2f', 8)} "
+            f"{rec.step_ms:>10.2f} {_num(rec.compute_ms, '.2f', 10)} "
+            f"{rec.comm_ms:>9.2f} {_num(rec.scaling_efficiency, '.3f', 6)} "
+            f"{_check(rec.grads_identical, 'ok', 'DIFFER', 7)}  {engine}")
 
 
 HALO_HEADER = (f"#{'cells/rank':>12} {'grid':>9} {'ranks':>5} {'iter us':>11} {'exch us':>11} "
                f"{'bytes/iter':>11} {'GB/s':>8} {'check':>6}  transport")
 
 
-def halo(rec: Written) -> str:
-    grid = "x".join(str(d) for d in _f(rec, "grid") or ()) or "-"
-    transport = _f(rec, "transport")
-    return (f" {_f(rec, 'cells_per_rank'):>12} {grid:>9} {_f(rec, 'ranks'):>5} "
-            f"{_f(rec, 'time_us')['p50']:>11.2f} {_num(rec, 'exchange_us', '.2f', 11)} "
-            f"{_f(rec, 'bytes_per_iter'):>11} {_num(rec, 'exchange_gbyte_s', '.3f', 8)} "
-            f"{_check(_f(rec, 'correct'), 'ok', 'WRONG', 6)}  "
+def halo(rec: Halo) -> str:
+    grid = "x".join(str(d) for d in rec.grid or ()) or "-"
+    transport = rec.transport
+    return (f" {rec.cells_per_rank:>12} {grid:>9} {rec.ranks:>5} "
+            f"{rec.time_us.p50:>11.2f} {_num(rec.exchange_us, '.2f', 11)} "
+            f"{rec.bytes_per_iter:>11} {_num(rec.exchange_gbyte_s, '.3f', 8)} "
+            f"{_check(rec.correct, 'ok', 'WRONG', 6)}  "
             f"{'-' if transport is None else transport}")
 
 
-def ceiling(record: Mapping[str, Any] | Ceiling) -> str:
-    """One line for the console (a written JSON object is read as its record first)."""
-    c = Ceiling.read(record) if isinstance(record, Mapping) else record
+def ceiling(c: Ceiling) -> str:
+    """One line for the console."""
     where = f"{c.client.host} <-> {c.server.host}"
     if c.error:
         return f"# ceiling {c.tool} {c.mode} {where}: not measured: {c.error}"
@@ -71,12 +65,12 @@ def ceiling(record: Mapping[str, Any] | Ceiling) -> str:
 
 
 @dataclass(frozen=True)
-class Lines:
+class Lines(Generic[R]):
     """How a workload's records show on the console and in ``fabbench report``: a header line,
     then one line per record (a workload's spec names its Lines, fabbench.workload_spec)."""
 
     header: str
-    line: Callable[[Written], str]
+    line: Callable[[R], str]
 
 
 TRAIN = Lines(TRAIN_HEADER, train)

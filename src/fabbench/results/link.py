@@ -62,10 +62,10 @@ def _is_hfi(port: Port) -> bool:
 def link_of(run: Run) -> LinkRate | None:
     emulated = run.emulation
     if emulated:  # the shaped links: a collective over all nodes runs at the slowest one's
-        slowest = min(emulated["links"], key=lambda x: x["speed_gbit_s"])
-        return LinkRate(slowest["speed_gbit_s"],
-                    f"emulated {emulated['interface']} of {slowest['node']} "
-                    f"({slowest['speed_gbit_s']:g} Gb/s, tc)")
+        slowest = min(emulated.links or (), key=lambda x: x.speed_gbit_s or 0.0)
+        return LinkRate(slowest.speed_gbit_s or 0.0,
+                    f"emulated {emulated.interface} of {slowest.node} "
+                    f"({slowest.speed_gbit_s:g} Gb/s, tc)")
     hardware, spec = link_spec(run)
     prov = run.provenance
     if spec.speed_from == "none":

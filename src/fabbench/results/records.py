@@ -28,6 +28,8 @@ from fabbench.results.compiled import CompiledCheck, compile_check
 if TYPE_CHECKING:
     import jsonschema
 
+    from fabbench.emulate.cluster import Cluster
+
 R = TypeVar("R", bound="Record")
 N = TypeVar("N", bound="Nested")
 KINDS: dict[str, type[Record]] = {}
@@ -126,8 +128,9 @@ def _finite_class() -> type[jsonschema.protocols.Validator]:
     import jsonschema
 
     base = jsonschema.Draft202012Validator
-    made: type[jsonschema.protocols.Validator] = jsonschema.validators.extend(
-        base, type_checker=base.TYPE_CHECKER.redefine("number", _is_finite_number))
+    checker = base.TYPE_CHECKER.redefine("number", _is_finite_number)
+    made: type[jsonschema.protocols.Validator] = (
+        jsonschema.validators.extend(base, type_checker=checker))  # type: ignore[no-untyped-call]
     return made
 
 
@@ -233,10 +236,10 @@ def after(name: str, metadata: Mapping[str, Any] = _NONE) -> Mapping[str, Any]:
     return MappingProxyType({**metadata, "after": name})
 
 
-_WRITTEN: dict[type, tuple[dataclasses.Field, ...]] = {}
+_WRITTEN: dict[type, tuple[dataclasses.Field[Any], ...]] = {}
 
 
-def _written(cls: type) -> tuple[dataclasses.Field, ...]:
+def _written(cls: type) -> tuple[dataclasses.Field[Any], ...]:
     """A record's fields in the order its JSON holds them: declaration order, each field with
     ``after`` metadata moved (in declaration order) right after the field it names."""
     if cls not in _WRITTEN:
@@ -248,7 +251,7 @@ def _written(cls: type) -> tuple[dataclasses.Field, ...]:
     return _WRITTEN[cls]
 
 
-def _key(f: dataclasses.Field) -> str:
+def _key(f: dataclasses.Field[Any]) -> str:
     """A field's JSON key: its name, less the ``_`` a Python keyword takes (``from_``)."""
     return f.name.removesuffix("_")
 
@@ -363,7 +366,7 @@ class Record:
 
     def __post_init__(self) -> None:
         _check_nested(self)
-        self.to_dict()
+        self.to_json()
 
     @classmethod
     def read(cls: type[R], data: Mapping[str, Any]) -> R:
@@ -376,9 +379,10 @@ class Record:
     def extra(self) -> Mapping[str, Any]:
         """Fields of the line that this fabbench's record does not declare (a newer writer's),
         as read; empty for a record made here."""
-        return self.__dict__.get("_extra", _NONE)
+        extra: Mapping[str, Any] = self.__dict__.get("_extra", _NONE)
+        return extra
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         """The JSON object of this record, checked against the schema (InvalidRecord if not)."""
         out: dict[str, Any] = {"kind": self.kind}
         for f in _written(type(self)):
@@ -388,8 +392,9 @@ class Record:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Nested:
-    """Base of the typed objects inside a record (a run's timing, provenance, GPUDirect state
-    and profile link; a ceiling's endpoints and directions). Each lists the fields of its
+    """Base of the typed objects inside a record (a run's timing, provenance, GPUDirect state,
+    profile link and emulated cluster; times; a training run's buckets and interface counters;
+    a ceiling's endpoints and directions). Each lists the fields of its
     object in schema.json's ``$defs`` (where the schema leaves an object open, the fields this
     fabbench writes), in the order the writer writes them; a field a supported version, or the
     schema, lets a file lack is ``| None``.
@@ -397,18 +402,20 @@ class Nested:
     Made as a record is, two ways. The writer's side calls the constructor, or ``of`` with the
     JSON object a collector returns (InvalidRecord for a key the class does not declare, or
     one it needs missing). The loader's ``Record.read`` calls ``read``: a key the object lacks
-    is None, and keys this fabbench does not declare are kept, as read, in ``extra``, as at
-    the top level (and, as there, not written back). ``to_json`` is the JSON object: every
-    field, None as null, except a field declared with OMITTED metadata, which is left out when
-    None (a key the writer leaves out when it has nothing). A field named like a Python keyword
-    ends in ``_`` (``from_``); its JSON key does not."""
+    is None (and stays out of ``to_json``), and keys this fabbench does not declare are kept,
+    as read, in ``extra``, as at the top level (and, as there, not written back). ``to_json``
+    is the JSON object: every field, None as null, except a field declared with OMITTED
+    metadata, which is left out when None (a key the writer leaves out when it has nothing),
+    and a key absent from the object ``of`` or ``read`` made it of. A field named like a Python
+    keyword ends in ``_`` (``from_``); its JSON key does not."""
 
     def __post_init__(self) -> None:
         _check_nested(self)
 
     @classmethod
     def of(cls: type[N], data: Mapping[str, Any]) -> N:
-        """The writer's object of a JSON object (its nested objects made too)."""
+        """The writer's object of a JSON object (its nested objects made too); a key with a
+        default that the object lacks stays out of ``to_json``, as it was out of the object."""
         fields = {_key(f): f for f in dataclasses.fields(cls)}
         unknown = [k for k in data if k not in fields]
         missing = [k for k, f in fields.items()
@@ -418,27 +425,37 @@ class Nested:
         if missing:
             raise InvalidRecord(f"records.{cls.__name__} needs {missing[0]!r}")
         nested = _nested_fields(cls)
-        return cls(**{f.name: _made(nested[f.name], data[k], read=False)
+        made = cls(**{f.name: _made(nested[f.name], data[k], read=False)
                       if f.name in nested else data[k] for k, f in fields.items() if k in data})
+        if len(data) < len(fields):  # keys with defaults left out: to_json leaves them out
+            made.__dict__["_absent"] = frozenset(k for k in fields if k not in data)
+        return made
 
     @classmethod
     def read(cls: type[N], data: Mapping[str, Any]) -> N:
-        """The object of a JSON object read from a results file (unchecked, as Record.read)."""
+        """The object of a JSON object read from a results file (unchecked, as Record.read);
+        the keys it lacks are remembered, so that ``to_json`` leaves them out again."""
         made: N = _read(cls, data, frozenset())
+        if not _read_plan(cls, frozenset())[1].issubset(data):
+            made.__dict__["_absent"] = frozenset(
+                key for _, key, _ in _read_plan(cls, frozenset())[0] if key not in data)
         return made
 
     @property
     def extra(self) -> Mapping[str, Any]:
         """Keys of the object that this fabbench does not declare, as read; empty for an
         object made here."""
-        return self.__dict__.get("_extra", _NONE)
+        extra: Mapping[str, Any] = self.__dict__.get("_extra", _NONE)
+        return extra
 
     def to_json(self) -> dict[str, Any]:
-        """The JSON object (plain types; not checked: its record is)."""
+        """The JSON object (plain types; not checked: its record is); of an object read, the
+        keys it held."""
         out: dict[str, Any] = {}
+        absent = self.__dict__.get("_absent", ())
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            if value is not None or not f.metadata.get("omitted"):
+            if (value is not None or not f.metadata.get("omitted")) and _key(f) not in absent:
                 out[_key(f)] = _plain(value)
         return out
 
@@ -452,7 +469,102 @@ def checked(record: dict[str, Any]) -> dict[str, Any]:
     return record
 
 
-Times = Mapping[str, float]  # min, p50, mean, p99, max, stdev (microseconds)
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Times(Nested):
+    """A measurement's times in microseconds (timing.stats.summarize); stdev is absent from
+    files written before it was recorded."""
+
+    min: float
+    p50: float
+    mean: float
+    p99: float
+    max: float
+    stdev: float | None = dataclasses.field(default=None, metadata=OMITTED)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Buckets(Nested):
+    """The gradient buckets a training step all-reduces (workloads/train): the cap, how many,
+    each one's bytes, and where their sizes come from."""
+
+    cap_mb: float | None
+    count: int
+    bytes: Sequence[int]
+    source: str | None = dataclasses.field(default=None, metadata=OMITTED)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Net(Nested):
+    """The interface counters sampled while a training run stepped (workloads/train/
+    netsampler.py); the schema requires none of them."""
+
+    iface: str | None
+    interval_s: float | None
+    samples: int | None
+    seconds: float | None
+    tx_bytes: int | None
+    rx_bytes: int | None
+    tx_gbit_s: float | None
+    rx_gbit_s: float | None
+    peak_gbit_s: float | None
+    link_gbit_s: float | None
+    utilization: float | None
+    peak_utilization: float | None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class EmulatedLink(Nested):
+    """One emulated node's shaped link (emulate/spec.py's Link, as the run record keeps it);
+    the schema leaves the object open, so a file may lack any field."""
+
+    node: str | None
+    address: str | None
+    speed_gbit_s: float | None
+    delay_us: float | None
+    loss_pct: float | None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class EmulatedCluster(Nested):
+    """The emulated cluster the ranks ran on (emulate/cluster.py): its nodes, their links; the
+    schema leaves the object open, so a file may lack any field."""
+
+    nodes: int | None
+    ranks_per_node: int | None
+    interface: str | None
+    subnet: str | None
+    owner_pid: int | None
+    links: Sequence[EmulatedLink] | None
+
+    @classmethod
+    def of_cluster(cls, cluster: Cluster) -> EmulatedCluster:
+        """What the run record keeps of an emulated cluster."""
+        return cls(nodes=len(cluster.nodes), ranks_per_node=cluster.ranks_per_node,
+                   interface=cluster.iface, subnet=cluster.subnet, owner_pid=cluster.owner_pid,
+                   links=[EmulatedLink(node=n.hostname, address=n.address,
+                                       speed_gbit_s=n.link.rate_bit_s / 1e9,
+                                       delay_us=n.link.delay_us, loss_pct=n.link.loss_pct)
+                          for n in cluster.nodes])
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ConnectionReport(Nested):
+    """What the communication library said of its connections: NCCL's (comm/nccl_report.py:
+    network to lines) or a CUDA-aware MPI's (cuda_aware, evidence). The schema leaves the
+    object open; a report holds the keys its library gave (``of`` and ``read`` keep exactly
+    those)."""
+
+    network: str | None = None
+    transport: str | None = None
+    gpudirect: str | None = None
+    net_connections: int | None = None
+    gdr_connections: int | None = None
+    channels: int | None = None
+    link_layers: Sequence[str] | None = None
+    ofi_provider: str | None = None
+    lines: Sequence[str] | None = None
+    cuda_aware: bool | None = None
+    evidence: str | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -523,21 +635,61 @@ class Port(Nested):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class Cpu(Nested):
+    """The host's processor and memory (sysinfo.inventory.cpu_info); a figure the host does
+    not tell is None."""
+
+    model: str | None = None
+    arch: str | None = None
+    cores: int | None = None
+    threads: int | None = None
+    memory_bytes: int | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Gpu(Nested):
+    """A GPU as nvidia-smi lists it (sysinfo.inventory.gpu_info), its fields as nvidia-smi
+    writes them ("81559 MiB")."""
+
+    index: str | None = None
+    name: str | None = None
+    memory: str | None = None
+    driver: str | None = None
+    pci: str | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Versions(Nested):
+    """The versions of the libraries a run may use (sysinfo.inventory.library_versions; None:
+    not installed), and the MPI library's own words when the run used MPI."""
+
+    fabbench: str | None = None
+    python: str | None = None
+    torch: str | None = None
+    mpi4py: str | None = None
+    horovod: str | None = None
+    openmpi: str | None = None
+    ucx: str | None = None
+    libfabric: str | None = None
+    nccl: str | None = None
+    mpi_library: str | None = dataclasses.field(default=None, metadata=OMITTED)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Provenance(Nested):
     """The host inventory of rank 0 (sysinfo.inventory): the schema requires host, cpu, gpus,
-    nics, rdma, versions and env; the rest is what the inventory adds. cpu, gpus, versions,
-    build, image and env stay mappings: free-form, their keys are the tools' and the
-    libraries'."""
+    nics, rdma, versions and env; the rest is what the inventory adds. build, image and env
+    stay mappings: free-form, their keys are the image's and the environment's."""
 
     host: str
     os: str | None
-    cpu: Mapping[str, Any]
-    gpus: Sequence[Mapping[str, Any]]
+    cpu: Cpu
+    gpus: Sequence[Gpu]
     nics: Sequence[Nic]
     rdma: Sequence[Port]
     hfi: Sequence[str] | None  # Omni-Path devices
     gpudirect_rdma: bool | None  # the peer-memory module is loaded
-    versions: Mapping[str, str | None]
+    versions: Versions
     build: Mapping[str, Any] | None  # the image's build manifest
     image: Mapping[str, Any] | None  # id, version, flavor, ...; ref where known
     container: str | None  # the container runtime; None: the bare host
@@ -576,9 +728,9 @@ class Run(Record):
     resumed: bool | None
     plan: Mapping[str, Any] | None
     timing_method: str | None  # how the communicator's times were taken
-    library_report: Mapping[str, Any] | None  # what the library said of its connections
+    library_report: ConnectionReport | None  # what the library said of its connections
     provenance: Provenance
-    emulation: Mapping[str, Any] | None = None  # the emulated cluster the ranks ran on
+    emulation: EmulatedCluster | None = None  # the emulated cluster the ranks ran on
     gpudirect: GpuDirect | None
 
 
@@ -658,8 +810,8 @@ class Train(Record):
     compute_ms_samples: Sequence[float] | None
     grad_bytes: int | None
     wire_bytes_per_rank: int | None
-    buckets: Mapping[str, Any] | None   # cap_mb, count, bytes, source
-    net: Mapping[str, Any] | None       # interface counters: tx/rx/peak/link in _gbit_s
+    buckets: Buckets | None
+    net: Net | None  # interface counters: tx/rx/peak/link in _gbit_s
     grads_identical: bool | None
     grads_finite_nonzero: bool | None
     params_identical: bool | None

@@ -7,11 +7,13 @@ import json
 import os
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
 from fabbench.errors import InvalidRecord, UsageError
 from fabbench.results.claim import Claim, claim
 from fabbench.results.records import Record
+
+R = TypeVar("R", bound=Record)
 
 
 class ResultWriter:
@@ -22,7 +24,7 @@ class ResultWriter:
     (results/claim.py) when it is opened: a file another run writes, or one that already holds
     records, is refused."""
 
-    def __init__(self, path: str | os.PathLike, *, claim: bool = False) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, claim: bool = False) -> None:
         self.path = Path(path)
         self._claim_it = claim
         self._claim: Claim | None = None
@@ -48,16 +50,17 @@ class ResultWriter:
         with self._lock:
             self._open()
 
-    def write(self, record: Record) -> dict[str, Any]:
-        """Append one record; returns the JSON object written (checked against the schema)."""
+    def write(self, record: R) -> R:
+        """Append one record (its JSON object checked against the schema first); returns the
+        record."""
         if not isinstance(record, Record):
             raise InvalidRecord(f"refused to write a {type(record).__name__}: results are "
                                 "written as typed records (fabbench.results.records)")
-        data = record.to_dict()  # checked now: a nested dict may have changed since it was made
+        data = record.to_json()  # checked now: a nested dict may have changed since it was made
         line = (json.dumps(data, separators=(",", ":"), allow_nan=False) + "\n").encode()
         with self._lock:
             if self._closed:
-                return data
+                return record
             fd = self._open()
             end = os.lseek(fd, 0, os.SEEK_END)
             rest = memoryview(line)
@@ -69,7 +72,7 @@ class ResultWriter:
                 raise
             os.fsync(fd)
             self.counts[record.kind] = self.counts.get(record.kind, 0) + 1
-        return data
+        return record
 
     def close(self) -> None:
         with self._lock:

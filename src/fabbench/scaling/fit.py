@@ -58,7 +58,7 @@ class Fit:
         a, b, _ = coefficients(self.op, self.algorithm, self.ranks)
         return a * self.alpha_s + b * nbytes * self.beta_s_per_byte
 
-    def as_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "op": self.op, "transport": self.transport,
                 "ranks": self.ranks,
                 "algorithm": self.algorithm, "alpha_us": self.alpha_s * 1e6,
@@ -143,7 +143,7 @@ def fit_records(records: Iterable[Collective]) -> tuple[list[Fit], list[str]]:
         largest = max(recs, key=lambda r: r.bytes)
         try:
             fits.append(fit_points(op, transport, ranks, [r.bytes for r in recs],
-                                   [r.time_us["p50"] * 1e-6 for r in recs],
+                                   [r.time_us.p50 * 1e-6 for r in recs],
                                    float(largest.busbw_gbyte_s), run_id))
         except UsageError as exc:
             skipped.append(f"not fitted: {exc}")

@@ -142,9 +142,9 @@ def _build(paths: list[str | Path], options: ModelOptions) -> dict[str, Any]:
     for rec in _train_profiles(trains):
         profile = whatif.profile_from_record(rec, options.backward_fraction)
         kw = {"compression": options.compression, "alpha_s": alpha if options.latency else 0.0}
-        by_nodes = [whatif.predict(profile, n, bw, **kw).as_dict()
+        by_nodes = [whatif.predict(profile, n, bw, **kw).to_json()
                     for n in sorted({*NODES, options.nodes})]
-        by_bw = [whatif.predict(profile, options.nodes, b, **kw).as_dict()
+        by_bw = [whatif.predict(profile, options.nodes, b, **kw).to_json()
                  for b in sorted({*map(parse_bandwidth, BANDWIDTHS), bw})]
         train_out.append({
             "model": profile.model, "batch_per_rank": rec.batch_per_rank,
@@ -157,7 +157,7 @@ def _build(paths: list[str | Path], options: ModelOptions) -> dict[str, Any]:
             "nodes": options.nodes, "ranks_per_node": options.ranks_per_node, "ranks": p,
             "bandwidth_bytes_per_s": bw, "alpha_us": alpha * 1e6,
             "compression": options.compression,
-            "fits": [f.as_dict() for f in fits], "allreduce": rows, "hierarchical": hier,
+            "fits": [f.to_json() for f in fits], "allreduce": rows, "hierarchical": hier,
             "train": train_out, "assumptions": assumptions, "warnings": warnings}
 
 

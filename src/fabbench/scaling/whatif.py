@@ -68,7 +68,7 @@ class Prediction:
     overhead_s: float   # exposed: after backward ends
     scaling: float
 
-    def as_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return {"nodes": self.nodes, "bandwidth_gbit_s": self.bandwidth_bytes_per_s * 8 / 1e9,
                 "compression": self.compression, "comm_ms": self.comm_s * 1e3,
                 "overhead_ms": self.overhead_s * 1e3, "scaling": self.scaling}
@@ -134,9 +134,9 @@ def profile_from_record(rec: Train, backward_fraction: float | None = None
     grad_bytes = rec.grad_bytes or 4 * rec.parameters
     if not rec.grad_bytes:
         notes.append("no gradient bytes in the record: 4 B (fp32) per parameter")
-    buckets_rec = rec.buckets or {}
-    sizes = [b for b in buckets_rec.get("bytes", []) if b > 0]
-    ready = buckets_rec.get("ready_ms")
+    sizes: list[float] = [b for b in rec.buckets.bytes if b > 0] if rec.buckets else []
+    # per-bucket ready times: no field of this version (a newer writer's, kept as read)
+    ready = rec.buckets.extra.get("ready_ms") if rec.buckets else None
     if sizes and ready and len(ready) == len(sizes):
         buckets = [Bucket(nbytes=float(s), ready_s=r / 1e3) for s, r in zip(sizes, ready,
                                                                               strict=True)]

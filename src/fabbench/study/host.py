@@ -31,7 +31,7 @@ class Place:
     master_addr: str | None = None  # the first node's address (rendezvous of gloo/nccl)
     hostfile: str | None = None     # mpijob: the operator's hostfile of the workers
 
-    def as_dict(self) -> dict:
+    def to_json(self) -> dict:
         return {**dataclasses.asdict(self), "hostnames": list(self.hostnames)}
 
 

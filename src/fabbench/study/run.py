@@ -189,7 +189,7 @@ def launch_logged(argv: list[str], env: dict[str, str], log: Path, deadline_s: f
 def _start_manifest(study: Study, place: Place, cells: list[dict[str, Any]]) -> dict[str, Any]:
     return {"format": manifest.FORMAT, "study": study.name, "description": study.description,
             "source": study.source, "source_sha256": study.sha256, "started": _now(),
-            "finished": None, "host": socket.gethostname(), "place": place.as_dict(),
+            "finished": None, "host": socket.gethostname(), "place": place.to_json(),
             "fabbench": __version__,
             "axes": {k: list(v) for k, v in study.axes.items()}, "cells": cells}
 
@@ -210,7 +210,7 @@ def run_study(study: Study, directory: str | os.PathLike, *, resume: bool = Fals
             raise UsageError(f"cannot resume {directory}: it holds no study ({manifest.NAME})")
         doc = manifest.read(directory)
         _check_same(doc, study, entries, directory)
-        doc["place"] = place.as_dict()
+        doc["place"] = place.to_json()
         doc["finished"] = None
         by_id = {e["id"]: e for e in doc["cells"]}
         for e in entries:  # keep what was found; a changed launch (another place) is taken

@@ -27,7 +27,7 @@ class HeapState:
     mmap_threshold: int | None  # bytes, None where the allocator is not glibc's
     trim_threshold: int | None
 
-    def as_dict(self) -> dict[str, object]:
+    def to_json(self) -> dict[str, object]:
         return {"allocator": self.allocator, "mmap_threshold": self.mmap_threshold,
                 "trim_threshold": self.trim_threshold}
 

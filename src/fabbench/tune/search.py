@@ -57,7 +57,7 @@ class Choice:
         (mca if axis.kind == "mca" else env).update(axis.settings_of(value))
         return Choice(mca, env, self.per_size)
 
-    def as_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return {"mca": dict(self.mca), "env": dict(self.env),
                 "per_size": [[op, size, alg] for (op, size), alg in sorted(self.per_size.items())]}
 
@@ -83,7 +83,7 @@ class TunePoint:
     def slower(self) -> bool:
         return self.verdict.significant and self.verdict.ratio > 1 and self.every_round
 
-    def as_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         v = self.verdict
         return {"op": self.op, "bytes": self.bytes, "base_us": self.base_us,
                 "value_us": self.value_us, "ratio": v.ratio, "ci95": [v.ci_low, v.ci_high],
@@ -104,9 +104,9 @@ class Candidate:
             return 1.0
         return math.exp(statistics.fmean(-math.log(p.verdict.ratio) for p in self.points))
 
-    def as_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return {"value": self.value, "refused": self.refused, "speedup": self.speedup,
-                "points": [p.as_dict() for p in self.points]}
+                "points": [p.to_json() for p in self.points]}
 
 
 @dataclass
@@ -118,12 +118,12 @@ class Stage:
     chosen_per_size: dict[tuple[str, int], str] = field(default_factory=dict)
     transport: str | None = None
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"axis": self.name, "base": self.base.as_dict(), "transport": self.transport,
+    def to_json(self) -> dict[str, Any]:
+        return {"axis": self.name, "base": self.base.to_json(), "transport": self.transport,
                 "chosen": self.chosen,
                 "chosen_per_size": [[op, n, v] for (op, n), v in
                                     sorted(self.chosen_per_size.items())],
-                "candidates": [c.as_dict() for c in self.candidates]}
+                "candidates": [c.to_json() for c in self.candidates]}
 
 
 @dataclass
@@ -155,6 +155,49 @@ class TuneOutcome:
         cand = self.final.candidates[0]
         return cand.refused is None and any(p.faster for p in cand.points) and \
             not any(p.slower for p in cand.points)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TuneState:
+    """A tune directory's tune.json (format FORMAT): the options it ran with, when, and its
+    stages and tuned choice so far (each as its to_json wrote it); rewritten after each
+    stage."""
+
+    fabbench: str
+    argv: tuple[str, ...]
+    fabric: str
+    profile_source: str
+    primitive: str
+    repeats: int
+    narrowings: int
+    started: str
+    finished: str | None
+    axes: tuple[str, ...]
+    stages: tuple[Mapping[str, Any], ...]
+    tuned: Mapping[str, Any] | None
+
+    FORMAT = "fabbench-tune/1"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"format": self.FORMAT, "fabbench": self.fabbench, "argv": list(self.argv),
+                "fabric": self.fabric, "profile_source": self.profile_source,
+                "primitive": self.primitive, "repeats": self.repeats,
+                "narrowings": self.narrowings, "started": self.started,
+                "finished": self.finished, "axes": list(self.axes),
+                "stages": [dict(s) for s in self.stages],
+                "tuned": None if self.tuned is None else dict(self.tuned)}
+
+    @classmethod
+    def read(cls, data: Mapping[str, Any]) -> TuneState:
+        """The state of its JSON; a state written before ``narrowings`` was recorded ran
+        NARROWINGS. A KeyError, TypeError or ValueError for what is not a tune's state."""
+        return cls(fabbench=data.get("fabbench", ""), argv=tuple(data["argv"]),
+                   fabric=data.get("fabric", ""), profile_source=data.get("profile_source", ""),
+                   primitive=data.get("primitive", ""), repeats=int(data["repeats"]),
+                   narrowings=int(data.get("narrowings", NARROWINGS)),
+                   started=data.get("started", ""), finished=data.get("finished"),
+                   axes=tuple(data.get("axes", ())), stages=tuple(data.get("stages", ())),
+                   tuned=data.get("tuned"))
 
 
 def _now() -> str:
@@ -247,16 +290,16 @@ class Tuner:
                      finished: str | None) -> None:
         if self.replay:
             return
-        doc = {"format": "fabbench-tune/1", "fabbench": __version__, "argv": self.argv,
-               "fabric": self.profile.name, "profile_source": self.profile.source,
-               "primitive": self.primitive, "repeats": self.repeats,
-               "narrowings": self.narrowings, "started": _now(),
-               "finished": finished, "axes": [a.name for a in self.axes],
-               "stages": [s.as_dict() for s in stages],
-               "tuned": tuned.as_dict() if tuned else None}
+        state = TuneState(
+            fabbench=__version__, argv=tuple(self.argv), fabric=self.profile.name,
+            profile_source=self.profile.source, primitive=self.primitive,
+            repeats=self.repeats, narrowings=self.narrowings, started=_now(),
+            finished=finished, axes=tuple(a.name for a in self.axes),
+            stages=tuple(s.to_json() for s in stages),
+            tuned=tuned.to_json() if tuned else None)
         path = self.directory / STATE
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(doc, indent=1) + "\n")
+        tmp.write_text(json.dumps(state.to_json(), indent=1) + "\n")
         tmp.replace(path)
 
     # ---- trials ----
@@ -271,7 +314,7 @@ class Tuner:
                                       primitives={**self.profile.primitives, key: section})
         path = self.directory / "profiles" / f"{name}.toml"
         path.write_text(profile_toml(profile, [f"fabbench tune: {self.profile.name} with "
-                                               f"{json.dumps(choice.as_dict())}"]))
+                                               f"{json.dumps(choice.to_json())}"]))
         return path
 
     def _rules_for(self, choice: Choice, label: str) -> Choice:
@@ -448,16 +491,14 @@ def replayed(directory: Path) -> TuneOutcome:
     """A finished tune's outcome, decided again from its files as `--resume` would, without
     launching or writing anything (what `fabbench report DIR` shows)."""
     try:
-        state = json.loads((directory / STATE).read_text())
-        argv, repeats = list(state["argv"]), int(state["repeats"])
-        narrowings = int(state.get("narrowings", NARROWINGS))
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+        state = TuneState.read(json.loads((directory / STATE).read_text()))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise UsageError(f"{directory / STATE}: not a tune's state file ({exc})") from None
-    if not state.get("finished"):
+    if not state.finished:
         raise UsageError(f"{directory}: the tune did not finish; continue it with fabbench "
-                         f"tune {directory} {' '.join(argv)} --resume")
-    tuner = Tuner(RunConfig.from_argv(argv), directory, repeats=repeats, replay=True,
-                  narrowings=narrowings)
+                         f"tune {directory} {' '.join(state.argv)} --resume")
+    tuner = Tuner(RunConfig.from_argv(state.argv), directory, repeats=state.repeats,
+                  replay=True, narrowings=state.narrowings)
     return tuner.run()
 
 
@@ -528,9 +569,9 @@ def _load(paths: Sequence[Path]) -> Loaded:
                              f"same setting {out.transport}")
         for c in results.of_kind(Collective):
             key = (c.op, c.bytes)
-            out.samples.setdefault(key, []).extend(c.samples_us or [c.time_us["p50"]])
-            out.medians.setdefault(key, []).append(c.time_us["p50"])
-            out.factor[key] = c.busbw_gbyte_s * c.time_us["p50"]
+            out.samples.setdefault(key, []).extend(c.samples_us or [c.time_us.p50])
+            out.medians.setdefault(key, []).append(c.time_us.p50)
+            out.factor[key] = c.busbw_gbyte_s * c.time_us.p50
         for ceiling in results.of_kind(Ceiling):
             rates = [d.gbit_s for d in ceiling.directions or () if d.gbit_s]
             if rates and not ceiling.error:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator
 from typing import Any
 
 import numpy as np
@@ -101,7 +101,7 @@ def sweep(comm: Communicator, plan: Plan, transport: str, arm: Callable[[float, 
                     run_id=plan.run_id, op=op_name, bytes=size, count=max(counts), dtype=dtype,
                     ranks=n, transport=transport, iters=m.iters, samples=len(m.samples_us),
                     batch=m.batch, warmup=m.warmup, timing=plan.policy.protocol,
-                    cuda_graph=plan.policy.cuda_graph, time_us=times,
+                    cuda_graph=plan.policy.cuda_graph, time_us=records.Times.of(times),
                     samples_us=[round(s, 3) for s in m.samples_us], rank_samples_us=own,
                     algbw_gbyte_s=algbw, busbw_gbyte_s=algbw * op.busbw_factor(n),
                     busbw_mean_gbyte_s=size / (times["mean"] * 1e-6) / 1e9 * op.busbw_factor(n),
@@ -120,13 +120,14 @@ class _Collectives:
     def run(self, ctx: RankContext) -> Iterator[records.Record]:
         return sweep(ctx.comm, ctx.plan, ctx.transport, ctx.arm, ctx.fault, ctx.state.skip)
 
-    def header(self, run: Mapping[str, Any]) -> str:
+    def header(self, run: records.Run) -> str:
         text = io.StringIO()
-        stream_header(records.Run.read(run), text)
+        stream_header(run, text)
         return text.getvalue().rstrip("\n")
 
-    def line(self, record: Mapping[str, Any]) -> str:
-        return point_line(dict(record))
+    def line(self, record: records.Record) -> str:
+        assert isinstance(record, records.Collective)
+        return point_line(record)
 
     def wrong(self, record: records.Record) -> bool:
         return getattr(record, "correct", None) is False

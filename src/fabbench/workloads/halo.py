@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from fabbench.comm.base import Communicator
@@ -156,7 +156,8 @@ def run_halo(comm: Communicator, plan: Plan, transport: str,
     return records.Halo(
         run_id=plan.run_id, cells_per_rank=side**3, side=side, grid=halo.dims,
         ranks=comm.size, iterations=plan.halo.halo_iters, dtype="float64",
-        transport=transport, time_us=summarize(slow_iter), exchange_us=ex,
+        transport=transport, time_us=records.Times.of(summarize(slow_iter)),
+        exchange_us=records.Times.of(ex),
         samples_us=[round(t, 3) for t in slow_iter],  # per iteration, the slowest rank's
         compute_us_p50=statistics.median(slow_iter) - ex["p50"],
         bytes_per_iter=sent, messages_per_iter=sum(2 for d in halo.dims if d > 1),
@@ -175,11 +176,12 @@ class _Halo:
     def run(self, ctx: RankContext) -> Iterator[records.Record]:
         yield run_halo(ctx.comm, ctx.plan, ctx.transport, ctx.arm)
 
-    def header(self, run: Mapping[str, Any]) -> str:
+    def header(self, run: records.Run) -> str:
         return lines.HALO.header
 
-    def line(self, record: Mapping[str, Any]) -> str:
-        return lines.HALO.line(dict(record))
+    def line(self, record: records.Record) -> str:
+        assert isinstance(record, records.Halo)
+        return lines.HALO.line(record)
 
     def wrong(self, record: records.Record) -> bool:
         return getattr(record, "correct", None) is False

@@ -8,9 +8,9 @@ chooses it, before its communicator starts, never while it measures.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from fabbench import catalog
 from fabbench.workload_spec import load_entry
@@ -50,9 +50,9 @@ class Workload(Protocol):
 
     def run(self, ctx: RankContext) -> Iterator[records.Record]: ...
 
-    def header(self, run: Mapping[str, Any]) -> str | None: ...
+    def header(self, run: records.Run) -> str | None: ...
 
-    def line(self, record: Mapping[str, Any]) -> str: ...
+    def line(self, record: records.Record) -> str: ...
 
     def wrong(self, record: records.Record) -> bool: ...
 

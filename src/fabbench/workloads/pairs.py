@@ -169,7 +169,7 @@ def _record(found: dict[str, Any], number: int, rounds: int, ranks: list[int], h
         transport=transport, iters=found["batch"] * len(samples),
         samples=len(samples), batch=found["batch"], warmup=found["warmup"],
         timing=plan.policy.protocol,
-        time_us=times, samples_us=[round(s, 3) for s in samples],
+        time_us=records.Times.of(times), samples_us=[round(s, 3) for s in samples],
         bw_gbyte_s=size / (times["p50"] * 1e-6) / 1e9, correct=found["correct"],
         recheck=recheck)
 
@@ -179,13 +179,13 @@ HEADER = (f"#{'round':>6} {'pair':>9} {'size':>10} {'type':>9} {'p50 us':>11} {'
           f"{'check':>6}  hosts")
 
 
-def line(rec: dict[str, Any]) -> str:
-    check = {True: "ok", False: "WRONG", None: "-"}[rec["correct"]]
-    pair = f"{rec['a']}<->{rec['b']}"
-    round_ = f"{rec['round']}r" if rec.get("recheck") else rec["round"]
-    return (f" {round_:>6} {pair:>9} {rec['bytes']:>10} {rec['dtype']:>9} "
-            f"{rec['time_us']['p50']:>11.2f} {rec['bw_gbyte_s']:>8.4f} {check:>6}  "
-            f"{rec['a_host']} <-> {rec['b_host']}")
+def line(rec: records.Pairs) -> str:
+    check = {True: "ok", False: "WRONG", None: "-"}[rec.correct]
+    pair = f"{rec.a}<->{rec.b}"
+    round_ = f"{rec.round}r" if rec.recheck else rec.round
+    return (f" {round_:>6} {pair:>9} {rec.bytes:>10} {rec.dtype:>9} "
+            f"{rec.time_us.p50:>11.2f} {rec.bw_gbyte_s:>8.4f} {check:>6}  "
+            f"{rec.a_host} <-> {rec.b_host}")
 
 
 class _Pairs:
@@ -199,11 +199,12 @@ class _Pairs:
     def run(self, ctx: RankContext) -> Iterator[records.Record]:
         return run_pairs(ctx.comm, ctx.plan, ctx.transport, list(ctx.hosts), ctx.arm, ctx.fault)
 
-    def header(self, run: Mapping[str, Any]) -> str:
+    def header(self, run: records.Run) -> str:
         return HEADER
 
-    def line(self, record: Mapping[str, Any]) -> str:
-        return line(dict(record))
+    def line(self, record: records.Record) -> str:
+        assert isinstance(record, records.Pairs)
+        return line(record)
 
     def wrong(self, record: records.Record) -> bool:
         return getattr(record, "correct", None) is False

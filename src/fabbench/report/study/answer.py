@@ -45,6 +45,38 @@ class StudyAnswer:
             out[c.entry["status"]] = out.get(c.entry["status"], 0) + 1
         return out
 
+    def to_json(self) -> dict[str, Any]:
+        """The answer for machines (strict JSON: no inf/nan)."""
+        groups = []
+        for g in self.groups:
+            rows = []
+            for r in g.rows:
+                d, lo, hi = r.diff()
+                v = r.verdict
+                rows.append({"cell": r.cell.id, "label": r.cell.label, **r.cell.axes,
+                             "median": r.median, "samples": len(r.samples),
+                             "throughput": r.throughput, "comm_share": r.comm_share,
+                             "scaling_efficiency": r.scaling, "link_pct": r.link_pct,
+                             "transport": r.transport, "best": r.best, "diff_pct": d,
+                             "diff_ci_low_pct": lo, "diff_ci_high_pct": hi,
+                             "p_value": v.p_value if v else None,
+                             "verdict": v.verdict if v else "best"})
+            groups.append({"kind": g.kind, "what": g.what, "nodes": g.nodes,
+                           "metric": METRIC[g.kind], "rows": rows})
+        return jsonable({
+            "study": self.manifest["study"], "directory": str(self.directory),
+            "headline": self.headline, "counts": self.counts(), "groups": groups,
+            "cells": [{"id": c.id, "label": c.label, "status": c.entry["status"],
+                       "reason": c.entry.get("reason"), "error": c.entry.get("error"),
+                       "file": c.entry["file"]} for c in self.cells],
+            "forecast": self.forecast, "forecast_error": self.forecast_error,
+            "whatif": [{"what": w.what, "nodes": w.nodes, "agreement": w.agreement,
+                        "notes": list(w.notes), "rows": [dataclasses.asdict(r) for r in w.rows]}
+                       for w in self.whatif],
+            "slow": None if self.slow is None else list(self.slow),
+            "slow_text": list(self.slow_text),
+            "warnings": self.warnings})
+
 
 def _forecast(directory: Path, cells: list[StudyCell]) -> tuple[dict | None, str | None]:
     """`fabbench model` over the study's results: what they predict for more nodes and other
@@ -85,33 +117,3 @@ def answer(directory: str | Path, *, forecast: bool = True) -> StudyAnswer:
     return out
 
 
-def as_json(a: StudyAnswer) -> dict[str, Any]:
-    """The answer for machines (strict JSON: no inf/nan)."""
-    groups = []
-    for g in a.groups:
-        rows = []
-        for r in g.rows:
-            d, lo, hi = r.diff()
-            v = r.verdict
-            rows.append({"cell": r.cell.id, "label": r.cell.label, **r.cell.axes,
-                         "median": r.median, "samples": len(r.samples),
-                         "throughput": r.throughput, "comm_share": r.comm_share,
-                         "scaling_efficiency": r.scaling, "link_pct": r.link_pct,
-                         "transport": r.transport, "best": r.best, "diff_pct": d,
-                         "diff_ci_low_pct": lo, "diff_ci_high_pct": hi,
-                         "p_value": v.p_value if v else None,
-                         "verdict": v.verdict if v else "best"})
-        groups.append({"kind": g.kind, "what": g.what, "nodes": g.nodes,
-                       "metric": METRIC[g.kind], "rows": rows})
-    return jsonable({
-        "study": a.manifest["study"], "directory": str(a.directory),
-        "headline": a.headline, "counts": a.counts(), "groups": groups,
-        "cells": [{"id": c.id, "label": c.label, "status": c.entry["status"],
-                   "reason": c.entry.get("reason"), "error": c.entry.get("error"),
-                   "file": c.entry["file"]} for c in a.cells],
-        "forecast": a.forecast, "forecast_error": a.forecast_error,
-        "whatif": [{"what": w.what, "nodes": w.nodes, "agreement": w.agreement,
-                    "notes": list(w.notes), "rows": [dataclasses.asdict(r) for r in w.rows]}
-                   for w in a.whatif],
-        "slow": None if a.slow is None else list(a.slow), "slow_text": list(a.slow_text),
-        "warnings": a.warnings})

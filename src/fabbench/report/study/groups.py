@@ -151,8 +151,8 @@ def halo_groups(cells: list[StudyCell]) -> list[CellGroup]:
         rec = recs[-1]
         key = (c.axes["workload"], c.axes["nodes"])
         g = groups.setdefault(key, CellGroup("halo", c.axes["workload"], c.axes["nodes"]))
-        t = rec.time_us["p50"]
-        ex = (rec.exchange_us or {}).get("p50")
+        t = rec.time_us.p50
+        ex = rec.exchange_us.p50 if rec.exchange_us else None
         g.rows.append(CellResult(cell=c, median=t, samples=list(rec.samples_us or []),
                           throughput=rec.exchange_gbyte_s,
                           comm_share=(ex / t) if ex is not None and t > 0 else None,
@@ -181,7 +181,7 @@ def collective_groups(cells: list[StudyCell]) -> list[CellGroup]:
                 r = points[c.id][(size, dtype)]
                 link = link_of(c.run) if c.run else None
                 g.rows.append(CellResult(
-                    cell=c, median=r.time_us["p50"], samples=list(r.samples_us or []),
+                    cell=c, median=r.time_us.p50, samples=list(r.samples_us or []),
                     throughput=r.busbw_gbyte_s,
                     link_pct=share_pct(link, r), transport=r.transport))
             groups.append(g)

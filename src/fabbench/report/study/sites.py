@@ -54,7 +54,7 @@ class ImageCheck:
         return (f"DIFFERENT IMAGES: A ran {', '.join(self.a)}; B ran {', '.join(self.b)}; "
                 "the comparison is of the sites and the images together")
 
-    def as_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return {"same": self.same, "a": list(self.a), "b": list(self.b),
                 "a_refs": list(self.a_refs), "b_refs": list(self.b_refs), "line": self.line}
 
@@ -97,7 +97,7 @@ class SiteNetwork:
                 start = i
         return f"{', '.join(parts)} ({self.links_from})"
 
-    def as_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return {"links": [{"node": n, "gbit_s": g} for n, g in self.links],
                 "links_from": self.links_from, "links_text": self.links_text,
                 "ceilings": list(self.ceilings), "slow": list(self.slow),
@@ -109,7 +109,7 @@ def _links(series: Sequence[Series]) -> tuple[tuple[tuple[str, float], ...], str
     for run in runs:
         emulated = run.emulation
         if emulated:
-            return (tuple((x["node"], x["speed_gbit_s"]) for x in emulated["links"]),
+            return (tuple((x.node or "?", x.speed_gbit_s or 0.0) for x in emulated.links or ()),
                     "emulated links, tc")
     for run in runs:  # ranks in an image do not see the cluster; the site's launch says
         site = run.provenance.env.get(SITE_ENV)
@@ -191,8 +191,8 @@ class Sites:
                 out.append(f"no slow node at {side}: " + " ".join(net.slow_text))
         return out
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"image": self.image.as_dict(), "a": self.a.as_dict(), "b": self.b.as_dict(),
+    def to_json(self) -> dict[str, Any]:
+        return {"image": self.image.to_json(), "a": self.a.to_json(), "b": self.b.to_json(),
                 "lines": self.lines()}
 
 

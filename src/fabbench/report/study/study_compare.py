@@ -52,6 +52,22 @@ class StudyComparison:
     def different(self) -> list[MatchedCells]:
         return [p for p in self.pairs if p.verdict.significant]
 
+    def to_json(self) -> dict[str, Any]:
+        return jsonable({
+            "a": str(self.a), "b": str(self.b),
+            "rows": [{"what": p.what, "a_cell": p.a.id, "b_cell": p.b.id, "label": p.label,
+                      "a_median": p.a_median, "b_median": p.b_median, "ratio": p.verdict.ratio,
+                      "ci_low": p.verdict.ci_low, "ci_high": p.verdict.ci_high,
+                      "p_value": p.verdict.p_value, "verdict": p.verdict.verdict}
+                     for p in self.pairs],
+            "different": [f"{p.a.id}: {p.what}" for p in self.different],
+            "only_a": self.only_a, "only_b": self.only_b,
+            "provenance_diff": dict(self.provenance),
+            **({"image": self.sites.image.to_json(), "network": {"a": self.sites.a.to_json(),
+                                                              "b": self.sites.b.to_json(),
+                                                              "lines": self.sites.lines()}}
+               if self.sites else {})})
+
 
 def _key(c: StudyCell, with_link: bool) -> tuple:
     a = c.axes
@@ -118,23 +134,6 @@ def compare_studies(dir_a: str | Path, dir_b: str | Path) -> StudyComparison:
     diff += list(options.items())
     out.provenance = diff
     return out
-
-
-def as_json(c: StudyComparison) -> dict[str, Any]:
-    return jsonable({
-        "a": str(c.a), "b": str(c.b),
-        "rows": [{"what": p.what, "a_cell": p.a.id, "b_cell": p.b.id, "label": p.label,
-                  "a_median": p.a_median, "b_median": p.b_median, "ratio": p.verdict.ratio,
-                  "ci_low": p.verdict.ci_low, "ci_high": p.verdict.ci_high,
-                  "p_value": p.verdict.p_value, "verdict": p.verdict.verdict}
-                 for p in c.pairs],
-        "different": [f"{p.a.id}: {p.what}" for p in c.different],
-        "only_a": c.only_a, "only_b": c.only_b,
-        "provenance_diff": dict(c.provenance),
-        **({"image": c.sites.image.as_dict(), "network": {"a": c.sites.a.as_dict(),
-                                                          "b": c.sites.b.as_dict(),
-                                                          "lines": c.sites.lines()}}
-           if c.sites else {})})
 
 
 def image_line(c: StudyComparison) -> str:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from fabbench.errors import UsageError
 from fabbench.report.runs_report import write_output
-from fabbench.report.study.answer import StudyAnswer, answer, as_json
+from fabbench.report.study.answer import StudyAnswer, answer
 
 
 def make_study_report(directory: Path, *, html: Path | None = None,
@@ -16,7 +16,7 @@ def make_study_report(directory: Path, *, html: Path | None = None,
     a = answer(directory)
     written: list[Path] = []
     if json_path is not None:
-        written.append(write_output(json_path, json.dumps(as_json(a), indent=1, allow_nan=False)
+        written.append(write_output(json_path, json.dumps(a.to_json(), indent=1, allow_nan=False)
                               + "\n"))
     if html is None and plots_dir is None:
         return a, written

@@ -11,8 +11,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from fabbench.results import lines, records
 from fabbench.workloads.train.buckets import bucket_plan
@@ -37,11 +37,12 @@ class _Train:
         yield run_train(ctx.comm, ctx.plan, ctx.transport, ctx.arm,
                         baseline_samples_per_s=ctx.state.baseline_samples_per_s)
 
-    def header(self, run: Mapping[str, Any]) -> str:
+    def header(self, run: records.Run) -> str:
         return lines.TRAIN.header
 
-    def line(self, record: Mapping[str, Any]) -> str:
-        return lines.TRAIN.line(dict(record))
+    def line(self, record: records.Record) -> str:
+        assert isinstance(record, records.Train)
+        return lines.TRAIN.line(record)
 
     def wrong(self, record: records.Record) -> bool:
         assert isinstance(record, records.Train)

@@ -61,9 +61,9 @@ def train_record(plan: Plan, *, baseline_samples_per_s: float | None, ranks: int
         compute_ms_samples=[round(t * 1e3, 4) for t in compute],
         grad_bytes=grad_bytes,
         wire_bytes_per_rank=int(2 * (n - 1) / n * grad_bytes),  # ring all-reduce
-        buckets={"cap_mb": cap_mb, "count": len(buckets), "bytes": buckets,
-                 "source": bucket_source},
-        net=net,
+        buckets=records.Buckets(cap_mb=cap_mb, count=len(buckets), bytes=buckets,
+                                source=bucket_source),
+        net=records.Net.of(net),
         grads_identical=len(set(grads)) == 1,
         grads_finite_nonzero=usable,
         params_identical=len(set(weights)) == 1,
