@@ -480,8 +480,8 @@ def _all(expect: Expect, **but: Expect) -> dict[str, Expect]:
 
 
 SIXTEEN = r"rank \d: (timed out|failed) in allreduce of 16777216 bytes"
-# horovodrun's line (launch/horovodrun.py) naming the first rank to end non-zero: the killed one,
-# or rank 0 when its own failure ended it first
+# horovodrun's line (launch/horovodrun_main.py) naming the first rank to end non-zero: the killed
+# one, or rank 0 when its own failure ended it first
 HOROVODRUN_LOST = (r"horovodrun: error: Horovod detected that one or more processes exited with "
                    r"non-zero status.* Process name: [01] Exit code: (137|1)\b")
 FAULTS: tuple[Fault, ...] = (
@@ -493,7 +493,7 @@ FAULTS: tuple[Fault, ...] = (
     # headline; mpirun's abort across nodes hangs, so the launcher ends the run 5 s later
     # horovod-gloo: while horovodrun stops the ranks, a thread of its own may die mid-print
     # ("Exception in thread Thread-1 (fn)", horovod/runner/util/threads.py, safe_shell_exec),
-    # past the hook launch/horovodrun.py sets (seen once in CI): horovodrun's own words, kept
+    # past the hook launch/horovodrun_main.py sets (seen once in CI): horovodrun's own words, kept
     Fault(name="link-down", what="node 1's link taken down for good", inject=link_down,
           expect=_all(Expect(code=(1,), headline=SIXTEEN, ok=False, why="16777216 bytes"),
                       **{"horovod-gloo": Expect(code=(1,), headline=SIXTEEN, ok=False,

@@ -55,3 +55,13 @@ def test_a_name_defined_in_two_modules_or_nested_is_found(tmp_path):
 def test_the_walk_sees_the_real_package():
     found: Iterable[str] = class_names(SRC)
     assert "Record" in found and "Verdict" in found
+
+
+def test_no_module_name_is_used_twice_under_src():
+    """One module per name too (issue 45): a `text.py` in three packages says nothing of which
+    text; packages' `__init__.py` aside."""
+    found: dict[str, list[str]] = {}
+    for path in sorted(SRC.rglob("*.py")):
+        if path.name != "__init__.py":
+            found.setdefault(path.stem, []).append(str(path.relative_to(SRC)))
+    assert not duplicates(found)

@@ -1,8 +1,8 @@
-"""launch/horovodrun.py: horovodrun --gloo's shutdown event, set on SIGTERM or SIGINT by a thread
-that reads Python's wakeup fd. Horovod's own handler set the event itself: run again by a second
-signal while inside Event.set, it waited for good on the lock it held; and a signal another of
-horovodrun's threads took did not wake the main thread sleeping in a lock (the handler ran only
-once the lock was released: the ranks' end)."""
+"""launch/horovodrun_main.py: horovodrun --gloo's shutdown event, set on SIGTERM or SIGINT by a
+thread that reads Python's wakeup fd. Horovod's own handler set the event itself: run again by a
+second signal while inside Event.set, it waited for good on the lock it held; and a signal
+another of horovodrun's threads took did not wake the main thread sleeping in a lock (the handler
+ran only once the lock was released: the ranks' end)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from fabbench.launch.horovodrun import _shutdown_event
+from fabbench.launch.horovodrun_main import _shutdown_event
 
 
 @pytest.fixture

@@ -17,9 +17,9 @@ Open MPI 4.1's texts (help-orterun.txt and help-errmgr-base.txt, /usr/share/open
                                     Exit code: %d
   [node-died]                       ORTE has lost communication with a remote daemon. HNP
                                     daemon: %s on node %s  Remote daemon: %s on node %s
-horovodrun's (horovod/runner/gloo_run.py), as launch/horovodrun.py prints it in one line: "Horovod
-detected that one or more processes exited with non-zero status, ... Process name: 1 Exit code:
-137" (the process name is the rank)
+horovodrun's (horovod/runner/gloo_run.py), as launch/horovodrun_main.py prints it in one line:
+"Horovod detected that one or more processes exited with non-zero status, ... Process name: 1 Exit
+code: 137" (the process name is the rank)
 The help texts are wrapped over lines and framed by dashes, so the patterns read the tail as one
 line with its whitespace folded.
 """

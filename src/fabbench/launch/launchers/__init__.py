@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from fabbench.errors import UsageError
 from fabbench.launch.launchers import horovodrun, mpirun, pmi, pod, spawn, srun, torchrun
-from fabbench.launch.launchers.base import (
+from fabbench.launch.launchers.launcher import (
     REGISTRY,
     Launcher,
     LauncherRegistry,

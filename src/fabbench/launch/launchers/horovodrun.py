@@ -1,4 +1,4 @@
-"""horovodrun --gloo, through fabbench.launch.horovodrun (a failed rank said in one line, not a
+"""horovodrun --gloo, through fabbench.launch.horovodrun_main (a failed rank said in one line, not a
 traceback of horovodrun's): on this host and on emulated nodes only (its own rendezvous: no
 scheduler can start it)."""
 
@@ -9,7 +9,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from fabbench.launch.launchers.base import Launcher, LaunchSpec, RankVars, Where, register
+from fabbench.launch.launchers.launcher import Launcher, LaunchSpec, RankVars, Where, register
 
 if TYPE_CHECKING:
     from fabbench.launch.settings import Resolved
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 # horovodrun --gloo prefixes every line of rank N's stdout with "[N]<stdout>:"; it has no
 # option to turn that off
 PREFIX = r"^\[\d+\]<stdout>:"
-COMMAND = (sys.executable, "-m", "fabbench.launch.horovodrun")
+COMMAND = (sys.executable, "-m", "fabbench.launch.horovodrun_main")
 
 
 def argv(plan: Plan, hosts: str, iface: str | None, program: Sequence[str]) -> list[str]:

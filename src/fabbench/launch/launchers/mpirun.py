@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from fabbench.launch.launchers.base import (
+from fabbench.launch.launchers.launcher import (
     Launcher,
     LaunchSpec,
     PodLaunch,

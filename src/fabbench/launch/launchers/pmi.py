@@ -3,7 +3,7 @@ their variables to place a rank they started."""
 
 from __future__ import annotations
 
-from fabbench.launch.launchers.base import Launcher, RankVars, register
+from fabbench.launch.launchers.launcher import Launcher, RankVars, register
 
 
 @register

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 
-from fabbench.launch.launchers.base import REGISTRY, Launcher, PodLaunch, RankVars, register
+from fabbench.launch.launchers.launcher import REGISTRY, Launcher, PodLaunch, RankVars, register
 from fabbench.launch.words import fill, lists
 
 HOSTFILE = "/etc/mpi/hostfile"  # where the MPI operator mounts the hostfile it writes

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from fabbench.launch.launchers.base import Launcher, LaunchSpec, PodLaunch, Where, register
+from fabbench.launch.launchers.launcher import Launcher, LaunchSpec, PodLaunch, Where, register
 from fabbench.launch.launchers.srun import Srun
 from fabbench.launch.launchers.torchrun import LINE
 from fabbench.launch.ports import free_port

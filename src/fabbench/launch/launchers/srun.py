@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from fabbench.launch.launchers.base import Launcher, RankVars, register
+from fabbench.launch.launchers.launcher import Launcher, RankVars, register
 
 # SLURM_STEP_ID of no job step: a batch script's own shell (SLURM_PROCID=0 there too)
 _NOT_A_STEP = (None, "", "batch", "extern", "4294967294", "4294967295")

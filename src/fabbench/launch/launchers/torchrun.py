@@ -3,7 +3,7 @@ starts the pod's ranks (its node rank and the rendezvous from the pod's environm
 
 from __future__ import annotations
 
-from fabbench.launch.launchers.base import Launcher, RankVars, register
+from fabbench.launch.launchers.launcher import Launcher, RankVars, register
 from fabbench.launch.words import Line, Shell, fill
 
 # torchrun starting {per_node} ranks of one of {nodes} pods of an Indexed Job (its node rank and

@@ -1,8 +1,8 @@
-"""`python -m fabbench.launch.horovodrun ARGS` is `horovodrun ARGS` (Horovod's launcher, in this
-process) with two differences. A failed rank, or an exception in one of horovodrun's threads, is
-one line in Horovod's words and horovodrun's exit code (1), not a traceback of its frames. And
-SIGTERM always stops the ranks: the signal handlers do nothing but wake a thread of its own
-(through Python's wakeup fd, whichever thread the kernel gave the signal to), which sets
+"""`python -m fabbench.launch.horovodrun_main ARGS` is `horovodrun ARGS` (Horovod's launcher, in
+this process) with two differences. A failed rank, or an exception in one of horovodrun's
+threads, is one line in Horovod's words and horovodrun's exit code (1), not a traceback of its
+frames. And SIGTERM always stops the ranks: the signal handlers do nothing but wake a thread of
+its own (through Python's wakeup fd, whichever thread the kernel gave the signal to), which sets
 horovodrun's shutdown event (_shutdown_event, in place of gloo_run.register_shutdown_event); a
 handler that sets the event itself can deadlock on the event's lock when a second signal lands
 inside it, and runs only once the ranks end when the signal reaches another thread."""
