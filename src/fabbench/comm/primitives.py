@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from fabbench.by_name import ByName
 from fabbench.errors import UsageError
 
 ALL_OPS = ("allreduce", "allgather", "reduce_scatter", "broadcast", "alltoall", "sendrecv")
@@ -95,32 +96,18 @@ class Primitive:
         return self.launchers[self.backend(over)]
 
 
-class Registry:
-    """Primitives by name, in registration order; a second entry of one name is refused."""
+class Registry(ByName[Primitive]):
+    """Primitives by name, in registration order; a second entry of one name is refused, and
+    one that runs over a primitive not registered before it."""
 
     def __init__(self) -> None:
-        self._by_name: dict[str, Primitive] = {}
+        super().__init__("primitive")
 
-    def add(self, primitive: Primitive) -> Primitive:
-        if primitive.name in self._by_name:
-            raise UsageError(f"primitive {primitive.name!r} is registered twice")
+    def _admit(self, primitive: Primitive) -> None:
         for backend in primitive.launchers:
-            if backend != primitive.name and backend not in self._by_name:
+            if backend != primitive.name and backend not in self:
                 raise UsageError(f"primitive {primitive.name!r} runs over {backend!r}, which "
                                  "is not registered before it")
-        self._by_name[primitive.name] = primitive
-        return primitive
-
-    def get(self, name: str) -> Primitive:
-        if name not in self._by_name:
-            raise UsageError(f"unknown primitive {name!r} (known: {', '.join(self._by_name)})")
-        return self._by_name[name]
-
-    def names(self) -> tuple[str, ...]:
-        return tuple(self._by_name)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._by_name
 
 
 REGISTRY = Registry()

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, TypeVar
 
+from fabbench.by_name import ByName
 from fabbench.errors import UsageError
 from fabbench.launch.words import Line
 from fabbench.plan import PLAN_ENV, STATE_ENV
@@ -141,31 +142,11 @@ class Launcher:
 L = TypeVar("L", bound=type[Launcher])
 
 
-class LauncherRegistry:
+class LauncherRegistry(ByName[Launcher]):
     """Launchers by name, in registration order; a second launcher of one name is refused."""
 
     def __init__(self) -> None:
-        self._by_name: dict[str, Launcher] = {}
-
-    def add(self, launcher: Launcher) -> Launcher:
-        if launcher.name in self._by_name:
-            raise UsageError(f"launcher {launcher.name!r} is registered twice")
-        self._by_name[launcher.name] = launcher
-        return launcher
-
-    def get(self, name: str) -> Launcher:
-        if name not in self._by_name:
-            raise UsageError(f"unknown launcher {name!r} (known: {', '.join(self._by_name)})")
-        return self._by_name[name]
-
-    def names(self) -> tuple[str, ...]:
-        return tuple(self._by_name)
-
-    def __iter__(self) -> Iterator[Launcher]:
-        return iter(tuple(self._by_name.values()))
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._by_name
+        super().__init__("launcher")
 
     @contextmanager
     def scoped(self) -> Iterator[LauncherRegistry]:
