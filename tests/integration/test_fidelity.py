@@ -57,8 +57,10 @@ def test_fabbench_is_within_a_loose_band_of_the_bare_loop(label):
 
 
 def test_doctor_fidelity_compares_on_this_host_and_says_so():
-    seen = []
-    for _ in range(2):  # as above: out of the loose band twice is an artefact, once is noise
+    """As above: a size out of the loose band the same way in every try is an artefact; out one
+    way, then in or out the other way, is noise (CI saw 1M at 0.63, then at 2.67)."""
+    seen, ways = [], []
+    for _ in range(3):
         p = fabbench("doctor", "--fabric", "shm", "--primitive", "mpi", "--no-smoke",
                      "--fidelity", "--json", timeout=400)
         report = json.loads(p.stdout)
@@ -70,9 +72,15 @@ def test_doctor_fidelity_compares_on_this_host_and_says_so():
                   fid["detail"].split(": ", 1)[1].split(";")[:3]]
         assert len(ratios) == 3, fid
         seen.append(fid["detail"])
-        if all(LOOSE[0] <= r <= LOOSE[1] for r in ratios[1:]):
+        # the 8-byte ratio is latency, not bandwidth: shown, not judged here
+        ways.append({size: "slower" if r < LOOSE[0] else "faster"
+                     for size, r in zip(("1M", "4M"), ratios[1:])
+                     if not LOOSE[0] <= r <= LOOSE[1]})
+        if not ways[-1]:
             return
-    pytest.fail(f"doctor --fidelity out of the loose band twice: {seen}")
+    persistent = {size: way for size, way in ways[0].items()
+                  if all(w.get(size) == way for w in ways[1:])}
+    assert not persistent, f"doctor --fidelity: fabbench {persistent} in every try: {seen}"
 
 
 def test_a_launcher_stopped_by_sigterm_stops_its_ranks_and_closes_the_file(tmp_path):
