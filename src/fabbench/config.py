@@ -22,7 +22,6 @@ from fabbench import catalog
 from fabbench.catalog import (
     MAX_LOCAL_RANKS,
     CollectivesConfig,
-    HaloConfig,
     PairsConfig,
     TrainConfig,
 )
@@ -143,16 +142,13 @@ class RunConfig:
         return section(self, "train", TrainConfig)
 
     @property
-    def halo(self) -> HaloConfig:
-        return section(self, "halo", HaloConfig)
-
-    @property
     def pairs(self) -> PairsConfig:
         return section(self, "pairs", PairsConfig)
 
     def __getattr__(self, name: str) -> Any:
-        """A workload package's section (``config.toy``); fabbench's own are the properties
-        above."""
+        """The section of a workload declared in a package of its own (``config.toy``), its
+        type the package's: ``section(config, "toy", ToyConfig)`` gives it typed; the
+        catalog's are the properties above."""
         return section_of(self, name)
 
     def to_argv(self) -> list[str]:

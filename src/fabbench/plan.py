@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fabbench import catalog, config
-from fabbench.catalog import HaloConfig, TrainConfig
+from fabbench.catalog import TrainConfig
 from fabbench.comm import primitives
 from fabbench.comm.primitives import DTYPES, HOROVOD_OVER, OPS
 from fabbench.config import RunConfig
@@ -83,10 +83,6 @@ class Plan:
     def train(self) -> TrainConfig:
         return config.section(self, "train", TrainConfig)
 
-    @property
-    def halo(self) -> HaloConfig:
-        return config.section(self, "halo", HaloConfig)
-
     def __getattr__(self, name: str) -> Any:
         """A workload package's section (``plan.toy``)."""
         return config.section_of(self, name)
@@ -139,13 +135,10 @@ class Plan:
             on = f" on {self.device} buffers" if spec.point_to_point else ""
             raise UsageError(f"--workload pairs needs point-to-point messages, which "
                              f"{self.primitive} does not have{on}: use --primitive {able}")
-        # the halo shifts through the communicator (Horovod's through its MPI); a library
-        # that sends host memory only cannot shift device buffers
-        if catalog.runs(self.workload, "halo") and self.device != "cpu" \
-                and "sendrecv" in spec.host_only_ops:
-            raise UsageError(f"--workload halo exchanges point to point, which {self.primitive} "
-                             f"cannot do with {self.device} buffers: use --primitive mpi or "
-                             "nccl, or --device cpu")
+        for part in catalog.parts(self.workload):  # each workload's own rules
+            own = catalog.WORKLOADS[part].check
+            if own is not None:
+                own(self)
 
     def _check_train(self) -> None:
         if self.train.fusion_mb is not None and not primitives.get(self.primitive).fusion:
@@ -204,8 +197,8 @@ class Plan:
     def read(cls, json_object: Mapping[str, Any]) -> Plan:
         """A plan of ``to_json``, also one a results file of an older fabbench holds: a
         timing knob since removed (stable_rel) and the run-time state plans once carried
-        (now RunState's) are left out; the train and halo options it held flat, each under
-        its own name, are read into their sections (its "no scaling series", [], is None)."""
+        (now RunState's) are left out; the workloads' options it held flat, each under its
+        own name, are read into their sections (its "no scaling series", [], is None)."""
         data = copy.deepcopy(dict(json_object))
         known = {f.name for f in dataclasses.fields(TimingPolicy)}
         data["policy"] = TimingPolicy(**{k: v for k, v in data["policy"].items() if k in known})

@@ -12,7 +12,8 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import re
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -42,6 +43,57 @@ class StudyMetric:
 
 
 @dataclass(frozen=True, kw_only=True)
+class StudyRow:
+    """One study cell's figures for its group, which a workload's ``study`` hook makes of the
+    cell's records of its kind: the ``median`` the group ranks by (in the metric's unit) over
+    ``samples``, the group's name ``what`` (a network's; None: the study's workload name), and
+    what the report shows beside it."""
+
+    median: float
+    samples: Sequence[float]
+    what: str | None = None
+    throughput: float | None = None
+    comm_share: float | None = None  # exposed communication / the median's time
+    scaling: float | None = None     # T_n / (n T_1)
+    transport: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class FloorFigures:
+    """One figure set of a workload's records for the acceptance floors (fabbench.floors.points
+    makes a Point of it with the run's own fields): ``metrics`` by the floors' metric names,
+    in their units, and how they were made (``evidence``)."""
+
+    metrics: Mapping[str, float]
+    evidence: str
+    op: str | None = None
+    bytes: int | None = None
+    dtype: str | None = None
+    transport: str | None = None
+    ranks: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkloadFloors:
+    """What the acceptance floors judge of a workload: the ``metrics`` its points carry (names
+    of fabbench.floors.points.METRICS), the one a ``baseline`` judges, the operations a rule
+    may name (``ops``), whether a baseline's rule names the point's op and size, and
+    ``points``, its records' figures (None: fabbench.floors.points makes them itself)."""
+
+    metrics: tuple[str, ...]
+    baseline: str
+    ops: tuple[str, ...] = ()
+    rule_op: bool = True
+    rule_size: bool = False
+    points: Callable[[Sequence[Any]], Iterable[FloorFigures]] | None = None
+
+    def __post_init__(self) -> None:
+        if self.baseline not in self.metrics:
+            raise ValueError(f"WorkloadFloors.baseline {self.baseline!r} is not one of its metrics "
+                             f"{self.metrics}")
+
+
+@dataclass(frozen=True, kw_only=True)
 class WorkloadSpec:
     """One workload.
 
@@ -54,7 +106,11 @@ class WorkloadSpec:
     takes none beyond the common ones), which becomes ``RunConfig.<name>``, the "<Name>
     workload" panel of ``fabbench run --help`` and study keys. ``lines``: "module:attribute" of
     a fabbench.results.lines.Lines that shows its records in ``fabbench report`` (None: it has
-    its own table). ``metric``: what a study's report ranks its cells by (None: not ranked)."""
+    its own table). ``metric``: what a study's report ranks its cells by (None: not ranked).
+    ``check``: its rules between its options and the decided plan, called with the plan
+    (raising UsageError). ``study``: a cell's :class:`StudyRow` from the cell's records of its
+    kind (None: the median of ``metric.value`` over them, each record a sample). ``floors``:
+    what the acceptance floors judge of it (None: nothing)."""
 
     name: str
     summary: str
@@ -63,6 +119,9 @@ class WorkloadSpec:
     section: type | None = None
     lines: str | None = None
     metric: StudyMetric | None = None
+    check: Callable[[Any], None] | None = field(default=None, compare=False)
+    study: Callable[[Sequence[Any]], StudyRow | None] | None = field(default=None, compare=False)
+    floors: WorkloadFloors | None = None
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):

@@ -74,7 +74,7 @@ def test_doctor_fidelity_compares_on_this_host_and_says_so():
         seen.append(fid["detail"])
         # the 8-byte ratio is latency, not bandwidth: shown, not judged here
         ways.append({size: "slower" if r < LOOSE[0] else "faster"
-                     for size, r in zip(("1M", "4M"), ratios[1:])
+                     for size, r in zip(("1M", "4M"), ratios[1:], strict=True)
                      if not LOOSE[0] <= r <= LOOSE[1]})
         if not ways[-1]:
             return

@@ -1,6 +1,8 @@
-"""A new workload added through its descriptor alone (issue 33): a package in a temporary folder
-declares a WorkloadSpec (its options section, its record kind with its own schema, its lines,
-its metric) in the ``fabbench.workloads`` entry-point group, and nothing of fabbench is changed.
+"""A new workload added through its descriptor alone (issues 33, 45): a package in a temporary
+folder declares a WorkloadSpec (its options section, its record kind with its own schema, its
+lines, its metric, its rule against the plan, its floors) in the ``fabbench.workloads``
+entry-point group, and nothing of fabbench is changed. Its rule refuses a run in one line; the
+floors make a baseline of its run and judge the run by it.
 With the folder on PYTHONPATH, the workload is in ``fabbench run --help`` (its choice and its
 own option panel) and in a study's keys (accepted for its kind, refused for another); it runs on
 real ranks (gloo, two local processes) and writes its records, the summary counting them;
@@ -26,9 +28,10 @@ SPEC_MODULE = '''
 
 from dataclasses import dataclass
 
+from fabbench.errors import UsageError
 from fabbench.option_fields import INT, at_least, option, validate
 from fabbench.results.records import Record, kind
-from fabbench.workload_spec import StudyMetric, WorkloadSpec
+from fabbench.workload_spec import FloorFigures, StudyMetric, WorkloadFloors, WorkloadSpec
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,11 +56,28 @@ class ToyRecord(Record):
     time_us: float
 
 
+def check(plan):
+    """A rule between its option and the decided plan."""
+    if plan.toy.toy_rounds > plan.ranks * 50:
+        raise UsageError(f"--toy-rounds {plan.toy.toy_rounds} is more than 50 per rank")
+
+
+def figures(records):
+    """The floors' figure of a run: its median barrier time."""
+    if records:
+        times = sorted(r.time_us for r in records)
+        yield FloorFigures(metrics={"time": times[len(times) // 2]}, ranks=records[0].ranks,
+                           evidence=f"median of {len(times)} barriers")
+
+
 SPEC = WorkloadSpec(name="toy", summary="barriers timed one by one",
                     entry="toy_fabbench.run:WORKLOAD", record="toy", section=ToyConfig,
                     lines="toy_fabbench.run:LINES",
                     metric=StudyMetric(name="barrier time", unit="µs", value="time_us",
-                                       throughput="barriers/s", throughput_short="barriers/s"))
+                                       throughput="barriers/s", throughput_short="barriers/s"),
+                    check=check,
+                    floors=WorkloadFloors(metrics=("time",), baseline="time", rule_op=False,
+                                          points=figures))
 '''
 
 RUN_MODULE = '''
@@ -170,11 +190,30 @@ def test_the_workload_runs_writes_its_records_and_the_report_shows_them(toy, tmp
     assert "toy, 2 ranks on 1 node(s)" in report.stdout
     assert report.stdout.count("toy-round") == 4
 
+    # the acceptance floors take its figures: a baseline of the run, then the run judged by it
+    floors = tmp_path / "toy.toml"
+    made = fabbench("floors", "baseline", str(out_file), "--out", str(floors), env=toy)
+    assert made.returncode == 0, made.stderr
+    assert 'workload = "toy"' in floors.read_text() and 'metric = "time"' in floors.read_text()
+    judged = fabbench("floors", "verify", "--floors", str(floors), str(out_file), "--json",
+                      str(tmp_path / "verdict.json"), env=toy)
+    assert judged.returncode == 0, judged.stdout + judged.stderr
+    verdict = json.loads((tmp_path / "verdict.json").read_text())
+    assert [(r["status"], r["metric"]) for r in verdict["rules"]] == [("pass", "time")], verdict
+
     # without the package, its records are not this fabbench's: one line, exit code 2
     alone = fabbench("report", str(out_file))
     assert alone.returncode == 2
     assert "'toy' is not a record kind this fabbench knows" in alone.stderr
     assert "Traceback" not in alone.stderr and len(alone.stderr.strip().splitlines()) == 1
+
+
+def test_its_rule_against_the_plan_refuses_in_one_line(toy, tmp_path):
+    out = fabbench("run", "--fabric", "ethernet", "--primitive", "gloo", "--workload", "toy",
+                   "--toy-rounds", "101", "--out", str(tmp_path / "t.jsonl"), env=toy)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "--toy-rounds 101 is more than 50 per rank" in out.stderr
+    assert "Traceback" not in out.stderr and not (tmp_path / "t.jsonl").exists()
 
 
 def test_a_study_takes_its_keys_for_its_kind_only_and_runs_it(toy, tmp_path):

@@ -6,11 +6,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fabbench.catalog import HaloConfig, TrainConfig
+from fabbench.catalog import TrainConfig
 from fabbench.errors import UsageError
 from fabbench.networks import MODELS, build, get, parameter_count
 from fabbench.networks.models import ModelSpec
 from fabbench.plan import Plan
+from fabbench.workloads.halo import HaloConfig
 
 
 @pytest.mark.parametrize("name,count", [("resnet50", 25_557_032), ("resnet101", 44_549_160),

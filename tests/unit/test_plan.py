@@ -9,10 +9,11 @@ import json
 
 import pytest
 
-from fabbench.catalog import HaloConfig, TrainConfig
+from fabbench.catalog import TrainConfig
 from fabbench.config import RunConfig
 from fabbench.errors import UsageError
 from fabbench.plan import PLAN_ENV, STATE_ENV, Plan, RunState, rank_env
+from fabbench.workloads.halo import HaloConfig
 
 STATE_FIELDS = {"picked", "skip", "resumed", "claimed", "baseline_samples_per_s"}
 

@@ -11,6 +11,7 @@ from fabbench import catalog as names
 from fabbench.errors import UsageError
 from fabbench.workload_spec import StudyMetric, WorkloadSpec
 from fabbench.workloads import interface
+from fabbench.workloads.halo import HaloConfig
 
 
 def test_names_and_parts():
@@ -37,8 +38,8 @@ def test_the_registry_imports_no_workload_until_asked():
     import sys
 
     code = ("import sys, fabbench.workloads.interface; "
-            "print([m for m in ('fabbench.workloads.train', 'fabbench.workloads.halo', 'torch') "
-            "if m in sys.modules])")
+            "print([m for m in ('fabbench.workloads.train', 'fabbench.workloads.halo.exchange', "
+            "'torch') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, timeout=60).stdout
     assert out.strip() == "[]"
@@ -74,7 +75,7 @@ def test_a_study_takes_the_same_workload_kinds():
     assert dict(names.ENTRIES) == {
         "collectives": "fabbench.workloads.collectives:WORKLOAD",
         "train": "fabbench.workloads.train:WORKLOAD",
-        "halo": "fabbench.workloads.halo:WORKLOAD",
+        "halo": "fabbench.workloads.halo.exchange:WORKLOAD",
         "pairs": "fabbench.workloads.pairs:WORKLOAD"}
 
 
@@ -117,7 +118,7 @@ def test_the_configuration_sections_are_the_specs_sections():
     with pytest.raises(TypeError, match="no field nope"):
         RunConfig(nope=1)
     with pytest.raises(TypeError, match="train section is a TrainConfig, not HaloConfig"):
-        RunConfig(train=names.HaloConfig())
+        RunConfig(train=HaloConfig())
 
 
 def test_the_workload_help_names_every_workload_with_its_summary():

@@ -112,7 +112,7 @@ class Communicator(ABC):
 
     def shift(self, send: Any, dest: int, recv: Any, source: int, tag: str) -> None:
         """Send the torch tensor ``send`` to ``dest`` while receiving ``recv`` from ``source``
-        (every rank calls it at once with its own neighbours: a halo exchange's step). ``tag``
+        (every rank calls it at once with its own neighbours, as a stencil's exchange does). ``tag``
         names the step identically on every rank (a library that matches operations by name
         needs it). Tensors live on this communicator's device."""
         raise UsageError(f"{self.name} has no point-to-point operation")

@@ -97,7 +97,7 @@ class HorovodComm(Communicator):
         goes to ``dest``, named by ``tag`` (Horovod matches operations by name)."""
         splits = self._torch.zeros(self.size, dtype=self._torch.int32)
         splits[dest] = send.shape[0]
-        out = self._hvd.alltoall(send, splits=splits, name=f"fabbench.halo.{tag}")
+        out = self._hvd.alltoall(send, splits=splits, name=f"fabbench.shift.{tag}")
         recv.copy_(out[0] if isinstance(out, tuple) else out)
 
     def max_scalar(self, value: float) -> float:

@@ -34,7 +34,7 @@ class Primitive:
     train_engine: str
     torch_backend: str | None = None  # the torch.distributed backend it starts
     gpu_only: bool = False  # moves GPU buffers only
-    point_to_point: bool = True  # has a send/receive pair (the halo and pairs workloads need it)
+    point_to_point: bool = True  # has a send/receive pair (point-to-point workloads need it)
     # operations it can do on host buffers only: torch's Gloo backend sends a CUDA tensor's
     # device pointer through its TCP pair ("writev ...: Bad address"); its collectives stage
     host_only_ops: tuple[str, ...] = ()
@@ -55,7 +55,7 @@ class Primitive:
             op for op in self.ops if op not in self.host_only_ops)
 
     def point_to_point_on(self, device: str) -> bool:
-        """Sends and receives buffers of ``device`` (the halo and pairs workloads need it)."""
+        """Sends and receives buffers of ``device`` (point-to-point workloads need it)."""
         return self.point_to_point and "sendrecv" in self.ops_on(device) and not (
             self.gpu_only and device == "cpu")
 

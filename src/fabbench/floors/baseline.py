@@ -17,14 +17,13 @@ from pathlib import Path
 
 from fabbench import __version__
 from fabbench.errors import UsageError
-from fabbench.floors.points import METRICS, Point, points_of
+from fabbench.floors.points import FLOORS, METRICS, Point, points_of
 from fabbench.floors.rules import FORMAT
 from fabbench.results.runs import Series
 from fabbench.units import format_size
 
-# what a baseline judges, per workload: the metric of its points
-BASELINE_METRIC = {"collectives": "busbw", "pairs": "bw", "train": "samples_per_s",
-                   "halo": "time"}
+# what a baseline judges, per workload: the metric of its points (each workload's floors)
+BASELINE_METRIC = {name: floors.baseline for name, floors in FLOORS.items()}
 
 
 @dataclass(frozen=True)
@@ -72,8 +71,10 @@ def make(series: Sequence[Series], *, below: float = 0.10, spread: float = 3.0,
         groups.setdefault(_key(p), []).append(figure)
         runs_of.setdefault(_key(p), set()).add(p.run)
     if not groups:
+        others = [n for n in FLOORS if n != "collectives"]
         raise UsageError("no figure to make a baseline of (collectives of at least "
-                         f"{format_size(min_bytes)}, pairs, train or halo records)")
+                         f"{format_size(min_bytes)}, {', '.join(others[:-1])} or "
+                         f"{others[-1]} records)")
     made = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     how = f"{below:.0%} below the median" + (
         f", or {spread:g} robust standard deviations below it where that is lower"
@@ -134,9 +135,9 @@ def _rule(key: tuple, figures: Spread, runs: int, *, below: float, k: float,
               f"{figures.robust_sd:.3g}")
     out = ["[[rule]]", f"id = {_s(rid)}", f"source = {_s(source)}",
            f"workload = {_s(workload)}"]
-    if op is not None and workload != "halo":
+    if op is not None and FLOORS[workload].rule_op:
         out.append(f"op = {_s(op)}")
-    if size is not None and workload in ("collectives", "pairs", "halo"):
+    if size is not None and FLOORS[workload].rule_size:
         out.append(f"size = {_s(size)}")
     if dtype is not None:
         out.append(f"dtype = {_s(dtype)}")

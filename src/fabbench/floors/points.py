@@ -1,9 +1,10 @@
 """What a floor judges: measured figures as :class:`Point` s, whoever measured them.
 
 A point is one figure set of one measurement (a collective at one size, from fabbench, nccl-tests
-or OSU; one node's bandwidth to its peers from fabbench's pairs records; one training or halo
-measurement), with what a rule may select it by and what it may be measured against (the wire's
-ceiling and nominal rate, where recorded). Other tools' points claim no transport, so a rule that
+or OSU; one node's bandwidth to its peers from fabbench's pairs records; one training
+measurement; one figure set of a workload that declares its own), with what a rule may select
+it by and what it may be measured against (the wire's ceiling and nominal rate, where
+recorded). Other tools' points claim no transport, so a rule that
 requires a transport class does not judge them. Metric units (a rule's are converted to these):
 busbw, algbw, bw in GB/s (1e9 bytes/s) and time in µs; samples_per_s; step_time in ms."""
 
@@ -15,26 +16,24 @@ import statistics
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 
+from fabbench import catalog
 from fabbench.errors import UsageError
 from fabbench.results.link import link_of
 from fabbench.results.records import Pairs, best_pairs
 from fabbench.results.runs import Series
+from fabbench.workload_spec import WorkloadFloors
 
 # metric -> (its unit, whether higher is better)
 METRICS: Mapping[str, tuple[str, bool]] = {
     "busbw": ("GB/s", True), "algbw": ("GB/s", True), "bw": ("GB/s", True),
     "time": ("µs", False), "samples_per_s": ("samples/s", True), "step_time": ("ms", False),
 }
-# the metrics each workload's points carry, and the operations a rule may name for it
-WORKLOAD_METRICS: Mapping[str, tuple[str, ...]] = {
-    "collectives": ("busbw", "algbw", "time"), "pairs": ("bw", "time"),
-    "train": ("samples_per_s", "step_time"), "halo": ("time", "bw"),
-}
-WORKLOAD_OPS: Mapping[str, tuple[str, ...]] = {
-    "collectives": ("allreduce", "allgather", "reduce_scatter", "broadcast", "alltoall",
-                    "sendrecv", "reduce"),
-    "pairs": ("sendrecv",), "train": (), "halo": (),
-}
+# the metrics each workload's points carry, and the operations a rule may name for it (each
+# workload's floors, fabbench.catalog)
+FLOORS: Mapping[str, WorkloadFloors] = {
+    n: w.floors for n, w in catalog.WORKLOADS.items() if w.floors is not None}
+WORKLOAD_METRICS: Mapping[str, tuple[str, ...]] = {n: f.metrics for n, f in FLOORS.items()}
+WORKLOAD_OPS: Mapping[str, tuple[str, ...]] = {n: f.ops for n, f in FLOORS.items()}
 
 # transport classes: what kind of wire a reported transport is (fnmatch patterns, in order;
 # the first match wins). "gdr": GPU memory moved by the NIC directly (GPUDirect RDMA).
@@ -74,7 +73,7 @@ class Point:
     source: str                 # "fabbench", "nccl-tests", "osu"
     file: str                   # the file it was read from
     run: str                    # the run's id (fabbench) or a label of the file's run
-    workload: str               # collectives, pairs, train, halo
+    workload: str               # the workload's name (collectives, pairs, train, ...)
     op: str | None = None       # allreduce, ...; pairs: sendrecv; train: the network's name
     bytes: int | None = None
     dtype: str | None = None
@@ -100,7 +99,8 @@ class Point:
 
 def points_of(series: Iterable[Series]) -> Iterator[Point]:
     """The points of fabbench runs: every collective record, each node's pairs bandwidth and
-    latency, every train and halo record."""
+    latency, every train record, and the figures of each workload that declares its own
+    (``WorkloadFloors.points``)."""
     for s in series:
         run = s.run
         link = _link(s)
@@ -124,13 +124,12 @@ def points_of(series: Iterable[Series]) -> Iterator[Point]:
                         ranks=t.ranks, metrics={"samples_per_s": t.samples_per_s["p50"],
                                                 "step_time": t.step_ms},
                         evidence=f"p50 of {t.steps or '?'} steps")
-        for h in s.halo:
-            metrics = {"time": h.time_us.p50}
-            if h.exchange_gbyte_s is not None:
-                metrics["bw"] = h.exchange_gbyte_s
-            yield replace(common, workload="halo", bytes=h.bytes_per_iter, dtype=h.dtype,
-                        transport=h.transport, ranks=h.ranks, metrics=metrics,
-                        evidence=f"p50 of {h.iterations or '?'} iterations")
+        for name, floors in FLOORS.items():
+            if floors.points is not None:
+                for f in floors.points(s.of_kind(catalog.WORKLOADS[name].record)):
+                    yield replace(common, workload=name, op=f.op, bytes=f.bytes, dtype=f.dtype,
+                                  transport=f.transport, ranks=f.ranks, metrics=f.metrics,
+                                  evidence=f.evidence)
 
 
 def _pair_points(records: list[Pairs], common: Point, ranks: int) -> Iterator[Point]:

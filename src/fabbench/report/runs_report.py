@@ -102,8 +102,8 @@ def _report(paths: Sequence[str | Path], *, html: Path | None, plots_dir: Path |
 
 
 def workload_tables(s: Series) -> str:
-    """The records of one run's workloads that show as lines (train, halo, a workload
-    package's: their specs' ``lines``) as the run streamed them, and its ceiling records when
+    """The records of one run's workloads that show as lines (each workload spec's
+    ``lines``) as the run streamed them, and its ceiling records when
     no collective table carries the ceiling."""
     out = ""
     if s.ceilings and not s.collectives:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from fabbench.errors import UsageError
 from fabbench.results.reader import read_results
-from fabbench.results.records import Ceiling, Collective, Halo, Pairs, Record, Run, Summary, Train
+from fabbench.results.records import Ceiling, Collective, Pairs, Record, Run, Summary, Train
 
 
 @dataclass
@@ -23,10 +23,10 @@ class Series:
     run: Run
     collectives: list[Collective] = field(default_factory=list)
     train: list[Train] = field(default_factory=list)
-    halo: list[Halo] = field(default_factory=list)
     pairs: list[Pairs] = field(default_factory=list)
     ceilings: list[Ceiling] = field(default_factory=list)
-    # the records of the kinds that have no list above (a workload package's), by kind
+    # the records of the kinds that have no list above (of a workload declared in a package
+    # of its own), by kind; of_kind reads every kind
     others: dict[str, list[Record]] = field(default_factory=dict)
     summary: Summary | None = None
     warnings: list[str] = field(default_factory=list)
@@ -61,8 +61,8 @@ class Series:
 
 
 # the list of a Series each kind of record goes to
-_LISTS: dict[type[Record], str] = {Collective: "collectives", Train: "train", Halo: "halo",
-                                   Pairs: "pairs", Ceiling: "ceilings"}
+_LISTS: dict[type[Record], str] = {Collective: "collectives", Train: "train", Pairs: "pairs",
+                                   Ceiling: "ceilings"}
 
 
 def expand(paths: Iterable[str | Path]) -> list[Path]:

@@ -88,7 +88,7 @@ class Cell:
 
     id: str
     workload: str  # the [workload.NAME] it runs
-    kind: str      # collectives | train | halo | pairs
+    kind: str      # a workload of fabbench.catalog
     fabric: str
     primitive: str
     gpudirect: str

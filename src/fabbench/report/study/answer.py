@@ -1,10 +1,10 @@
-"""The answer of a study directory: per workload (a model, the halo exchange, each collective)
-and node count, every cell's step time and throughput, the exposed-communication share, the
-scaling efficiency, and its difference to the best cell with a 95 % interval and whether it is
-significant (report.study.groups); a headline in plain words on top, with the slow node a `pairs`
-cell names (report.slow_node' rule, as compare applies it: report.study.sites); what `fabbench
-model` forecasts from the same results, and, over emulated links, measured beside forecast
-(report.study.link_whatif). Reads the manifest and results files only.
+"""The answer of a study directory: per workload (a network, a workload ranked by its metric, each
+collective) and node count, every cell's step time and throughput, the exposed-communication
+share, the scaling efficiency, and its difference to the best cell with a 95 % interval and
+whether it is significant (report.study.groups); a headline in plain words on top, with the slow
+node a `pairs` cell names (report.slow_node' rule, as compare applies it: report.study.sites);
+what `fabbench model` forecasts from the same results, and, over emulated links, measured beside
+forecast (report.study.link_whatif). Reads the manifest and results files only.
 """
 
 from __future__ import annotations

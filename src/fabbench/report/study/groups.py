@@ -3,8 +3,9 @@ size, on one node count), ranked by median, each against the group's best with a
 and a significance test; a headline per group in plain words.
 
 Statistics are report.significance's (bootstrap interval of the ratio of medians, Mann-Whitney U)
-over the samples each record keeps: per-step times of `train`, per-iteration times of `halo`,
-per-sample times of `collective` (at the largest size every cell of the group measured).
+over the samples each record keeps: per-step times of `train`, per-sample times of `collective`
+(at the largest size every cell of the group measured), and the samples a workload's own
+``study`` hook gives.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from fabbench.report.tables import share_pct
 from fabbench.results.link import link_of
 from fabbench.results.records import Train
 from fabbench.units import format_size
-from fabbench.workload_spec import WorkloadSpec
+from fabbench.workload_spec import StudyRow, WorkloadSpec
 
 # what a group's median is, its unit and its throughput column, by workload kind (from
 # fabbench.catalog: the workloads whose cells a study ranks)
@@ -41,10 +42,10 @@ class CellResult:
     """One cell in one group: its numbers and its verdict against the group's best."""
 
     cell: StudyCell
-    median: float                  # step ms (train), µs per iteration (halo) or per op
+    median: float                  # in the metric's unit: step ms (train), µs per op, ...
     samples: list[float]
     throughput: float | None = None  # samples/s (train), GB/s busbw (collectives)
-    comm_share: float | None = None  # exposed communication / step (train, halo)
+    comm_share: float | None = None  # exposed communication / step or iteration
     scaling: float | None = None     # T_n / (n T_1)
     link_pct: float | None = None    # busbw as a share of the link (collectives)
     transport: str = "?"
@@ -66,7 +67,7 @@ class CellGroup:
     """Cells that answer the same question: one workload (and op, size), one node count."""
 
     kind: str
-    what: str        # "gpt-tiny", "halo", "allreduce 1 MiB"
+    what: str        # a network ("gpt-tiny"), a study workload's name, "allreduce 1 MiB"
     nodes: int
     rows: list[CellResult] = field(default_factory=list)
 
@@ -140,24 +141,6 @@ def _cross_node_scaling(groups: list[CellGroup]) -> None:
                             a["link"]))
             if r.scaling is None and base is not None and base.throughput and r.throughput:
                 r.scaling = r.throughput / (g.nodes * base.throughput)
-
-
-def halo_groups(cells: list[StudyCell]) -> list[CellGroup]:
-    groups: dict[tuple, CellGroup] = {}
-    for c in cells:
-        recs = [h for s in c.series for h in s.halo]
-        if not recs:
-            continue
-        rec = recs[-1]
-        key = (c.axes["workload"], c.axes["nodes"])
-        g = groups.setdefault(key, CellGroup("halo", c.axes["workload"], c.axes["nodes"]))
-        t = rec.time_us.p50
-        ex = rec.exchange_us.p50 if rec.exchange_us else None
-        g.rows.append(CellResult(cell=c, median=t, samples=list(rec.samples_us or []),
-                          throughput=rec.exchange_gbyte_s,
-                          comm_share=(ex / t) if ex is not None and t > 0 else None,
-                          transport=rec.transport or "?"))
-    return list(groups.values())
 
 
 def collective_groups(cells: list[StudyCell]) -> list[CellGroup]:
@@ -252,34 +235,48 @@ def _figure(record: Any, path: str) -> float | None:
     return float(value)
 
 
-def package_groups(cells: list[StudyCell]) -> list[CellGroup]:
-    """The cells of the workloads fabbench has no builder of its own for (a package's) whose
-    spec names a metric: per study workload and node count, each cell's median of the metric's
-    value over its records of the workload's kind."""
+def metric_row(spec: WorkloadSpec, records: list[Any]) -> StudyRow | None:
+    """A cell's row where its workload has no ``study`` hook: the median of its metric's
+    value over the cell's records, each record a sample."""
+    assert spec.metric is not None
+    values = [v for r in records if (v := _figure(r, spec.metric.value)) is not None]
+    if not values:
+        return None
+    transports = {t for r in records if (t := getattr(r, "transport", None))}
+    return StudyRow(median=statistics.median(values), samples=values,
+                    transport=", ".join(sorted(transports)) or None)
+
+
+def cell_groups(cells: list[StudyCell]) -> list[CellGroup]:
+    """The cells of every workload ranked cell by cell (those with no builder of their own
+    here, whose spec names a metric): per study workload and node count, each cell's row from
+    its records of the workload's kind (the spec's ``study`` hook, else :func:`metric_row`),
+    in the registry's order."""
     groups: dict[tuple, CellGroup] = {}
+    order = list(catalog.WORKLOADS)
     for c in cells:
         spec: WorkloadSpec | None = catalog.WORKLOADS.get(c.entry.get("kind", ""))
         if spec is None or spec.name in BUILT or spec.metric is None:
             continue
-        values = [v for s in c.series for r in s.of_kind(spec.record)
-                  if (v := _figure(r, spec.metric.value)) is not None]
-        if not values:
+        records = [r for s in c.series for r in s.of_kind(spec.record)]
+        row = spec.study(records) if spec.study else metric_row(spec, records)
+        if row is None:
             continue
-        key = (c.axes["workload"], c.axes["nodes"])
-        g = groups.setdefault(key, CellGroup(spec.name, c.axes["workload"], c.axes["nodes"]))
-        transports = {t for s in c.series for r in s.of_kind(spec.record)
-                      if (t := getattr(r, "transport", None))}
-        g.rows.append(CellResult(cell=c, median=statistics.median(values), samples=values,
-                                 transport=", ".join(sorted(transports)) or
-                                 (c.run.transport if c.run and c.run.transport else "?")))
-    return list(groups.values())
+        what = row.what or c.axes["workload"]
+        key = (spec.name, c.axes["workload"], what, c.axes["nodes"])
+        g = groups.setdefault(key, CellGroup(spec.name, what, c.axes["nodes"]))
+        g.rows.append(CellResult(
+            cell=c, median=row.median, samples=list(row.samples), throughput=row.throughput,
+            comm_share=row.comm_share, scaling=row.scaling,
+            transport=row.transport or (c.run.transport if c.run and c.run.transport else "?")))
+    return sorted(groups.values(), key=lambda g: order.index(g.kind))
 
 
 # the kinds grouped by builders of their own, above
-BUILT = ("train", "halo", "collectives", "pairs")
+BUILT = ("train", "collectives", "pairs")
 
 
 def all_groups(cells: list[StudyCell]) -> list[CellGroup]:
-    """Every group of a study's cells: fabbench's own kinds', then the packages'."""
-    return train_groups(cells) + halo_groups(cells) + collective_groups(cells) + \
-        package_groups(cells)
+    """Every group of a study's cells: the training's, those ranked cell by cell, then the
+    collectives' per operation and size."""
+    return train_groups(cells) + cell_groups(cells) + collective_groups(cells)

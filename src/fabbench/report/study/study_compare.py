@@ -26,7 +26,7 @@ from fabbench.scaling.predict import jsonable
 @dataclass
 class MatchedCells:
     key: tuple
-    what: str       # "gpt-tiny", "halo", "allreduce 1M"
+    what: str       # a network ("gpt-tiny"), a study workload's name, "allreduce 1M"
     a: StudyCell
     b: StudyCell
     a_median: float

@@ -1,4 +1,4 @@
-"""Figures of a study: per group (a model, the halo exchange, a collective), every cell's median
+"""Figures of a study: per group (a network, a workload, a collective), every cell's median
 time with the 95 % interval of its difference to the best cell, significant ones marked; and the
 forecast's scaling against nodes and link speed."""
 

@@ -1,4 +1,4 @@
-"""A 3-D stencil halo exchange: the communication pattern of CFD codes.
+"""A 3-D stencil halo exchange, the communication pattern of CFD codes, as the ranks run it.
 
 The ranks form a periodic 3-D process grid (dimensions as MPI_Dims_create picks them); each owns
 a cube of side³ cells (side = round(cells_per_rank^(1/3))) with one ghost layer. One iteration
@@ -15,50 +15,24 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from typing import Any
 
+from fabbench import config
 from fabbench.comm.base import Communicator
 from fabbench.plan import Plan
-from fabbench.results import lines, records
+from fabbench.results import records
 from fabbench.timing.stats import summarize
+from fabbench.workloads.halo import HaloConfig
+from fabbench.workloads.halo.console_line import LINES
+from fabbench.workloads.halo.grid import (
+    bytes_per_iter,
+    coords_of,
+    process_grid,
+    rank_of,
+    side_of,
+)
 from fabbench.workloads.interface import RankContext
-
-DTYPE_BYTES = 8  # float64, as CFD codes use
-
-
-def process_grid(n: int) -> tuple[int, int, int]:
-    """Three factors of n, as equal as possible, largest first (MPI_Dims_create's answer)."""
-    best: tuple[int, int, int] = (n, 1, 1)
-    for a in range(1, n + 1):
-        if n % a:
-            continue
-        for b in range(1, n // a + 1):
-            if (n // a) % b:
-                continue
-            hi, mid, lo = sorted((a, b, n // a // b), reverse=True)
-            if hi - lo < best[0] - best[2]:
-                best = (hi, mid, lo)
-    return best
-
-
-def coords_of(rank: int, dims: tuple[int, int, int]) -> tuple[int, int, int]:
-    return rank // (dims[1] * dims[2]), (rank // dims[2]) % dims[1], rank % dims[2]
-
-
-def rank_of(coords: Sequence[int], dims: tuple[int, int, int]) -> int:
-    c = [x % d for x, d in zip(coords, dims, strict=True)]
-    return (c[0] * dims[1] + c[1]) * dims[2] + c[2]
-
-
-def side_of(cells_per_rank: int) -> int:
-    return max(2, round(cells_per_rank ** (1 / 3)))
-
-
-def bytes_per_iter(side: int, dims: tuple[int, int, int]) -> int:
-    """Bytes one rank sends to other ranks per iteration (faces to itself are local copies)."""
-    face = (side + 2) ** 2 * DTYPE_BYTES
-    return sum(2 * face for d in dims if d > 1)
 
 
 class HaloExchange:
@@ -130,13 +104,14 @@ class HaloExchange:
 
 def run_halo(comm: Communicator, plan: Plan, transport: str,
              arm: Callable[[float, str], None]) -> records.Halo:
-    side = side_of(plan.halo.cells_per_rank)
+    options = config.section(plan, "halo", HaloConfig)
+    side = side_of(options.cells_per_rank)
     halo = HaloExchange(comm, side)
     arm(plan.timeout_s * 2, "halo exchange check")
     wrong = comm.gather_objects(halo.check())
     clock = time.perf_counter
     iteration, exchange = [], []
-    for i in range(3 + plan.halo.halo_iters):
+    for i in range(3 + options.halo_iters):
         arm(plan.timeout_s, f"halo iteration {i + 1}")
         t0 = clock()
         halo.exchange()
@@ -155,7 +130,7 @@ def run_halo(comm: Communicator, plan: Plan, transport: str,
     ex = summarize(slow_exch)
     return records.Halo(
         run_id=plan.run_id, cells_per_rank=side**3, side=side, grid=halo.dims,
-        ranks=comm.size, iterations=plan.halo.halo_iters, dtype="float64",
+        ranks=comm.size, iterations=options.halo_iters, dtype="float64",
         transport=transport, time_us=records.Times.of(summarize(slow_iter)),
         exchange_us=records.Times.of(ex),
         samples_us=[round(t, 3) for t in slow_iter],  # per iteration, the slowest rank's
@@ -177,11 +152,11 @@ class _Halo:
         yield run_halo(ctx.comm, ctx.plan, ctx.transport, ctx.arm)
 
     def header(self, run: records.Run) -> str:
-        return lines.HALO.header
+        return LINES.header
 
     def line(self, record: records.Record) -> str:
         assert isinstance(record, records.Halo)
-        return lines.HALO.line(record)
+        return LINES.line(record)
 
     def wrong(self, record: records.Record) -> bool:
         return getattr(record, "correct", None) is False
