@@ -11,6 +11,7 @@ import sys
 import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
+from pathlib import Path
 from typing import Any, TypedDict
 
 import numpy as np
@@ -201,30 +202,38 @@ def captured_stderr(died: str | None = None, quiet: str = "",
     sys.stderr.flush()
     saved = os.dup(2)
     with tempfile.TemporaryFile() as tmp:
-        guard = None
+        guard, mark = None, None
         if died is not None:
+            mark = guard_script.mark_of(os.getpid())
+            if mark is not None:  # the launcher waits for what the guard may write
+                with contextlib.suppress(OSError):
+                    mark.touch()
             # the guard must be up before the library can end us: a bare interpreter, by path
             guard = subprocess.Popen([sys.executable, "-I", "-S", guard_script.__file__,
-                                      str(tmp.fileno()), died, quiet, *logs],
+                                      str(tmp.fileno()), str(os.getpid()), died, quiet,
+                                      *logs],
                                      stdin=subprocess.PIPE, pass_fds=(tmp.fileno(),),
                                      start_new_session=True)
         os.dup2(tmp.fileno(), 2)
         try:
             yield holder
         except BaseException:
-            _restore(saved, tmp, holder, guard)
+            _restore(saved, tmp, holder, guard, mark)
             sys.stderr.write(shown(holder[0], quiet, logs))
             raise
-        _restore(saved, tmp, holder, guard)
+        _restore(saved, tmp, holder, guard, mark)
 
 
-def _restore(saved: int, tmp: Any, holder: list[str], guard: subprocess.Popen | None) -> None:
+def _restore(saved: int, tmp: Any, holder: list[str], guard: subprocess.Popen | None,
+             mark: Path | None = None) -> None:
     if guard is not None:  # alive: the capture is this process's to show or keep
         with contextlib.suppress(OSError, subprocess.TimeoutExpired):
             guard.communicate(b"ok", timeout=30)
         if guard.poll() is None:
             guard.kill()
             guard.wait()
+    if mark is not None:
+        mark.unlink(missing_ok=True)
     sys.stderr.flush()
     os.dup2(saved, 2)
     os.close(saved)

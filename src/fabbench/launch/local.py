@@ -75,6 +75,7 @@ def run(spec: LaunchSpec, deadline_s: float, ranks: int) -> tuple[int, str]:
                     for tail, code in zip(tails, codes, strict=True):
                         if code is not None:
                             tail.join(timeout_s=max(0.0, until - time.monotonic()))
+                    sys.stderr.write(watch.said())  # what mpirun may have stopped relaying
                     return failed[0], _seen(watch, ranks, tails)
                 if all(c == 0 for c in codes):
                     return 0, ""

@@ -3,7 +3,8 @@
 Each rank writes ``rank-N.pid`` when it starts, ``rank-N.timeout`` (what it waited for) when its
 watchdog fires and ``rank-N.ended`` when it ends by itself (with or without an error). The
 launcher watches the pids while the run lasts, so it can say which rank died first, which ranks
-waited and which never arrived.
+waited and which never arrived. A rank that a communication library ends while it starts leaves
+the library's words here (fabbench.comm.guard), for the launcher to show.
 Inside a job started by someone else (srun, torchrun) FABBENCH_RUNDIR is unset and this is idle.
 """
 
@@ -16,7 +17,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ENV = "FABBENCH_RUNDIR"
+from fabbench.comm import guard
+
+ENV = guard.RUNDIR_ENV
+SAID_WAIT_S = 2.0  # how long the launcher waits for a guard still writing
 
 
 def _dir() -> Path | None:
@@ -99,6 +103,19 @@ class Watch:
             except (OSError, ValueError):
                 continue
         return out
+
+    def said(self, wait_s: float = SAID_WAIT_S) -> str:
+        """What the guards of ranks a library ended while they started wrote (the library's
+        own words, then fabbench's line), once no guard of this host is still writing or
+        ``wait_s`` has passed; '' when none wrote."""
+        end = time.monotonic() + wait_s
+        while any(self.path.glob(guard.MARK.format(pid="*"))) and time.monotonic() < end:
+            time.sleep(0.05)
+        texts = []
+        for entry in sorted(self.path.glob(guard.SAID.format(pid="*"))):
+            with contextlib.suppress(OSError):
+                texts.append(entry.read_text(errors="replace"))
+        return "".join(texts)
 
     def explain(self, ranks: int) -> str:
         """One sentence on who failed, or '' when nothing is known."""
