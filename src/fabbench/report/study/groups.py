@@ -258,7 +258,7 @@ def package_groups(cells: list[StudyCell]) -> list[CellGroup]:
     value over its records of the workload's kind."""
     groups: dict[tuple, CellGroup] = {}
     for c in cells:
-        spec: WorkloadSpec | None = catalog.WORKLOADS.get(c.entry.get("kind", ""))
+        spec: WorkloadSpec | None = catalog.WORKLOADS.get(c.entry.kind)
         if spec is None or spec.name in BUILT or spec.metric is None:
             continue
         values = [v for s in c.series for r in s.of_kind(spec.record)
