@@ -744,6 +744,10 @@ class Run(Record):
     profile_link: ProfileLink | None  # the profile's hardware kind, where speed is read
     timing: Timing | None
     resumed: bool | None
+    # fabbench.plan.Plan.to_json(), which Plan.read types (runner's --resume); a mapping here:
+    # its keys are every option of `fabbench run` and each installed workload package's
+    # section, and older files hold older plans (sections flat, run-time state), which
+    # Plan.read reads and a fixed class would drop
     plan: Mapping[str, Any] | None
     timing_method: str | None  # how the communicator's times were taken
     library_report: ConnectionReport | None  # what the library said of its connections
