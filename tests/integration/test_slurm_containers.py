@@ -70,8 +70,8 @@ def check(path: Path, runtime: str, ref: str) -> None:
     assert sorted(run.rank_hosts) == ["node0", "node1", "node2", "node3"]
     assert run.transport == "ob1/tcp"
     assert run.rank_containers == [runtime] * 4
-    assert run.provenance.image["ref"] == ref, run.provenance.image
-    assert run.provenance.image["ref_source"].startswith("FABBENCH_IMAGE_REF")
+    assert run.provenance.image.ref == ref, run.provenance.image
+    assert run.provenance.image.ref_source.startswith("FABBENCH_IMAGE_REF")
 
 
 def test_rendered_charliecloud_job_on_four_nodes(image, four_nodes, tmp_path):  # noqa: F811

@@ -129,7 +129,7 @@ def test_two_sites_one_image(published, user_dir, tmp_path):  # noqa: F811
                 run = read_results(work / site / cell["file"]).records[0]
                 assert run.nodes == 4 and run.provenance.container == "apptainer"
                 image = run.provenance.image
-                assert image["id"] == published.image_id and image["digest"] == digest, image
+                assert image.id == published.image_id and image.digest == digest, image
                 # the ranks in the image do not see the cluster: its shape is in the run's
                 # provenance as the site's launch set it
                 e = Site.from_json(run.provenance.env[SITE_ENV]).emulation

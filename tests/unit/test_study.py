@@ -16,6 +16,7 @@ from fabbench.report.study.cells import StudyCell
 from fabbench.report.study.groups import CellGroup, CellResult, headline
 from fabbench.study.host import Host, Place, why_not
 from fabbench.study.locate import line_of
+from fabbench.study.manifest import CellEntry
 from fabbench.study.spec import available_studies, load_study
 
 GOOD = textwrap.dedent("""\
@@ -227,8 +228,14 @@ def test_why_not_nodes_and_gpudirect(tmp_path):
     assert why_not(gdr, _host(gpus=True), Place(scheduler="local", nodes=1)) is None
 
 
+def _entry(id_: str, axes: dict) -> CellEntry:
+    """A manifest's entry of a cell, as much of it as the report's grouping reads."""
+    return CellEntry(id=id_, axes=axes, kind="train", options={}, argv=[],
+                     file=f"cells/{id_}.jsonl", log=None)
+
+
 def _row(label: str, median: float, verdict: Verdict | None) -> CellResult:
-    cell = StudyCell({"id": label.replace("/", "-"), "axes": {}, "options": {}}, [], label)
+    cell = StudyCell(_entry(label.replace("/", "-"), {}), [], label)
     return CellResult(cell=cell, median=median, samples=[median] * 10, verdict=verdict,
                best=verdict is None)
 
@@ -306,7 +313,7 @@ def test_whatif_forecast_beside_measurement():
     from fabbench.report.study.link_whatif import agreement, whatif_rows
 
     def row(link, step, verdict):
-        cell = StudyCell({"id": f"gpt-{link}", "axes": {"link": link}, "options": {}},
+        cell = StudyCell(_entry(f"gpt-{link}", {"link": link}),
                           [_train_series(step, 200.0)], f"ethernet/gloo @{link}")
         return CellResult(cell=cell, median=step, samples=[step] * 10, verdict=verdict,
                    best=verdict is None)

@@ -6,6 +6,7 @@ files, with the image each side ran put into their provenance."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -58,8 +59,8 @@ def study_dir(folder: Path, run_file: str, image: dict | None, spec: str = STUDY
     toml.write_text(spec)
     study = load_study(str(toml))
     (cell,) = study.cells
-    entry = {**cell_entry(cell, ["fabbench", "run"]), "status": "ok", "exit_code": 0,
-             "attempts": 1}
+    entry = dataclasses.replace(cell_entry(cell, ["fabbench", "run"]), status="ok", exit_code=0,
+                                attempts=1)
     doc = _start_manifest(study, Place(scheduler="local", nodes=2), [entry])
     (folder / "cells").mkdir(parents=True)
     (folder / "logs").mkdir()
@@ -70,7 +71,7 @@ def study_dir(folder: Path, run_file: str, image: dict | None, spec: str = STUDY
         if record["kind"] == "run" and image is not None:
             record["provenance"]["image"] = image
         lines.append(json.dumps(record))
-    (folder / entry["file"]).write_text("\n".join(lines) + "\n")
+    (folder / entry.file).write_text("\n".join(lines) + "\n")
     return folder
 
 

@@ -70,12 +70,12 @@ class Progress:
         left = f"about {_duration(event.eta_s)} left" if event.done < event.total else "done"
         if event.what == "cell":
             if self.bar is not None:
-                self.bar.update(self.task, description=cell["id"], eta=left)
+                self.bar.update(self.task, description=cell.id, eta=left)
             return
-        status = cell["status"]
-        why = f": {escape(cell['error'])}" if cell.get("error") else ""
-        line = (f"[{event.done}/{event.total}] [{_STYLE[status]}]{status}[/] {cell['id']} "
-                f"({cell['wall_s']:.1f} s){why} - {left}")
+        status = cell.status
+        why = f": {escape(cell.error)}" if cell.error else ""
+        line = (f"[{event.done}/{event.total}] [{_STYLE[status]}]{status}[/] {cell.id} "
+                f"({cell.wall_s:.1f} s){why} - {left}")
         if self.bar is not None:
             self.bar.update(self.task, completed=event.done, eta=left)
             self.bar.console.print(line, soft_wrap=True)
@@ -85,11 +85,11 @@ class Progress:
     def summary(self, outcome: Any) -> None:
         counts = ", ".join(f"{n} {k}" for k, n in sorted(outcome.counts.items()))
         print(f"study {self.study.name}: {counts}; manifest {outcome.directory / 'study.json'}")
-        for cell in outcome.manifest["cells"]:
-            if cell["status"] == "skipped":
-                print(f"  skipped {cell['id']}: {cell['reason']}")
-            elif cell["status"] == "failed":
+        for cell in outcome.manifest.cells:
+            if cell.status == "skipped":
+                print(f"  skipped {cell.id}: {cell.reason}")
+            elif cell.status == "failed":
                 # the library's own message is in the cell's output, not in this summary
-                print(f"  failed  {cell['id']}: {cell['error']}; its output: "
-                      f"{outcome.directory / cell['log']}")
+                print(f"  failed  {cell.id}: {cell.error}; its output: "
+                      f"{outcome.directory / str(cell.log)}")
         print(f"answer: fabbench report {outcome.directory}")

@@ -103,7 +103,7 @@ def _provenance(series: Iterable[Series]) -> list[str]:
     out = []
     for s in series:
         r = s.run
-        image = (r.provenance.image or {}).get("ref") if r.provenance.image else None
+        image = r.provenance.image.ref if r.provenance.image else None
         out += ["", "[[baseline.run]]", f"file = {_s(str(s.path))}", f"run_id = {_s(r.run_id)}",
                 f"started = {_s(r.started)}", f"fabric = {_s(r.fabric)}",
                 f"primitive = {_s(r.primitive)}", f"transport = {_s(r.transport or '')}",

@@ -676,10 +676,28 @@ class Versions(Nested):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class Image(Nested):
+    """The fabbench image the run's rank 0 ran from (sysinfo.inventory.image_identity): its id
+    (<version>-<flavor>-<hash of the build manifest>), what the manifest says of it, and its
+    registry reference, where the reference came from and its digest where known (absent, not
+    null, where nobody told); older files have no image at all."""
+
+    id: str
+    version: str | None
+    flavor: str | None
+    vcs_ref: str | None
+    inputs: str | None  # the hash of the image's build inputs
+    ref: str | None = dataclasses.field(default=None, metadata=OMITTED)
+    ref_source: str | None = dataclasses.field(default=None, metadata=OMITTED)
+    digest: str | None = dataclasses.field(default=None, metadata=OMITTED)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Provenance(Nested):
     """The host inventory of rank 0 (sysinfo.inventory): the schema requires host, cpu, gpus,
-    nics, rdma, versions and env; the rest is what the inventory adds. build, image and env
-    stay mappings: free-form, their keys are the image's and the environment's."""
+    nics, rdma, versions and env; the rest is what the inventory adds. build and env stay
+    mappings: free-form, their keys are the image's build manifest's (its own format,
+    containers/manifest.sh: components and their keys vary by flavour) and the environment's."""
 
     host: str
     os: str | None
@@ -691,7 +709,7 @@ class Provenance(Nested):
     gpudirect_rdma: bool | None  # the peer-memory module is loaded
     versions: Versions
     build: Mapping[str, Any] | None  # the image's build manifest
-    image: Mapping[str, Any] | None  # id, version, flavor, ...; ref where known
+    image: Image | None  # None: not in the fabbench image
     container: str | None  # the container runtime; None: the bare host
     container_version: str | None = dataclasses.field(default=None, metadata=OMITTED)
     container_version_source: str | None = dataclasses.field(default=None, metadata=OMITTED)
@@ -726,6 +744,10 @@ class Run(Record):
     profile_link: ProfileLink | None  # the profile's hardware kind, where speed is read
     timing: Timing | None
     resumed: bool | None
+    # fabbench.plan.Plan.to_json(), which Plan.read types (runner's --resume); a mapping here:
+    # its keys are every option of `fabbench run` and each installed workload package's
+    # section, and older files hold older plans (sections flat, run-time state), which
+    # Plan.read reads and a fixed class would drop
     plan: Mapping[str, Any] | None
     timing_method: str | None  # how the communicator's times were taken
     library_report: ConnectionReport | None  # what the library said of its connections

@@ -10,8 +10,10 @@ import dataclasses
 import importlib.util
 import os
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from fabbench.errors import UsageError
 from fabbench.launch.launchers import get as launcher_named
@@ -31,8 +33,15 @@ class Place:
     master_addr: str | None = None  # the first node's address (rendezvous of gloo/nccl)
     hostfile: str | None = None     # mpijob: the operator's hostfile of the workers
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {**dataclasses.asdict(self), "hostnames": list(self.hostnames)}
+
+    @classmethod
+    def read(cls, data: Mapping[str, Any]) -> Place:
+        """The place a study manifest names (its schema requires scheduler and nodes)."""
+        return cls(scheduler=data["scheduler"], nodes=data["nodes"],
+                   hostnames=tuple(data.get("hostnames", ())), job_id=data.get("job_id"),
+                   master_addr=data.get("master_addr"), hostfile=data.get("hostfile"))
 
 
 def _run(argv: list[str], timeout: float = 20) -> str:

@@ -25,7 +25,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
 from fabbench import __version__
 from fabbench.emulate.site import current as emulated_site
@@ -34,6 +33,7 @@ from fabbench.launch import launchers, ports
 from fabbench.procs import dies_with_this_process, stop_groups
 from fabbench.study import manifest
 from fabbench.study.host import Host, Place, detect_place, launcher_of, why_not
+from fabbench.study.manifest import Attempt, CellEntry, StudyManifest
 from fabbench.study.spec import Cell, Study
 from fabbench.sysinfo.inventory import IMAGE_REF_ENV
 
@@ -56,7 +56,7 @@ class Event:
     what: str
     done: int            # cells finished so far in this invocation
     total: int           # cells this invocation runs
-    cell: dict[str, Any] | None = None
+    cell: CellEntry | None = None
     eta_s: float | None = None  # the time left, estimated from this invocation's cells so far
     skipped: int = 0     # cells this place cannot run (in the manifest with their reason)
 
@@ -64,7 +64,7 @@ class Event:
 @dataclass
 class StudyOutcome:
     directory: Path
-    manifest: dict[str, Any]
+    manifest: StudyManifest
     ran: int = 0
     counts: dict[str, int] = field(default_factory=dict)
 
@@ -73,11 +73,9 @@ class StudyOutcome:
         return 1 if self.counts.get("failed") else 0
 
 
-def cell_entry(cell: Cell, argv: list[str]) -> dict[str, Any]:
-    return {"id": cell.id, "axes": cell.axes(), "kind": cell.kind,
-            "options": dict(cell.options), "argv": argv, "status": "pending", "reason": None,
-            "error": None, "exit_code": None, "file": f"cells/{cell.id}.jsonl",
-            "log": f"logs/{cell.id}.log", "started": None, "wall_s": None, "attempts": 0}
+def cell_entry(cell: Cell, argv: list[str]) -> CellEntry:
+    return CellEntry(id=cell.id, axes=cell.axes(), kind=cell.kind, options=dict(cell.options),
+                     argv=argv, file=f"cells/{cell.id}.jsonl", log=f"logs/{cell.id}.log")
 
 
 def command(cell: Cell, out: Path, place: Place, index: int) -> tuple[list[str], dict[str, str]]:
@@ -186,15 +184,14 @@ def launch_logged(argv: list[str], env: dict[str, str], log: Path, deadline_s: f
         raise
 
 
-def _start_manifest(study: Study, place: Place, cells: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"format": manifest.FORMAT, "study": study.name, "description": study.description,
-            "source": study.source, "source_sha256": study.sha256, "started": _now(),
-            "finished": None, "host": socket.gethostname(), "place": place.to_json(),
-            "fabbench": __version__,
-            "axes": {k: list(v) for k, v in study.axes.items()}, "cells": cells}
+def _start_manifest(study: Study, place: Place, cells: list[CellEntry]) -> StudyManifest:
+    return StudyManifest(study=study.name, description=study.description, source=study.source,
+                         source_sha256=study.sha256, started=_now(),
+                         host=socket.gethostname(), place=place, fabbench=__version__,
+                         axes={k: list(v) for k, v in study.axes.items()}, cells=cells)
 
 
-def run_study(study: Study, directory: str | os.PathLike, *, resume: bool = False,
+def run_study(study: Study, directory: str | os.PathLike[str], *, resume: bool = False,
               only: Callable[[Cell], bool] | None = None,
               progress: Callable[[Event], None] | None = None,
               place: Place | None = None) -> StudyOutcome:
@@ -210,12 +207,11 @@ def run_study(study: Study, directory: str | os.PathLike, *, resume: bool = Fals
             raise UsageError(f"cannot resume {directory}: it holds no study ({manifest.NAME})")
         doc = manifest.read(directory)
         _check_same(doc, study, entries, directory)
-        doc["place"] = place.to_json()
-        doc["finished"] = None
-        by_id = {e["id"]: e for e in doc["cells"]}
+        doc.place = place
+        doc.finished = None
+        by_id = {e.id: e for e in doc.cells}
         for e in entries:  # keep what was found; a changed launch (another place) is taken
-            old = by_id[e["id"]]
-            old["argv"] = e["argv"]
+            by_id[e.id].argv = e.argv
     else:
         if directory.exists() and not directory.is_dir():
             raise UsageError(f"{directory} is a file, not a directory; --out names the study's "
@@ -224,7 +220,7 @@ def run_study(study: Study, directory: str | os.PathLike, *, resume: bool = Fals
             raise UsageError(f"{directory} is not empty; choose another --out, or add --resume "
                              "to continue the study in it (fabbench never overwrites results)")
         doc = _start_manifest(study, place, entries)
-    manifest.validate(doc, str(manifest.path_in(directory)))  # before anything is created
+    manifest.validate(doc.to_json(), str(manifest.path_in(directory)))  # before anything
     for sub in ("cells", "logs"):
         try:
             (directory / sub).mkdir(parents=True, exist_ok=True)
@@ -233,17 +229,17 @@ def run_study(study: Study, directory: str | os.PathLike, *, resume: bool = Fals
 
     # skipped with their reason, or queued
     queue = []
-    for i, (cell, e) in enumerate(zip(study.cells, doc["cells"], strict=True)):
+    for i, (cell, e) in enumerate(zip(study.cells, doc.cells, strict=True)):
         if only is not None and not only(cell):
             continue
-        if e["status"] == "ok" and results_ok(directory / e["file"]):
+        if e.status == "ok" and results_ok(directory / e.file):
             continue
         reason = why_not(cell, host, place)
         if reason is not None:
-            e.update(status="skipped", reason=reason, error=None)
+            e.status, e.reason, e.error = "skipped", reason, None
             continue
-        if e["status"] == "skipped" and resume:
-            e.update(status="pending", reason=None)
+        if e.status == "skipped" and resume:
+            e.status, e.reason = "pending", None
         queue.append((i, cell, e))
     manifest.write(directory, doc)
 
@@ -257,7 +253,7 @@ def run_study(study: Study, directory: str | os.PathLike, *, resume: bool = Fals
         signal.signal(s, stop)
     started = time.monotonic()
     tell = progress or (lambda _event: None)
-    skipped = sum(1 for e in doc["cells"] if e["status"] == "skipped")
+    skipped = sum(1 for e in doc.cells if e.status == "skipped")
     tell(Event("start", 0, len(queue), skipped=skipped))
     try:
         for n, (i, cell, e) in enumerate(queue, 1):
@@ -265,8 +261,8 @@ def run_study(study: Study, directory: str | os.PathLike, *, resume: bool = Fals
             eta = elapsed / (n - 1) * (len(queue) - n + 1) if n > 1 else None
             tell(Event("cell", n - 1, len(queue), e, eta, skipped))
             _run_cell(directory, cell, e, place, i, doc)
-            if e["status"] == "failed" and cell.retry == "transient" and \
-                    transient(e["error"], e["exit_code"]):
+            if e.status == "failed" and cell.retry == "transient" and \
+                    transient(e.error, e.exit_code):
                 _run_cell(directory, cell, e, place, i, doc)  # once more; both recorded
             out.ran += 1
             elapsed = time.monotonic() - started
@@ -276,58 +272,59 @@ def run_study(study: Study, directory: str | os.PathLike, *, resume: bool = Fals
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
-    doc["finished"] = _now()
+    doc.finished = _now()
     manifest.write(directory, doc)
-    for e in doc["cells"]:
-        out.counts[e["status"]] = out.counts.get(e["status"], 0) + 1
+    for e in doc.cells:
+        out.counts[e.status] = out.counts.get(e.status, 0) + 1
     return out
 
 
-def _run_cell(directory: Path, cell: Cell, e: dict[str, Any], place: Place, index: int,
-              doc: dict[str, Any]) -> None:
-    results = directory / e["file"]
+def _run_cell(directory: Path, cell: Cell, e: CellEntry, place: Place, index: int,
+              doc: StudyManifest) -> None:
+    results = directory / e.file
+    log = directory / (e.log or f"logs/{e.id}.log")
     kept = None
     if results.exists():  # an earlier attempt: kept beside, never overwritten
-        n = e.get("attempts", 0)
+        n = e.attempts
         while results.with_name(f"{results.name}.attempt-{n}").exists():
             n += 1
         kept = results.with_name(f"{results.name}.attempt-{n}")
         results.rename(kept)
-    if e["status"] == "failed":  # the attempt before this one, as it ended
-        e.setdefault("history", []).append({
-            "attempt": e.get("attempts", 0), "error": e.get("error"),
-            "exit_code": e.get("exit_code"), "wall_s": e.get("wall_s"),
-            "transient": transient(e.get("error"), e.get("exit_code")),
-            **({"file": str(kept.relative_to(directory))} if kept else {})})
-    e.update(status="running", started=_now(), reason=None, error=None, exit_code=None,
-             wall_s=None, attempts=e.get("attempts", 0) + 1)
+    if e.status == "failed":  # the attempt before this one, as it ended
+        e.history = [*(e.history or ()), Attempt(
+            attempt=e.attempts, error=e.error, exit_code=e.exit_code, wall_s=e.wall_s,
+            transient=transient(e.error, e.exit_code),
+            file=str(kept.relative_to(directory)) if kept else None)]
+    e.status, e.started, e.reason, e.error, e.exit_code, e.wall_s = (
+        "running", _now(), None, None, None, None)
+    e.attempts += 1
     manifest.write(directory, doc)
     argv, env = command(cell, results, place, index)
     t0 = time.monotonic()
     try:
-        code, stopped = launch_logged(argv, env, directory / e["log"], cell.deadline_s)
+        code, stopped = launch_logged(argv, env, log, cell.deadline_s)
     except BaseException:
-        e.update(status="failed", error="the study was stopped while this cell ran",
-                 wall_s=round(time.monotonic() - t0, 3))
+        e.status, e.error = "failed", "the study was stopped while this cell ran"
+        e.wall_s = round(time.monotonic() - t0, 3)
         manifest.write(directory, doc)
         raise
-    e["wall_s"] = round(time.monotonic() - t0, 3)
-    e["exit_code"] = code
+    e.wall_s = round(time.monotonic() - t0, 3)
+    e.exit_code = code
     if code == 0 and results_ok(results):
-        e["status"] = "ok"
+        e.status = "ok"
     else:
-        e["status"] = "failed"
-        e["error"] = stopped or (_error_of(directory / e["log"], code) if code else
-                                 "exit code 0 but the results file has no ok summary")
+        e.status = "failed"
+        e.error = stopped or (_error_of(log, code) if code else
+                              "exit code 0 but the results file has no ok summary")
     manifest.write(directory, doc)
 
 
-def _check_same(doc: dict[str, Any], study: Study, entries: list[dict[str, Any]],
+def _check_same(doc: StudyManifest, study: Study, entries: list[CellEntry],
                 directory: Path) -> None:
-    if doc["study"] != study.name:
-        raise UsageError(f"{directory} holds study {doc['study']!r}, not {study.name!r}")
-    old = [(c["id"], c["options"]) for c in doc["cells"]]
-    new = [(e["id"], e["options"]) for e in entries]
+    if doc.study != study.name:
+        raise UsageError(f"{directory} holds study {doc.study!r}, not {study.name!r}")
+    old = [(c.id, c.options) for c in doc.cells]
+    new = [(e.id, e.options) for e in entries]
     if json.dumps(old, sort_keys=True) != json.dumps(new, sort_keys=True):
         raise UsageError(f"study {study.name!r} ({study.source}) has changed since {directory} "
                          "was started (other cells or options); start it anew in another --out")

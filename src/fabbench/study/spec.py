@@ -188,7 +188,7 @@ def load_study(name_or_path: str) -> Study:
     return parse_study(data, _Source(path, text), hashlib.sha256(raw).hexdigest())
 
 
-def _unknown(src: _Source, table: Mapping[str, Any], allowed: tuple[str, ...] | Mapping,
+def _unknown(src: _Source, table: Mapping[str, Any], allowed: tuple[str, ...] | Mapping[str, Any],
              where: tuple[str | int, ...]) -> None:
     for key in table:
         if key not in allowed:
@@ -231,7 +231,7 @@ def _options(src: _Source, table: Mapping[str, Any], where: tuple[str | int, ...
     return out
 
 
-def _axis(src: _Source, matrix: Mapping[str, Any], axis: str, default: list | None
+def _axis(src: _Source, matrix: Mapping[str, Any], axis: str, default: list[Any] | None
           ) -> list[Any]:
     values = matrix.get(axis, default)
     if values is None:
@@ -352,8 +352,8 @@ def parse_study(data: Mapping[str, Any], src: _Source, sha256: str = "") -> Stud
                  cells=tuple(cells))
 
 
-def _selectors(src: _Source, data: Mapping[str, Any], key: str, *axes: list
-               ) -> list[dict[str, tuple]]:
+def _selectors(src: _Source, data: Mapping[str, Any], key: str, *axes: list[Any]
+               ) -> list[dict[str, tuple[Any, ...]]]:
     entries = data.get(key, [])
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
         raise src.error((key,), f"expected [[{key}]] tables")
@@ -361,7 +361,7 @@ def _selectors(src: _Source, data: Mapping[str, Any], key: str, *axes: list
 
 
 def _selector(src: _Source, table: Mapping[str, Any], where: tuple[str | int, ...],
-              axes: tuple[list, ...]) -> dict[str, tuple]:
+              axes: tuple[list[Any], ...]) -> dict[str, tuple[Any, ...]]:
     if not table:
         raise src.error(where, "empty: it would select every cell")
     known = dict(zip(("fabric", "primitive", "gpudirect", "nodes", "link", "workload"), axes,
@@ -380,9 +380,10 @@ def _selector(src: _Source, table: Mapping[str, Any], where: tuple[str | int, ..
     return out
 
 
-def _overrides(src: _Source, data: Mapping[str, Any], fabrics: list, primitives: list,
-               gpudirect: list, nodes: list, links: list, names: list, kinds: dict
-               ) -> list[tuple[dict[str, tuple], dict[str, Any]]]:
+def _overrides(src: _Source, data: Mapping[str, Any], fabrics: list[Any],
+               primitives: list[Any], gpudirect: list[Any], nodes: list[Any], links: list[Any],
+               names: list[Any], kinds: dict[str, Any]
+               ) -> list[tuple[dict[str, tuple[Any, ...]], dict[str, Any]]]:
     entries = data.get("override", [])
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
         raise src.error(("override",), "expected [[override]] tables")
@@ -400,11 +401,11 @@ def _overrides(src: _Source, data: Mapping[str, Any], fabrics: list, primitives:
     return out
 
 
-def _matches(selector: Mapping[str, tuple], where: Mapping[str, Any]) -> bool:
+def _matches(selector: Mapping[str, tuple[Any, ...]], where: Mapping[str, Any]) -> bool:
     return all(where[axis] in values for axis, values in selector.items())
 
 
-def _cell_id(where: Mapping[str, Any], axes: Mapping[str, list]) -> str:
+def _cell_id(where: Mapping[str, Any], axes: Mapping[str, list[Any]]) -> str:
     parts = [where["workload"], where["fabric"], where["primitive"]]
     if len(axes["gpudirect"]) > 1 or where["gpudirect"] != "auto":
         parts.append(f"gdr-{where['gpudirect']}")

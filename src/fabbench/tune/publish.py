@@ -108,7 +108,7 @@ def _kept(outcome: TuneOutcome, stage: Stage) -> bool:
 
 def _image(default: Loaded) -> str:
     image = default.runs[0].provenance.image if default.runs else None
-    return f"image {image.get('id')}" if image and image.get("id") else "no image"
+    return f"image {image.id}" if image and image.id else "no image"
 
 
 def _nominal_gbit_s(loaded: Loaded) -> float | None:

@@ -20,6 +20,7 @@ from fabbench.report.study.groups import METRIC, CellGroup, all_groups, headline
 from fabbench.report.study.link_whatif import LinkWhatIf, whatif
 from fabbench.report.study.sites import site_network
 from fabbench.scaling.predict import ModelOptions, build, jsonable
+from fabbench.study.manifest import StudyManifest
 
 
 @dataclass
@@ -28,7 +29,7 @@ class StudyAnswer:
     ``forecast_error`` saying why, or when not asked for)."""
 
     directory: Path
-    manifest: dict[str, Any]
+    manifest: StudyManifest
     cells: list[StudyCell]
     groups: list[CellGroup]
     headline: list[str]
@@ -42,7 +43,7 @@ class StudyAnswer:
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}
         for c in self.cells:
-            out[c.entry["status"]] = out.get(c.entry["status"], 0) + 1
+            out[c.entry.status] = out.get(c.entry.status, 0) + 1
         return out
 
     def to_json(self) -> dict[str, Any]:
@@ -64,11 +65,11 @@ class StudyAnswer:
             groups.append({"kind": g.kind, "what": g.what, "nodes": g.nodes,
                            "metric": METRIC[g.kind], "rows": rows})
         return jsonable({
-            "study": self.manifest["study"], "directory": str(self.directory),
+            "study": self.manifest.study, "directory": str(self.directory),
             "headline": self.headline, "counts": self.counts(), "groups": groups,
-            "cells": [{"id": c.id, "label": c.label, "status": c.entry["status"],
-                       "reason": c.entry.get("reason"), "error": c.entry.get("error"),
-                       "file": c.entry["file"]} for c in self.cells],
+            "cells": [{"id": c.id, "label": c.label, "status": c.entry.status,
+                       "reason": c.entry.reason, "error": c.entry.error,
+                       "file": c.entry.file} for c in self.cells],
             "forecast": self.forecast, "forecast_error": self.forecast_error,
             "whatif": [{"what": w.what, "nodes": w.nodes, "agreement": w.agreement,
                         "notes": list(w.notes), "rows": [dataclasses.asdict(r) for r in w.rows]}
@@ -81,7 +82,7 @@ class StudyAnswer:
 def _forecast(directory: Path, cells: list[StudyCell]) -> tuple[dict | None, str | None]:
     """`fabbench model` over the study's results: what they predict for more nodes and other
     links (train cells: Zhang et al.'s what-if; collectives: α-β fits)."""
-    files = [directory / c.entry["file"] for c in cells if c.series]
+    files = [directory / c.entry.file for c in cells if c.series]
     if not files:
         return None, "no cell ran"
     try:
@@ -100,10 +101,10 @@ def answer(directory: str | Path, *, forecast: bool = True) -> StudyAnswer:
         rank(g)
     lines = [headline(g) for g in groups]
     for c in cells:
-        if c.entry["status"] == "failed":
-            warnings.append(f"cell {c.id} failed: {c.entry.get('error')}")
-        elif c.entry["status"] in ("pending", "running"):
-            warnings.append(f"cell {c.id} did not finish ({c.entry['status']}); "
+        if c.entry.status == "failed":
+            warnings.append(f"cell {c.id} failed: {c.entry.error}")
+        elif c.entry.status in ("pending", "running"):
+            warnings.append(f"cell {c.id} did not finish ({c.entry.status}); "
                             "fabbench study run --resume continues the study")
     out = StudyAnswer(directory, doc, cells, groups, lines, warnings)
     if any(s.pairs for c in ran for s in c.series):

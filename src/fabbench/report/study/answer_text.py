@@ -63,14 +63,14 @@ def whatif_table(w: LinkWhatIf) -> Table:
 def lines(a: StudyAnswer) -> list:
     """Renderables, in order: headline, tables, cells that did not run, warnings."""
     counts = ", ".join(f"{n} {k}" for k, n in sorted(a.counts().items()))
-    out: list = [f"[bold]study {a.manifest['study']}[/] ({a.directory}): {counts}",
+    out: list = [f"[bold]study {a.manifest.study}[/] ({a.directory}): {counts}",
                  "[bold]Answer:[/]"]
     out += [f"  • {escape(line)}" for line in a.headline] or ["  (no cell ran)"]
     out += [group_table(g) for g in a.groups]
     out += [whatif_table(w) for w in a.whatif]
     for c in a.cells:
-        if c.entry["status"] == "skipped":
-            out.append(f"[yellow]skipped[/] {c.id}: {escape(c.entry['reason'] or '')}")
+        if c.entry.status == "skipped":
+            out.append(f"[yellow]skipped[/] {c.id}: {escape(c.entry.reason or '')}")
     if a.forecast is None:
         out.append(f"no forecast: {escape(a.forecast_error or '')}")
     else:

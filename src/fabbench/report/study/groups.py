@@ -255,7 +255,7 @@ def cell_groups(cells: list[StudyCell]) -> list[CellGroup]:
     groups: dict[tuple, CellGroup] = {}
     order = list(catalog.WORKLOADS)
     for c in cells:
-        spec: WorkloadSpec | None = catalog.WORKLOADS.get(c.entry.get("kind", ""))
+        spec: WorkloadSpec | None = catalog.WORKLOADS.get(c.entry.kind)
         if spec is None or spec.name in BUILT or spec.metric is None:
             continue
         records = [r for s in c.series for r in s.of_kind(spec.record)]

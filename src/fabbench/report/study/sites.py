@@ -62,10 +62,10 @@ class ImageCheck:
 def _images(series: Sequence[Series]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     ids, refs = set(), set()
     for s in series:
-        image = s.run.provenance.image or {}
-        ids.add(image.get("id") or NO_IMAGE)
-        if image.get("ref"):
-            refs.add(image["ref"])
+        image = s.run.provenance.image
+        ids.add(image.id if image and image.id else NO_IMAGE)
+        if image and image.ref:
+            refs.add(image.ref)
     return tuple(sorted(ids)), tuple(sorted(refs))
 
 

@@ -21,6 +21,7 @@ from fabbench.report.study.cells import StudyCell, load_cells
 from fabbench.report.study.groups import CellResult, all_groups, verdict_of
 from fabbench.report.study.sites import Sites, compare_sites
 from fabbench.scaling.predict import jsonable
+from fabbench.study.manifest import StudyManifest
 
 
 @dataclass
@@ -84,19 +85,19 @@ def _rows(cells: list[StudyCell]) -> dict[tuple[str, str], CellResult]:
     return out
 
 
-def _flat_place(doc: dict[str, Any]) -> dict[str, str]:
-    p = doc["place"]
-    return {"study.host": doc["host"], "study.scheduler": p["scheduler"],
-            "study.nodes": str(p["nodes"]), "study.fabbench": doc["fabbench"],
-            "study.source_sha256": doc["source_sha256"][:12]}
+def _flat_place(doc: StudyManifest) -> dict[str, str]:
+    p = doc.place
+    return {"study.host": doc.host, "study.scheduler": p.scheduler,
+            "study.nodes": str(p.nodes), "study.fabbench": doc.fabbench,
+            "study.source_sha256": doc.source_sha256[:12]}
 
 
 def compare_studies(dir_a: str | Path, dir_b: str | Path) -> StudyComparison:
     dir_a, dir_b = Path(dir_a), Path(dir_b)
     doc_a, cells_a, _ = load_cells(dir_a)
     doc_b, cells_b, _ = load_cells(dir_b)
-    with_link = sorted(map(str, doc_a["axes"].get("link", []))) == sorted(
-        map(str, doc_b["axes"].get("link", [])))
+    with_link = sorted(map(str, doc_a.axes.get("link", []))) == sorted(
+        map(str, doc_b.axes.get("link", [])))
     ran_a = [c for c in cells_a if c.series]
     ran_b = [c for c in cells_b if c.series]
     by_b = {_key(c, with_link): c for c in ran_b}
@@ -127,7 +128,7 @@ def compare_studies(dir_a: str | Path, dir_b: str | Path) -> StudyComparison:
     diff += [(k, [fa[k], fb[k]]) for k in fa if fa[k] != fb[k]]
     options: dict[str, list[str]] = {}  # the cells' own options (a study file that changed)
     for p in out.pairs:
-        oa, ob = p.a.entry["options"], p.b.entry["options"]
+        oa, ob = p.a.entry.options, p.b.entry.options
         for k in sorted(oa.keys() | ob.keys()):
             if oa.get(k) != ob.get(k):
                 options.setdefault(f"options.{k}", [str(oa.get(k, "—")), str(ob.get(k, "—"))])

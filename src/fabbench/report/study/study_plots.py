@@ -15,7 +15,7 @@ def cells(a: StudyAnswer) -> list[Plot]:
     groups = [g for g in a.groups if g.rows]
     if not groups:
         return []
-    fig, axes = _grid(len(groups), f"study {a.manifest['study']}: each cell against the best "
+    fig, axes = _grid(len(groups), f"study {a.manifest.study}: each cell against the best "
                       "(bar: median; whisker: 95 % CI of the difference)")
     labels: set[str] = set()
     with plt.rc_context(_STYLE):

@@ -35,7 +35,7 @@ def make_study_report(directory: Path, *, html: Path | None = None,
             from fabbench.report.study.study_html import render
 
             written.append(write_output(html, render(
-                a, made, title=title or f"fabbench study {a.manifest['study']}: the answer")))
+                a, made, title=title or f"fabbench study {a.manifest.study}: the answer")))
     finally:
         for p in made:
             p.close()
