@@ -1,9 +1,10 @@
 """The chart's health check (healthCheck.enabled), rendered by Helm's own library: per node group
-a CronJob of an Indexed Job running the chart's benchmark, then `fabbench verify` against the
-floors (a ConfigMap) and `fabbench label-nodes`, with a ServiceAccount whose ClusterRole may get
-and patch nodes and nothing else; every manifest validated against Kubernetes' schemas
-(kubernetes-validate --strict). The pod's script is run here with a stand-in fabbench: the run,
-then on index 0 verify and the labels, and the exit code each step leaves."""
+a CronJob of an Indexed Job running the chart's benchmark, then `fabbench floors verify` against
+the floors (a ConfigMap) and `fabbench floors label-nodes`, with a ServiceAccount whose
+ClusterRole may get and patch nodes and nothing else; every manifest validated against
+Kubernetes' schemas (kubernetes-validate --strict). The pod's script is run here with a
+stand-in fabbench: the run, then on index 0 verify and the labels, and the exit code each step
+leaves."""
 
 from __future__ import annotations
 
@@ -132,8 +133,9 @@ def test_the_check_runs_the_charts_benchmark():
     assert job_argv[-2] == "--out" and launch == job_argv[:-2]
     assert "--workload" in launch and "pairs" in launch
     script = container["command"][2]
-    assert "verify --floors /etc/fabbench/floors.toml" in script
-    assert "--json /tmp/verdict.json" in script and "label-nodes /tmp/verdict.json" in script
+    assert "floors verify --floors /etc/fabbench/floors.toml" in script
+    assert "--json /tmp/verdict.json" in script
+    assert "floors label-nodes /tmp/verdict.json" in script
 
 
 def _k8s_expand(word: str, env: dict[str, str]) -> str:
@@ -144,21 +146,22 @@ def _k8s_expand(word: str, env: dict[str, str]) -> str:
 
 FAKE = """#!/bin/sh
 echo "$*" >> "$CALLS"
-case $1 in
-  run) exit "$RUN_RC" ;;
-  verify) [ "$VERDICT" = 0 ] || echo "FAIL node n2: pairs bw 0.03 GB/s"; exit "$VERDICT" ;;
-  label-nodes) exit "$LABEL_RC" ;;
+case "$1 $2" in
+  "run "*) exit "$RUN_RC" ;;
+  "floors verify")
+    [ "$VERDICT" = 0 ] || echo "FAIL node n2: pairs bw 0.03 GB/s"; exit "$VERDICT" ;;
+  "floors label-nodes") exit "$LABEL_RC" ;;
 esac
 exit 99
 """
 
 
 @pytest.mark.parametrize("index,run_rc,verdict,label_rc,code,calls", [
-    ("0", 0, 0, 0, 0, ["run", "verify", "label-nodes"]),
-    ("0", 0, 1, 0, 1, ["run", "verify", "label-nodes"]),  # the failing nodes labelled too
-    ("0", 0, 2, 0, 2, ["run", "verify"]),  # bad input: nothing to label
+    ("0", 0, 0, 0, 0, ["run", "floors verify", "floors label-nodes"]),
+    ("0", 0, 1, 0, 1, ["run", "floors verify", "floors label-nodes"]),  # failing nodes labelled
+    ("0", 0, 2, 0, 2, ["run", "floors verify"]),  # bad input: nothing to label
     ("0", 3, 0, 0, 3, ["run"]),  # the run failed: nothing to judge
-    ("0", 0, 0, 1, 1, ["run", "verify", "label-nodes"]),  # labels not set: the check fails
+    ("0", 0, 0, 1, 1, ["run", "floors verify", "floors label-nodes"]),  # labels not set: fails
     ("1", 0, 0, 0, 0, ["run"]),  # not index 0: the results are not here
 ])
 def test_the_pods_script(tmp_path, index, run_rc, verdict, label_rc, code, calls):
@@ -174,15 +177,16 @@ def test_the_pods_script(tmp_path, index, run_rc, verdict, label_rc, code, calls
         "VERDICT": str(verdict), "LABEL_RC": str(label_rc)})
     assert p.returncode == code, p.stderr
     made = (tmp_path / "calls").read_text().splitlines()
-    assert [c.split()[0] for c in made] == calls
+    assert [c.split()[0] if c.startswith("run ") else " ".join(c.split()[:2])
+            for c in made] == calls
     out = "/results/fb-fabbench-rack1-29000000-pairs.jsonl"
     assert made[0].endswith(f"--out {out}")
     if len(made) > 1:
-        assert made[1] == (f"verify --floors /etc/fabbench/floors.toml {out} "
+        assert made[1] == (f"floors verify --floors /etc/fabbench/floors.toml {out} "
                            "--json /tmp/verdict.json")
     if len(made) > 2:
-        assert made[2] == ("label-nodes /tmp/verdict.json --prefix fabbench.dev --condition "
-                           "FabricHealthy")
+        assert made[2] == ("floors label-nodes /tmp/verdict.json --prefix fabbench.dev "
+                           "--condition FabricHealthy")
 
 
 @pytest.mark.parametrize("health,words", [
@@ -204,7 +208,7 @@ def test_the_taint_and_dry_run_reach_label_nodes(tmp_path, health, words):
         "VERDICT": "1", "LABEL_RC": "0"})
     assert p.returncode == 1, p.stderr
     label = (tmp_path / "calls").read_text().splitlines()[2]
-    assert label == f"label-nodes /tmp/verdict.json --prefix fabbench.dev {words}"
+    assert label == f"floors label-nodes /tmp/verdict.json --prefix fabbench.dev {words}"
 
 
 def test_names_stay_within_kubernetes_limits():

@@ -327,7 +327,7 @@ def test_injection_extra_args_and_paths_stay_arguments(tmp_path):
 
 VERIFY_STEP = """\
 launch srun --nodes=1 --ntasks=1 \\
-  fabbench verify --floors "$results_dir/$job_id-floors.toml" \
+  fabbench floors verify --floors "$results_dir/$job_id-floors.toml" \
 "$results_dir/$job_id-small.jsonl" "$results_dir/$job_id-large.jsonl" || status=$?
 exit "$status"
 """
@@ -335,15 +335,15 @@ exit "$status"
 
 def test_verify_judges_every_benchmarks_results_last(tmp_path):
     """`render slurm --verify FILE`: the floors file made absolute and copied beside the results
-    at the job's start; after the benchmarks, one step of `fabbench verify` on every results
-    file, and the script's last line exits with its code."""
+    at the job's start; after the benchmarks, one step of `fabbench floors verify` on every
+    results file, and the script's last line exits with its code."""
     job = SlurmJob(nodes=2, verify="/site/floors.toml", benchmarks=(
         bench(label="small", sizes="8,1K"), bench(label="large", sizes="1M")))
     text = render_slurm(job)
     assert 'cp -- /site/floors.toml "$results_dir/$job_id-floors.toml"\n' in text
     assert text.index("cp -- /site/floors.toml") < text.index("launch srun")
     assert text.endswith("status=0\n" + VERIFY_STEP)
-    assert text.rindex("fabbench run") < text.index("fabbench verify")
+    assert text.rindex("fabbench run") < text.index("fabbench floors verify")
     p = fabbench("render", "slurm", "--verify", "floors.toml", cwd=tmp_path, timeout=60)
     assert p.returncode == 0, p.stderr
     assert f"cp -- {sh(str(tmp_path / 'floors.toml'))} " in p.stdout
@@ -359,7 +359,8 @@ def test_verify_runs_in_the_benchmarks_container_and_reference_floors_are_not_co
                                  benchmarks=(bench(primitive="mpi"),)))
     assert "cp --" not in text
     assert text.endswith('  ch-run --set-env -b "$results_dir:/mnt/0" /img.sqfs -- \\\n'
-                         '  fabbench verify --floors reference "/mnt/0/$job_id-collectives.jsonl"'
+                         '  fabbench floors verify --floors reference '
+                         '"/mnt/0/$job_id-collectives.jsonl"'
                          ' || status=$?\nexit "$status"\n')
     with pytest.raises(UsageError, match="absolute path"):
         SlurmJob(verify="floors.toml", benchmarks=(bench(),))

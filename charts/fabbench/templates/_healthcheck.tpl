@@ -13,10 +13,10 @@ fabbench=$1 out=$2 prefix=$3
 shift 3
 "$@" --out "$out" || exit
 [ "$FABBENCH_NODE_RANK" = 0 ] || exit 0
-"$fabbench" verify --floors /etc/fabbench/floors.toml "$out" --json /tmp/verdict.json
+"$fabbench" floors verify --floors /etc/fabbench/floors.toml "$out" --json /tmp/verdict.json
 verdict=$?
 [ "$verdict" -le 1 ] || exit "$verdict"
-"$fabbench" label-nodes /tmp/verdict.json --prefix "$prefix" --condition {{ $hc.conditionType | squote }}
+"$fabbench" floors label-nodes /tmp/verdict.json --prefix "$prefix" --condition {{ $hc.conditionType | squote }}
 {{- if $hc.taint }} --taint --taint-effect {{ $hc.taintEffect | squote }}{{ end }}
 {{- if $hc.dryRun }} --dry-run{{ end }} || exit
 exit "$verdict"

@@ -12,10 +12,12 @@ if TYPE_CHECKING:
     from fabbench.emulate import Emulation
 
 emulate_app = typer.Typer(no_args_is_help=True, help=(
-    "Emulated nodes on this host, to run benchmarks across (root).\n\n"
+    "Run benchmarks across emulated nodes on this host (root).\n\n"
     "A network namespace each (own interface fbnet0, address in 198.18.0.0/15, hostname), veth "
     "links through a bridge, tc shaping rate, delay and loss both ways.\n\n"
-    "Example: [bold]fabbench emulate run --nodes 2 --link 1gbit -- run --primitive mpi[/]"))
+    "Examples:\n"
+    "    fabbench emulate run --nodes 2 --link 1gbit -- run --primitive mpi\n"
+    "    fabbench emulate up --nodes 4 --link 1gbit --delay 50us  # one kept standing"))
 
 # the cluster's shape, the same options for `run` and `up`
 Nodes = Annotated[int, typer.Option(help="Emulated nodes (namespaces).")]
@@ -56,20 +58,19 @@ def run(
         help="The container runtime of --image: apptainer or charliecloud.",
         show_default=False)] = None,
 ) -> None:
-    """Run a fabbench command across emulated nodes; the cluster is removed when it ends,
-    fails or is interrupted.
+    """Run a fabbench command across emulated nodes.
 
-    Example: [bold]fabbench emulate run --nodes 2 --link 1gbit -- run --primitive mpi --ops
-    allreduce[/]
+    The cluster is built for the command and removed when it ends, fails or is interrupted.
+    Under a study each cell runs on a cluster of this shape (the first N nodes for an N-node
+    cell). The old spelling without `run` (`fabbench emulate --nodes 2 -- run ...`) still
+    works.
 
-    Ranks in an image: [bold]fabbench emulate run --nodes 2 --image fabbench.sif --runtime
-    apptainer -- run --primitive mpi[/]
-
-    A site for a study (each cell on a cluster of this shape; the first N nodes for an N-node
-    cell): [bold]fabbench emulate run --nodes 4 --link 1gbit --slow-node 3:250mbit --image
-    fabbench.sif --runtime apptainer -- study run sites.toml --out siteB/[/]
-
-    The old spelling without `run` (`fabbench emulate --nodes 2 -- run ...`) still works.
+    Examples:
+        fabbench emulate run --nodes 2 --link 1gbit -- run --primitive mpi --ops allreduce
+        fabbench emulate run --nodes 2 --image fabbench.sif --runtime apptainer
+            -- run --primitive mpi  # the ranks in an image
+        fabbench emulate run --nodes 4 --link 1gbit --slow-node 3:250mbit
+            -- study run quick --out siteB/  # a site with one slow node, for a study
     """
     from fabbench.launch import emulated
 
@@ -87,7 +88,9 @@ def up(nodes: Nodes = 2, link: LinkRate = "1gbit", delay: Delay = "0", loss: Los
     It prints FABBENCH_EMULATION=FILE: a command run with that variable set runs on the
     cluster.
 
-    Example: [bold]fabbench emulate up --nodes 4 --link 1gbit[/]
+    Examples:
+        fabbench emulate up --nodes 4 --link 1gbit
+        fabbench emulate up --nodes 3 --delay 1ms --lossy-node 2:0.5%  # node 2 loses packets
     """
     from fabbench.emulate import session
 
@@ -108,7 +111,9 @@ def down(
 ) -> None:
     """Stop a standing emulated cluster and remove what it made.
 
-    Example: [bold]fabbench emulate down[/]
+    Examples:
+        fabbench emulate down
+        fabbench emulate down --all  # every standing cluster, other users' included
     """
     from fabbench.emulate import session
     from fabbench.errors import UsageError

@@ -13,9 +13,12 @@ from fabbench.cli.labels import label_nodes
 from fabbench.cli.options import old_spelling
 
 floors_app = typer.Typer(no_args_is_help=True, help=(
-    "Acceptance floors: judge results against them, write them from healthy runs, label the "
-    "nodes a verdict judged.\n\nExample: [bold]fabbench floors verify --floors reference "
-    "results/[/]"))
+    "Judge results against acceptance floors, make floors, label the nodes judged.\n\n"
+    "A floors file (docs/floors.md) holds the figures a healthy cluster reaches; fabbench ships "
+    "reference floors ('reference').\n\n"
+    "Examples:\n"
+    "    fabbench floors verify --floors reference results/\n"
+    "    fabbench floors baseline runs/ --out site.toml  # floors from healthy runs"))
 
 Results = Annotated[list[Path], typer.Argument(
     help="Results files or directories: fabbench's JSON Lines, nccl-tests' or OSU's output.",
@@ -46,7 +49,11 @@ def verify(
     judged with the figure, the floor and the margin. Exit code 0: no floor failed (and one was
     judged); 1: a floor failed, or nothing could be judged; 2: bad input.
 
-    Example: [bold]fabbench floors verify --floors site.toml results/pairs.jsonl[/]
+    Examples:
+        fabbench floors verify --floors site.toml results/pairs.jsonl
+        fabbench floors verify --floors reference results/ --json verdict.json
+        fabbench floors verify --floors site.toml results/
+            --prometheus /var/lib/node_exporter/fabric.prom  # for Prometheus to scrape
     """
     from fabbench.errors import UsageError
     from fabbench.floors.rules import load
@@ -90,7 +97,9 @@ def baseline(
     Per point the median and spread of the runs, a floor a stated fraction below the median or,
     where lower, the bound the spread allows, with the runs' provenance in the file.
 
-    Example: [bold]fabbench floors baseline runs/*.jsonl --out site.toml --below 0.1[/]
+    Examples:
+        fabbench floors baseline runs/*.jsonl --out site.toml --below 0.1
+        fabbench floors baseline runs/ --out site.toml --min-size 64K --name rack1
     """
     from fabbench.errors import UsageError
     from fabbench.floors.baseline import make

@@ -42,7 +42,10 @@ def label_nodes(
     floors verify`). Exit code 0: every node done; 1: a node was not (one line
     each); 2: bad input.
 
-    Example: [bold]fabbench floors label-nodes /tmp/verdict.json --prefix fabbench.dev --taint[/]
+    Examples:
+        fabbench floors label-nodes /tmp/verdict.json --prefix fabbench.dev --taint
+        fabbench floors label-nodes verdict.json --api http://127.0.0.1:8001
+            --dry-run  # what would change, through `kubectl proxy`
     """
     from fabbench.k8s_api.node_labels import Api, Health, label_nodes, read_verdict
 

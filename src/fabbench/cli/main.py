@@ -10,21 +10,21 @@ import sys
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.markup import escape
 from typer.exceptions import Abort, Exit, TyperException
 
-from fabbench import __version__, config
+from fabbench import config
 from fabbench.cli import (
     emulate,
     floors,
+    information,
     model,
     render,
     results,
     study,
     sysinfo,
-    train,
     tune,
 )
-from fabbench.cli.options import Json
 from fabbench.errors import FabbenchError
 from fabbench.procs import Terminated
 
@@ -34,7 +34,13 @@ if TYPE_CHECKING:
 app = typer.Typer(
     name="fabbench", no_args_is_help=True, add_completion=False,
     pretty_exceptions_enable=False, rich_markup_mode="rich",
-    help="What your network fabric and communication primitive cost data-parallel training.")
+    help="""What your network fabric and communication primitive cost data-parallel training.
+
+    Examples:
+        fabbench doctor  # is this host ready?
+        fabbench run --fabric ethernet --primitive mpi --ranks 2 --out results/eth.jsonl
+        fabbench report results/ --html report.html
+    """)
 
 
 def run(*, dry_run: bool, resume: str | None, floors: str | None = None,
@@ -44,7 +50,10 @@ def run(*, dry_run: bool, resume: str | None, floors: str | None = None,
     Outside a job it starts --ranks local ranks; inside one (mpirun, srun, torchrun, a
     Kubernetes job) it is one rank.
 
-    Example: [bold]fabbench run --fabric ethernet --primitive mpi --sizes 1K:16M --check[/]
+    Examples:
+        fabbench run --fabric ethernet --primitive mpi --sizes 1K:16M --check
+        fabbench run --workload train --model resnet50 --ranks 2 --primitive gloo
+        fabbench run --workload pairs --ranks 4 --floors reference  # each node judged
     """
     from fabbench import runner
 
@@ -108,33 +117,38 @@ run.__annotations__ = {p.name: p.annotation for p in _RUN_SIGNATURE.parameters.v
 app.command()(run)
 
 
-@app.command()
-def fabrics(json_out: Json = False) -> None:
-    """List the fabric profiles on the search path.
-
-    Example: [bold]fabbench fabrics[/]
-    """
-    from fabbench.cli.show import show_fabrics
-
-    show_fabrics(json_out)
-
-
-@app.command()
-def version() -> None:
-    """Print fabbench's version."""
-    print(__version__)
-
-
 # Commands that live in their own modules (cli/<name>.py, each with `register(app)`). Those
 # modules keep heavy imports inside their command functions, so start-up stays fast.
-for _module in (emulate, floors, model, render, results, study, sysinfo, train, tune):
+for _module in (emulate, floors, information, model, render, results, study, sysinfo, tune):
     _module.register(app)
 
 
-def _paragraphs(text: str) -> str:
-    """A docstring as help: each paragraph on one line. Typer's rich mode keeps a docstring's
-    line breaks, which would break sentences and example commands where the source wraps."""
-    return "\n\n".join(" ".join(p.split()) for p in inspect.cleandoc(text).split("\n\n"))
+def _help_and_examples(text: str) -> tuple[str, str | None]:
+    """A docstring as help, and its closing "Examples:" section as the epilog (None without).
+
+    The help: each paragraph on one line (Typer's rich mode keeps a docstring's line breaks,
+    which would break sentences where the source wraps). The section: one example a line,
+    ``COMMAND  # what it shows`` (the comment optional), a line indented further continuing
+    the one above; the epilog shows each as ``Example: COMMAND  # ...``, ready to paste."""
+    paragraphs = inspect.cleandoc(text).split("\n\n")
+    epilog = None
+    if paragraphs[-1].startswith("Examples:"):
+        lines = paragraphs.pop().splitlines()[1:]
+        indent = len(lines[0]) - len(lines[0].lstrip())
+        examples: list[str] = []
+        for line in lines:
+            if len(line) - len(line.lstrip()) > indent:
+                examples[-1] += " " + line.strip()
+            else:
+                examples.append(line.strip())
+        epilog = "\n".join(_example(e) for e in examples)
+    return "\n\n".join(" ".join(p.split()) for p in paragraphs), epilog
+
+
+def _example(line: str) -> str:
+    command, _, what = line.partition(" # ")
+    return f"Example: [bold]{escape(command.strip())}[/]" + (
+        f"  [dim]# {escape(what.strip())}[/]" if what else "")
 
 
 # `fabbench --help` lists the commands by what their users do with them, in this order
@@ -166,14 +180,16 @@ def _reflow_help(group: typer.Typer, top: bool = False) -> None:
     for command in group.registered_commands:
         text = command.help or (command.callback.__doc__ if command.callback else None)
         if text:
-            command.help = _paragraphs(text)
+            command.help, examples = _help_and_examples(text)
+            command.epilog = command.epilog or examples
             command.short_help = command.short_help or _first_sentence(command.help)
         if top and not command.hidden:  # an old spelling (cli.options.old_spelling)
             command.rich_help_panel = PANEL_OF[_command_name(command)]
     for sub in group.registered_groups:
         text = sub.help or (sub.typer_instance.info.help if sub.typer_instance else None)
         if isinstance(text, str):  # Typer's default for no help is a sentinel object
-            sub.help = _paragraphs(text)
+            sub.help, examples = _help_and_examples(text)
+            sub.epilog = sub.epilog or examples
             sub.short_help = sub.short_help or _first_sentence(sub.help)
         if top:
             sub.rich_help_panel = PANEL_OF[sub.name or ""]
@@ -181,6 +197,7 @@ def _reflow_help(group: typer.Typer, top: bool = False) -> None:
             _reflow_help(sub.typer_instance)
 
 
+app.info.help, app.info.epilog = _help_and_examples(str(app.info.help))
 _reflow_help(app, top=True)
 
 

@@ -39,7 +39,9 @@ def forecast(
     α-β fits per op and transport, allreduce at scale, and the training what-if of Zhang et al.
     (scaling factor vs nodes and bandwidth).
 
-    Example: [bold]fabbench forecast --from results.jsonl --nodes 64 --bandwidth 25Gbit[/]
+    Examples:
+        fabbench forecast --from results.jsonl --nodes 64 --bandwidth 25Gbit
+        fabbench forecast --from results/ --nodes 16 --ranks-per-node 8 --compression 4
     """
     from fabbench.console import console
     from fabbench.scaling import forecast_text

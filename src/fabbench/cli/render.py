@@ -11,7 +11,10 @@ from fabbench.cli.options import run_options
 from fabbench.config import RENDERED_DEFAULTS
 
 render_app = typer.Typer(name="render", no_args_is_help=True, help=(
-    "Write the files a scheduler runs: an sbatch script or Kubernetes manifests."))
+    "Print the job files a scheduler runs: an sbatch script or Kubernetes manifests.\n\n"
+    "Examples:\n"
+    "    fabbench render slurm --nodes 2 --fabric ethernet --primitive mpi > job.sbatch\n"
+    "    fabbench render k8s --nodes 2 --primitive gloo > job.yaml"))
 
 # `fabbench run`'s options are render's too (fabbench.config), less --ranks and --out (the job
 # places its ranks and names its results file), with a rendered job's defaults.
@@ -59,20 +62,21 @@ def slurm(
     None,
     verify: Annotated[str | None, typer.Option(
         metavar="FILE", help="After the run, judge its results against this floors file "
-        "(`fabbench verify`, docs/floors.md; 'reference': the shipped floors) and exit with "
-        "verify's code: 0 every floor met, 1 a floor failed (the failing nodes named in the "
-        "job's output), 2 bad input. A health-check job, or a prolog's gate. The path is made "
-        "absolute and must be readable on the job's nodes: the job copies it beside the "
+        "(`fabbench floors verify`, docs/floors.md; 'reference': the shipped floors) and exit "
+        "with verify's code: 0 every floor met, 1 a floor failed (the failing nodes named in "
+        "the job's output), 2 bad input. A health-check job, or a prolog's gate. The path is "
+        "made absolute and must be readable on the job's nodes: the job copies it beside the "
         "results at its start.")] = None,
     **options: object,
 ) -> None:
     """Print an sbatch script that runs the benchmark on --nodes nodes.
 
-    Example: [bold]fabbench render slurm --nodes 4 --gpus-per-node 8 --fabric omnipath
-    --primitive mpi --runtime apptainer --image fabbench.sif > job.sbatch[/]
-
-    A health check that fails the job when a node falls below its floor: [bold]fabbench
-    render slurm --nodes 8 --workload pairs --verify /shared/floors.toml > check.sbatch[/]
+    Examples:
+        fabbench render slurm --nodes 4 --gpus-per-node 8 --fabric omnipath --primitive mpi
+            --runtime apptainer --image fabbench.sif > job.sbatch
+        fabbench render slurm --nodes 8 --workload pairs --verify /shared/floors.toml
+            > check.sbatch  # a health check: the job fails when a node is below its floor
+        fabbench render slurm --study quick > study.sbatch  # a study in one allocation
     """
     if study is not None and verify is not None:
         from fabbench.errors import UsageError
@@ -137,11 +141,16 @@ def k8s(
     name: Name = "fabbench", fabbench_command: Command = "fabbench", extra_arg: Extra = None,
     **options: object,
 ) -> None:
-    """Print Kubernetes manifests: an Indexed Job and a headless Service (gloo, nccl) or an
-    MPIJob (mpi, horovod; kubeflow.org/v2beta1).
+    """Print the Kubernetes manifests that run the benchmark on --nodes nodes.
 
-    Example: [bold]fabbench render k8s --nodes 4 --gpus-per-node 8 --fabric infiniband
-    --primitive nccl --rdma-resource rdma/hca_shared_devices_a > job.yaml[/]
+    An Indexed Job and a headless Service (gloo, nccl), or an MPIJob (mpi, horovod;
+    kubeflow.org/v2beta1).
+
+    Examples:
+        fabbench render k8s --nodes 4 --gpus-per-node 8 --fabric infiniband --primitive nccl
+            --rdma-resource rdma/hca_shared_devices_a > job.yaml
+        fabbench render k8s --nodes 4 --primitive gloo --preflight site.toml
+            > job.yaml  # the job starts only when a short allreduce meets the floors
     """
     from fabbench.render import render_k8s
     from fabbench.render.from_options import k8s_job

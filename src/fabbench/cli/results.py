@@ -57,7 +57,10 @@ def report(paths: Paths, html: Html = None, plots: Plots = None, csv: Csv = None
     Tables in the nccl-tests layout, busbw against the link, which node is slow (pairs) and
     which rank arrives late, plots, HTML and CSV.
 
-    Example: [bold]fabbench report results/ --html report.html --plots figs/ --csv all.csv[/]
+    Examples:
+        fabbench report results/ --html report.html --plots figs/ --csv all.csv
+        fabbench report study/  # a study's answer; report.html beside its manifest
+        fabbench report tune-eth/  # a tune's gains against the default settings
     """
     if len(paths) == 1 and _is_dir_of("tune", paths[0]):
         _tune_report(paths[0], given=[flag for flag, value in (
@@ -128,7 +131,9 @@ def compare(paths: Paths, html: Html = None, plots: Plots = None, csv: Csv = Non
     Per op and size the time ratio, its 95% CI and whether the difference is real; training
     side by side; the provenance that differs.
 
-    Example: [bold]fabbench compare siteA.jsonl siteB.jsonl --html compare.html[/]
+    Examples:
+        fabbench compare siteA.jsonl siteB.jsonl --html compare.html
+        fabbench compare siteA/ siteB/  # two study directories, cell by cell
     """
     if len(paths) == 2 and all(_is_dir_of("study", p) for p in paths):
         if plots or csv:
@@ -221,8 +226,9 @@ def from_log(
     default when results.claim and results.hostPath are unset). Exit code 0: written; 2: no
     results, a block cut short, or a record that is not valid.
 
-    Example: [bold]fabbench from-log launcher.log -o results.jsonl[/] (launcher.log from
-    `kubectl logs job/NAME-launcher`; - reads the log from a pipe)
+    Examples:
+        fabbench from-log launcher.log -o results.jsonl  # a log kubectl logs saved
+        kubectl logs job/NAME-launcher | fabbench from-log - -o results/
     """
     import sys
 

@@ -13,8 +13,12 @@ import typer
 from fabbench.cli.options import Json
 
 study_app = typer.Typer(name="study", no_args_is_help=True, help=(
-    "Run a study (fabrics x primitives x GPUDirect x workloads x nodes) into one directory; "
-    "`fabbench report DIR` answers it."))
+    "List, show and run studies: grids of benchmarks, each run into one directory.\n\n"
+    "A study crosses fabrics x primitives x GPUDirect x workloads x nodes; `fabbench report "
+    "DIR` answers it.\n\n"
+    "Examples:\n"
+    "    fabbench study list\n"
+    "    fabbench study run quick --out study/ && fabbench report study/"))
 
 Name = Annotated[str, typer.Argument(help="A study of `fabbench study list`, or a .toml file.",
                                      show_default=False)]
@@ -22,9 +26,11 @@ Name = Annotated[str, typer.Argument(help="A study of `fabbench study list`, or 
 
 @study_app.command("list")
 def list_studies(json_out: Json = False) -> None:
-    """The studies on the search path.
+    """List the studies on the search path.
 
-    Example: [bold]fabbench study list[/]
+    Examples:
+        fabbench study list
+        fabbench study list --json
     """
     from fabbench.study.spec import available_studies, load_study
 
@@ -42,9 +48,11 @@ def list_studies(json_out: Json = False) -> None:
 
 @study_app.command("show")
 def show(name: Name, json_out: Json = False) -> None:
-    """The cells of a study and whether this host can run each (and why not).
+    """Show a study's cells and whether this host can run each (and why not).
 
-    Example: [bold]fabbench study show quick[/]
+    Examples:
+        fabbench study show quick
+        fabbench study show hpec2020 --json
     """
     from fabbench.cli.show_study import cells_table
     from fabbench.study.host import Host, detect_place, why_not
@@ -76,11 +84,14 @@ def run(
         help="Judge every cell's results against this floors file (docs/floors.md) when the "
         "study ends: exit 1 when a floor fails.", metavar="FILE")] = None,
 ) -> None:
-    """Run every cell as its own launch: one results file per cell and a manifest.
+    """Run every cell of a study as its own launch: a results file per cell and a manifest.
 
     Inside a Slurm allocation each cell is an srun step on the allocation's nodes.
 
-    Example: [bold]fabbench study run quick --out study/ && fabbench report study/[/]
+    Examples:
+        fabbench study run quick --out study/ && fabbench report study/
+        fabbench study run quick --out study/ --resume  # the cells not complete yet
+        fabbench study run quick --only 'allreduce-*-gloo-*' --floors reference
     """
     import fnmatch
 

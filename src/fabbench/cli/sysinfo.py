@@ -19,7 +19,9 @@ def env(json_out: Json = False) -> None:
     CPU, memory, GPUs, NICs, RDMA ports, GPUDirect, library versions, image manifest,
     container runtime, scheduler, fabric environment variables.
 
-    Example: [bold]fabbench env --json > env.json[/]
+    Examples:
+        fabbench env
+        fabbench env --json > env.json
     """
     from fabbench.sysinfo.inventory import inventory, summary_rows
 
@@ -55,10 +57,14 @@ def doctor(
                                                         "recorded tree).")] = "/",
     json_out: Json = False,
 ) -> None:
-    """Preflight: a verdict per check and the fix to apply; exit code 1 when a check fails.
+    """Check that this host can run a benchmark, with the fix for each check that fails.
 
-    Example: [bold]fabbench doctor --fabric infiniband[/]   ([bold]--fidelity[/]: is fabbench
-    as fast as the bare library loop here?)
+    A verdict per check: pass, warn, FAIL or skip. Exit code 0: ready; 1: a check failed.
+
+    Examples:
+        fabbench doctor --fabric infiniband
+        fabbench doctor --fidelity  # is fabbench as fast as the bare library loop here?
+        fabbench doctor --no-smoke --json  # no 2-rank smoke test; the checks as JSON
     """
     from fabbench.doctor import DoctorOptions
     from fabbench.doctor import doctor as run_doctor

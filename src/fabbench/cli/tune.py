@@ -43,7 +43,10 @@ def register(app: typer.Typer) -> None:
         DIRECTORY/<fabric>-tuned.toml (use it as --fabric), Open MPI's coll_tuned rules file
         and NCCL's tuner CSV where they apply (docs/tuning.md).
 
-        Example: [bold]fabbench tune tune-eth/ --fabric ethernet --primitive mpi --quick[/]
+        Examples:
+            fabbench tune tune-eth/ --fabric ethernet --primitive mpi --quick
+            fabbench tune tune-eth/ --fabric ethernet --primitive mpi --resume
+            fabbench run --fabric tune-eth/ethernet-tuned.toml --primitive mpi  # tuned
         """
         from fabbench.cli.show_tune import TuneProgress
         from fabbench.config import from_parameters

@@ -1,5 +1,5 @@
 """A verdict in Prometheus' text exposition format (version 0.0.4), for node_exporter's textfile
-collector (`fabbench verify --prometheus FILE`): what a cluster already scrapes.
+collector (`fabbench floors verify --prometheus FILE`): what a cluster already scrapes.
 
 Per judged subject (a node's pairs, an operation at a size, a training run) one sample of each
 of: the verdict (1 pass, 0 fail; a subject not judged has no figure and is left out, its count

@@ -1,5 +1,5 @@
-"""``fabbench verify``: results of any source read as points, judged against a floors file, and
-the verdict as lines and as JSON (format fabbench-verdict/1)."""
+"""``fabbench floors verify``: results of any source read as points, judged against a floors
+file, and the verdict as lines and as JSON (format fabbench-verdict/1)."""
 
 from __future__ import annotations
 
@@ -84,7 +84,7 @@ class Verification:
         return out
 
     def verdict(self) -> FloorsVerdict:
-        """The verdict as `fabbench verify --json` writes it: every rule's, and each node's
+        """The verdict as `fabbench floors verify --json` writes it: every rule's, and each node's
         worst (a failure over a pass over not judged; of equals, the last)."""
         nodes: dict[str, NodeVerdict] = {}
         rank = {FAIL: 2, PASS: 1, NOT_JUDGED: 0}
@@ -137,8 +137,8 @@ class NodeVerdict:
 
 @dataclass(frozen=True, kw_only=True)
 class FloorsVerdict:
-    """The JSON of `fabbench verify --json` (FORMAT); each rule's verdict as Judgement.to_json
-    writes it."""
+    """The JSON of `fabbench floors verify --json` (FORMAT); each rule's verdict as
+    Judgement.to_json writes it."""
 
     floors: str
     name: str

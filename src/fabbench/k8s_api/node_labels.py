@@ -1,5 +1,5 @@
-"""Node labels from a verdict, through the Kubernetes API (`fabbench label-nodes`, the chart's
-health check; docs/guide.md): ``<prefix>/verdict`` (pass, fail, not-judged) and
+"""Node labels from a verdict, through the Kubernetes API (`fabbench floors label-nodes`, the
+chart's health check; docs/guide.md): ``<prefix>/verdict`` (pass, fail, not-judged) and
 ``<prefix>/figure`` (the node's figure with its unit; removed when there is none), a node
 condition (FabricHealthy by default: True, False with the failed rule's id, Unknown), and with
 ``taint`` the taint ``<prefix>/fabric=fail`` on a failed node. From inside the pod, with urllib
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     import ssl
     import urllib.error
 
-VERDICT_FORMAT = "fabbench-verdict/1"  # what `fabbench verify --json` writes
+VERDICT_FORMAT = "fabbench-verdict/1"  # what `fabbench floors verify --json` writes
 DEFAULT_PREFIX = "fabbench.dev"
 SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")  # token, ca.crt
 API_ENV = "FABBENCH_KUBE_API"  # the API's base URL instead of the pod's cluster (tests)
@@ -79,9 +79,9 @@ def figure_value(figure: float, unit: str) -> str:
 
 
 def node_labels(verdict: Mapping[str, Any], prefix: str = DEFAULT_PREFIX) -> list[NodeLabels]:
-    """The labels of every node the verdict names (`fabbench verify --json`'s "nodes"), by node
-    name in lower case: the name the records give each rank's host, which in the chart's pods
-    is the Kubernetes node's (FABBENCH_NODE_NAME, from spec.nodeName; launch.world)."""
+    """The labels of every node the verdict names (`fabbench floors verify --json`'s "nodes"),
+    by node name in lower case: the name the records give each rank's host, which in the chart's
+    pods is the Kubernetes node's (FABBENCH_NODE_NAME, from spec.nodeName; launch.world)."""
     check_prefix(prefix)
     if not isinstance(verdict, Mapping) or verdict.get("format") != VERDICT_FORMAT:
         found = verdict.get("format") if isinstance(verdict, Mapping) else type(verdict).__name__

@@ -348,7 +348,7 @@ class RankRun:
 
     def _judged(self, judge: Floors) -> int:
         """Rank 0 judges its results file against the floors and prints the verdict as
-        `fabbench verify` does; every rank gets the verdict's exit code (the largest of the
+        `fabbench floors verify` does; every rank gets the verdict's exit code (the largest of the
         ranks' codes: rank 0's, the others giving 0), and a rank other than 0 that fails says
         where the FAIL lines are. A job's pods (a check before the job) all end with it."""
         from fabbench.floors.verify import verify  # after the measurements: not in their way

@@ -13,8 +13,8 @@ A rank's node is FABBENCH_NODE_NAME when set (the chart's pods get the Kubernete
 spec.nodeName, through the downward API: a pod's hostname is the pod's, or on the node's network
 the host's, which need not be the node's name); else its origin's name for the node when it has
 one (srun's SLURMD_NODENAME); else its hostname. The records name each rank's host by it
-(launch.rank), so that a verdict's nodes are the nodes `fabbench label-nodes` patches (records
-name a rank's host by FABBENCH_NODE_NAME or the hostname: host_name). Every rank
+(launch.rank), so that a verdict's nodes are the nodes `fabbench floors label-nodes` patches
+(records name a rank's host by FABBENCH_NODE_NAME or the hostname: host_name). Every rank
 gathers every rank's announcement, so all take the same decision (an ssh-started rank may not see
 the variables its launcher's host had)."""
 

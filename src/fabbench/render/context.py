@@ -19,7 +19,7 @@ from fabbench.sysinfo.inventory import IMAGE_REF_ENV
 RUNTIMES = tuple(runtimes.RUNTIMES)  # the container runtimes (launch.runtimes)
 MAX_BENCHMARKS = 10  # rendezvous ports: ten per job (see slurm.sbatch.j2)
 IMAGE_REPOSITORY = "fabbench"  # the image's name as .ci/publish.sh tags it
-REFERENCE_FLOORS = "reference"  # `fabbench verify --floors reference`: the shipped floors
+REFERENCE_FLOORS = "reference"  # `fabbench floors verify --floors reference`: the shipped floors
 # The check before a Kubernetes job (--preflight; the chart's preflight.sizes, .budget and
 # .timeout defaults): what it runs, and what it keeps of the job's configuration
 PREFLIGHT = {"kind": "collectives", "ops": "allreduce", "sizes": "16M", "budget": 0.5,

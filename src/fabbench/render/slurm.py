@@ -6,8 +6,8 @@ container every rank is told the image's reference (FABBENCH_IMAGE_REF), exporte
 srun passes its environment to the steps, and each runtime into the container.
 
 With a floors file (SlurmJob.verify), the script copies it beside the results at its start and,
-after the benchmarks, runs `fabbench verify` on their results as one more step (in the same
-container), then exits with verify's code: a health-check job, or a prolog's gate."""
+after the benchmarks, runs `fabbench floors verify` on their results as one more step (in the
+same container), then exits with verify's code: a health-check job, or a prolog's gate."""
 
 from __future__ import annotations
 
@@ -47,8 +47,8 @@ def _step(job: SlurmJob, index: int) -> dict:
 
 def _verify(job: SlurmJob) -> dict | None:
     """The acceptance step: the floors file (copied to the results directory at the job's start,
-    where every runtime sees it; the shipped reference floors by name) and `fabbench verify` of
-    every benchmark's results, one task on the first node, in the benchmarks' container."""
+    where every runtime sees it; the shipped reference floors by name) and `fabbench floors verify`
+    of every benchmark's results, one task on the first node, in the benchmarks' container."""
     if job.verify is None:
         return None
     wrapped = runtimes.runtime(job.runtime).wrap(runtimes.Container(
@@ -61,7 +61,7 @@ def _verify(job: SlurmJob) -> dict | None:
     lines = [shell_line(["launch", "srun", "--nodes=1", "--ntasks=1"])]
     if wrapped.words:
         lines.append(shell_line(wrapped.words))
-    lines.append(shell_line([job.fabbench_command, "verify", "--floors", floors, *outs]))
+    lines.append(shell_line([job.fabbench_command, "floors", "verify", "--floors", floors, *outs]))
     return {"given": job.verify, "copied": copied, "launch": lines}
 
 
