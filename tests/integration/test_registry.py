@@ -278,12 +278,14 @@ def test_pull_by_digest_and_run(published, how, user_dir, tmp_path):
         prov, digest = only_results(work, res.stdout), oci_digest
         assert prov.container == "charliecloud"
     image = prov.image
-    assert image["id"] == published.image_id, image
-    assert image["id"] == image_id(prov.build)  # computed inside, from the image's manifest
-    assert image["digest"] == digest, image
-    assert image["ref"].endswith(f"@{digest}")
+    assert image is not None
+    assert image.id == published.image_id, image
+    assert image.id == image_id(prov.build)  # computed inside, from the image's manifest
+    assert image.digest == digest, image
+    assert image.ref is not None and image.ref.endswith(f"@{digest}")
     if how == "apptainer-docker":  # Apptainer itself knew where it pulled from
-        assert image["ref_source"].startswith("/.singularity.d/Singularity"), image
+        assert image.ref_source is not None
+        assert image.ref_source.startswith("/.singularity.d/Singularity"), image
 
 
 # ---- failures of a pull -----------------------------------------------------------------------

@@ -107,11 +107,11 @@ def test_compare_two_study_directories(straight, tmp_path):
     p = fabbench("compare", str(straight), str(big), timeout=120)
     assert p.returncode == 0, p.stderr
     assert re.search(r"halo-shm-mpi-n1 \(halo\): B is [\d.]+ % slower", p.stdout), p.stdout
-    assert "options.cells_per_rank" in p.stdout and "262144" in p.stdout
+    assert "options.cells_per_rank" in p.stdout and "2097152" in p.stdout
     assert "only in A: allreduce-ethernet-mpi-n1" in p.stdout
     j = json.loads(fabbench("compare", str(straight), str(big), "--json", timeout=120).stdout)
     assert j["different"] == ["halo-shm-mpi-n1: halo"]
-    assert j["provenance_diff"]["options.cells_per_rank"] == ["4096", "262144"]
+    assert j["provenance_diff"]["options.cells_per_rank"] == ["4096", "2097152"]
 
 
 @pytest.mark.timeout(900)
