@@ -173,7 +173,7 @@ BUILTIN = (
                  entry="fabbench.workloads.collectives:WORKLOAD", record="collective",
                  section=CollectivesConfig,
                  floors=WorkloadFloors(metrics=("busbw", "algbw", "time"), baseline="busbw",
-                               ops=(*ALL_OPS, "reduce"), rule_size=True),
+                                       ops=(*ALL_OPS, "reduce"), rule_size=True),
                  metric=StudyMetric(name="time", unit="µs", value="time_us.p50",
                                     throughput="busbw GB/s",
                                     throughput_short="busbw GB/s")),
@@ -189,7 +189,7 @@ BUILTIN = (
     WorkloadSpec(name="pairs", summary="node pairs in rounds: finds the slow node",
                  entry="fabbench.workloads.pairs:WORKLOAD", record="pairs", section=PairsConfig,
                  floors=WorkloadFloors(metrics=("bw", "time"), baseline="bw", ops=("sendrecv",),
-                               rule_size=True)),
+                                       rule_size=True)),
 )
 SEQUENCES: Mapping[str, tuple[str, ...]] = MappingProxyType({"all": ("collectives", "train")})
 

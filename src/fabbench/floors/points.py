@@ -1,12 +1,12 @@
 """What a floor judges: measured figures as :class:`Point` s, whoever measured them.
 
 A point is one figure set of one measurement (a collective at one size, from fabbench, nccl-tests
-or OSU; one node's bandwidth to its peers from fabbench's pairs records; one training
-measurement; one figure set of a workload that declares its own), with what a rule may select
-it by and what it may be measured against (the wire's ceiling and nominal rate, where
-recorded). Other tools' points claim no transport, so a rule that
-requires a transport class does not judge them. Metric units (a rule's are converted to these):
-busbw, algbw, bw in GB/s (1e9 bytes/s) and time in µs; samples_per_s; step_time in ms."""
+or OSU; one node's bandwidth to its peers from fabbench's pairs records; one training measurement;
+one figure set of a workload that declares its own), with what a rule may select it by and what it
+may be measured against (the wire's ceiling and nominal rate, where recorded). Other tools' points
+claim no transport, so a rule that requires a transport class does not judge them. Metric units (a
+rule's are converted to these): busbw, algbw, bw in GB/s (1e9 bytes/s) and time in µs;
+samples_per_s; step_time in ms."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The halo exchange workload, declared in one place: its options, its rule against the decided
 plan, the figures the acceptance floors and a study's report take from its records, and its
 spec, which fabbench.catalog registers by this module's name. The exchange itself (torch, the
-communicator) is halo.exchange, imported only when a rank runs it (``WORKLOAD`` below); its
+communicator) is halo.exchange, imported only when a rank runs it (the spec's ``entry``); its
 console line is halo.console_line; its record is the results contract's ``halo`` kind
 (fabbench.results.records.Halo)."""
 
@@ -78,4 +78,4 @@ SPEC = WorkloadSpec(
                        throughput="exchange GB/s", throughput_short="GB/s"),
     check=check, study=study_row,
     floors=WorkloadFloors(metrics=("time", "bw"), baseline="time", rule_op=False, rule_size=True,
-                  points=floor_figures))
+                          points=floor_figures))
