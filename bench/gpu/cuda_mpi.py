@@ -261,13 +261,15 @@ def real(root: Path, path: str) -> str:
     return "/" + str(inside(root, path).relative_to(root))
 
 
-def ldd(root: Path, files: list[str]) -> dict[str, dict[str, str | None]]:
+def ldd(root: Path, files: list[str], library_path: str | None = None
+        ) -> dict[str, dict[str, str | None]]:
     """Per file (a path in the image): each library it loads, directly or not, and where the
     image's loader finds it, every link followed (None: not found). In the image by chroot,
-    with the image's LD_LIBRARY_PATH; ROOT / runs this host's ldd (the tests)."""
+    with the image's LD_LIBRARY_PATH (or LIBRARY_PATH); ROOT / runs this host's ldd (the tests,
+    and the MPICH bundle, built on this host: bench/gpu/mpich.py)."""
     script = 'for f; do echo "== $f"; ldd "$f" 2>&1; done'
     env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C",
-           "LD_LIBRARY_PATH": f"{FABRIC}/lib:{Path(CUDART).parent}"}
+           "LD_LIBRARY_PATH": library_path or f"{FABRIC}/lib:{Path(CUDART).parent}"}
     out: dict[str, dict[str, str | None]] = {}
     for at in range(0, len(files), 200):
         chunk = files[at:at + 200]
@@ -450,23 +452,29 @@ def make_bundle(image: str, out: Path, cache: Path | None = None) -> dict:
             "image": image, "image_id": info.get("Id"), "image_created": info.get("Created"),
             "image_digest": info.get("Digest"), "versions": versions,
             "loop_source_sha256": hashlib.sha256(LOOP_SOURCE.read_bytes()).hexdigest(),
-            "carried_from_image": sorted({*carried}),
-            "deps": {name: path for name, path in sorted(libs["copy"].items())},
-            "machine_provides": sorted(libs["machine"]),
-            "driver_provides": sorted(libs["driver"]),
-            "needs_versions": needed_versions(elves),
-            "files": sum(1 for p in stage.rglob("*") if not p.is_dir()),
-            "unpacked_bytes": sum(p.stat().st_size for p in stage.rglob("*")
-                                  if p.is_file() and not p.is_symlink()),
-        }
-        (stage / "MANIFEST.json").write_text(json.dumps(manifest, indent=2) + "\n")
-        out.mkdir(parents=True, exist_ok=True)
-        partial = out / f".{TARBALL}.partial"
-        with tarfile.open(partial, "w:xz") as tar:
-            tar.add(stage, arcname=TOP)
-        partial.replace(out / TARBALL)
-    manifest["bytes"] = (out / TARBALL).stat().st_size
-    return manifest
+            "carried_from_image": sorted({*carried})}
+        return pack(stage, manifest, libs, elves, out / TARBALL)
+
+
+def pack(stage: Path, manifest: dict, libs: Mapping[str, Mapping], elves: list[Path],
+         tarball: Path) -> dict:
+    """STAGE (a bundle's one folder) with its MANIFEST.json (MANIFEST, and what LIBS and ELVES
+    say of it) packed into TARBALL, written whole; the manifest, with the tarball's bytes."""
+    manifest = {**manifest,
+                "deps": {name: path for name, path in sorted(libs["copy"].items())},
+                "machine_provides": sorted(libs["machine"]),
+                "driver_provides": sorted(libs["driver"]),
+                "needs_versions": needed_versions(elves),
+                "files": sum(1 for p in stage.rglob("*") if not p.is_dir()),
+                "unpacked_bytes": sum(p.stat().st_size for p in stage.rglob("*")
+                                      if p.is_file() and not p.is_symlink())}
+    (stage / "MANIFEST.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    tarball.parent.mkdir(parents=True, exist_ok=True)
+    partial = tarball.with_name(f".{tarball.name}.partial")
+    with tarfile.open(partial, "w:xz") as tar:
+        tar.add(stage, arcname=stage.name)
+    partial.replace(tarball)
+    return {**manifest, "bytes": tarball.stat().st_size}
 
 
 def image_versions(root: Path) -> dict[str, str | None]:

@@ -69,6 +69,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import cuda_mpi  # bench/gpu/cuda_mpi.py, beside this file
+import mpich  # bench/gpu/mpich.py, beside this file
 import osu  # bench/gpu/osu.py, beside this file
 import peers  # bench/gpu/peers.py, beside this file
 
@@ -285,11 +286,7 @@ class Kit:
         step.figures = {"bundle": {k: bundle.get(k) for k in (
             "image", "image_id", "versions", "needs_versions", "files", "unpacked_bytes")},
             "unpack_s": round(time.monotonic() - t0, 2), "env": env}
-        need = (bundle.get("needs_versions") or {}).get("GLIBC")
-        have = (os.confstr("CS_GNU_LIBC_VERSION") or "glibc ?").split()[-1]
-        if need and _version(have) < _version(need):
-            step.status = "failed"
-            step.reason = f"the bundle needs glibc {need}, this machine has {have}"
+        if _older_glibc(step, bundle):
             return None
         return top, env
 
@@ -341,12 +338,7 @@ class Kit:
                                                  *run["transports"]})
             step.figures["device_line"] = run["device_line"]
             if rows:
-                step.figures["ops"][op] = {
-                    "points": len(rows), "smallest_bytes": rows[0]["bytes"],
-                    "smallest_p50_us": rows[0]["p50_us"], "largest_bytes": rows[-1]["bytes"],
-                    "largest_p50_us": rows[-1]["p50_us"],
-                    "largest_busbw_gbyte_s": rows[-1]["busbw_gbyte_s"],
-                    "correct": not run["problem"]}
+                step.figures["ops"][op] = _op_figures(rows, run["problem"])
         step.figures["split"] = self._allreduce_split(step, top, env, tls)
         device_line = step.figures.get("device_line") or ""
         if self.args.device == "cuda" and "CUDA-aware: yes" not in device_line:
@@ -395,10 +387,16 @@ class Kit:
         """One mpirun of the loop, its buffers as VARIANT says (cuda_mpi.SPLIT): its exit,
         points, transports, and the problem (None when it held: exit 0, every size, no wrong
         result)."""
+        argv = cuda_mpi.mpirun_argv(str(top / "fabric" / "bin" / "mpirun"), str(top / "mpi_loop"),
+                                    op, self.scale.cuda_mpi_sizes, 2, tls, variant)
+        return self._loop_run(step, argv, env, op, cap_s)
+
+    def _loop_run(self, step: Step, argv: list[str], env: dict, op: str, cap_s: float) -> dict:
+        """One launch of the C loop on 2 ranks (ARGV: Open MPI's mpirun or MPICH's mpiexec), read:
+        its exit, points, transports (UCX's, where it names them), and the problem (None when it
+        held: exit 0, every size, no wrong result)."""
         ranks, sizes = 2, self.scale.cuda_mpi_sizes
-        p = self.sh(step, cuda_mpi.mpirun_argv(str(top / "fabric" / "bin" / "mpirun"),
-                                               str(top / "mpi_loop"), op, sizes, ranks, tls,
-                                               variant), cap_s, env)
+        p = self.sh(step, argv, cap_s, env)
         text = p.stdout + "\n" + p.stderr
         device = cuda_mpi.DEVICE_LINE.search(text)
         rows = [{"bytes": b, "p50_us": us, **cuda_mpi.bandwidths(op, b, us, ranks)}
@@ -406,14 +404,91 @@ class Kit:
         wrong = [line for line in text.splitlines() if "wrong result" in line]
         problem = None
         if p.returncode or len(rows) != len(sizes) or wrong:
-            tail = (wrong or [line for line in p.stderr.splitlines()
-                              if line.strip() and "UCX  INFO" not in line] or ["?"])[-1]
+            said = [line for line in p.stderr.splitlines()
+                    if line.strip() and "UCX  INFO" not in line]
+            tail = (wrong or [line for line in said if "error while loading" in line]
+                    or said or ["?"])[-1]
             problem = f"exit {p.returncode}, {len(rows)} of {len(sizes)} sizes: {tail.strip()}"
         return {"rc": p.returncode, "rows": rows, "problem": problem,
                 "transports": cuda_mpi.transports(text),
                 "device_line": device.group(0) if device else None,
                 "no_device": next((line for line in text.splitlines()
                                    if line.startswith(cuda_mpi.NO_DEVICE)), None)}
+
+    def cuda_mpich(self, step: Step) -> None:
+        """MPICH with CUDA (the kit's mpich-cuda.tar.xz, made by prepare.py --mpich;
+        bench/gpu/mpich.py): the C loop on cudaMalloc'd buffers, 2 ranks on the one GPU by
+        hydra, allreduce and sendrecv on the cuda-mpi step's sizes (allreduce reduced on the
+        GPU by yaksa), then allreduce staged by hand and on host buffers; an op that fails with
+        MPICH's defaults runs once more without CUDA IPC (mpich.FALLBACK_ENV), the step then
+        failed with its figures kept."""
+        top = cuda_mpi.unpack_from_kit(Path(self.args.kit or ""), mpich.TARBALL, mpich.TOP,
+                                       self.work) if self.args.kit else None
+        if top is None:
+            why = (self.manifest().get("mpich") or {}).get("why", "prepare.py made none")
+            step.status, step.reason = "skipped", f"the kit has no {mpich.TARBALL}: {why}"
+            return
+        bundle = json.loads((top / "MANIFEST.json").read_text())
+        env = mpich.environment(top, os.environ)
+        step.figures = {"bundle": {k: bundle.get(k) for k in (
+            "mpich", "cuda", "cuda_arch", "needs_versions", "files", "unpacked_bytes")},
+            "env": env, "run_env": mpich.RUN_ENV, "ops": {}, "sizes": {}, "default_failed": {}}
+        if _older_glibc(step, bundle):
+            return
+        p = self.sh(step, [str(top / "fabric" / "bin" / "mpichversion")], 60, env)
+        step.figures["mpichversion"] = p.stdout.strip().splitlines()[:4]
+        built_cuda = "--with-cuda" in p.stdout
+        mpiexec, loop = str(top / "fabric" / "bin" / "mpiexec"), str(top / "mpi_loop")
+        problems, fallback = [], False
+
+        def run(op: str, variant: str = "device", cap_s: float = 150) -> dict:
+            argv = mpich.mpiexec_argv(mpiexec, loop, op, self.scale.cuda_mpi_sizes, 2,
+                                      fallback, variant)
+            return self._loop_run(step, argv, env, op, cap_s)
+
+        for op in ("allreduce", "sendrecv"):
+            got = run(op)
+            if got["no_device"] or (self.args.device == "cpu" and got["rc"]):
+                said = got["no_device"] or (got["problem"] or "?")
+                step.figures.update({"no_device": said, "exit": got["rc"]})
+                expected = self.args.device == "cpu" and (
+                    got["rc"] == cuda_mpi.NO_DEVICE_EXIT or mpich.NO_DRIVER in said)
+                step.status = "ok" if expected else "failed"
+                step.reason = (f"{said} (exit {got['rc']})" + (
+                    ": the expected outcome without a GPU and its driver; MPICH "
+                    f"{bundle.get('mpich')} (configured with CUDA: {built_cuda})"
+                    if expected else ""))
+                return
+            if got["problem"] and not fallback:
+                step.figures["default_failed"][op] = got["problem"]
+                problems.append(f"{op} with MPICH's defaults: {got['problem']}")
+                fallback = True
+                got = run(op)
+                problems.append(f"{op} without CUDA IPC: {got['problem'] or 'it ran'}")
+            rows = step.figures["sizes"][op] = got["rows"]
+            step.figures["device_line"] = got["device_line"]
+            if rows:
+                step.figures["ops"][op] = _op_figures(rows, got["problem"])
+        split = {"device": step.figures["sizes"].get("allreduce") or []}
+        for variant in ("staged", "host"):
+            got = run("allreduce", variant, 90)
+            split[variant] = got["rows"]
+            if got["problem"]:
+                step.figures.setdefault("split_problems", {})[variant] = got["problem"]
+        step.figures["split"] = split
+        step.figures["fallback"] = mpich.FALLBACK_ENV if fallback else None
+        device_line = step.figures.get("device_line") or ""
+        if not built_cuda:
+            problems.append("mpichversion does not say --with-cuda")
+        if "CUDA-aware: yes" not in device_line:
+            problems.append(f"the loop did not say the MPI is CUDA-aware ({device_line!r})")
+        said = (f"MPICH {bundle.get('mpich')}, 2 ranks on {device_line or '?'}"
+                + (" without CUDA IPC" if fallback else "") + "; " + "; ".join(
+                    f"{op} {rows[0]['bytes']} B p50 {rows[0]['p50_us']:.2f} us, "
+                    f"{rows[-1]['bytes'] >> 20} MiB busbw {rows[-1]['busbw_gbyte_s']:.3g} GB/s"
+                    for op, rows in step.figures["sizes"].items() if rows))
+        step.status = "failed" if problems else "ok"
+        step.reason = "; ".join([*problems, said]) if problems else said
 
     def osu(self, step: Step) -> None:
         """OSU's osu_latency, osu_bw and osu_allreduce (the kit's osu.tar.xz, made by prepare.py
@@ -747,6 +822,26 @@ def _version(text: str) -> tuple[int, ...]:
     return tuple(int(x) for x in re.findall(r"\d+", text))
 
 
+def _op_figures(rows: list[dict], problem: str | None) -> dict:
+    """An op's line in summary.md's table from the C loop's ROWS (bytes, p50, bandwidths)."""
+    return {"points": len(rows), "smallest_bytes": rows[0]["bytes"],
+            "smallest_p50_us": rows[0]["p50_us"], "largest_bytes": rows[-1]["bytes"],
+            "largest_p50_us": rows[-1]["p50_us"],
+            "largest_busbw_gbyte_s": rows[-1]["busbw_gbyte_s"], "correct": not problem}
+
+
+def _older_glibc(step: Step, bundle: dict) -> bool:
+    """True, STEP failed with the reason, where this machine's glibc is older than the newest
+    symbol version BUNDLE's files need (its MANIFEST.json)."""
+    need = (bundle.get("needs_versions") or {}).get("GLIBC")
+    have = (os.confstr("CS_GNU_LIBC_VERSION") or "glibc ?").split()[-1]
+    if need and _version(have) < _version(need):
+        step.status = "failed"
+        step.reason = f"the bundle needs glibc {need}, this machine has {have}"
+        return True
+    return False
+
+
 def _run_problems(p: subprocess.CompletedProcess, recs: list[dict]) -> list[str]:
     problems = []
     if p.returncode:
@@ -797,6 +892,31 @@ def _split_markdown(summary: dict) -> list[str]:
             lines.append(f"| {size} | " + " | ".join(_num(p50[v].get(size)) for v in variants)
                          + " |")
         lines += [f"{v}: {why}" for v, why in split.get("problems", {}).items()]
+    ompi, mpch = ((steps.get(name) or {}).get("sizes") or {} for name in ("cuda-mpi",
+                                                                         "cuda-mpich"))
+    if ompi or mpch:
+        def at(sizes: dict, op: str, key: str) -> dict:
+            return {r["bytes"]: r[key] for r in sizes.get(op) or []}
+        cols = [at(ompi, "allreduce", "p50_us"), at(mpch, "allreduce", "p50_us"),
+                at(ompi, "allreduce", "busbw_gbyte_s"), at(mpch, "allreduce", "busbw_gbyte_s"),
+                at(ompi, "sendrecv", "p50_us"), at(mpch, "sendrecv", "p50_us"),
+                at(ompi, "sendrecv", "busbw_gbyte_s"), at(mpch, "sendrecv", "busbw_gbyte_s")]
+        lines += ["", "The two CUDA-aware MPIs on device buffers, 2 ranks on the one GPU (Open MPI "
+                  "stages allreduce through the host; MPICH reduces on the GPU):", "",
+                  "| bytes | allreduce us Open MPI | MPICH | allreduce busbw GB/s Open MPI | "
+                  "MPICH | sendrecv us Open MPI | MPICH | sendrecv GB/s Open MPI | MPICH |",
+                  "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for size in sorted({b for col in cols for b in col}):
+            lines.append(f"| {size} | " + " | ".join(_num(col.get(size)) for col in cols) + " |")
+    msplit = (steps.get("cuda-mpich") or {}).get("split") or {}
+    if any(msplit.values()):
+        p50 = {v: {r["bytes"]: r["p50_us"] for r in rows} for v, rows in msplit.items()}
+        lines += ["", "cuda-mpich allreduce, p50 us per size: on device buffers, staged by hand "
+                  "through pinned host buffers, on host buffers:", "",
+                  "| bytes | " + " | ".join(p50) + " |", "|---:|" + "---:|" * len(p50)]
+        for size in sorted({b for col in p50.values() for b in col}):
+            lines.append(f"| {size} | " + " | ".join(_num(p50[v].get(size)) for v in p50)
+                         + " |")
     rows = (steps.get("osu") or {}).get("beside") or []
     if rows:
         lines += ["", "fabbench's cuda-mpi step beside OSU (-d cuda, 2 ranks): sendrecv p50 us "
@@ -900,7 +1020,7 @@ def main(argv: list[str] | None = None) -> int:
     kit = Kit(args)
     # the cuda-mpi step first of the GPU's: whenever a GPU machine is lent, it runs first
     steps = [("install", kit.install), ("env", kit.environment), ("cuda-mpi", kit.cuda_mpi),
-             ("osu", kit.osu), ("doctor", kit.doctor),
+             ("cuda-mpich", kit.cuda_mpich), ("osu", kit.osu), ("doctor", kit.doctor),
              ("nccl", kit.nccl), ("nccl-tests", kit.nccl_tests),
              ("nccl-eager", kit.nccl, False), ("graph-probe", kit.graph_probe),
              ("gpudirect-on", kit.gpudirect_on),

@@ -3,7 +3,7 @@ GPU machine lacks, for its Python (3.12) on manylinux x86-64, one version of eac
 image's CUDA-aware Open MPI and UCX with the C reference loop built against them, under 64 MiB.
 
     .venv/bin/python bench/gpu/prepare.py [--out .gpukit] [--python-version 3.12]
-        [--cuda-image IMAGE|auto|none] [--nccl-tests SRC] [--osu SRC]
+        [--cuda-image IMAGE|auto|none] [--mpich auto|build|none] [--nccl-tests SRC] [--osu SRC]
 
 The device command (bench/gpu/run.sh) installs from this folder only: the GPU machine has no
 network. What it has is written down in GPU_MACHINE_HAS; every other distribution fabbench's
@@ -17,6 +17,11 @@ the cuda-mpi step's bundle (bench/gpu/cuda_mpi.py: the image mounted with `podma
 mpi_loop.c built with -DFB_CUDA against its /opt/fabric, Open MPI, UCX, libcudart and the Debian
 libraries they load, stripped); without the image the kit leaves it out and its MANIFEST.json
 says why (the step then says so on the GPU machine).
+
+--mpich (default auto: where $FABBENCH_CACHE holds the build) adds mpich-cuda.tar.xz, the
+cuda-mpich step's bundle: MPICH with CUDA built on this host by containers/mpich.sh (once, about
+half an hour on 2 cores: `--mpich build` does it) and the C loop built with its mpicc
+(bench/gpu/mpich.py), for the one --cuda-arch; `none` leaves it out.
 
 --osu SRC (an OSU micro-benchmarks 7.x source folder the user fetched) adds osu.tar.xz:
 osu_latency, osu_bw and osu_allreduce built with CUDA against the same image's Open MPI
@@ -44,6 +49,7 @@ from pathlib import Path
 if str(Path(__file__).resolve().parent) not in sys.path:  # also when a test loads it by path
     sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cuda_mpi  # noqa: E402  (bench/gpu/cuda_mpi.py, beside this file)
+import mpich  # noqa: E402  (bench/gpu/mpich.py, beside this file)
 import osu  # noqa: E402  (bench/gpu/osu.py, beside this file)
 import peers  # noqa: E402  (bench/gpu/peers.py, beside this file)
 
@@ -164,7 +170,8 @@ def _included(what: str, error: type[Exception], make) -> dict:
 
 def prepare(out: Path, python_version: str, cuda_image: str = "auto",
             nccl_tests: Path | None = None, nccl_version: str = peers.GPU_MACHINE_NCCL,
-            cuda_arch: str = "90", osu_src: Path | None = None) -> dict:
+            cuda_arch: str = "90", osu_src: Path | None = None, with_mpich: str = "auto"
+            ) -> dict:
     why = peers.source_problem(nccl_tests) if nccl_tests is not None else None
     if why:
         raise BadInput(f"--nccl-tests {why}: fetch NVIDIA's nccl-tests and name its folder")
@@ -173,6 +180,8 @@ def prepare(out: Path, python_version: str, cuda_image: str = "auto",
         raise BadInput(f"--osu {why}: fetch OSU's micro-benchmarks and name its folder")
     if not re.fullmatch(r"\d{2,3}", cuda_arch):
         raise BadInput(f"--cuda-arch takes a compute capability such as 90, not {cuda_arch!r}")
+    if with_mpich not in ("auto", "build", "none"):
+        raise BadInput(f"--mpich takes auto, build or none, not {with_mpich!r}")
     if not re.fullmatch(r"3\.\d{1,2}", python_version):
         raise BadInput(f"--python-version takes MAJOR.MINOR such as 3.12, not {python_version!r}")
     image, why_not = cuda_image_choice(cuda_image)
@@ -206,6 +215,7 @@ def prepare(out: Path, python_version: str, cuda_image: str = "auto",
     bundle = _included(f"the cuda-mpi bundle from {image}", cuda_mpi.BundleError,
                        lambda: cuda_mpi.make_bundle(image, out)) if image else {
         "included": False, "why": why_not}
+    mpich_made = mpich_bundle(out, with_mpich, cuda_arch)
     peer = _included(f"nccl-tests from {nccl_tests}", peers.BuildError,
                      lambda: peers.build(nccl_tests, out, nccl_version, cuda_arch)) \
         if nccl_tests is not None else {
@@ -222,7 +232,7 @@ def prepare(out: Path, python_version: str, cuda_image: str = "auto",
                 "wheels": {w.name: w.stat().st_size for w in wheels},
                 "bytes": sum(f.stat().st_size for f in out.iterdir()),
                 "expected_on_machine": dict(sorted(skipped.items())), "cuda_mpi": bundle,
-                "nccl_tests": peer, "osu": osu_made,
+                "mpich": mpich_made, "nccl_tests": peer, "osu": osu_made,
                 "fabbench_commit": commit, "fabbench_src_uncommitted_changes": bool(dirty)}
     (out / "MANIFEST.json").write_text(json.dumps(manifest, indent=2) + "\n")
     total = sum(f.stat().st_size for f in out.iterdir())
@@ -230,6 +240,22 @@ def prepare(out: Path, python_version: str, cuda_image: str = "auto",
         raise SystemExit(f"prepare: {out} holds {total / 2**20:.1f} MiB, over the 64 MiB the "
                          "device tool carries")
     return manifest
+
+
+def mpich_bundle(out: Path, choice: str, cuda_arch: str) -> dict:
+    """--mpich: the manifest entry of mpich-cuda.tar.xz (CHOICE build makes MPICH first where
+    the cache has none; auto takes it only where the cache has it)."""
+    if choice == "none":
+        return {"included": False, "why": "left out: --mpich none"}
+    if choice == "auto" and mpich.installed(arch=cuda_arch) is None:
+        return {"included": False, "why": f"no MPICH for sm_{cuda_arch} in "
+                f"{mpich.install_dir(arch=cuda_arch)} (prepare.py --mpich build makes it, about "
+                "half an hour on 2 cores)"}
+
+    def make() -> dict:
+        mpich.build(arch=cuda_arch)
+        return mpich.make_bundle(out, arch=cuda_arch)
+    return _included(f"the MPICH bundle for sm_{cuda_arch}", mpich.BuildError, make)
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -265,10 +291,16 @@ def main(argv: list[str] | None = None) -> int:
                     "committed): osu_latency, osu_bw and osu_allreduce built with CUDA against "
                     "the cuda image's Open MPI, carried as osu.tar.xz for the kit's osu step "
                     "(bench/gpu/osu.py)")
+    ap.add_argument("--mpich", default="auto", choices=("auto", "build", "none"),
+                    help="MPICH with CUDA for the kit's cuda-mpich step (bench/gpu/mpich.py): "
+                    "auto (default) takes the build in $FABBENCH_CACHE where it is there, build "
+                    "makes it first where it is not (about half an hour on 2 cores), none "
+                    "leaves it out")
     args = ap.parse_args(argv)
     try:
         manifest = prepare(Path(args.out), args.python_version, args.cuda_image,
-                           args.nccl_tests, args.nccl_version, args.cuda_arch, args.osu)
+                           args.nccl_tests, args.nccl_version, args.cuda_arch, args.osu,
+                           args.mpich)
     except BadInput as exc:
         print(f"prepare: error: {exc}", file=sys.stderr)
         return 2
@@ -281,6 +313,13 @@ def main(argv: list[str] | None = None) -> int:
               f"{bundle['files']} files, {bundle['unpacked_bytes'] / 2**20:.1f} MiB unpacked)")
     else:
         print(f"    (no {cuda_mpi.TARBALL}: {bundle['why']})")
+    made = manifest["mpich"]
+    if made["included"]:
+        print(f"{made['bytes'] / 2**20:8.2f} MiB  {mpich.TARBALL} (MPICH {made['mpich']} with "
+              f"CUDA {made['cuda']} for sm_{made['cuda_arch']}, {made['files']} files, "
+              f"{made['unpacked_bytes'] / 2**20:.1f} MiB unpacked)")
+    else:
+        print(f"    (no {mpich.TARBALL}: {made['why']})")
     peer = manifest["nccl_tests"]
     if peer["included"]:
         print(f"{peer['bytes'] / 2**20:8.2f} MiB  {peers.TARBALL} (nccl-tests {peer['version']}"

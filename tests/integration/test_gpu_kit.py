@@ -111,11 +111,12 @@ def test_cpu_rehearsal_installs_from_the_kit_and_runs_every_step(tmp_path):
     prepare = _prepare_module()
     kit, out, site = tmp_path / "kit", tmp_path / "out", tmp_path / "site"
     p = _run([sys.executable, str(KIT / "prepare.py"), "--out", str(kit),
-              "--python-version", HERE_PY, "--cuda-image", "none"], 300)
+              "--python-version", HERE_PY, "--cuda-image", "none", "--mpich", "none"], 300)
     assert p.returncode == 0, p.stdout + p.stderr
     manifest = json.loads((kit / "MANIFEST.json").read_text())
     assert manifest["python_version"] == HERE_PY and manifest["bytes"] < 64 * 2**20
     assert manifest["cuda_mpi"] == {"included": False, "why": "left out: --cuda-image none"}
+    assert manifest["mpich"] == {"included": False, "why": "left out: --mpich none"}
     names = [re.split(r"-\d", w, maxsplit=1)[0].lower() for w in manifest["wheels"]]
     assert "fabbench" in names and "jsonschema" in names and len(names) == len(set(names))
 
@@ -142,7 +143,8 @@ def test_cpu_rehearsal_installs_from_the_kit_and_runs_every_step(tmp_path):
     assert len(files) <= 8 and all(f.is_file() for f in files), files
     assert {f.name for f in files} <= {"summary.md", "summary.json", "results.jsonl",
                                        "nccl.log", "env.json", "console.log"}
-    assert list(steps) == ["install", "env", "cuda-mpi", "osu", "doctor", "nccl", "nccl-tests",
+    assert list(steps) == ["install", "env", "cuda-mpi", "cuda-mpich", "osu", "doctor", "nccl",
+                           "nccl-tests",
                            "nccl-eager", "graph-probe", "gpudirect-on", "nccl-2-ranks",
                            "fidelity-image",
                            "fidelity-tokens", "train-image", "train-tokens", "gloo-2-ranks"]
@@ -150,6 +152,9 @@ def test_cpu_rehearsal_installs_from_the_kit_and_runs_every_step(tmp_path):
     assert steps["cuda-mpi"]["status"] == "skipped"
     assert steps["cuda-mpi"]["reason"] == ("the kit has no cuda-mpi.tar.xz: left out: "
                                            "--cuda-image none")
+    assert steps["cuda-mpich"]["status"] == "skipped"
+    assert steps["cuda-mpich"]["reason"] == ("the kit has no mpich-cuda.tar.xz: left out: "
+                                             "--mpich none")
     assert steps["osu"] == {**steps["osu"], "status": "skipped",
                             "reason": "no GPU on --device cpu: OSU's programs run with -d cuda"}
     # fabbench came from the kit's install, on the venv's Python
@@ -467,11 +472,100 @@ def test_cuda_mpi_step_reads_a_gpu_run_and_runs_a_refused_op_again(tmp_path):
     assert "| osu_allreduce | 4096 | 20 | 40 | 0.5 |" in table
 
 
+FAKE_MPIEXEC = r"""#!/bin/sh
+# a GPU run's transcript as hydra's mpiexec and mpi_loop.c (built against MPICH 4.0.2) write it:
+# sendrecv refused with MPICH's defaults (CUDA IPC), run without IPC
+fallback=; cuda=; staged=; op=; sizes=
+while [ $# -gt 0 ]; do
+  case $1 in
+    -genv) [ "$2" = MPIR_CVAR_CH4_IPC_GPU_P2P_THRESHOLD ] && fallback=1; shift 3 ;;
+    -launcher|-n) shift 2 ;;
+    *) break ;;
+  esac
+done
+op=$2; shift 2
+for a; do case $a in --cuda) cuda=1 ;; --staged) staged=1 ;; *) sizes="$sizes $a" ;; esac; done
+[ -n "$cuda" ] && echo "mpi_loop: rank 0 on CUDA device 0 of 1: NVIDIA H200; MPI CUDA-aware:" \
+  "yes" >&2
+if [ "$op" = sendrecv ] && [ -z "$fallback" ]; then
+  echo "Abort(15) on node 1: Fatal error in internal_Sendrecv: Other MPI error" >&2; exit 15
+fi
+p50=30.000; [ -n "$staged" ] && p50=60.000; [ -z "$cuda" ] && p50=5.000
+for b in $sizes; do echo "$b $p50 25 250"; done
+"""
+
+
+def test_cuda_mpich_step_reads_a_gpu_run_beside_open_mpi(tmp_path):
+    """The cuda-mpich step from a transcript in hydra's and the loop's formats (no GPU here):
+    figures per size, sendrecv refused with MPICH's defaults and run again without CUDA IPC
+    (the step failed, both lines and the figures kept), the allreduce split (staged, host), and
+    summary.md's table of the two MPIs per size beside the cuda-mpi step's."""
+    import tarfile
+
+    mpich = _module("mpich")
+    kit = tmp_path / "kit"
+    _fake_bundle(kit)
+    top = kit / "src" / "mpich-cuda"
+    (top / "fabric" / "bin").mkdir(parents=True)
+    version = "#!/bin/sh\necho 'MPICH Version: 4.0.2'\n" \
+              "echo \"MPICH Configure: '--with-cuda=/x'\"\n"
+    for name, text in (("mpiexec", FAKE_MPIEXEC), ("mpichversion", version)):
+        (top / "fabric" / "bin" / name).write_text(text)
+        (top / "fabric" / "bin" / name).chmod(0o755)
+    (top / "mpi_loop").write_text("")
+    (top / "MANIFEST.json").write_text(json.dumps({
+        "mpich": "4.0.2", "cuda": "13.0.3", "cuda_arch": "90",
+        "needs_versions": {"GLIBC": "2.2.5"}}))
+    with tarfile.open(kit / "mpich-cuda.tar.xz", "w:xz") as tar:
+        tar.add(top, arcname="mpich-cuda")
+    out = tmp_path / "out"
+    p = _run([sys.executable, str(KIT / "drive.py"), "--out", str(out), "--device", "cuda",
+              "--scale", "tiny", "--only", "cuda-mpi,cuda-mpich", "--kit", str(kit)], 300)
+    steps = {s["name"]: s for s in json.loads((out / "summary.json").read_text())["steps"]}
+    step = steps["cuda-mpich"]
+    assert p.returncode == 1 and step["status"] == "failed", step
+    f = step["figures"]
+    assert f["mpichversion"][0] == "MPICH Version: 4.0.2"
+    assert f["device_line"].endswith("MPI CUDA-aware: yes")
+    assert f["sizes"]["allreduce"] == [
+        {"bytes": 8, "p50_us": 30.0, "algbw_gbyte_s": 0.0003, "busbw_gbyte_s": 0.0003},
+        {"bytes": 4096, "p50_us": 30.0, "algbw_gbyte_s": 0.1365, "busbw_gbyte_s": 0.1365}]
+    assert set(f["default_failed"]) == {"sendrecv"}
+    assert "Fatal error in internal_Sendrecv" in f["default_failed"]["sendrecv"]
+    assert "sendrecv without CUDA IPC: it ran" in step["reason"]
+    assert f["fallback"] == mpich.FALLBACK_ENV
+    argvs = [c["argv"] for c in step["commands"]]
+    assert any(a.endswith("mpi_loop sendrecv --cuda 8 4096")
+               and "-genv MPIR_CVAR_CH4_IPC_GPU_P2P_THRESHOLD" in a for a in argvs)
+    assert all("-launcher fork -n 2 -genv MPIR_CVAR_ENABLE_GPU 1" in a for a in argvs[1:])
+    # the split: after the fallback, without IPC too
+    assert {v: [r["p50_us"] for r in rows] for v, rows in f["split"].items()} == {
+        "device": [30.0, 30.0], "staged": [60.0, 60.0], "host": [5.0, 5.0]}
+    table = (out / "summary.md").read_text()
+    assert "| bytes | allreduce us Open MPI | MPICH |" in table
+    assert "| 4096 | 20 | 30 | 0.2048 | 0.1365 | 20 | 30 | 0.2048 | 0.1365 |" in table
+    assert "| 4096 | 30 | 60 | 5 |" in table  # MPICH's split
+
+
+def test_cuda_mpich_step_without_a_bundle_is_skipped_with_the_reason(tmp_path):
+    kit = tmp_path / "kit"
+    _fake_bundle(kit)
+    out = tmp_path / "out"
+    p = _run([sys.executable, str(KIT / "drive.py"), "--out", str(out), "--device", "cpu",
+              "--scale", "tiny", "--only", "cuda-mpich", "--kit", str(kit)], 300)
+    steps = {s["name"]: s for s in json.loads((out / "summary.json").read_text())["steps"]}
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert steps["cuda-mpich"] == {**steps["cuda-mpich"], "status": "skipped",
+                                   "reason": "the kit has no mpich-cuda.tar.xz: prepare.py "
+                                             "made none"}
+
+
 @pytest.mark.parametrize("argv, says", [
     (["prepare.py", "--python-version", "3"], "MAJOR.MINOR"),
     (["prepare.py", "--cuda-image", "localhost/no-such-image:x"],
      "--cuda-image localhost/no-such-image:x: "),
     (["prepare.py", "--bogus"], "unrecognized arguments"),
+    (["prepare.py", "--mpich", "always"], "argument --mpich: invalid choice: 'always'"),
     (["prepare.py", "--osu", "OUT"], "is not an OSU micro-benchmarks source folder"),
     (["prepare.py", "--osu", "OSU", "--cuda-image", "none"], "--osu needs the cuda image"),
     (["drive.py", "--out", "OUT", "--device", "tpu"], "--device takes cuda or cpu"),

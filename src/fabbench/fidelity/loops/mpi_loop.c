@@ -17,9 +17,10 @@
  * With --cuda (a build with -DFB_CUDA, linked with libcudart): the buffers are cudaMalloc'd on
  * device local rank % devices, selected before MPI_Init, and the same protocol runs on them
  * through a CUDA-aware MPI. Rank 0 names its device and whether the MPI says it is CUDA-aware
- * on stderr. Where a rank finds no device, rank 0 prints one line "mpi_loop: no CUDA device:
- * <CUDA's error string>" and every rank exits 3 after MPI_Finalize (the GPU kit's cuda-mpi step,
- * rehearsed on a host without a GPU). --cuda in a build without FB_CUDA: exit 2.
+ * on stderr (Open MPI's MPIX_Query_cuda_support, MPICH's MPIX_GPU_query_support). Where a
+ * rank finds no device, rank 0 prints one line "mpi_loop: no CUDA device: <CUDA's error
+ * string>" and every rank exits 3 after MPI_Finalize (the GPU kit's cuda-mpi step, rehearsed on
+ * a host without a GPU). --cuda in a build without FB_CUDA: exit 2.
  * With --staged too (--cuda --staged): the buffers stay on the device and each operation is
  * staged by hand: cudaMemcpy device -> pinned host (cudaMallocHost, allocated once per size),
  * the MPI call on the host buffers, cudaMemcpy host -> device; the GPU kit times it beside the
@@ -213,6 +214,10 @@ int main(int argc, char **argv) {
             const char *aware = "unknown";
 #if defined(MPIX_CUDA_AWARE_SUPPORT)
             aware = MPIX_Query_cuda_support() ? "yes" : "no";
+#elif defined(MPIX_GPU_SUPPORT_CUDA)
+            int gpu = 0;
+            if (MPIX_GPU_query_support(MPIX_GPU_SUPPORT_CUDA, &gpu) == MPI_SUCCESS)
+                aware = gpu ? "yes" : "no";
 #endif
             fprintf(stderr, "mpi_loop: rank 0 on CUDA device %d of %d: %s; MPI CUDA-aware: %s\n",
                     device, devices, prop.name, aware);
