@@ -9,7 +9,8 @@ ALL_STAMP := $(VENV)/.setup-all-done
 SETUP_INPUTS := pyproject.toml .ci/setup.sh .ci/apt-packages.txt containers/versions.env containers/torch-wheel.sh
 TEST_TIMEOUT ?= 4800
 
-.PHONY: setup setup-all demo test test-fast typecheck lint bench clean image-cuda test-image-cuda
+.PHONY: setup setup-all demo test test-fast typecheck lint bench clean image-cuda test-image-cuda \
+	test-mpich-cuda
 
 # setup: what the demo needs (its Debian packages, the venv, torch's CPU wheel from
 # FABBENCH_TORCH_WHEELS or PyTorch's CPU index, mpi4py); setup-all adds the Debian packages only
@@ -73,6 +74,13 @@ image-cuda:
 test-image-cuda: setup image-cuda
 	FABBENCH_TEST_CUDA_IMAGE=1 $(VENV)/bin/python -m pytest -p no:cacheprovider tests/integration/test_image_cuda.py \
 	  tests/integration/test_gpu_kit_cuda.py
+
+# MPICH with CUDA for the GPU kit's cuda-mpich step (bench/gpu/mpich.py; about half an hour on 2
+# cores, cached under $FABBENCH_CACHE; not part of `make test`, whose rehearsal of the bundle
+# runs where the cache has the build), then the bundle's own checks
+test-mpich-cuda: setup
+	nice -n 10 $(VENV)/bin/python bench/gpu/mpich.py
+	$(VENV)/bin/python -m pytest -p no:cacheprovider tests/integration/test_gpu_kit_mpich.py
 
 clean:
 	rm -rf $(VENV) results .pytest_cache .mypy_cache

@@ -185,3 +185,29 @@ def mpiexec_argv(mpiexec: str, loop: str, op: str, sizes: list[int] | tuple[int,
     return [mpiexec, "-launcher", "fork", "-n", str(ranks),
             *[w for k, v in env.items() for w in ("-genv", k, v)],
             loop, op, *flags, *map(str, sizes)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python bench/gpu/mpich.py [--cuda-arch 90]`: the cached MPICH, built where it is not
+    there yet (make test-mpich-cuda); its folder on stdout."""
+    import argparse
+    import re
+    import sys
+
+    ap = argparse.ArgumentParser(prog="mpich", description=main.__doc__)
+    ap.add_argument("--cuda-arch", default="90")
+    args = ap.parse_args(argv)
+    if not re.fullmatch(r"\d{2,3}", args.cuda_arch):
+        print(f"mpich: error: --cuda-arch takes a compute capability such as 90, not "
+              f"{args.cuda_arch!r}", file=sys.stderr)
+        return 2
+    try:
+        print(build(arch=args.cuda_arch))
+    except BuildError as exc:
+        print(f"mpich: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -30,18 +30,14 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
+from integration.bare_root import CHROOT, MULTIARCH, resolves
+from integration.bare_root import bare_root as make_bare_root
 
 KIT = REPO / "bench" / "gpu"
 # (another tag of the flavour, or its build stage, to try the bundle before the image is done)
 IMAGE = os.environ.get("FABBENCH_GPUKIT_CUDA_IMAGE", "localhost/fabbench:cuda")
 HERE_PY = "{}.{}".format(*sys.version_info[:2])
 OSU_SRC = os.environ.get("FABBENCH_OSU_SRC")
-# what the bare root borrows from this host (and /bin/false): the GPU machine has its own of each
-HOST_LIBS = ("ld-linux-x86-64.so.2", "libc.so.6", "libm.so.6", "libmvec.so.1", "libpthread.so.0",
-             "libdl.so.2", "librt.so.1", "libutil.so.1", "libresolv.so.2", "libanl.so.1",
-             "libstdc++.so.6", "libgcc_s.so.1", "libz.so.1")
-MULTIARCH = Path("/lib/x86_64-linux-gnu")
-CHROOT = shutil.which("chroot") or "/usr/sbin/chroot"  # (the bare root's PATH is not the host's)
 
 
 def _image_built() -> bool:
@@ -93,40 +89,8 @@ def bare_root(kit, tmp_path_factory) -> Iterator[Path]:
     """A root with the unpacked bundle at /b and nothing else but the host's HOST_LIBS."""
     root = tmp_path_factory.mktemp("bare-root")
     _cuda_mpi().unpack(kit / "cuda-mpi.tar.xz", root / "b")
-    lib = root / MULTIARCH.relative_to("/")
-    lib.mkdir(parents=True)
-    for name in HOST_LIBS:
-        if (MULTIARCH / name).exists():
-            shutil.copy2((MULTIARCH / name).resolve(), lib / name)
-    # link-time stubs of the driver's libraries (containers/cuda-toolkit.sh makes them), in a
-    # folder of their own: only the loader's listing below puts it on its path
-    stubs = _cuda_mpi().toolkit() / "lib64" / "stubs"
-    (root / "stubs").mkdir()
-    for name in ("libcuda.so", "libnvidia-ml.so"):
-        shutil.copy2(stubs / name, root / "stubs" / f"{name}.1")
-    (root / "bin").mkdir()
-    shutil.copy2(shutil.which("false"), root / "bin" / "false")  # mpirun's agent (coreutils)
-    (root / "lib64").mkdir()
-    shutil.copy2(Path("/lib64/ld-linux-x86-64.so.2").resolve(),
-                 root / "lib64" / "ld-linux-x86-64.so.2")
-    (root / "etc").mkdir()
-    (root / "etc" / "passwd").write_text("root:x:0:0:root:/root:/nonexistent\n")
-    (root / "etc" / "group").write_text("root:x:0:\n")
-    (root / "etc" / "hosts").write_text(f"127.0.0.1 localhost {os.uname().nodename}\n")
-    for d in ("proc", "sys", "dev", "tmp", "root"):
-        (root / d).mkdir()
-    (root / "tmp").chmod(0o1777)
-    done: list[Path] = []
-    try:
-        for source, target in (("/proc", "proc"), ("/sys", "sys"), ("/dev", "dev"),
-                               ("/dev/shm", "dev/shm")):
-            res = _run(["mount", "--bind", source, str(root / target)], 60)
-            assert res.returncode == 0, f"mount {source}: {res.stderr}"
-            done.append(root / target)
-        yield root
-    finally:
-        for where in reversed(done):
-            _run(["umount", "-l", str(where)], 60)
+    with make_bare_root(root, _cuda_mpi().toolkit() / "lib64" / "stubs") as made:
+        yield made
 
 
 def _bare_env(cuda_mpi) -> dict[str, str]:
@@ -165,14 +129,8 @@ def test_every_carried_elf_resolves_in_a_bare_root(bare_root):
     # the driver's two libraries are the machine's: stubs stand in for them here, last
     env["LD_LIBRARY_PATH"] += ":/stubs"
     for f in files:
-        inside = "/" + str(f.relative_to(bare_root))
-        p = _run([CHROOT, str(bare_root), "/lib64/ld-linux-x86-64.so.2", "--list", inside],
-                 60, env=env)
-        assert p.returncode == 0 and "not found" not in p.stdout, (inside, p.stdout, p.stderr)
-        for line in p.stdout.splitlines():  # each from the bundle, the stubs or the host's libc
-            where = line.split("=>")[-1].split("(")[0].strip()
-            assert where.startswith(("/b/", "/stubs/", str(MULTIARCH), "/lib64/")) or \
-                "=>" not in line, (inside, line)
+        resolves(bare_root, "/" + str(f.relative_to(bare_root)), env,
+                 ("/b/", "/stubs/", str(MULTIARCH), "/lib64/"))
 
 
 @pytest.mark.skipif(not OSU_SRC, reason="needs OSU's source: FABBENCH_OSU_SRC names a folder of "
@@ -188,11 +146,10 @@ def test_osu_programs_resolve_in_the_bare_root(kit, bare_root):
     env = _bare_env(cuda_mpi)
     env["LD_LIBRARY_PATH"] += ":/stubs"
     for program in ("osu_latency", "osu_bw", "osu_allreduce"):
-        p = _run([CHROOT, str(bare_root), "/lib64/ld-linux-x86-64.so.2", "--list",
-                  f"/o/osu/{program}"], 60, env=env)
-        assert p.returncode == 0 and "not found" not in p.stdout, (program, p.stdout, p.stderr)
-        assert "/b/cuda-mpi/fabric/lib/libmpi.so.40" in p.stdout, p.stdout
-        assert "/b/cuda-mpi/deps/libcudart.so.13" in p.stdout, p.stdout
+        listing = resolves(bare_root, f"/o/osu/{program}", env,
+                           ("/b/", "/o/", "/stubs/", str(MULTIARCH), "/lib64/"))
+        assert "/b/cuda-mpi/fabric/lib/libmpi.so.40" in listing, listing
+        assert "/b/cuda-mpi/deps/libcudart.so.13" in listing, listing
 
 
 def test_carried_mpirun_starts_two_ranks_that_find_no_device(bare_root):

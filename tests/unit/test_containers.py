@@ -36,6 +36,9 @@ COMPONENT_SCRIPTS = {
 }
 # pins that are not components built by a script: base images and build settings
 NOT_COMPONENTS: set[str] = set()
+# components the GPU kit builds on the host, not the image: prefix -> (script, the kit's module
+# that runs it)
+KIT_COMPONENTS = {"MPICH": ("mpich.sh", "bench/gpu/mpich.py")}
 
 
 def versions() -> dict[str, str]:
@@ -90,7 +93,11 @@ def test_every_pinned_component_has_a_script_the_dockerfile_uses():
     pins = versions()
     dockerfile = DOCKERFILE.read_text()
     components = {k[: -len("_VERSION")] for k in pins if k.endswith("_VERSION")} - NOT_COMPONENTS
-    assert components == set(COMPONENT_SCRIPTS), "versions.env and this test disagree"
+    assert components == set(COMPONENT_SCRIPTS) | set(KIT_COMPONENTS), \
+        "versions.env and this test disagree"
+    for prefix, (script, user) in KIT_COMPONENTS.items():
+        assert f"{prefix}_VERSION" in (CONTAINERS / script).read_text(), script
+        assert f'"{script}"' in (ROOT / user).read_text(), f"{user} never runs {script}"
     for prefix, script in COMPONENT_SCRIPTS.items():
         path = CONTAINERS / script
         assert path.exists(), f"{prefix}: no containers/{script}"
