@@ -102,8 +102,8 @@ def allreduce_rows(link: str, nodes: list[int], fit_sizes: str, sizes: str, tmp:
     rows = []
     for n in nodes:
         answer = build([fit_file], ModelOptions(nodes=n))
-        params = costs.Params(alpha_s=answer["alpha_us"] * 1e-6,
-                              beta_s_per_byte=1 / answer["bandwidth_bytes_per_s"])
+        params = costs.Params(alpha_s=answer.alpha_us * 1e-6,
+                              beta_s_per_byte=1 / answer.bandwidth_bytes_per_s)
         measured_file = tmp / f"measured-{n}.jsonl"
         emulated(n, link, [*mpi, "--sizes", sizes], measured_file, env=env)
         for rec in read_results(measured_file).of_kind(Collective):
@@ -114,8 +114,8 @@ def allreduce_rows(link: str, nodes: list[int], fit_sizes: str, sizes: str, tmp:
                          "measured_us": rec.time_us.p50,
                          "measured_ci95_rel": rec.median_ci95_rel, "samples": rec.samples,
                          "error": rec.time_us.p50 / (t * 1e6) - 1,
-                         "fit_bandwidth_gbyte_s": answer["bandwidth_bytes_per_s"] / 1e9,
-                         "fit_alpha_us": answer["alpha_us"]})
+                         "fit_bandwidth_gbyte_s": answer.bandwidth_bytes_per_s / 1e9,
+                         "fit_alpha_us": answer.alpha_us})
     return rows
 
 
@@ -129,26 +129,26 @@ def training_rows(links: list[str], tmp: Path, repeats: int) -> list[dict]:
         ceiling = min(c.per_direction_gbit_s for c in results.of_kind(Ceiling)
                       if c.mode == "bidir" and c.per_direction_gbit_s)
         at_ceiling, profile = (
-            build([out], ModelOptions(nodes=2, bandwidth=rate))["train"][0]
+            build([out], ModelOptions(nodes=2, bandwidth=rate)).train[0]
             for rate in (f"{ceiling}Gbit", _model_rate(link)))
-        predicted, nominal = (next(p for p in answer["by_nodes"] if p["nodes"] == 2)
+        predicted, nominal = (next(p for p in answer.by_nodes if p.nodes == 2)
                               for answer in (at_ceiling, profile))
         rows.append({"what": "train", "link": link, "repeat": repeat, "nodes": 2,
-                     "model": profile["model"],
+                     "model": profile.model,
                      "ceiling_gbit_s": ceiling,
-                     "predicted_scaling": predicted["scaling"],
-                     "predicted_scaling_nominal": nominal["scaling"],
+                     "predicted_scaling": predicted.scaling,
+                     "predicted_scaling_nominal": nominal.scaling,
                      "measured_scaling": measured.scaling_efficiency,
-                     "error": measured.scaling_efficiency - predicted["scaling"],
-                     "iteration_ms": profile["iteration_ms"],
-                     "predicted_overhead_ms": predicted["overhead_ms"],
+                     "error": measured.scaling_efficiency - predicted.scaling,
+                     "iteration_ms": profile.iteration_ms,
+                     "predicted_overhead_ms": predicted.overhead_ms,
                      "measured_step_ms": measured.step_ms,
                      "measured_compute_ms": measured.compute_ms,
                      "network_scaling": measured.compute_ms / measured.step_ms,
                      "network_error": measured.compute_ms / measured.step_ms
-                     - predicted["scaling"],
-                     "compute_drift": measured.compute_ms / profile["iteration_ms"] - 1,
-                     "grad_bytes": profile["grad_bytes"], "notes": profile["notes"]})
+                     - predicted.scaling,
+                     "compute_drift": measured.compute_ms / profile.iteration_ms - 1,
+                     "grad_bytes": profile.grad_bytes, "notes": list(profile.notes)})
     return rows
 
 
