@@ -1,6 +1,6 @@
 """The model against measurement, on emulated clusters.
 
-1. Allreduce: `fabbench model`'s α-β fit of a 2-node emulated run (Open MPI, 8 B to 2 MiB)
+1. Allreduce: `fabbench forecast`'s α-β fit of a 2-node emulated run (Open MPI, 8 B to 2 MiB)
    predicts the allreduce at 4 and 8 nodes (its α and bandwidth in the best algorithm's formula,
    as its table does); the same emulated link then measures it at 1 and 2 MiB. Target (issue
    11): within 15 %. The links are slow (10 Mbit/s) because every emulated node's traffic
@@ -43,8 +43,9 @@
    factor then misses by 0.12-0.16 at 1 Gbit/s while the network share is within 0.04-0.09.
    On real nodes the whole factor is the figure to judge; docs/methods.md gives every run.
 
-Every figure comes from fabbench's own commands: `fabbench emulate -- run` writes the records and
-fabbench.scaling.predict.build (what `fabbench model` prints) makes the predictions. Needs root.
+Every figure comes from fabbench's own commands: `fabbench emulate run -- run` writes the records
+and fabbench.scaling.predict.build (what `fabbench forecast` prints) makes the predictions. Needs
+root.
 Exits 1 when a target is missed. ``--json FILE`` writes the rows; ``--quick`` is the smaller
 version tests/integration/test_model_vs_measured.py runs (allreduce only: 4 nodes, 1 MiB).
 
@@ -158,7 +159,7 @@ def _percent(rel: float | None) -> str:
 
 
 def _model_rate(link: str) -> str:
-    """tc's rate ("100mbit", "1gbit") as `fabbench model --bandwidth` takes it."""
+    """tc's rate ("100mbit", "1gbit") as `fabbench forecast --bandwidth` takes it."""
     number = link.lower().removesuffix("bit")
     return number[:-1] + number[-1].upper() + "bit"
 
