@@ -1,11 +1,11 @@
 """Acceptance floors on an emulated cluster: how many false failures, and is the slow node named?
 
 On 4 emulated nodes at 1 Gbit/s (a standing `fabbench emulate up` cluster), `--baseline` healthy
-pairs runs make a floors file (`fabbench baseline`, each node's pairs bandwidth, the floor
-`--below` under the median); then `--runs` further healthy runs are each judged against it
-(`fabbench verify`): every failure there is a false failure. Then a cluster of the same shape
-with node 3's link at 250 Mbit/s runs `--slow-runs` times, each judged the same way: it must
-exit 1 naming node 3, and only node 3, with its margin.
+pairs runs make a floors file (`fabbench floors baseline`, each node's pairs bandwidth, the
+floor `--below` under the median); then `--runs` further healthy runs are each judged against
+it (`fabbench floors verify`): every failure there is a false failure. Then a cluster of the
+same shape with node 3's link at 250 Mbit/s runs `--slow-runs` times, each judged the same way:
+it must exit 1 naming node 3, and only node 3, with its margin.
 
 Target (issue 34): 0 false failures in 20 healthy runs; the slow node named, alone, every time.
 Needs root (network namespaces). Exits 1 when a target is missed. Prints each run's verdict
@@ -63,7 +63,8 @@ class Cluster:
 
 
 def verify(floors: Path, result: Path, json_out: Path) -> tuple[int, dict, str]:
-    p = fabbench("verify", "--floors", str(floors), str(result), "--json", str(json_out))
+    p = fabbench("floors", "verify", "--floors", str(floors), str(result), "--json",
+                 str(json_out))
     if p.returncode == 2:
         raise SystemExit(f"verify refused its input: {p.stderr}")
     return p.returncode, json.loads(json_out.read_text()), p.stdout
@@ -94,7 +95,7 @@ def main() -> int:
             base = [d / f"base-{i}.jsonl" for i in range(args.baseline)]
             for out in base:
                 healthy.run(out, args.primitive, args.sizes)
-            p = fabbench("baseline", *map(str, base), "--out", str(floors), "--below",
+            p = fabbench("floors", "baseline", *map(str, base), "--out", str(floors), "--below",
                          str(args.below), "--spread", str(args.spread))
             if p.returncode != 0:
                 raise SystemExit(f"baseline failed: {p.stderr}")

@@ -1,6 +1,6 @@
 """The model against measurement, on emulated clusters.
 
-1. Allreduce: `fabbench model`'s α-β fit of a 2-node emulated run (Open MPI, 8 B to 2 MiB)
+1. Allreduce: `fabbench forecast`'s α-β fit of a 2-node emulated run (Open MPI, 8 B to 2 MiB)
    predicts the allreduce at 4 and 8 nodes (its α and bandwidth in the best algorithm's formula,
    as its table does); the same emulated link then measures it at 1 and 2 MiB. Target (issue
    11): within 15 %. The links are slow (10 Mbit/s) because every emulated node's traffic
@@ -43,8 +43,9 @@
    factor then misses by 0.12-0.16 at 1 Gbit/s while the network share is within 0.04-0.09.
    On real nodes the whole factor is the figure to judge; docs/methods.md gives every run.
 
-Every figure comes from fabbench's own commands: `fabbench emulate -- run` writes the records and
-fabbench.scaling.predict.build (what `fabbench model` prints) makes the predictions. Needs root.
+Every figure comes from fabbench's own commands: `fabbench emulate run -- run` writes the records
+and fabbench.scaling.predict.build (what `fabbench forecast` prints) makes the predictions. Needs
+root.
 Exits 1 when a target is missed. ``--json FILE`` writes the rows; ``--quick`` is the smaller
 version tests/integration/test_model_vs_measured.py runs (allreduce only: 4 nodes, 1 MiB).
 
@@ -102,8 +103,8 @@ def allreduce_rows(link: str, nodes: list[int], fit_sizes: str, sizes: str, tmp:
     rows = []
     for n in nodes:
         answer = build([fit_file], ModelOptions(nodes=n))
-        params = costs.Params(alpha_s=answer["alpha_us"] * 1e-6,
-                              beta_s_per_byte=1 / answer["bandwidth_bytes_per_s"])
+        params = costs.Params(alpha_s=answer.alpha_us * 1e-6,
+                              beta_s_per_byte=1 / answer.bandwidth_bytes_per_s)
         measured_file = tmp / f"measured-{n}.jsonl"
         emulated(n, link, [*mpi, "--sizes", sizes], measured_file, env=env)
         for rec in read_results(measured_file).of_kind(Collective):
@@ -114,8 +115,8 @@ def allreduce_rows(link: str, nodes: list[int], fit_sizes: str, sizes: str, tmp:
                          "measured_us": rec.time_us.p50,
                          "measured_ci95_rel": rec.median_ci95_rel, "samples": rec.samples,
                          "error": rec.time_us.p50 / (t * 1e6) - 1,
-                         "fit_bandwidth_gbyte_s": answer["bandwidth_bytes_per_s"] / 1e9,
-                         "fit_alpha_us": answer["alpha_us"]})
+                         "fit_bandwidth_gbyte_s": answer.bandwidth_bytes_per_s / 1e9,
+                         "fit_alpha_us": answer.alpha_us})
     return rows
 
 
@@ -129,26 +130,26 @@ def training_rows(links: list[str], tmp: Path, repeats: int) -> list[dict]:
         ceiling = min(c.per_direction_gbit_s for c in results.of_kind(Ceiling)
                       if c.mode == "bidir" and c.per_direction_gbit_s)
         at_ceiling, profile = (
-            build([out], ModelOptions(nodes=2, bandwidth=rate))["train"][0]
+            build([out], ModelOptions(nodes=2, bandwidth=rate)).train[0]
             for rate in (f"{ceiling}Gbit", _model_rate(link)))
-        predicted, nominal = (next(p for p in answer["by_nodes"] if p["nodes"] == 2)
+        predicted, nominal = (next(p for p in answer.by_nodes if p.nodes == 2)
                               for answer in (at_ceiling, profile))
         rows.append({"what": "train", "link": link, "repeat": repeat, "nodes": 2,
-                     "model": profile["model"],
+                     "model": profile.model,
                      "ceiling_gbit_s": ceiling,
-                     "predicted_scaling": predicted["scaling"],
-                     "predicted_scaling_nominal": nominal["scaling"],
+                     "predicted_scaling": predicted.scaling,
+                     "predicted_scaling_nominal": nominal.scaling,
                      "measured_scaling": measured.scaling_efficiency,
-                     "error": measured.scaling_efficiency - predicted["scaling"],
-                     "iteration_ms": profile["iteration_ms"],
-                     "predicted_overhead_ms": predicted["overhead_ms"],
+                     "error": measured.scaling_efficiency - predicted.scaling,
+                     "iteration_ms": profile.iteration_ms,
+                     "predicted_overhead_ms": predicted.overhead_ms,
                      "measured_step_ms": measured.step_ms,
                      "measured_compute_ms": measured.compute_ms,
                      "network_scaling": measured.compute_ms / measured.step_ms,
                      "network_error": measured.compute_ms / measured.step_ms
-                     - predicted["scaling"],
-                     "compute_drift": measured.compute_ms / profile["iteration_ms"] - 1,
-                     "grad_bytes": profile["grad_bytes"], "notes": profile["notes"]})
+                     - predicted.scaling,
+                     "compute_drift": measured.compute_ms / profile.iteration_ms - 1,
+                     "grad_bytes": profile.grad_bytes, "notes": list(profile.notes)})
     return rows
 
 
@@ -158,7 +159,7 @@ def _percent(rel: float | None) -> str:
 
 
 def _model_rate(link: str) -> str:
-    """tc's rate ("100mbit", "1gbit") as `fabbench model --bandwidth` takes it."""
+    """tc's rate ("100mbit", "1gbit") as `fabbench forecast --bandwidth` takes it."""
     number = link.lower().removesuffix("bit")
     return number[:-1] + number[-1].upper() + "bit"
 

@@ -1,7 +1,7 @@
 """Which node is slow, on an emulated cluster: does the pairs report name it, every time?
 
 For each primitive (mpi, gloo) and each set-up — 4 nodes at 1 Gbit/s with node 3's link at
-250 Mbit/s, and 4 nodes with all links equal — `fabbench emulate ... -- run --workload pairs`
+250 Mbit/s, and 4 nodes with all links equal — `fabbench emulate run ... -- run --workload pairs`
 runs ``--runs`` times (a fresh cluster each time), and the report's verdict is read from the
 records (report/slow_node.py, the rule in docs/methods.md). Printed per run: the nodes named and
 node 3's pairs as a share of the median of the pairs without it; then per set-up how often the
@@ -15,7 +15,7 @@ waiting ranks in a quiet barrier): the emulated nodes share this host's CPUs, an
 once are bound by them, not by their links (docs/methods.md, "Which node is slow").
 
 The emulated links are only as fast as this host's CPU lets the bridge forward: on a loaded
-2-core host a 1 Gbit/s link may carry less than 250 Mbit/s (`fabbench emulate -- run --ceiling`
+2-core host a 1 Gbit/s link may carry less than 250 Mbit/s (`fabbench emulate run -- run --ceiling`
 tells), and then the set-up cannot be told apart; `--link 100mbit --slow 25mbit` keeps the
 same 4:1 ratio within what the host forwards.
 

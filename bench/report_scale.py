@@ -1,9 +1,10 @@
-"""How the analysis commands scale with the records they read: `report`, `compare`, `verify`,
-`baseline` and `model` timed on files of about 1,000, 10,000 and 100,000 records, with the CPU
-time and peak memory (VmHWM) of each command's process, for this checkout's fabbench and, with
---before, for another checkout of it (a `git worktree` of an older commit) on the same files in
-the same run, the two alternating so that a busy neighbour slows both alike
-(docs/performance.md).
+"""How the analysis commands scale with the records they read: `report`, `compare`, `verify`
+(`floors verify`), `baseline` (`floors baseline`) and `model` (`forecast`) timed on files of
+about 1,000, 10,000 and 100,000 records, with the CPU time and peak memory (VmHWM) of each
+command's process, for this checkout's fabbench and, with --before, for another checkout of it
+(a `git worktree` of an older commit) on the same files in the same run, the two alternating so
+that a busy neighbour slows both alike (docs/performance.md). A --before checkout older than the
+commands' move (5cbaa93, issue 45) runs them by their old spellings.
 
 The files are made from real records: a results file of a real run (--source; by default the
 demo's, `fabbench run --fabric ethernet`, made once into --work) is repeated, run by run, under
@@ -85,19 +86,32 @@ def demo_file(work: Path) -> Path:
     return path
 
 
-def argv_of(command: str, path: Path, scratch: Path) -> list[str]:
-    """The command line of one analysis command on one file."""
-    if command == "report":
-        return ["report", str(path)]
-    if command == "compare":
-        return ["compare", str(path)]
+# where issue 45 moved the commands (5cbaa93): `floors verify`, `floors baseline`, `forecast`
+MOVED = {"verify": ["floors", "verify"], "baseline": ["floors", "baseline"],
+         "model": ["forecast"]}
+
+
+def moved_in(src: Path) -> bool:
+    """Whether the fabbench in ``src`` has the commands where issue 45 moved them."""
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    return subprocess.run([sys.executable, "-m", "fabbench", "forecast", "--help"], env=env,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                          timeout=TIMEOUT_S).returncode == 0
+
+
+def argv_of(command: str, path: Path, scratch: Path, moved: bool = True) -> list[str]:
+    """The command line of one analysis command on one file (``moved``: by the spellings of
+    issue 45, else the old ones)."""
+    words = MOVED[command] if moved and command in MOVED else [command]
+    if command in ("report", "compare"):
+        return [command, str(path)]
     if command == "verify":
-        return ["verify", "--floors", "reference", str(path)]
+        return [*words, "--floors", "reference", str(path)]
     if command == "baseline":
         out = scratch / f"baseline-{time.monotonic_ns()}.toml"
-        return ["baseline", str(path), "--out", str(out)]
+        return [*words, str(path), "--out", str(out)]
     if command == "model":
-        return ["model", "--from", str(path), "--nodes", "64"]
+        return [*words, "--from", str(path), "--nodes", "64"]
     raise ValueError(command)
 
 
@@ -161,6 +175,7 @@ def main() -> None:
     sides = {"after": args.after / "src"}
     if args.before is not None:
         sides = {"before": args.before / "src", **sides}
+    moved = {side: moved_in(src) for side, src in sides.items()}
     with tempfile.TemporaryDirectory() as tmp:
         work = args.work or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
@@ -183,8 +198,8 @@ def main() -> None:
                 got: dict[str, list[tuple[float, float, float]]] = {s: [] for s in sides}
                 for _ in range(args.repeat):
                     for side, src in sides.items():  # alternate: before, after, before, ...
-                        got[side].append(timed(src, argv_of(command, files[size], work),
-                                               work))
+                        got[side].append(timed(
+                            src, argv_of(command, files[size], work, moved[side]), work))
                 row = {"command": command, "records": made[size]}
                 for side, results in got.items():
                     row[f"{side}_s"] = statistics.median(r[0] for r in results)

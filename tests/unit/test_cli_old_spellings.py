@@ -50,10 +50,11 @@ def test_the_old_emulate_spelling_runs_emulate_run():
         assert old_spelling(kept) == kept
 
 
-def test_emulate_up_after_the_options_is_refused_in_one_line(capsys):
-    code, out, err = cli(capsys, "emulate", "--nodes", "2", "up")
+@pytest.mark.parametrize("word", ["up", "down"])
+def test_emulate_up_after_the_options_is_refused_in_one_line(capsys, word):
+    code, out, err = cli(capsys, "emulate", "--nodes", "2", word)
     assert code == 2 and not out
-    assert err.strip() == ("fabbench: error: the word goes first: `fabbench emulate up "
+    assert err.strip() == (f"fabbench: error: the word goes first: `fabbench emulate {word} "
                            "--nodes ...`")
 
 

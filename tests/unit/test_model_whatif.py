@@ -105,22 +105,22 @@ def test_bad_profile_refused():
 
 def test_build_from_train_fixture_only():
     ans = build([FIXTURES / "siteA-train-8.jsonl"], ModelOptions(nodes=64, bandwidth="100Gbit"))
-    (w,) = ans["train"]
-    assert w["model"] == "resnet50" and w["grad_bytes"] == pytest.approx(4 * 25557032)
-    by_bw = {round(p["bandwidth_gbit_s"]): p["scaling"] for p in w["by_bandwidth"]}
+    (w,) = ans.train
+    assert w.model == "resnet50" and w.grad_bytes == pytest.approx(4 * 25557032)
+    by_bw = {round(p.bandwidth_gbit_s): p.scaling for p in w.by_bandwidth}
     assert set(by_bw) == {1, 10, 25, 100} and by_bw[100] > 0.95 > by_bw[1]
-    assert [p["nodes"] for p in w["by_nodes"]] == [1, 2, 4, 8, 16, 32, 64]
-    assert any("Zhang" in a for a in ans["assumptions"])
+    assert [p.nodes for p in w.by_nodes] == [1, 2, 4, 8, 16, 32, 64]
+    assert any("Zhang" in a for a in ans.assumptions)
 
 
 def test_build_hierarchy_with_intra_bandwidth():
     ans = build([FIXTURES / "siteA-ib.jsonl"], ModelOptions(
         nodes=8, ranks_per_node=8, bandwidth="100Gbit", intra_bandwidth="100GB/s"))
-    h = ans["hierarchical"]
-    assert h["bottleneck"] == "inter-node"
-    row = h["rows"][-1]
-    assert row["time_us"] == pytest.approx(max(row["intra_us"], row["inter_us"]))
-    assert row["best_split_us"] <= row["time_us"]
+    h = ans.hierarchical
+    assert h is not None and h.bottleneck == "inter-node"
+    row = h.rows[-1]
+    assert row.time_us == pytest.approx(max(row.intra_us, row.inter_us))
+    assert row.best_split_us <= row.time_us
 
 
 def test_build_refuses_bad_options():
@@ -144,7 +144,7 @@ def test_the_jobs_measured_ceiling_is_the_network_when_nothing_is_fitted(tmp_pat
     path = tmp_path / "with-ceiling.jsonl"
     path.write_text("\n".join([lines[0], json.dumps(ceiling), *lines[1:]]) + "\n")
     answer = build([path], ModelOptions(nodes=4))
-    assert answer["bandwidth_bytes_per_s"] == pytest.approx(40e9 / 8)
-    assert "ceiling measured in the job" in answer["assumptions"][0]
+    assert answer.bandwidth_bytes_per_s == pytest.approx(40e9 / 8)
+    assert "ceiling measured in the job" in answer.assumptions[0]
     plain = build([FIXTURES / "siteA-train-1.jsonl"], ModelOptions(nodes=4))
-    assert plain["bandwidth_bytes_per_s"] != pytest.approx(40e9 / 8)
+    assert plain.bandwidth_bytes_per_s != pytest.approx(40e9 / 8)

@@ -45,27 +45,27 @@ def forecast(
     """
     from fabbench.console import console
     from fabbench.scaling import forecast_text
-    from fabbench.scaling.predict import ModelOptions, build, jsonable
+    from fabbench.scaling.predict import ModelOptions, build
 
     answer = build(sources, ModelOptions(
         nodes=nodes, ranks_per_node=ranks_per_node, bandwidth=bandwidth, latency=latency,
         intra_bandwidth=intra_bandwidth, compression=compression,
         backward_fraction=backward_fraction))
     if json_out:
-        print(json.dumps(jsonable(answer), indent=1))
+        print(json.dumps(answer.to_json(), indent=1))
         return
     con = console()
     con.print(forecast_text.HEADER)
-    for item in (forecast_text.fit_table(answer) if answer["fits"] else None,
+    for item in (forecast_text.fit_table(answer) if answer.fits else None,
                  forecast_text.allreduce_table(answer), forecast_text.hierarchy_table(answer),
                  *forecast_text.train_tables(answer)):
         if item is not None:
             con.print(item)
     con.print("[bold]Model assumptions:[/]")
-    for line in answer["assumptions"]:
+    for line in answer.assumptions:
         con.print(f"  - {line}", soft_wrap=True)
     err = console(stderr=True)
-    for w in answer["warnings"]:
+    for w in answer.warnings:
         err.print(f"[yellow]warning:[/] {w}", soft_wrap=True)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from fabbench.console import NO_BUS
 from fabbench.floors.points import METRICS, Point
@@ -69,7 +70,7 @@ class Judgement:
             text += f" [{self.point.source} {self.point.run}]"
         return text
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         p = self.point
         return {"rule": self.rule.id, "source": self.rule.source, "status": self.status,
                 "subject": self.subject, "node": self.node, "metric": self.rule.metric,
@@ -142,12 +143,16 @@ def _transport(rule: Rule, points: Sequence[Point]) -> list[Judgement]:
     return out
 
 
-def _subject(p: Point) -> tuple:
+# what one verdict is about: (node, op, bytes, dtype, primitive, ranks)
+Subject = tuple[str | None, str | None, int | None, str | None, str | None, int | None]
+
+
+def _subject(p: Point) -> Subject:
     return (p.node, p.op, p.bytes, p.dtype, p.primitive, p.ranks)
 
 
-def _subjects(points: Sequence[Point]) -> dict[tuple, list[Point]]:
-    groups: dict[tuple, list[Point]] = {}
+def _subjects(points: Sequence[Point]) -> dict[Subject, list[Point]]:
+    groups: dict[Subject, list[Point]] = {}
     for p in points:
         groups.setdefault(_subject(p), []).append(p)
     return groups

@@ -9,6 +9,7 @@ alltoall). Every cost is ``a·α + b·S·β + c·S·γ``; :func:`coefficients` g
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from fabbench.errors import UsageError
@@ -41,7 +42,7 @@ def _power_of_two(p: int) -> bool:
 
 
 # op -> algorithm -> p -> (a, b, c)
-_TABLE = {
+_TABLE: dict[str, dict[str, Callable[[int], tuple[float, float, float]]]] = {
     "allreduce": {
         "ring": lambda p: (2 * (p - 1), 2 * (p - 1) / p, (p - 1) / p),
         "rabenseifner": lambda p: (2 * _lg(p), 2 * (p - 1) / p, (p - 1) / p),

@@ -50,6 +50,10 @@ class Fit:
         return Params(alpha_s=self.alpha_s, beta_s_per_byte=self.beta_s_per_byte)
 
     @property
+    def alpha_us(self) -> float:
+        return self.alpha_s * 1e6
+
+    @property
     def bandwidth_gbyte_s(self) -> float:
         """1/β in GB/s (1e9 B/s): the asymptotic busbw; inf when β was not resolved."""
         return math.inf if self.beta_s_per_byte == 0 else 1e-9 / self.beta_s_per_byte
@@ -61,7 +65,7 @@ class Fit:
     def to_json(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "op": self.op, "transport": self.transport,
                 "ranks": self.ranks,
-                "algorithm": self.algorithm, "alpha_us": self.alpha_s * 1e6,
+                "algorithm": self.algorithm, "alpha_us": self.alpha_us,
                 "beta_s_per_byte": self.beta_s_per_byte,
                 "bandwidth_gbyte_s": None if math.isinf(self.bandwidth_gbyte_s)
                 else self.bandwidth_gbyte_s,
@@ -75,7 +79,7 @@ def _solve(design: np.ndarray, times: np.ndarray) -> np.ndarray:
     """Non-negative weighted least squares for two unknowns (relative residuals)."""
     rows = design / times[:, None]
     ones = np.ones_like(times)
-    x, *_ = np.linalg.lstsq(rows, ones, rcond=None)
+    x: np.ndarray = np.linalg.lstsq(rows, ones, rcond=None)[0]
     if (x >= 0).all():
         return x
     best, best_err = np.zeros(2), math.inf

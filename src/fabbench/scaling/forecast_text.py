@@ -1,11 +1,12 @@
-"""`fabbench model`'s answer as Rich tables for people."""
+"""`fabbench forecast`'s answer as Rich tables for people."""
 
 from __future__ import annotations
 
-from typing import Any
+import math
 
 from rich.table import Table
 
+from fabbench.scaling.predict import Forecast
 from fabbench.scaling.quantities import format_bandwidth
 from fabbench.units import format_size
 
@@ -18,7 +19,7 @@ def _num(x: float | None, fmt: str = ".3g") -> str:
     return "-" if x is None else format(x, fmt)
 
 
-def fit_table(answer: dict[str, Any]) -> Table:
+def fit_table(answer: Forecast) -> Table:
     t = Table(title=f"{TITLE}: α-β fit per run, op and transport, t = a(p)·α + b(p)·S·β "
               "(ring, pairwise alltoall, chain broadcast: 1/β compares with busbw)",
               title_justify="left")
@@ -26,69 +27,67 @@ def fit_table(answer: dict[str, Any]) -> Table:
                  "sizes", "points", "rms err", "max err"):
         t.add_column(name, justify="left" if name in ("run", "op", "transport") else "right",
                      no_wrap=name in ("op", "transport"))
-    for f in answer["fits"]:
-        rms = "-" if f["rms_rel_err"] is None else f"{f['rms_rel_err']:.1%}"
-        t.add_row(f["run_id"], f["op"], f["transport"], str(f["ranks"]),
-                  _num(f["alpha_us"]), _num(f["bandwidth_gbyte_s"]),
-                  _num(f["busbw_at_max_gbyte_s"]),
-                  f"{format_size(f['min_bytes'])}-{format_size(f['max_bytes'])}",
-                  str(f["points"]), rms, f"{f['max_rel_err']:.1%}")
+    for f in answer.fits:
+        rms = "-" if math.isnan(f.rms_rel_err) else f"{f.rms_rel_err:.1%}"
+        bandwidth = None if math.isinf(f.bandwidth_gbyte_s) else f.bandwidth_gbyte_s
+        t.add_row(f.run_id, f.op, f.transport, str(f.ranks), _num(f.alpha_us), _num(bandwidth),
+                  _num(f.busbw_at_max_gbyte_s),
+                  f"{format_size(f.min_bytes)}-{format_size(f.max_bytes)}",
+                  str(f.points), rms, f"{f.max_rel_err:.1%}")
     return t
 
 
-def allreduce_table(answer: dict[str, Any]) -> Table:
+def allreduce_table(answer: Forecast) -> Table:
     a = answer
-    t = Table(title=f"{TITLE}: allreduce at {a['nodes']} nodes × {a['ranks_per_node']} "
-              f"ranks = {a['ranks']} ranks, {format_bandwidth(a['bandwidth_bytes_per_s'])}, "
-              f"α {a['alpha_us']:.3g} µs", title_justify="left")
-    algs = list(a["allreduce"][0]["times_us"]) if a["allreduce"] else []
+    t = Table(title=f"{TITLE}: allreduce at {a.nodes} nodes × {a.ranks_per_node} "
+              f"ranks = {a.ranks} ranks, {format_bandwidth(a.bandwidth_bytes_per_s)}, "
+              f"α {a.alpha_us:.3g} µs", title_justify="left")
+    algs = list(a.allreduce[0].times_us) if a.allreduce else []
     for name in ("size", *(f"{x} µs" for x in algs), "best", "busbw GB/s", "bound µs"):
         t.add_column(name, justify="left" if name == "best" else "right")
-    for r in a["allreduce"]:
-        t.add_row(format_size(r["bytes"]), *(_num(r["times_us"][x], ".4g") for x in algs),
-                  r["best"], _num(r["busbw_gbyte_s"]), _num(r["lower_bound_us"], ".4g"))
+    for r in a.allreduce:
+        t.add_row(format_size(r.bytes), *(_num(r.times_us[x], ".4g") for x in algs),
+                  r.best, _num(r.busbw_gbyte_s), _num(r.lower_bound_us, ".4g"))
     return t
 
 
-def hierarchy_table(answer: dict[str, Any]) -> Table | None:
-    h = answer["hierarchical"]
-    if not h:
+def hierarchy_table(answer: Forecast) -> Table | None:
+    h = answer.hierarchical
+    if h is None:
         return None
     t = Table(title=f"{TITLE}: hierarchical allreduce (Won et al.), bottleneck "
-              f"{h['bottleneck']}", title_justify="left")
+              f"{h.bottleneck}", title_justify="left")
     for name in ("size", "T µs", "intra µs", "inter µs", "busbw GB/s", "best split µs",
                  "intra share"):
         t.add_column(name, justify="right")
-    for r in h["rows"]:
-        t.add_row(format_size(r["bytes"]), _num(r["time_us"], ".4g"),
-                  _num(r["intra_us"], ".4g"), _num(r["inter_us"], ".4g"),
-                  _num(r["busbw_gbyte_s"]), _num(r["best_split_us"], ".4g"),
-                  f"{r['best_split_intra_share']:.0%}")
+    for r in h.rows:
+        t.add_row(format_size(r.bytes), _num(r.time_us, ".4g"), _num(r.intra_us, ".4g"),
+                  _num(r.inter_us, ".4g"), _num(r.busbw_gbyte_s), _num(r.best_split_us, ".4g"),
+                  f"{r.best_split_intra_share:.0%}")
     return t
 
 
-def train_tables(answer: dict[str, Any]) -> list[Table | str]:
+def train_tables(answer: Forecast) -> list[Table | str]:
     out: list[Table | str] = []
-    for w in answer["train"]:
-        measured = ("" if w["measured_scaling"] is None else f"; measured scaling "
-                    f"{w['measured_scaling']:.3f} at {w['measured_ranks']} ranks")
-        out.append(f"[bold]{w['model']}[/] (batch {w['batch_per_rank']}/rank): step "
-                   f"{w['iteration_ms']:.4g} ms, backward {w['backward_ms']:.4g} ms, gradients "
-                   f"{w['grad_bytes'] / 1e6:.4g} MB in {w['buckets']} buckets{measured}")
-        for key, title, first in (
-                ("by_nodes", f"scaling vs nodes at "
-                 f"{format_bandwidth(answer['bandwidth_bytes_per_s'])}", "nodes"),
-                ("by_bandwidth", f"scaling vs bandwidth at {answer['nodes']} nodes",
+    for w in answer.train:
+        measured = ("" if w.measured_scaling is None else f"; measured scaling "
+                    f"{w.measured_scaling:.3f} at {w.measured_ranks} ranks")
+        out.append(f"[bold]{w.model}[/] (batch {w.batch_per_rank}/rank): step "
+                   f"{w.iteration_ms:.4g} ms, backward {w.backward_ms:.4g} ms, gradients "
+                   f"{w.grad_bytes / 1e6:.4g} MB in {w.buckets} buckets{measured}")
+        for points, title, first in (
+                (w.by_nodes, f"scaling vs nodes at "
+                 f"{format_bandwidth(answer.bandwidth_bytes_per_s)}", "nodes"),
+                (w.by_bandwidth, f"scaling vs bandwidth at {answer.nodes} nodes",
                  "bandwidth")):
-            t = Table(title=f"{TITLE}: {w['model']} {title}, c={answer['compression']:g}",
+            t = Table(title=f"{TITLE}: {w.model} {title}, c={answer.compression:g}",
                       title_justify="left", min_width=64)
             for name in (first, "comm ms", "overhead ms", "scaling"):
                 t.add_column(name, justify="right")
-            for p in w[key]:
-                lead = (str(p["nodes"]) if key == "by_nodes"
-                        else format_bandwidth(p["bandwidth_gbit_s"] * 1e9 / 8))
-                t.add_row(lead, f"{p['comm_ms']:.4g}", f"{p['overhead_ms']:.4g}",
-                          f"{p['scaling']:.3f}")
+            for p in points:
+                lead = (str(p.nodes) if first == "nodes"
+                        else format_bandwidth(p.bandwidth_gbit_s * 1e9 / 8))
+                t.add_row(lead, f"{p.comm_ms:.4g}", f"{p.overhead_ms:.4g}", f"{p.scaling:.3f}")
             out.append(t)
-        out += [f"  assumed: {n}" for n in w["notes"]]
+        out += [f"  assumed: {n}" for n in w.notes]
     return out

@@ -1,4 +1,5 @@
-"""The whole `fabbench model` answer: fits, allreduce at scale, training what-ifs, assumptions.
+"""The whole `fabbench forecast` answer: fits, allreduce at scale, training what-ifs,
+assumptions, as a typed record (Forecast) whose ``to_json`` is what ``--json`` prints.
 
 Reads results files only (results.runs); never a comm library.
 """
@@ -15,11 +16,12 @@ from fabbench.errors import UsageError
 from fabbench.results.link import ceiling_of, link_of
 from fabbench.results.reader import collector_paused
 from fabbench.results.records import Train
-from fabbench.results.runs import load
+from fabbench.results.runs import Series, load
 from fabbench.scaling import costs, hierarchy, whatif
 from fabbench.scaling.fit import Fit, fit_records
 from fabbench.scaling.quantities import format_bandwidth, parse_bandwidth, parse_duration
 
+MODEL = "alpha-beta (fit) + Zhang et al. 2020 (training) + Won et al. 2021 (hierarchy)"
 SIZES = (8, 64 << 10, 1 << 20, 16 << 20, 256 << 20)
 NODES = (1, 2, 4, 8, 16, 32, 64)
 BANDWIDTHS = ("1Gbit", "10Gbit", "25Gbit", "100Gbit")
@@ -61,12 +63,128 @@ def _allreduce_fit(fits: list[Fit], single_node: set[str] | None = None) -> Fit 
     return max(found, key=lambda f: (f.beta_s_per_byte > 0, f.ranks, f.points))
 
 
-def build(paths: Iterable[str | Path], options: ModelOptions) -> dict[str, Any]:
+@dataclass(frozen=True, kw_only=True)
+class AllreduceRow:
+    """One message size of allreduce at scale: every exact algorithm's time, the best one, its
+    busbw and the bandwidth lower bound."""
+
+    bytes: int
+    times_us: dict[str, float]  # by algorithm
+    best: str
+    best_us: float
+    busbw_gbyte_s: float
+    lower_bound_us: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"bytes": self.bytes, "times_us": dict(self.times_us), "best": self.best,
+                "best_us": self.best_us, "busbw_gbyte_s": self.busbw_gbyte_s,
+                "lower_bound_us": self.lower_bound_us}
+
+
+@dataclass(frozen=True, kw_only=True)
+class HierarchyRow:
+    """One message size of the hierarchical allreduce: T = max(intra, inter), and T at the
+    best split of the bandwidth (its intra-node share)."""
+
+    bytes: int
+    time_us: float
+    intra_us: float
+    inter_us: float
+    busbw_gbyte_s: float
+    best_split_us: float
+    best_split_intra_share: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"bytes": self.bytes, "time_us": self.time_us, "intra_us": self.intra_us,
+                "inter_us": self.inter_us, "busbw_gbyte_s": self.busbw_gbyte_s,
+                "best_split_us": self.best_split_us,
+                "best_split_intra_share": self.best_split_intra_share}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Hierarchy:
+    """Won et al.'s hierarchical allreduce: the two bandwidths, which one bounds, the rows."""
+
+    intra_bytes_per_s: float
+    inter_bytes_per_s_per_rank: float
+    bottleneck: str  # "inter-node" or "intra-node"
+    rows: tuple[HierarchyRow, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"intra_bytes_per_s": self.intra_bytes_per_s,
+                "inter_bytes_per_s_per_rank": self.inter_bytes_per_s_per_rank,
+                "bottleneck": self.bottleneck, "rows": [r.to_json() for r in self.rows]}
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainForecast:
+    """One trained model's what-if (Zhang et al.): its measured profile, and the predicted
+    scaling against nodes (at the network's bandwidth) and against bandwidth (at the nodes)."""
+
+    model: str
+    batch_per_rank: int
+    measured_ranks: int
+    measured_scaling: float | None
+    iteration_ms: float
+    backward_ms: float
+    grad_bytes: float
+    buckets: int
+    notes: tuple[str, ...]
+    by_nodes: tuple[whatif.Prediction, ...]
+    by_bandwidth: tuple[whatif.Prediction, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"model": self.model, "batch_per_rank": self.batch_per_rank,
+                "measured_ranks": self.measured_ranks, "measured_scaling": self.measured_scaling,
+                "iteration_ms": self.iteration_ms, "backward_ms": self.backward_ms,
+                "grad_bytes": self.grad_bytes, "buckets": self.buckets, "notes": list(self.notes),
+                "by_nodes": [p.to_json() for p in self.by_nodes],
+                "by_bandwidth": [p.to_json() for p in self.by_bandwidth]}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Forecast:
+    """`fabbench forecast`'s answer: the network it assumed (per-node bandwidth, α), the fits it
+    rests on, allreduce at scale, the hierarchical model (None: one rank a node, one node, or
+    no intra-node bandwidth), each trained model's what-if, the assumptions and the warnings."""
+
+    model: str = MODEL
+    nodes: int
+    ranks_per_node: int
+    ranks: int
+    bandwidth_bytes_per_s: float
+    alpha_s: float
+    compression: float
+    fits: tuple[Fit, ...]
+    allreduce: tuple[AllreduceRow, ...]
+    hierarchical: Hierarchy | None
+    train: tuple[TrainForecast, ...]
+    assumptions: tuple[str, ...]
+    warnings: tuple[str, ...]
+
+    @property
+    def alpha_us(self) -> float:
+        return self.alpha_s * 1e6
+
+    def to_json(self) -> dict[str, Any]:
+        """What ``fabbench forecast --json`` prints: strict JSON (inf and nan as null)."""
+        out: dict[str, Any] = jsonable({
+            "model": self.model, "nodes": self.nodes, "ranks_per_node": self.ranks_per_node,
+            "ranks": self.ranks, "bandwidth_bytes_per_s": self.bandwidth_bytes_per_s,
+            "alpha_us": self.alpha_us, "compression": self.compression,
+            "fits": [f.to_json() for f in self.fits],
+            "allreduce": [r.to_json() for r in self.allreduce],
+            "hierarchical": None if self.hierarchical is None else self.hierarchical.to_json(),
+            "train": [t.to_json() for t in self.train], "assumptions": list(self.assumptions),
+            "warnings": list(self.warnings)})
+        return out
+
+
+def build(paths: Iterable[str | Path], options: ModelOptions) -> Forecast:
     with collector_paused():  # reading and fitting make no cycles (results.reader)
         return _build(list(paths), options)
 
-
-def _build(paths: list[str | Path], options: ModelOptions) -> dict[str, Any]:
+def _build(paths: list[str | Path], options: ModelOptions) -> Forecast:
     series = load(paths)
     collectives = [c for s in series for c in s.collectives]
     trains = [t for s in series for t in s.train]
@@ -122,49 +240,49 @@ def _build(paths: list[str | Path], options: ModelOptions) -> dict[str, Any]:
                        "laid out node by node; optimistic for the lg p algorithms when ranks "
                        "share a NIC); no congestion, no protocol switches")
 
-    rows = []
+    rows: list[AllreduceRow] = []
     for nbytes in SIZES:
         times = {alg: costs.time_s("allreduce", alg, p, nbytes, params)
                  for alg in costs.algorithms("allreduce") if costs.exact(alg, p)}
         alg, t = costs.best("allreduce", p, nbytes, params)
-        rows.append({"bytes": nbytes, "times_us": {a: v * 1e6 for a, v in times.items()},
-                     "best": alg, "best_us": t * 1e6,
-                     "busbw_gbyte_s": costs.busbw_gbyte_s("allreduce", p, nbytes, t),
-                     "lower_bound_us": costs.allreduce_lower_bound_s(p, nbytes, bw) * 1e6})
+        rows.append(AllreduceRow(
+            bytes=nbytes, times_us={a: v * 1e6 for a, v in times.items()}, best=alg,
+            best_us=t * 1e6, busbw_gbyte_s=costs.busbw_gbyte_s("allreduce", p, nbytes, t),
+            lower_bound_us=costs.allreduce_lower_bound_s(p, nbytes, bw) * 1e6))
 
     hier = _hierarchical(options, fits, series, bw, assumptions)
 
-    train_out = []
+    train_out: list[TrainForecast] = []
     if trains:
         assumptions.append("training: Zhang et al.'s what-if; workers are nodes, ranks inside a "
                            "node reduce at no cost; buckets go one at a time as they become ready; "
                            "latency and reduction cost left out unless --latency is given")
     for rec in _train_profiles(trains):
         profile = whatif.profile_from_record(rec, options.backward_fraction)
-        kw = {"compression": options.compression, "alpha_s": alpha if options.latency else 0.0}
-        by_nodes = [whatif.predict(profile, n, bw, **kw).to_json()
-                    for n in sorted({*NODES, options.nodes})]
-        by_bw = [whatif.predict(profile, options.nodes, b, **kw).to_json()
-                 for b in sorted({*map(parse_bandwidth, BANDWIDTHS), bw})]
-        train_out.append({
-            "model": profile.model, "batch_per_rank": rec.batch_per_rank,
-            "measured_ranks": rec.ranks, "measured_scaling": rec.scaling_efficiency,
-            "iteration_ms": profile.iteration_s * 1e3, "backward_ms": profile.backward_s * 1e3,
-            "grad_bytes": profile.grad_bytes, "buckets": len(profile.buckets),
-            "notes": list(profile.notes), "by_nodes": by_nodes, "by_bandwidth": by_bw})
-    return {"model": "alpha-beta (fit) + Zhang et al. 2020 (training) + Won et al. 2021 "
-                     "(hierarchy)",
-            "nodes": options.nodes, "ranks_per_node": options.ranks_per_node, "ranks": p,
-            "bandwidth_bytes_per_s": bw, "alpha_us": alpha * 1e6,
-            "compression": options.compression,
-            "fits": [f.to_json() for f in fits], "allreduce": rows, "hierarchical": hier,
-            "train": train_out, "assumptions": assumptions, "warnings": warnings}
+        alpha_s = alpha if options.latency else 0.0
+        by_nodes = tuple(whatif.predict(profile, n, bw, compression=options.compression,
+                                        alpha_s=alpha_s)
+                         for n in sorted({*NODES, options.nodes}))
+        by_bw = tuple(whatif.predict(profile, options.nodes, b, compression=options.compression,
+                                     alpha_s=alpha_s)
+                      for b in sorted({*map(parse_bandwidth, BANDWIDTHS), bw}))
+        train_out.append(TrainForecast(
+            model=profile.model, batch_per_rank=rec.batch_per_rank, measured_ranks=rec.ranks,
+            measured_scaling=rec.scaling_efficiency, iteration_ms=profile.iteration_s * 1e3,
+            backward_ms=profile.backward_s * 1e3, grad_bytes=profile.grad_bytes,
+            buckets=len(profile.buckets), notes=profile.notes, by_nodes=by_nodes,
+            by_bandwidth=by_bw))
+    return Forecast(nodes=options.nodes, ranks_per_node=options.ranks_per_node, ranks=p,
+                    bandwidth_bytes_per_s=bw, alpha_s=alpha, compression=options.compression,
+                    fits=tuple(fits), allreduce=tuple(rows), hierarchical=hier,
+                    train=tuple(train_out), assumptions=tuple(assumptions),
+                    warnings=tuple(warnings))
 
 
 def _train_profiles(trains: list[Train]) -> list[Train]:
     """One record per (model, batch, input): the one with the fewest ranks (the cleanest
     compute time)."""
-    chosen: dict[tuple, Train] = {}
+    chosen: dict[tuple[str, int, int | None, str | None], Train] = {}
     for rec in trains:
         key = (rec.model, rec.batch_per_rank, rec.input_size, rec.precision)
         if key not in chosen or rec.ranks < chosen[key].ranks:
@@ -172,8 +290,8 @@ def _train_profiles(trains: list[Train]) -> list[Train]:
     return list(chosen.values())
 
 
-def _hierarchical(options: ModelOptions, fits: list[Fit], series: list, bw: float,
-                  assumptions: list[str]) -> dict[str, Any] | None:
+def _hierarchical(options: ModelOptions, fits: list[Fit], series: list[Series], bw: float,
+                  assumptions: list[str]) -> Hierarchy | None:
     """Won et al.: intra-node then inter-node, T = max(t_intra, t_inter), and the best split."""
     rpn = options.ranks_per_node
     if rpn == 1 or options.nodes == 1:
@@ -196,20 +314,18 @@ def _hierarchical(options: ModelOptions, fits: list[Fit], series: list, bw: floa
                        f"{format_bandwidth(intra)} each ({source}), then {options.nodes} nodes, "
                        f"the node's link shared by its ranks ({format_bandwidth(inter)} each); "
                        "T = max over dimensions, bandwidth terms only")
-    rows = []
+    rows: list[HierarchyRow] = []
     for nbytes in SIZES[1:]:
         t, parts = hierarchy.collective_time_s("allreduce", nbytes, sizes, [intra, inter])
         split = hierarchy.optimal_split("allreduce", nbytes, sizes, intra + inter)
         t_best, _ = hierarchy.collective_time_s("allreduce", nbytes, sizes, split)
-        rows.append({"bytes": nbytes, "time_us": t * 1e6, "intra_us": parts[0] * 1e6,
-                     "inter_us": parts[1] * 1e6,
-                     "busbw_gbyte_s": costs.busbw_gbyte_s("allreduce", rpn * options.nodes,
-                                                          nbytes, t),
-                     "best_split_us": t_best * 1e6,
-                     "best_split_intra_share": split[0] / (intra + inter)})
-    return {"intra_bytes_per_s": intra, "inter_bytes_per_s_per_rank": inter,
-            "bottleneck": "inter-node" if rows and rows[-1]["inter_us"] >= rows[-1]["intra_us"]
-            else "intra-node", "rows": rows}
+        rows.append(HierarchyRow(
+            bytes=nbytes, time_us=t * 1e6, intra_us=parts[0] * 1e6, inter_us=parts[1] * 1e6,
+            busbw_gbyte_s=costs.busbw_gbyte_s("allreduce", rpn * options.nodes, nbytes, t),
+            best_split_us=t_best * 1e6, best_split_intra_share=split[0] / (intra + inter)))
+    return Hierarchy(intra_bytes_per_s=intra, inter_bytes_per_s_per_rank=inter,
+                     bottleneck="inter-node" if rows and rows[-1].inter_us >= rows[-1].intra_us
+                     else "intra-node", rows=tuple(rows))
 
 
 def jsonable(obj: Any) -> Any:

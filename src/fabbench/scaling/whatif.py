@@ -68,10 +68,22 @@ class Prediction:
     overhead_s: float   # exposed: after backward ends
     scaling: float
 
+    @property
+    def bandwidth_gbit_s(self) -> float:
+        return self.bandwidth_bytes_per_s * 8 / 1e9
+
+    @property
+    def comm_ms(self) -> float:
+        return self.comm_s * 1e3
+
+    @property
+    def overhead_ms(self) -> float:
+        return self.overhead_s * 1e3
+
     def to_json(self) -> dict[str, Any]:
-        return {"nodes": self.nodes, "bandwidth_gbit_s": self.bandwidth_bytes_per_s * 8 / 1e9,
-                "compression": self.compression, "comm_ms": self.comm_s * 1e3,
-                "overhead_ms": self.overhead_s * 1e3, "scaling": self.scaling}
+        return {"nodes": self.nodes, "bandwidth_gbit_s": self.bandwidth_gbit_s,
+                "compression": self.compression, "comm_ms": self.comm_ms,
+                "overhead_ms": self.overhead_ms, "scaling": self.scaling}
 
 
 def flushed_buckets(grad_bytes: float, backward_s: float, flush_s: float = FLUSH_S,

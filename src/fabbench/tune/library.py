@@ -15,6 +15,7 @@ import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from fabbench.errors import UsageError
 from fabbench.fabrics.profile import Axis
@@ -56,7 +57,7 @@ class Param:
 
 def parse_ompi_info(text: str) -> dict[str, Param]:
     """The parameters of ``ompi_info --parsable`` output."""
-    found: dict[str, dict] = {}
+    found: dict[str, dict[str, Any]] = {}
     for line in text.splitlines():
         parts = line.split(":")
         if len(parts) < 7 or parts[0] != "mca" or parts[3] != "param":

@@ -19,13 +19,13 @@ from fabbench.report.study.cells import StudyCell, load_cells
 from fabbench.report.study.groups import METRIC, CellGroup, all_groups, headline, rank
 from fabbench.report.study.link_whatif import LinkWhatIf, whatif
 from fabbench.report.study.sites import site_network
-from fabbench.scaling.predict import ModelOptions, build, jsonable
+from fabbench.scaling.predict import Forecast, ModelOptions, build, jsonable
 from fabbench.study.manifest import StudyManifest
 
 
 @dataclass
 class StudyAnswer:
-    """Everything a study's report shows; ``forecast`` is `fabbench model`'s answer (None with
+    """Everything a study's report shows; ``forecast`` is `fabbench forecast`'s answer (None with
     ``forecast_error`` saying why, or when not asked for)."""
 
     directory: Path
@@ -34,7 +34,7 @@ class StudyAnswer:
     groups: list[CellGroup]
     headline: list[str]
     warnings: list[str]
-    forecast: dict[str, Any] | None = None
+    forecast: Forecast | None = None
     forecast_error: str | None = None
     whatif: list[LinkWhatIf] = field(default_factory=list)
     slow: tuple[str, ...] | None = None  # hosts a pairs cell names slow; None: no pairs cell ran
@@ -70,7 +70,8 @@ class StudyAnswer:
             "cells": [{"id": c.id, "label": c.label, "status": c.entry.status,
                        "reason": c.entry.reason, "error": c.entry.error,
                        "file": c.entry.file} for c in self.cells],
-            "forecast": self.forecast, "forecast_error": self.forecast_error,
+            "forecast": None if self.forecast is None else self.forecast.to_json(),
+            "forecast_error": self.forecast_error,
             "whatif": [{"what": w.what, "nodes": w.nodes, "agreement": w.agreement,
                         "notes": list(w.notes), "rows": [dataclasses.asdict(r) for r in w.rows]}
                        for w in self.whatif],
@@ -79,7 +80,7 @@ class StudyAnswer:
             "warnings": self.warnings})
 
 
-def _forecast(directory: Path, cells: list[StudyCell]) -> tuple[dict | None, str | None]:
+def _forecast(directory: Path, cells: list[StudyCell]) -> tuple[Forecast | None, str | None]:
     """`fabbench model` over the study's results: what they predict for more nodes and other
     links (train cells: Zhang et al.'s what-if; collectives: α-β fits)."""
     files = [directory / c.entry.file for c in cells if c.series]

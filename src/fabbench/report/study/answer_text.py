@@ -74,9 +74,9 @@ def lines(a: StudyAnswer) -> list:
     if a.forecast is None:
         out.append(f"no forecast: {escape(a.forecast_error or '')}")
     else:
-        for t in a.forecast.get("train") or []:
-            bw = ", ".join(f"{p['bandwidth_gbit_s']:.4g} Gbit/s {p['scaling']:.2f}"
-                           for p in t["by_bandwidth"])
-            out.append(f"forecast {t['model']} at {a.forecast['nodes']} nodes, scaling factor "
+        for t in a.forecast.train:
+            bw = ", ".join(f"{p.bandwidth_gbit_s:.4g} Gbit/s {p.scaling:.2f}"
+                           for p in t.by_bandwidth)
+            out.append(f"forecast {t.model} at {a.forecast.nodes} nodes, scaling factor "
                        f"by link: {bw}")
     return out

@@ -4,8 +4,6 @@ forecast's scaling against nodes and link speed."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from fabbench.report.plots import _STYLE, Plot, _grid, plt
 from fabbench.report.study.answer import StudyAnswer
 from fabbench.report.study.groups import METRIC, UNIT
@@ -45,26 +43,26 @@ def cells(a: StudyAnswer) -> list[Plot]:
 
 
 def forecast(a: StudyAnswer) -> list[Plot]:
-    forecast = a.forecast or {}
-    trains: list[dict[str, Any]] = forecast.get("train") or []
-    if not trains:
+    forecast = a.forecast
+    if forecast is None or not forecast.train:
         return []
+    trains = forecast.train
     fig, axes = _grid(2, "forecast (fabbench model, Zhang et al.'s what-if): scaling factor")
     with plt.rc_context(_STYLE):
         for t in trains:
-            label = f"{t['model']} (batch {t['batch_per_rank']})"
-            nodes = [p["nodes"] for p in t["by_nodes"]]
-            axes[0].plot(nodes, [p["scaling"] for p in t["by_nodes"]], marker="o", label=label)
-            bws = [p["bandwidth_gbit_s"] for p in t["by_bandwidth"]]
-            axes[1].plot(bws, [p["scaling"] for p in t["by_bandwidth"]], marker="o", label=label)
+            label = f"{t.model} (batch {t.batch_per_rank})"
+            nodes = [p.nodes for p in t.by_nodes]
+            axes[0].plot(nodes, [p.scaling for p in t.by_nodes], marker="o", label=label)
+            bws = [p.bandwidth_gbit_s for p in t.by_bandwidth]
+            axes[1].plot(bws, [p.scaling for p in t.by_bandwidth], marker="o", label=label)
         axes[0].set_xscale("log", base=2)
         axes[0].set_xlabel("nodes")
         axes[1].set_xscale("log")
-        axes[1].set_xlabel(f"link (Gbit/s) at {forecast['nodes']} nodes")
+        axes[1].set_xlabel(f"link (Gbit/s) at {forecast.nodes} nodes")
         for ax in axes:
             ax.set_ylabel("scaling factor")
             ax.set_ylim(0, 1.05)
             ax.legend(fontsize=7)
         fig.tight_layout(rect=(0, 0, 1, 0.93))
     return [Plot("study-forecast", "forecast: scaling against nodes and link speed", fig,
-                 [t["model"] for t in trains])]
+                 [t.model for t in trains])]
