@@ -1,9 +1,10 @@
 """Every workload fabbench knows, each declared once as a fabbench.workload_spec.WorkloadSpec:
 its name, what it measures, the object that runs it, the record kind it writes, the section of
 its own options, how ``fabbench report`` shows its records and what a study's report ranks its
-cells by. fabbench's own four are declared here with their option sections; a package installed
-beside fabbench adds its own through the ``fabbench.workloads`` entry-point group (an entry
-naming its spec), read when this module is imported. The tables other modules read are derived
+cells by. fabbench's collectives and train are declared here with their option sections, its halo
+and pairs in packages of their own (loaded by name, ``own``); a package installed beside fabbench
+adds its own through the ``fabbench.workloads`` entry-point group (an entry naming its spec),
+read when this module is imported. The tables other modules read are derived
 from the registry, ``WORKLOADS``: the configuration's sections, the record kinds a summary
 counts, the study kinds and report metrics. "all" stands for several workloads run one after
 the other (collectives, then train), spelled here once and asked of ``parts``/``runs``.
@@ -41,7 +42,6 @@ from fabbench.units import parse_sizes
 from fabbench.workload_spec import StudyMetric, WorkloadFloors, WorkloadSpec
 
 PRECISIONS = ("fp32", "bf16", "fp16")
-PAIR_SCHEDULES = ("auto", "rounds", "serial")
 CUDA_GRAPH = ("auto", "off", "on")  # off first: the one every primitive can take
 MAX_LOCAL_RANKS = 512
 ENTRY_POINTS = "fabbench.workloads"  # the entry-point group a workload package declares in
@@ -143,20 +143,6 @@ class TrainConfig:
         return self.image_size or MODELS[self.model].default_input
 
 
-@dataclass(frozen=True, kw_only=True)
-class PairsConfig:
-    """``--workload pairs``: node pairs in rounds, to find the slow node."""
-
-    pair_schedule: str = option(
-        "auto", TEXT, "--pair-schedule", "Rounds (each round's disjoint pairs at once, as "
-        "on a real fleet), serial (one pair at a time, the others wait) or auto (serial on an "
-        "emulated cluster, whose nodes share this host's CPUs; rounds otherwise).",
-        choices=PAIR_SCHEDULES, refusal="{flag} takes {known}, not {value!r}")
-
-    def __post_init__(self) -> None:
-        validate(self)
-
-
 def own(module: str) -> WorkloadSpec:
     """The spec of one of fabbench's own workloads that is declared in a package of its own
     (its module's ``SPEC``), loaded by name as an installed package's entry is: the package
@@ -186,10 +172,7 @@ BUILTIN = (
                                     throughput="samples/s (all ranks)",
                                     throughput_short="samples/s")),
     own("fabbench.workloads.halo"),
-    WorkloadSpec(name="pairs", summary="node pairs in rounds: finds the slow node",
-                 entry="fabbench.workloads.pairs:WORKLOAD", record="pairs", section=PairsConfig,
-                 floors=WorkloadFloors(metrics=("bw", "time"), baseline="bw", ops=("sendrecv",),
-                                       rule_size=True)),
+    own("fabbench.workloads.pairs"),
 )
 SEQUENCES: Mapping[str, tuple[str, ...]] = MappingProxyType({"all": ("collectives", "train")})
 

@@ -69,7 +69,7 @@ class Plan:
     # more than one host
     ceiling: bool | None = None
     ceiling_s: float = 2.0
-    # pairs (workloads/pairs.py): "rounds" (a round's disjoint pairs at once) or "serial"
+    # pairs (workloads/pairs/tournament.py): "rounds" (a round's disjoint pairs at once) or "serial"
     pair_schedule: str = "rounds"
     # the workloads' sections by name, as decided: the train's scaling series includes 1
     # (runner.run); None, no series
@@ -127,14 +127,6 @@ class Plan:
         if self.pair_schedule not in PAIR_SCHEDULES:
             raise UsageError(f"--pair-schedule takes auto, {', '.join(PAIR_SCHEDULES)}, not "
                              f"{self.pair_schedule!r}")
-        if catalog.runs(self.workload, "pairs") and \
-                not spec.point_to_point_on(self.device):
-            *some, last = [n for n in primitives.PRIMITIVES
-                           if primitives.get(n).point_to_point_on(self.device)]
-            able = f"{', '.join(some)} or {last}" if some else last
-            on = f" on {self.device} buffers" if spec.point_to_point else ""
-            raise UsageError(f"--workload pairs needs point-to-point messages, which "
-                             f"{self.primitive} does not have{on}: use --primitive {able}")
         for part in catalog.parts(self.workload):  # each workload's own rules
             own = catalog.WORKLOADS[part].check
             if own is not None:

@@ -925,7 +925,7 @@ class Pairs(Measured):
     bw_gbyte_s: float
     correct: bool | None
     # measured again after the rounds, one pair at a time, because its first figure at the
-    # largest size was below SLOW_SHARE of every pair's median (workloads/pairs.py)
+    # largest size was below SLOW_SHARE of every pair's median (workloads/pairs/tournament.py)
     recheck: bool | None = False
 
 
