@@ -62,7 +62,9 @@ class StudyRow:
 class FloorFigures:
     """One figure set of a workload's records for the acceptance floors (fabbench.floors.points
     makes a Point of it with the run's own fields): ``metrics`` by the floors' metric names,
-    in their units, and how they were made (``evidence``)."""
+    in their units, and how they were made (``evidence``); ``ranks`` None: the run's. Figures
+    of one node (a workload whose floors are ``per_node``) name it (``node``) and may carry
+    its figure with each other node (``peers``, by host name)."""
 
     metrics: Mapping[str, float]
     evidence: str
@@ -71,20 +73,25 @@ class FloorFigures:
     dtype: str | None = None
     transport: str | None = None
     ranks: int | None = None
+    node: str | None = None
+    peers: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, kw_only=True)
 class WorkloadFloors:
     """What the acceptance floors judge of a workload: the ``metrics`` its points carry (names
     of fabbench.floors.points.METRICS), the one a ``baseline`` judges, the operations a rule
-    may name (``ops``), whether a baseline's rule names the point's op and size, and
-    ``points``, its records' figures (None: fabbench.floors.points makes them itself)."""
+    may name (``ops``), whether a baseline's rule names the point's op and size, whether its
+    figures are each node's (``per_node``: a rule may judge node by node, and a baseline's
+    rules do), and ``points``, its records' figures (None: fabbench.floors.points makes them
+    itself)."""
 
     metrics: tuple[str, ...]
     baseline: str
     ops: tuple[str, ...] = ()
     rule_op: bool = True
     rule_size: bool = False
+    per_node: bool = False
     points: Callable[[Sequence[Any]], Iterable[FloorFigures]] | None = None
 
     def __post_init__(self) -> None:

@@ -1,21 +1,26 @@
 """The pairs workload (node pairs in rounds, to find the slow node), declared in one place: its
-options, its rule against the decided plan and its spec, which fabbench.catalog registers by
-this module's name. The ranks' tournament (the communicator, the timing engine) is
-pairs.tournament, imported only when a rank runs it (the spec's ``entry``); its console line is
-pairs.pair_line; its record is the results contract's ``pairs`` kind
-(fabbench.results.records.Pairs)."""
+options, its rule against the decided plan, the figures the acceptance floors judge of each node
+and its spec, which fabbench.catalog registers by this module's name. The ranks' tournament
+(the communicator, the timing engine) is pairs.tournament, imported only when a rank runs it
+(the spec's ``entry``); its console line is pairs.pair_line; its record is the results
+contract's ``pairs`` kind (fabbench.results.records.Pairs)."""
 
 from __future__ import annotations
 
+import statistics
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fabbench.comm import primitives
 from fabbench.errors import UsageError
 from fabbench.option_fields import TEXT, option, validate
-from fabbench.workload_spec import WorkloadFloors, WorkloadSpec
+from fabbench.workload_spec import FloorFigures, WorkloadFloors, WorkloadSpec
 
-__all__ = ["PAIR_SCHEDULES", "SPEC", "PairsConfig"]
+if TYPE_CHECKING:
+    from fabbench.results.records import Pairs
+
+__all__ = ["PAIR_SCHEDULES", "SPEC", "PairsConfig", "floor_figures"]
 
 PAIR_SCHEDULES = ("auto", "rounds", "serial")
 
@@ -47,9 +52,43 @@ def check(plan: Any) -> None:
                          f"{plan.primitive} does not have{on}: use --primitive {able}")
 
 
+def floor_figures(records: Sequence[Pairs]) -> Iterator[FloorFigures]:
+    """Per node: the median of its pairs' p50 bandwidth at the largest size (and latency at
+    the smallest), with each pair's figure in the evidence."""
+    from fabbench.results.records import best_pairs  # loaded already: records are read
+
+    if not records:
+        return
+    records = best_pairs(records)  # a rechecked pair by its better figure
+    sizes = sorted({r.bytes for r in records})
+    big, small = sizes[-1], sizes[0]
+    hosts: dict[int, str] = {}
+    bw: dict[int, list[tuple[str, float]]] = {}
+    lat: dict[int, list[float]] = {}
+    transports: dict[int, set[str]] = {}
+    for r in records:
+        hosts[r.a], hosts[r.b] = r.a_host, r.b_host
+        for me, other in ((r.a, r.b_host), (r.b, r.a_host)):
+            transports.setdefault(me, set()).add(r.transport)
+            if r.bytes == big:
+                bw.setdefault(me, []).append((other, r.bw_gbyte_s))
+            if r.bytes == small and len(sizes) > 1:
+                lat.setdefault(me, []).append(r.time_us.p50)
+    for unit in sorted(bw):
+        figures = [v for _, v in bw[unit]]
+        metrics = {"bw": statistics.median(figures)}
+        if lat.get(unit):
+            metrics["time"] = statistics.median(lat[unit])
+        pairs = ", ".join(f"{host} {v:.3g}" for host, v in sorted(bw[unit]))
+        yield FloorFigures(op="sendrecv", bytes=big, dtype=records[0].dtype,
+                           transport=", ".join(sorted(transports[unit])), node=hosts[unit],
+                           metrics=metrics, peers=dict(bw[unit]),
+                           evidence=f"median of {len(figures)} pairs at {big} B (GB/s: {pairs})")
+
+
 SPEC = WorkloadSpec(
     name="pairs", summary="node pairs in rounds: finds the slow node",
     entry="fabbench.workloads.pairs.tournament:WORKLOAD", record="pairs", section=PairsConfig,
     check=check,
     floors=WorkloadFloors(metrics=("bw", "time"), baseline="bw", ops=("sendrecv",),
-                          rule_size=True))
+                          rule_size=True, per_node=True, points=floor_figures))
