@@ -117,7 +117,11 @@ class WorkloadSpec:
     ``check``: its rules between its options and the decided plan, called with the plan
     (raising UsageError). ``study``: a cell's :class:`StudyRow` from the cell's records of its
     kind (None: the median of ``metric.value`` over them, each record a sample). ``floors``:
-    what the acceptance floors judge of it (None: nothing)."""
+    what the acceptance floors judge of it (None: nothing). ``shares``: the fields of other
+    workloads' sections it runs by too ("collectives.sizes": a study cell of its kind takes
+    that key). ``sizes``: its sizes when none are given (a --sizes text; None: the device's
+    sweep). ``points``: how many points a run of it measures at most, from the plan, which
+    the run's deadline allows for (None: each operation at each size and dtype)."""
 
     name: str
     summary: str
@@ -129,6 +133,9 @@ class WorkloadSpec:
     check: Callable[[Any], None] | None = field(default=None, compare=False)
     study: Callable[[Sequence[Any]], StudyRow | None] | None = field(default=None, compare=False)
     floors: WorkloadFloors | None = None
+    shares: tuple[str, ...] = ()
+    sizes: str | None = None
+    points: Callable[[Any], int] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):

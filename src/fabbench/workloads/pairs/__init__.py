@@ -86,9 +86,19 @@ def floor_figures(records: Sequence[Pairs]) -> Iterator[FloorFigures]:
                            evidence=f"median of {len(figures)} pairs at {big} B (GB/s: {pairs})")
 
 
+def points(plan: Any) -> int:
+    """At most one round per rank (a bye with an odd number), each of every size and dtype."""
+    return plan.ranks * len(plan.dtypes) * len(plan.sizes)
+
+
 SPEC = WorkloadSpec(
     name="pairs", summary="node pairs in rounds: finds the slow node",
     entry="fabbench.workloads.pairs.tournament:WORKLOAD", record="pairs", section=PairsConfig,
-    check=check,
+    # sendrecv timed as the collectives time theirs, over their sizes, dtypes and budget
+    shares=tuple(f"collectives.{name}" for name in (
+        "sizes", "dtypes", "check", "budget_s", "min_samples", "max_samples", "timing",
+        "cuda_graph")),
+    sizes="8,1M",  # the latency at the smallest size, the bandwidth at the largest
+    points=points, check=check,
     floors=WorkloadFloors(metrics=("bw", "time"), baseline="bw", ops=("sendrecv",),
                           rule_size=True, per_node=True, points=floor_figures))
