@@ -17,10 +17,11 @@ torch and the communicators, are named by their entries and imported only when a
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from types import MappingProxyType
+from typing import Any
 
 from fabbench.comm.primitives import ALL_DTYPES, ALL_OPS
 from fabbench.errors import UsageError
@@ -39,7 +40,7 @@ from fabbench.option_fields import (
 from fabbench.option_fields import NAMES as NAME_LIST
 from fabbench.timing.engine import PROTOCOLS
 from fabbench.units import parse_sizes
-from fabbench.workload_spec import StudyMetric, WorkloadFloors, WorkloadSpec
+from fabbench.workload_spec import Findings, StudyMetric, WorkloadFloors, WorkloadSpec
 
 PRECISIONS = ("fp32", "bf16", "fp16")
 CUDA_GRAPH = ("auto", "off", "on")  # off first: the one every primitive can take
@@ -232,6 +233,18 @@ def described() -> str:
     runs_ = [f"{n} ({w.summary})" for n, w in WORKLOADS.items()]
     runs_ += [f"{n} ({' then '.join(p)})" for n, p in SEQUENCES.items()]
     return ", ".join(runs_[:-1]) + f", or {runs_[-1]}."
+
+
+def findings(of_kind: Callable[[str], Sequence[Any]]) -> dict[str, Findings | None]:
+    """What each workload with a ``findings`` hook makes of one run's records of its kind
+    (``of_kind``: the run's records of a kind, by its name), by workload name; None where the
+    run has none of them or the hook finds nothing."""
+    out: dict[str, Findings | None] = {}
+    for name, spec in WORKLOADS.items():
+        if spec.findings is not None:
+            records = of_kind(spec.record)
+            out[name] = spec.findings(records) if records else None
+    return out
 
 
 def parts(name: str) -> tuple[str, ...]:

@@ -78,6 +78,21 @@ class FloorFigures:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Findings:
+    """What one run's records of a workload say beyond their figures (the pairs': which node
+    is slow), which its ``findings`` hook makes of them: a ``heading`` and a ``table`` for
+    ``fabbench report``, its sentences (``text``: the run's closing lines, a study's
+    headline), the hosts it names ``slow`` and its ``json`` (``fabbench report --json``'s
+    findings, under the workload's name)."""
+
+    heading: str
+    table: str
+    text: Sequence[str]
+    slow: Sequence[str] = ()
+    json: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
 class WorkloadFloors:
     """What the acceptance floors judge of a workload: the ``metrics`` its points carry (names
     of fabbench.floors.points.METRICS), the one a ``baseline`` judges, the operations a rule
@@ -121,7 +136,9 @@ class WorkloadSpec:
     workloads' sections it runs by too ("collectives.sizes": a study cell of its kind takes
     that key). ``sizes``: its sizes when none are given (a --sizes text; None: the device's
     sweep). ``points``: how many points a run of it measures at most, from the plan, which
-    the run's deadline allows for (None: each operation at each size and dtype)."""
+    the run's deadline allows for (None: each operation at each size and dtype).
+    ``findings``: :class:`Findings` from one run's records of its kind (None: nothing beyond
+    their figures)."""
 
     name: str
     summary: str
@@ -136,6 +153,8 @@ class WorkloadSpec:
     shares: tuple[str, ...] = ()
     sizes: str | None = None
     points: Callable[[Any], int] | None = field(default=None, compare=False)
+    findings: Callable[[Sequence[Any]], Findings | None] | None = field(default=None,
+                                                                       compare=False)
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):

@@ -10,10 +10,10 @@ import pytest
 
 from fabbench.errors import UsageError
 from fabbench.report.late import late_ranks
-from fabbench.report.slow_node import analyse
 from fabbench.results.records import SLOW_SHARE, Collective, Pairs, best_pairs
 from fabbench.timing.engine import TimingPolicy, measure
 from fabbench.workloads.faults import Fault
+from fabbench.workloads.pairs.slow_node import analyse
 from fabbench.workloads.pairs.tournament import endpoints, round_robin, slow_pairs
 
 

@@ -929,7 +929,8 @@ class Pairs(Measured):
     recheck: bool | None = False
 
 
-# a pair below this share of the others is slow (the rechecks' trigger, report/slow_node.py's rule)
+# a pair below this share of the others is slow (the rechecks' trigger; the rule of
+# workloads/pairs/slow_node.py)
 SLOW_SHARE = 0.75
 
 

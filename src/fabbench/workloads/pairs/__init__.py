@@ -1,6 +1,7 @@
 """The pairs workload (node pairs in rounds, to find the slow node), declared in one place: its
-options, its rule against the decided plan, the figures the acceptance floors judge of each node
-and its spec, which fabbench.catalog registers by this module's name. The ranks' tournament
+options, its rule against the decided plan, the figures the acceptance floors judge of each node,
+which node is slow (pairs.slow_node's rule) and its spec, which fabbench.catalog registers by
+this module's name. The ranks' tournament
 (the communicator, the timing engine) is pairs.tournament, imported only when a rank runs it
 (the spec's ``entry``); its console line is pairs.pair_line; its record is the results
 contract's ``pairs`` kind (fabbench.results.records.Pairs)."""
@@ -15,12 +16,12 @@ from typing import TYPE_CHECKING, Any
 from fabbench.comm import primitives
 from fabbench.errors import UsageError
 from fabbench.option_fields import TEXT, option, validate
-from fabbench.workload_spec import FloorFigures, WorkloadFloors, WorkloadSpec
+from fabbench.workload_spec import Findings, FloorFigures, WorkloadFloors, WorkloadSpec
 
 if TYPE_CHECKING:
     from fabbench.results.records import Pairs
 
-__all__ = ["PAIR_SCHEDULES", "SPEC", "PairsConfig", "floor_figures"]
+__all__ = ["PAIR_SCHEDULES", "SPEC", "PairsConfig", "findings", "floor_figures"]
 
 PAIR_SCHEDULES = ("auto", "rounds", "serial")
 
@@ -86,6 +87,19 @@ def floor_figures(records: Sequence[Pairs]) -> Iterator[FloorFigures]:
                            evidence=f"median of {len(figures)} pairs at {big} B (GB/s: {pairs})")
 
 
+def findings(records: Sequence[Pairs]) -> Findings | None:
+    """Which node is slow (pairs.slow_node), over one run's pairs records."""
+    from fabbench.workloads.pairs import slow_node  # with the records: read already
+
+    v = slow_node.analyse(records)
+    if v is None:
+        return None
+    return Findings(heading=f"pairs, {v.pairs} pairs of {len(v.nodes)} {v.unit}s, bandwidth "
+                            f"at {v.bw_bytes} B",
+                    table=slow_node.table(v), text=tuple(v.text),
+                    slow=tuple(n.host for n in v.slow), json=v.to_json())
+
+
 def points(plan: Any) -> int:
     """At most one round per rank (a bye with an odd number), each of every size and dtype."""
     return plan.ranks * len(plan.dtypes) * len(plan.sizes)
@@ -99,6 +113,6 @@ SPEC = WorkloadSpec(
         "sizes", "dtypes", "check", "budget_s", "min_samples", "max_samples", "timing",
         "cuda_graph")),
     sizes="8,1M",  # the latency at the smallest size, the bandwidth at the largest
-    points=points, check=check,
+    points=points, check=check, findings=findings,
     floors=WorkloadFloors(metrics=("bw", "time"), baseline="bw", ops=("sendrecv",),
                           rule_size=True, per_node=True, points=floor_figures))
