@@ -15,7 +15,7 @@ from fabbench.report.compare import Comparison, compare
 from fabbench.report.late import late_ranks
 from fabbench.results import lines
 from fabbench.results.reader import collector_paused
-from fabbench.results.records import best_pairs
+from fabbench.results.records import Pairs, best_pairs
 from fabbench.results.runs import Series, expand, load
 from fabbench.workload_spec import load_entry
 
@@ -141,7 +141,7 @@ def foreign_text(points: Sequence[Point], series: Sequence[Series]) -> str:
     for s in series:
         for c in s.collectives:
             mine.setdefault((c.op, c.bytes), (c.busbw_gbyte_s, s.label))
-        for r in best_pairs(s.pairs):
+        for r in best_pairs(p for p in s.of_kind(Pairs.kind) if isinstance(p, Pairs)):
             mine.setdefault(("pairs", r.bytes), (r.bw_gbyte_s, s.label))
     groups: dict[tuple[str, str, str, str | None], list[Point]] = {}
     for p in points:
