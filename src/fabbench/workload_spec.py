@@ -79,8 +79,8 @@ class FloorFigures:
 
 @dataclass(frozen=True, kw_only=True)
 class Findings:
-    """What one run's records of a workload say beyond their figures (the pairs': which node
-    is slow), which its ``findings`` hook makes of them: a ``heading`` and a ``table`` for
+    """What one run's records of a workload say beyond their figures (which node is slow, say),
+    which its ``findings`` hook makes of them: a ``heading`` and a ``table`` for
     ``fabbench report``, its sentences (``text``: the run's closing lines, a study's
     headline), the hosts it names ``slow`` and its ``json`` (``fabbench report --json``'s
     findings, under the workload's name)."""

@@ -43,8 +43,8 @@ class Spread:
 
 
 def _key(p: Point) -> tuple:
-    """Which points one baseline rule covers: a per-node workload's rule (the pairs') covers
-    every node of the run."""
+    """Which points one baseline rule covers: a per-node workload's rule covers every node of
+    the run."""
     return (p.workload, p.op, p.bytes, p.dtype, p.primitive, Path(p.fabric or "?").stem,
             p.transport_class, p.nodes)
 
