@@ -3,9 +3,9 @@
 For each primitive (mpi, gloo) and each set-up — 4 nodes at 1 Gbit/s with node 3's link at
 250 Mbit/s, and 4 nodes with all links equal — `fabbench emulate run ... -- run --workload pairs`
 runs ``--runs`` times (a fresh cluster each time), and the report's verdict is read from the
-records (report/slow_node.py, the rule in docs/methods.md). Printed per run: the nodes named and
-node 3's pairs as a share of the median of the pairs without it; then per set-up how often the
-expected answer came: node 3 named with the slow link, none named with equal links.
+records (workloads/pairs/slow_node.py, the rule in docs/methods.md). Printed per run: the nodes
+named and node 3's pairs as a share of the median of the pairs without it; then per set-up how
+often the expected answer came: node 3 named with the slow link, none named with equal links.
 
 Target (issue 11): node 3 named in 10 of 10 runs over mpi and over gloo; none named when the
 links are equal. Needs root (network namespaces). Exits 1 when a target is missed.

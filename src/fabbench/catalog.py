@@ -1,9 +1,10 @@
 """Every workload fabbench knows, each declared once as a fabbench.workload_spec.WorkloadSpec:
 its name, what it measures, the object that runs it, the record kind it writes, the section of
 its own options, how ``fabbench report`` shows its records and what a study's report ranks its
-cells by. fabbench's own four are declared here with their option sections; a package installed
-beside fabbench adds its own through the ``fabbench.workloads`` entry-point group (an entry
-naming its spec), read when this module is imported. The tables other modules read are derived
+cells by. fabbench's collectives and train are declared here with their option sections, its halo
+and pairs in packages of their own (loaded by name, ``own``); a package installed beside fabbench
+adds its own through the ``fabbench.workloads`` entry-point group (an entry naming its spec),
+read when this module is imported. The tables other modules read are derived
 from the registry, ``WORKLOADS``: the configuration's sections, the record kinds a summary
 counts, the study kinds and report metrics. "all" stands for several workloads run one after
 the other (collectives, then train), spelled here once and asked of ``parts``/``runs``.
@@ -16,10 +17,11 @@ torch and the communicators, are named by their entries and imported only when a
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from types import MappingProxyType
+from typing import Any
 
 from fabbench.comm.primitives import ALL_DTYPES, ALL_OPS
 from fabbench.errors import UsageError
@@ -38,10 +40,9 @@ from fabbench.option_fields import (
 from fabbench.option_fields import NAMES as NAME_LIST
 from fabbench.timing.engine import PROTOCOLS
 from fabbench.units import parse_sizes
-from fabbench.workload_spec import StudyMetric, WorkloadFloors, WorkloadSpec
+from fabbench.workload_spec import Findings, StudyMetric, WorkloadFloors, WorkloadSpec
 
 PRECISIONS = ("fp32", "bf16", "fp16")
-PAIR_SCHEDULES = ("auto", "rounds", "serial")
 CUDA_GRAPH = ("auto", "off", "on")  # off first: the one every primitive can take
 MAX_LOCAL_RANKS = 512
 ENTRY_POINTS = "fabbench.workloads"  # the entry-point group a workload package declares in
@@ -143,20 +144,6 @@ class TrainConfig:
         return self.image_size or MODELS[self.model].default_input
 
 
-@dataclass(frozen=True, kw_only=True)
-class PairsConfig:
-    """``--workload pairs``: node pairs in rounds, to find the slow node."""
-
-    pair_schedule: str = option(
-        "auto", TEXT, "--pair-schedule", "Rounds (each round's disjoint pairs at once, as "
-        "on a real fleet), serial (one pair at a time, the others wait) or auto (serial on an "
-        "emulated cluster, whose nodes share this host's CPUs; rounds otherwise).",
-        choices=PAIR_SCHEDULES, refusal="{flag} takes {known}, not {value!r}")
-
-    def __post_init__(self) -> None:
-        validate(self)
-
-
 def own(module: str) -> WorkloadSpec:
     """The spec of one of fabbench's own workloads that is declared in a package of its own
     (its module's ``SPEC``), loaded by name as an installed package's entry is: the package
@@ -186,10 +173,7 @@ BUILTIN = (
                                     throughput="samples/s (all ranks)",
                                     throughput_short="samples/s")),
     own("fabbench.workloads.halo"),
-    WorkloadSpec(name="pairs", summary="node pairs in rounds: finds the slow node",
-                 entry="fabbench.workloads.pairs:WORKLOAD", record="pairs", section=PairsConfig,
-                 floors=WorkloadFloors(metrics=("bw", "time"), baseline="bw", ops=("sendrecv",),
-                                       rule_size=True)),
+    own("fabbench.workloads.pairs"),
 )
 SEQUENCES: Mapping[str, tuple[str, ...]] = MappingProxyType({"all": ("collectives", "train")})
 
@@ -249,6 +233,18 @@ def described() -> str:
     runs_ = [f"{n} ({w.summary})" for n, w in WORKLOADS.items()]
     runs_ += [f"{n} ({' then '.join(p)})" for n, p in SEQUENCES.items()]
     return ", ".join(runs_[:-1]) + f", or {runs_[-1]}."
+
+
+def findings(of_kind: Callable[[str], Sequence[Any]]) -> dict[str, Findings | None]:
+    """What each workload with a ``findings`` hook makes of one run's records of its kind
+    (``of_kind``: the run's records of a kind, by its name), by workload name; None where the
+    run has none of them or the hook finds nothing."""
+    out: dict[str, Findings | None] = {}
+    for name, spec in WORKLOADS.items():
+        if spec.findings is not None:
+            records = of_kind(spec.record)
+            out[name] = spec.findings(records) if records else None
+    return out
 
 
 def parts(name: str) -> tuple[str, ...]:

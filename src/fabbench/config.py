@@ -22,7 +22,6 @@ from fabbench import catalog
 from fabbench.catalog import (
     MAX_LOCAL_RANKS,
     CollectivesConfig,
-    PairsConfig,
     TrainConfig,
 )
 from fabbench.comm.primitives import HOROVOD_OVER, PRIMITIVES
@@ -140,10 +139,6 @@ class RunConfig:
     @property
     def train(self) -> TrainConfig:
         return section(self, "train", TrainConfig)
-
-    @property
-    def pairs(self) -> PairsConfig:
-        return section(self, "pairs", PairsConfig)
 
     def __getattr__(self, name: str) -> Any:
         """The section of a workload declared in a package of its own (``config.toy``), its

@@ -28,7 +28,6 @@ from fabbench.timing.engine import TimingPolicy
 from fabbench.units import parse_sizes
 
 DEFAULT_SIZES = {"cpu": "8:64M", "cuda": "8:1G"}
-PAIRS_SIZES = "8,1M"  # pairs: the latency at the smallest size, the bandwidth at the largest
 PAIR_SCHEDULES = ("rounds", "serial")  # pairs, decided: a round's pairs at once, or one at a time
 
 # the configuration's common fields a plan holds under the same name (their rules apply as they
@@ -69,7 +68,7 @@ class Plan:
     # more than one host
     ceiling: bool | None = None
     ceiling_s: float = 2.0
-    # pairs (workloads/pairs.py): "rounds" (a round's disjoint pairs at once) or "serial"
+    # pairs (workloads/pairs/tournament.py): "rounds" (a round's disjoint pairs at once) or "serial"
     pair_schedule: str = "rounds"
     # the workloads' sections by name, as decided: the train's scaling series includes 1
     # (runner.run); None, no series
@@ -127,14 +126,6 @@ class Plan:
         if self.pair_schedule not in PAIR_SCHEDULES:
             raise UsageError(f"--pair-schedule takes auto, {', '.join(PAIR_SCHEDULES)}, not "
                              f"{self.pair_schedule!r}")
-        if catalog.runs(self.workload, "pairs") and \
-                not spec.point_to_point_on(self.device):
-            *some, last = [n for n in primitives.PRIMITIVES
-                           if primitives.get(n).point_to_point_on(self.device)]
-            able = f"{', '.join(some)} or {last}" if some else last
-            on = f" on {self.device} buffers" if spec.point_to_point else ""
-            raise UsageError(f"--workload pairs needs point-to-point messages, which "
-                             f"{self.primitive} does not have{on}: use --primitive {able}")
         for part in catalog.parts(self.workload):  # each workload's own rules
             own = catalog.WORKLOADS[part].check
             if own is not None:
@@ -149,13 +140,14 @@ class Plan:
 
     @classmethod
     def of(cls, c: RunConfig, *, fabric: str, primitive: str, device: str, ranks: int,
-           iface: str | None, out: str, run_id: str, pair_schedule: str,
+           iface: str | None, out: str, run_id: str, pair_schedule: str = "rounds",
            argv: tuple[str, ...] = ()) -> Plan:
         """The plan of configuration ``c`` with what it leaves open decided by the caller
         (``fabric`` named, not auto; the primitive, device, ranks, ...); the sizes and
         operations it leaves open are the primitive's and device's defaults."""
         coll, train = c.collectives, c.train
-        sizes = coll.sizes or (PAIRS_SIZES if c.workload == "pairs" else DEFAULT_SIZES[device])
+        own = catalog.WORKLOADS.get(c.workload)
+        sizes = coll.sizes or (own.sizes if own and own.sizes else DEFAULT_SIZES[device])
         return cls(
             fabric=fabric, primitive=primitive, horovod_over=c.horovod_over, wire=c.wire,
             ranks=ranks, ops=coll.ops or primitives.get(primitive).ops_on(device),

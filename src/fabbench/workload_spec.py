@@ -62,7 +62,9 @@ class StudyRow:
 class FloorFigures:
     """One figure set of a workload's records for the acceptance floors (fabbench.floors.points
     makes a Point of it with the run's own fields): ``metrics`` by the floors' metric names,
-    in their units, and how they were made (``evidence``)."""
+    in their units, and how they were made (``evidence``); ``ranks`` None: the run's. Figures
+    of one node (a workload whose floors are ``per_node``) name it (``node``) and may carry
+    its figure with each other node (``peers``, by host name)."""
 
     metrics: Mapping[str, float]
     evidence: str
@@ -71,20 +73,40 @@ class FloorFigures:
     dtype: str | None = None
     transport: str | None = None
     ranks: int | None = None
+    node: str | None = None
+    peers: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Findings:
+    """What one run's records of a workload say beyond their figures (which node is slow, say),
+    which its ``findings`` hook makes of them: a ``heading`` and a ``table`` for
+    ``fabbench report``, its sentences (``text``: the run's closing lines, a study's
+    headline), the hosts it names ``slow`` and its ``json`` (``fabbench report --json``'s
+    findings, under the workload's name)."""
+
+    heading: str
+    table: str
+    text: Sequence[str]
+    slow: Sequence[str] = ()
+    json: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, kw_only=True)
 class WorkloadFloors:
     """What the acceptance floors judge of a workload: the ``metrics`` its points carry (names
     of fabbench.floors.points.METRICS), the one a ``baseline`` judges, the operations a rule
-    may name (``ops``), whether a baseline's rule names the point's op and size, and
-    ``points``, its records' figures (None: fabbench.floors.points makes them itself)."""
+    may name (``ops``), whether a baseline's rule names the point's op and size, whether its
+    figures are each node's (``per_node``: a rule may judge node by node, and a baseline's
+    rules do), and ``points``, its records' figures (None: fabbench.floors.points makes them
+    itself)."""
 
     metrics: tuple[str, ...]
     baseline: str
     ops: tuple[str, ...] = ()
     rule_op: bool = True
     rule_size: bool = False
+    per_node: bool = False
     points: Callable[[Sequence[Any]], Iterable[FloorFigures]] | None = None
 
     def __post_init__(self) -> None:
@@ -110,7 +132,13 @@ class WorkloadSpec:
     ``check``: its rules between its options and the decided plan, called with the plan
     (raising UsageError). ``study``: a cell's :class:`StudyRow` from the cell's records of its
     kind (None: the median of ``metric.value`` over them, each record a sample). ``floors``:
-    what the acceptance floors judge of it (None: nothing)."""
+    what the acceptance floors judge of it (None: nothing). ``shares``: the fields of other
+    workloads' sections it runs by too ("collectives.sizes": a study cell of its kind takes
+    that key). ``sizes``: its sizes when none are given (a --sizes text; None: the device's
+    sweep). ``points``: how many points a run of it measures at most, from the plan, which
+    the run's deadline allows for (None: each operation at each size and dtype).
+    ``findings``: :class:`Findings` from one run's records of its kind (None: nothing beyond
+    their figures)."""
 
     name: str
     summary: str
@@ -122,6 +150,11 @@ class WorkloadSpec:
     check: Callable[[Any], None] | None = field(default=None, compare=False)
     study: Callable[[Sequence[Any]], StudyRow | None] | None = field(default=None, compare=False)
     floors: WorkloadFloors | None = None
+    shares: tuple[str, ...] = ()
+    sizes: str | None = None
+    points: Callable[[Any], int] | None = field(default=None, compare=False)
+    findings: Callable[[Sequence[Any]], Findings | None] | None = field(default=None,
+                                                                       compare=False)
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):

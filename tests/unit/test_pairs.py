@@ -10,11 +10,11 @@ import pytest
 
 from fabbench.errors import UsageError
 from fabbench.report.late import late_ranks
-from fabbench.report.slow_node import analyse
 from fabbench.results.records import SLOW_SHARE, Collective, Pairs, best_pairs
 from fabbench.timing.engine import TimingPolicy, measure
 from fabbench.workloads.faults import Fault
-from fabbench.workloads.pairs import endpoints, round_robin, slow_pairs
+from fabbench.workloads.pairs.slow_node import analyse
+from fabbench.workloads.pairs.tournament import endpoints, round_robin, slow_pairs
 
 
 @pytest.mark.parametrize("n", range(2, 18))
@@ -225,8 +225,8 @@ def test_horovod_has_no_pairs():
 
 def _plan(monkeypatch, cluster, ranks=None, pair_schedule="auto"):
     from fabbench import runner
-    from fabbench.catalog import PairsConfig
     from fabbench.config import RunConfig
+    from fabbench.workloads.pairs import PairsConfig
 
     monkeypatch.setattr(runner.emulate, "current", lambda: cluster)
     config = RunConfig(fabric="ethernet", primitive="gloo", workload="pairs", ranks=ranks,

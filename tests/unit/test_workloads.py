@@ -76,7 +76,7 @@ def test_a_study_takes_the_same_workload_kinds():
         "collectives": "fabbench.workloads.collectives:WORKLOAD",
         "train": "fabbench.workloads.train:WORKLOAD",
         "halo": "fabbench.workloads.halo.exchange:WORKLOAD",
-        "pairs": "fabbench.workloads.pairs:WORKLOAD"}
+        "pairs": "fabbench.workloads.pairs.tournament:WORKLOAD"}
 
 
 def test_every_workload_writes_a_known_record_kind():

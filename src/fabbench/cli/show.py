@@ -12,7 +12,7 @@ from fabbench.console import console
 from fabbench.errors import FabbenchError
 from fabbench.fabrics.profile import available_profiles, read_profile
 from fabbench.results.reader import read_results
-from fabbench.results.records import Pairs, Summary
+from fabbench.results.records import Summary
 
 MEASUREMENTS = catalog.RECORDS  # record kinds counted after a run
 
@@ -29,12 +29,8 @@ def show_run(path: str) -> None:
     except (FabbenchError, OSError) as exc:  # the run's exit code tells; say why no summary
         out.print(f"[yellow]results: {escape(path)} cannot be read: {escape(str(exc))}[/]")
         return
-    pairs = results.of_kind(Pairs)
-    if pairs:  # the verdict over all pairs (the pairs were streamed)
-        from fabbench.report.slow_node import analyse
-
-        verdict = analyse(pairs)
-        for text in verdict.text if verdict else ():
+    for found in catalog.findings(results.of_kind).values():  # over all records (streamed)
+        for text in found.text if found else ():
             out.print(escape(text), soft_wrap=True)
     measured = ", ".join(f"{len(results.of_kind(kind))} {kind}" for kind in MEASUREMENTS
                          if results.of_kind(kind))

@@ -43,7 +43,8 @@ class Spread:
 
 
 def _key(p: Point) -> tuple:
-    """Which points one baseline rule covers: a pairs rule covers every node of the run."""
+    """Which points one baseline rule covers: a per-node workload's rule covers every node of
+    the run."""
     return (p.workload, p.op, p.bytes, p.dtype, p.primitive, Path(p.fabric or "?").stem,
             p.transport_class, p.nodes)
 
@@ -128,8 +129,8 @@ def _rule(key: tuple, figures: Spread, runs: int, *, below: float, k: float,
     size = format_size(nbytes) if nbytes is not None else None
     rid = "-".join(str(x) for x in (workload, op, size, dtype, primitive, f"n{nodes}", metric)
                    if x is not None)
-    what = f"{len(figures.figures)} figures from {runs} runs" if workload == "pairs" else \
-        f"{runs} runs"
+    what = f"{len(figures.figures)} figures from {runs} runs" if FLOORS[workload].per_node \
+        else f"{runs} runs"
     source = (f"fabbench baseline of {what}, {made}: median {m:.4g} {unit}, min "
               f"{min(figures.figures):.4g}, max {max(figures.figures):.4g}, robust sd "
               f"{figures.robust_sd:.3g}")
@@ -146,7 +147,7 @@ def _rule(key: tuple, figures: Spread, runs: int, *, below: float, k: float,
         out.append(f"transport = {_s(tclass)}")
     if nodes is not None:
         out.append(f"nodes = {nodes}")
-    if workload == "pairs":
+    if FLOORS[workload].per_node:
         out.append("per_node = true")
     out += [f"metric = {_s(metric)}", f"baseline = {m:.6g}",
             f"baseline_fraction = {fraction:.4g}", f"unit = {_s(unit)}",

@@ -1,25 +1,23 @@
 """What a floor judges: measured figures as :class:`Point` s, whoever measured them.
 
 A point is one figure set of one measurement (a collective at one size, from fabbench, nccl-tests
-or OSU; one node's bandwidth to its peers from fabbench's pairs records; one training measurement;
-one figure set of a workload that declares its own), with what a rule may select it by and what it
-may be measured against (the wire's ceiling and nominal rate, where recorded). Other tools' points
-claim no transport, so a rule that requires a transport class does not judge them. Metric units (a
-rule's are converted to these): busbw, algbw, bw in GB/s (1e9 bytes/s) and time in µs;
-samples_per_s; step_time in ms."""
+or OSU; one training measurement; one figure set of a workload that declares its own, such as one
+node's bandwidth to its peers from fabbench's pairs records), with what a rule may select it by
+and what it may be measured against (the wire's ceiling and nominal rate, where recorded). Other
+tools' points claim no transport, so a rule that requires a transport class does not judge them.
+Metric units (a rule's are converted to these): busbw, algbw, bw in GB/s (1e9 bytes/s) and time
+in µs; samples_per_s; step_time in ms."""
 
 from __future__ import annotations
 
 import fnmatch
 import functools
-import statistics
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 
 from fabbench import catalog
 from fabbench.errors import UsageError
 from fabbench.results.link import link_of
-from fabbench.results.records import Pairs, best_pairs
 from fabbench.results.runs import Series
 from fabbench.workload_spec import WorkloadFloors
 
@@ -98,9 +96,8 @@ class Point:
 
 
 def points_of(series: Iterable[Series]) -> Iterator[Point]:
-    """The points of fabbench runs: every collective record, each node's pairs bandwidth and
-    latency, every train record, and the figures of each workload that declares its own
-    (``WorkloadFloors.points``)."""
+    """The points of fabbench runs: every collective record, every train record, and the
+    figures of each workload that declares its own (``WorkloadFloors.points``)."""
     for s in series:
         run = s.run
         link = _link(s)
@@ -118,7 +115,6 @@ def points_of(series: Iterable[Series]) -> Iterator[Point]:
                         {"busbw": c.busbw_gbyte_s, "algbw": c.algbw_gbyte_s,
                          "time": c.time_us.p50},
                         evidence=f"p50 of {c.samples or len(c.samples_us or ())} samples")
-        yield from _pair_points(s.pairs, common, run.ranks)
         for t in s.train:
             yield replace(common, workload="train", op=t.model, transport=t.transport,
                         ranks=t.ranks, metrics={"samples_per_s": t.samples_per_s["p50"],
@@ -128,41 +124,10 @@ def points_of(series: Iterable[Series]) -> Iterator[Point]:
             if floors.points is not None:
                 for f in floors.points(s.of_kind(catalog.WORKLOADS[name].record)):
                     yield replace(common, workload=name, op=f.op, bytes=f.bytes, dtype=f.dtype,
-                                  transport=f.transport, ranks=f.ranks, metrics=f.metrics,
-                                  evidence=f.evidence)
-
-
-def _pair_points(records: list[Pairs], common: Point, ranks: int) -> Iterator[Point]:
-    """Per node: the median of its pairs' p50 bandwidth at the largest size (and latency at
-    the smallest), with each pair's figure in the evidence."""
-    if not records:
-        return
-    records = best_pairs(records)  # a rechecked pair by its better figure
-    sizes = sorted({r.bytes for r in records})
-    big, small = sizes[-1], sizes[0]
-    hosts: dict[int, str] = {}
-    bw: dict[int, list[tuple[str, float]]] = {}
-    lat: dict[int, list[float]] = {}
-    transports: dict[int, set[str]] = {}
-    for r in records:
-        hosts[r.a], hosts[r.b] = r.a_host, r.b_host
-        for me, other in ((r.a, r.b_host), (r.b, r.a_host)):
-            transports.setdefault(me, set()).add(r.transport)
-            if r.bytes == big:
-                bw.setdefault(me, []).append((other, r.bw_gbyte_s))
-            if r.bytes == small and len(sizes) > 1:
-                lat.setdefault(me, []).append(r.time_us.p50)
-    for unit in sorted(bw):
-        figures = [v for _, v in bw[unit]]
-        metrics = {"bw": statistics.median(figures)}
-        if lat.get(unit):
-            metrics["time"] = statistics.median(lat[unit])
-        pairs = ", ".join(f"{host} {v:.3g}" for host, v in sorted(bw[unit]))
-        yield replace(common, workload="pairs", op="sendrecv", bytes=big,
-                    dtype=records[0].dtype, transport=", ".join(sorted(transports[unit])),
-                    ranks=ranks, node=hosts[unit], metrics=metrics,
-                    evidence=f"median of {len(figures)} pairs at {big} B (GB/s: {pairs})",
-                    peers=dict(bw[unit]))
+                                  transport=f.transport,
+                                  ranks=run.ranks if f.ranks is None else f.ranks,
+                                  node=f.node, metrics=f.metrics, evidence=f.evidence,
+                                  peers=f.peers)
 
 
 def _link(s: Series) -> float | None:

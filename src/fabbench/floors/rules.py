@@ -22,7 +22,7 @@ from typing import Any
 import tomllib
 
 from fabbench.errors import UsageError
-from fabbench.floors.points import CLASSES, METRICS, WORKLOAD_METRICS, WORKLOAD_OPS, Point
+from fabbench.floors.points import CLASSES, FLOORS, METRICS, WORKLOAD_METRICS, WORKLOAD_OPS, Point
 from fabbench.units import parse_size
 
 FORMAT = "fabbench-floors/1"
@@ -263,9 +263,11 @@ def _rule(raw: Mapping[str, Any], where: str) -> Rule:
     per_node = raw.get("per_node", False)
     if not isinstance(per_node, bool):
         raise UsageError(f"{where}: per_node must be true or false")
-    if per_node and workload != "pairs":
-        raise UsageError(f"{where}: per_node judges each node's pairs: a {workload} rule has "
-                         "no per-node figure (use workload = \"pairs\")")
+    if per_node and not FLOORS[workload].per_node:
+        each = [n for n, f in FLOORS.items() if f.per_node]
+        quoted = " or ".join(f'"{n}"' for n in each)
+        raise UsageError(f"{where}: per_node judges each node's {' or '.join(each)}: a "
+                         f"{workload} rule has no per-node figure (use workload = {quoted})")
     common: dict[str, Any] = dict(
         id=rid, source=source, workload=workload, description=raw.get("description", ""),
         op=op, sizes=sizes, dtype=_text(raw, "dtype", where),

@@ -12,6 +12,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from fabbench import catalog
 from fabbench.errors import RunError, UsageError
 from fabbench.launch import notices, rundir
 from fabbench.launch.launchers import LaunchSpec
@@ -26,9 +27,9 @@ FAULT_GRACE_S = 5.0
 
 def wall_limit(plan: Plan) -> float:
     """A bound for the whole run: start-up, then each point's budget and deadline."""
-    # pairs: at most n rounds (n ranks), each of every size
-    points = (plan.ranks if plan.workload == "pairs" else len(plan.ops)) * len(plan.dtypes) \
-        * len(plan.sizes)
+    own = catalog.WORKLOADS.get(plan.workload)
+    points = own.points(plan) if own and own.points else \
+        len(plan.ops) * len(plan.dtypes) * len(plan.sizes)
     per_point = plan.policy.budget_s * 3 + max(plan.op_timeout(s) for s in plan.sizes)
     ceiling = 0 if plan.ceiling is False else 2 * (3 * plan.ceiling_s + 30) + 30
     return 2 * plan.timeout_s + 60 + points * per_point + ceiling

@@ -104,7 +104,7 @@ class Benchmark:
                     f"--extra-arg {arg}: {f.option.flag} is an option of fabbench render: give "
                     "it as such, checked before the job runs")
         Plan.of(c, fabric=c.fabric, primitive=c.primitive, device=c.device, ranks=1,
-                iface=c.iface, out="-", run_id="render", pair_schedule="rounds")
+                iface=c.iface, out="-", run_id="render")
 
     @property
     def backend(self) -> str:

@@ -8,7 +8,7 @@ plots          busbw/latency vs size per op, samples/s vs ranks (matplotlib, Agg
 compare        A vs B per op and size: ratio, CI, verdict; differing provenance
 compare_text   a comparison's console tables
 html           one self-contained HTML file (inline SVG)
-slow_node      the pairs tournament's verdict: which node is slow
+
 late           ranks that arrive late
 runs_report    the library calls behind `fabbench report` and `fabbench compare`
 study/         a study directory's views: its answer, text, HTML, plots, study against study

@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING
 
 from fabbench import catalog
 from fabbench.errors import UsageError
-from fabbench.report import slow_node, tables
+from fabbench.report import tables
 from fabbench.report.compare import Comparison, compare
 from fabbench.report.late import late_ranks
 from fabbench.results import lines
 from fabbench.results.reader import collector_paused
-from fabbench.results.records import best_pairs
+from fabbench.results.records import Pairs, best_pairs
 from fabbench.results.runs import Series, expand, load
 from fabbench.workload_spec import load_entry
 
@@ -141,7 +141,7 @@ def foreign_text(points: Sequence[Point], series: Sequence[Series]) -> str:
     for s in series:
         for c in s.collectives:
             mine.setdefault((c.op, c.bytes), (c.busbw_gbyte_s, s.label))
-        for r in best_pairs(s.pairs):
+        for r in best_pairs(p for p in s.of_kind(Pairs.kind) if isinstance(p, Pairs)):
             mine.setdefault(("pairs", r.bytes), (r.bw_gbyte_s, s.label))
     groups: dict[tuple[str, str, str, str | None], list[Point]] = {}
     for p in points:
@@ -164,24 +164,23 @@ def foreign_text(points: Sequence[Point], series: Sequence[Series]) -> str:
 
 
 def findings(s: Series) -> dict:
-    """Which node is slow (pairs records) and which rank arrives late (each rank's own times in
-    the collective records) in one run."""
-    verdict = slow_node.analyse(s.pairs)
+    """What the workloads find in one run (which node is slow, from the pairs records) and
+    which rank arrives late (each rank's own times in the collective records)."""
+    own = catalog.findings(s.of_kind)
     late, points = late_ranks(s.collectives, s.run.rank_hosts)
     return {"series": s.label, "run_id": s.run.run_id,
-            "pairs": verdict.to_json() if verdict is not None else None,
+            **{name: f.json if f is not None else None for name, f in own.items()},
             "late_ranks": [r.to_json() for r in late], "late_points_judged": points,
-            "_verdict": verdict, "_late": late}
+            "_own": own, "_late": late}
 
 
 def findings_text(s: Series) -> str:
     f = findings(s)
     out = ""
-    verdict = f["_verdict"]
-    if verdict is not None:
-        out += (f"# {s.label}: pairs, {verdict.pairs} pairs of {len(verdict.nodes)} "
-                f"{verdict.unit}s, bandwidth at {verdict.bw_bytes} B\n{slow_node.table(verdict)}")
-        out += "".join(f"# {line}\n" for line in verdict.text)
+    for found in f["_own"].values():
+        if found is not None:
+            out += f"# {s.label}: {found.heading}\n{found.table}"
+            out += "".join(f"# {line}\n" for line in found.text)
     out += "".join(f"# {s.label}: {r.sentence(s.run.nodes)}\n" for r in f["_late"])
     return out
 

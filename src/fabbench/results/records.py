@@ -925,11 +925,12 @@ class Pairs(Measured):
     bw_gbyte_s: float
     correct: bool | None
     # measured again after the rounds, one pair at a time, because its first figure at the
-    # largest size was below SLOW_SHARE of every pair's median (workloads/pairs.py)
+    # largest size was below SLOW_SHARE of every pair's median (workloads/pairs/tournament.py)
     recheck: bool | None = False
 
 
-# a pair below this share of the others is slow (the rechecks' trigger, report/slow_node.py's rule)
+# a pair below this share of the others is slow (the rechecks' trigger; the rule of
+# workloads/pairs/slow_node.py)
 SLOW_SHARE = 0.75
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from fabbench.errors import UsageError
 from fabbench.results.reader import read_results
-from fabbench.results.records import Ceiling, Collective, Pairs, Record, Run, Summary, Train
+from fabbench.results.records import Ceiling, Collective, Record, Run, Summary, Train
 
 
 @dataclass
@@ -23,7 +23,6 @@ class Series:
     run: Run
     collectives: list[Collective] = field(default_factory=list)
     train: list[Train] = field(default_factory=list)
-    pairs: list[Pairs] = field(default_factory=list)
     ceilings: list[Ceiling] = field(default_factory=list)
     # the records of the kinds that have no list above (of a workload declared in a package
     # of its own), by kind; of_kind reads every kind
@@ -61,7 +60,7 @@ class Series:
 
 
 # the list of a Series each kind of record goes to
-_LISTS: dict[type[Record], str] = {Collective: "collectives", Train: "train", Pairs: "pairs",
+_LISTS: dict[type[Record], str] = {Collective: "collectives", Train: "train",
                                    Ceiling: "ceilings"}
 
 

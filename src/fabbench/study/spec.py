@@ -54,9 +54,8 @@ RETRIES = ("none", "transient")
 KEYS: Mapping[str, tuple[tuple[type, ...], tuple[str, ...] | None]] = MappingProxyType({
     **_OWN_KEYS,
     **{key: (_TOML[f.option.kind.name], None if f.section is None else
-             # a pairs workload measures sendrecv over the collectives' sizes, dtypes, budget
-             (f.section, "pairs") if f.section == "collectives" and key != "ops" else
-             (f.section,))
+             # its section's, and those of the workloads that share the field (WorkloadSpec.shares)
+             (f.section, *(w.name for w in catalog.WORKLOADS.values() if f.path in w.shares)))
        for key, f in STUDY_KEYS.items()
        if not f.option.placed and key not in (*AXES, "kind")}})
 DEFAULT_DEADLINE_S = 600.0
@@ -439,7 +438,7 @@ def _cell(src: _Source, cell_id: str, workload: str, kind: str, where: Mapping[s
                                        "gpudirect": gpudirect, "kind": kind})
         Plan.of(config, fabric=config.fabric, primitive=primitive,
                 device=config.device or "cpu", ranks=max(1, ranks_per_node * where["nodes"]),
-                iface=config.iface, out="-", run_id="study", pair_schedule="rounds")
+                iface=config.iface, out="-", run_id="study")
     except UsageError as exc:
         raise src.error(("workload", workload), f"cell {cell_id}: {exc}") from None
     return Cell(id=cell_id, workload=workload, kind=kind, fabric=where["fabric"],

@@ -2,7 +2,7 @@
 collective) and node count, every cell's step time and throughput, the exposed-communication
 share, the scaling efficiency, and its difference to the best cell with a 95 % interval and
 whether it is significant (report.study.groups); a headline in plain words on top, with the slow
-node a `pairs` cell names (report.slow_node' rule, as compare applies it: report.study.sites);
+node a `pairs` cell names (its findings, as compare applies them: report.study.sites);
 what `fabbench model` forecasts from the same results, and, over emulated links, measured beside
 forecast (report.study.link_whatif). Reads the manifest and results files only.
 """
@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fabbench import catalog
 from fabbench.errors import UsageError
 from fabbench.report.study.cells import StudyCell, load_cells
 from fabbench.report.study.groups import METRIC, CellGroup, all_groups, headline, rank
@@ -108,7 +109,8 @@ def answer(directory: str | Path, *, forecast: bool = True) -> StudyAnswer:
             warnings.append(f"cell {c.id} did not finish ({c.entry.status}); "
                             "fabbench study run --resume continues the study")
     out = StudyAnswer(directory, doc, cells, groups, lines, warnings)
-    if any(s.pairs for c in ran for s in c.series):
+    judged = [w.record for w in catalog.WORKLOADS.values() if w.findings]
+    if any(s.of_kind(kind) for c in ran for s in c.series for kind in judged):
         net = site_network(ran)
         out.slow, out.slow_text = net.slow, net.slow_text
         out.headline += list(net.slow_text)  # "slow node: ..." or "no slow rank: ...", as run said

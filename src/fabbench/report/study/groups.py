@@ -273,7 +273,7 @@ def cell_groups(cells: list[StudyCell]) -> list[CellGroup]:
 
 
 # the kinds grouped by builders of their own, above
-BUILT = ("train", "collectives", "pairs")
+BUILT = ("train", "collectives")
 
 
 def all_groups(cells: list[StudyCell]) -> list[CellGroup]:

@@ -5,8 +5,8 @@
   sites. Otherwise it is of sites and images together, and the report says so and names both.
 - **The network** from provenance: each node's link (an emulated cluster's tc-shaped links, or
   rank 0's NIC), the ceilings the raw tool measured (or why none was), and the slow node that
-  a `pairs` cell names by the rule of report/slow_node.py (docs/methods.md, "Which node is slow,
-  which rank is late").
+  a `pairs` cell names by the rule of workloads/pairs/slow_node.py (docs/methods.md, "Which node
+  is slow, which rank is late"; a workload's findings, catalog.findings).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from fabbench import catalog
 from fabbench.emulate.site import SITE_ENV, Site
-from fabbench.report import slow_node as pairs_rule
 from fabbench.report.study.cells import StudyCell
 from fabbench.results.runs import Series
 
@@ -144,15 +144,13 @@ def _ceilings(series: Sequence[Series]) -> tuple[str, ...]:
 
 
 def _slow(series: Sequence[Series]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    slow, text = [], []
+    slow: list[str] = []
+    text: list[str] = []
     for s in series:
-        if not s.pairs:
-            continue
-        verdict = pairs_rule.analyse(s.pairs)
-        if verdict is None:
-            continue
-        slow += [n.host for n in verdict.slow]
-        text += verdict.text
+        for found in catalog.findings(s.of_kind).values():
+            if found is not None:
+                slow += found.slow
+                text += found.text
     if not text:
         return (), ("no pairs cell: the slow node was not looked for",)
     return tuple(dict.fromkeys(slow)), tuple(dict.fromkeys(text))

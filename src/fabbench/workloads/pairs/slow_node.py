@@ -1,4 +1,4 @@
-"""Which node is slow, from the `pairs` records of one run (docs/methods.md, "Which node is slow,
+"""Which node is slow, from the pairs records of one run (docs/methods.md, "Which node is slow,
 which rank is late").
 
 Each pair's bandwidth is its p50 at the largest size. A node is slow when every one of its pairs

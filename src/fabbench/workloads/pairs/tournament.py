@@ -1,5 +1,5 @@
-"""The pairs workload: which node is slow (docs/methods.md, "Which node is slow, which rank is
-late").
+"""The pairs workload's ranks: which node is slow (docs/methods.md, "Which node is slow, which
+rank is late").
 
 A collective runs at its slowest link's pace, so a bad link hides in it. Here nodes meet in
 disjoint pairs, round after round (a round-robin tournament, the circle method), each pair timed
@@ -25,6 +25,7 @@ from fabbench.timing.stats import summarize
 from fabbench.workloads.faults import Fault
 from fabbench.workloads.interface import RankContext
 from fabbench.workloads.ops import DTYPE_SIZES, fill
+from fabbench.workloads.pairs.pair_line import LINES
 
 OP = "sendrecv"
 
@@ -174,20 +175,6 @@ def _record(found: dict[str, Any], number: int, rounds: int, ranks: list[int], h
         recheck=recheck)
 
 
-# a recheck's round ends in "r" (1r: the pair of round 1, measured again)
-HEADER = (f"#{'round':>6} {'pair':>9} {'size':>10} {'type':>9} {'p50 us':>11} {'GB/s':>8} "
-          f"{'check':>6}  hosts")
-
-
-def line(rec: records.Pairs) -> str:
-    check = {True: "ok", False: "WRONG", None: "-"}[rec.correct]
-    pair = f"{rec.a}<->{rec.b}"
-    round_ = f"{rec.round}r" if rec.recheck else rec.round
-    return (f" {round_:>6} {pair:>9} {rec.bytes:>10} {rec.dtype:>9} "
-            f"{rec.time_us.p50:>11.2f} {rec.bw_gbyte_s:>8.4f} {check:>6}  "
-            f"{rec.a_host} <-> {rec.b_host}")
-
-
 class _Pairs:
     """Node pairs in rounds as a workload (workloads.interface)."""
 
@@ -200,11 +187,11 @@ class _Pairs:
         return run_pairs(ctx.comm, ctx.plan, ctx.transport, list(ctx.hosts), ctx.arm, ctx.fault)
 
     def header(self, run: records.Run) -> str:
-        return HEADER
+        return LINES.header
 
     def line(self, record: records.Record) -> str:
         assert isinstance(record, records.Pairs)
-        return line(record)
+        return LINES.line(record)
 
     def wrong(self, record: records.Record) -> bool:
         return getattr(record, "correct", None) is False
