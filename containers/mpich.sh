@@ -35,6 +35,25 @@ new = ("            int mode = cudaComputeModeDefault;\n"
 assert text.count(old) == 1
 open(path, "w").write(text.replace(old, new))
 PY
+# yaksa wraps nvcc in cudalt.sh, which writes each kernel's libtool object (.lo) by hand: it
+# compiles a non-PIC object too, which a shared-only build never links (half the CUDA build:
+# made 'none' here, as libtool itself writes it without static libraries), and stamps the .lo
+# with `libtool --version`, a program this host need not have (without it the stamp is empty
+# and libtool refuses the object at the link): the module's own configured ./libtool stamps it.
+python3 - modules/yaksa/src/backend/cuda/cudalt.sh <<'PY' || die "yaksa's cudalt.sh changed"
+import sys
+path = sys.argv[1]
+text = open(path).read()
+edits = [('CMD="${@} -o $NPIC_FILEPATH"\nif test "$verbose" ; then echo "$CMD" ; fi\neval "$CMD"\n',
+          ""),
+         ("LIBTOOL_VERSION=$(libtool --version | head -n 1)",
+          "LIBTOOL_VERSION=$(./libtool --version | head -n 1)"),
+         ('non_pic_object="$LOCAL_NPIC_FILEPATH"', "non_pic_object=none")]
+for old, new in edits:
+    assert text.count(old) == 1, old
+    text = text.replace(old, new)
+open(path, "w").write(text)
+PY
 # MPL's configure adds $CUDA_HOME/lib64 to the link path only where LDFLAGS does not already
 # hold it as a substring, and the driver stubs' folder is such a substring: name both here.
 ./configure --prefix="$PREFIX" --with-device=ch4:ofi --with-libfabric=embedded \
