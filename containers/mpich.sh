@@ -64,8 +64,15 @@ PY
   || { tail -n 40 configure.log; die "configure failed (its last lines above)"; }
 make -j"$JOBS" >make.log 2>&1 || { tail -n 60 make.log; die "make failed (its last lines above)"; }
 make install >install.log 2>&1 || { tail -n 40 install.log; die "make install failed"; }
-"$PREFIX/bin/mpichversion" | head -n 3
-"$PREFIX/bin/mpichversion" | grep -q -- "--with-cuda" || die "MPICH was configured without CUDA"
+# mpichversion loads libmpi, which loads libcudart and the driver's libcuda.so.1: the toolkit's,
+# and its link-time stub under the driver's name, only to be loaded here (nothing of CUDA runs)
+driver=$(mktemp -d)
+ln -s "$CUDA_HOME/lib64/stubs/libcuda.so" "$driver/libcuda.so.1"
+said=$(LD_LIBRARY_PATH="$CUDA_HOME/lib64:$driver${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+  "$PREFIX/bin/mpichversion" 2>&1) || { rm -rf "$driver"; die "mpichversion failed: $said"; }
+rm -rf "$driver"
+printf '%s\n' "$said" | head -n 3
+printf '%s\n' "$said" | grep -q -- "--with-cuda" || die "MPICH was configured without CUDA"
 ls "$PREFIX"/lib/libmpi.so.12* >/dev/null || die "no libmpi.so.12 in $PREFIX/lib"
 # the link-time stubs must never be a run-time path
 if readelf -d "$PREFIX"/lib/*.so "$PREFIX"/bin/* 2>/dev/null | grep -E 'R(UN)?PATH' | grep -q stubs; then

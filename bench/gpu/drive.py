@@ -456,8 +456,8 @@ class Kit:
                 step.status = "ok" if expected else "failed"
                 step.reason = (f"{said} (exit {got['rc']})" + (
                     ": the expected outcome without a GPU and its driver; MPICH "
-                    f"{bundle.get('mpich')} (configured with CUDA: {built_cuda})"
-                    if expected else ""))
+                    f"{bundle.get('mpich')} built for CUDA {bundle.get('cuda')} "
+                    f"sm_{bundle.get('cuda_arch')}" if expected else ""))
                 return
             if got["problem"] and not fallback:
                 step.figures["default_failed"][op] = got["problem"]

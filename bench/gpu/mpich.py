@@ -102,12 +102,14 @@ def build(cache: Path | None = None, arch: str = "90", timeout: float = BUILD_S)
 
 
 def build_loop(prefix: Path, cuda: Path, out: Path) -> Path:
-    """mpi_loop.c with -DFB_CUDA by MPICH's own mpicc, against the toolkit's libcudart."""
+    """mpi_loop.c with -DFB_CUDA by MPICH's own mpicc, against the toolkit's libcudart and the
+    driver's link-time stub (MPICH's libmpi calls the driver API: its symbols are resolved at
+    the link; the machine's own libcuda.so.1 gives them at run time)."""
     lib = cuda / "lib64"
     try:
         return cuda_mpi._compile([str(prefix / "bin" / "mpicc"), "-O2", "-DFB_CUDA",
                                   f"-I{cuda / 'include'}", str(cuda_mpi.LOOP_SOURCE),
-                                  f"-L{lib}", "-lcudart"], out)
+                                  f"-L{lib}", "-lcudart", f"-L{lib / 'stubs'}", "-lcuda"], out)
     except cuda_mpi.BundleError as exc:
         raise BuildError(str(exc)) from None
 

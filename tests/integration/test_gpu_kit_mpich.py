@@ -131,5 +131,5 @@ def test_drive_step_records_the_missing_driver_as_the_expected_outcome(kit, tmp_
     assert step["status"] == "ok", step
     assert MPICH.NO_DRIVER in step["reason"], step["reason"]
     assert "the expected outcome without a GPU and its driver" in step["reason"]
-    assert "configured with CUDA: True" in step["reason"]
+    assert "MPICH 4.0.2 built for CUDA 13.0.3 sm_90" in step["reason"]
     assert "| cuda-mpich | ok |" in (out / "summary.md").read_text()
