@@ -75,7 +75,7 @@ test-image-cuda: setup image-cuda
 	FABBENCH_TEST_CUDA_IMAGE=1 $(VENV)/bin/python -m pytest -p no:cacheprovider tests/integration/test_image_cuda.py \
 	  tests/integration/test_gpu_kit_cuda.py
 
-# MPICH with CUDA for the GPU kit's cuda-mpich step (bench/gpu/mpich.py; about half an hour on 2
+# MPICH with CUDA for the GPU kit's cuda-mpich step (bench/gpu/mpich.py; about an hour on 2
 # cores, cached under $FABBENCH_CACHE; not part of `make test`, whose rehearsal of the bundle
 # runs where the cache has the build), then the bundle's own checks
 test-mpich-cuda: setup

@@ -3,7 +3,7 @@
 # modules, and yaksa's CUDA back end, through which MPICH reduces device buffers on the GPU
 # (MPIR_CVAR_ENABLE_YAKSA_REDUCTION). Built from Debian's source tarball against $CUDA_HOME
 # (cuda-toolkit.sh first), for the one architecture $CUDA_ARCH (yaksa compiles 279 generated
-# kernel files a target: one architecture keeps that to about 20 minutes on 2 cores), shared
+# kernel files a target: one architecture keeps that to about 20 minutes on 2 busy cores), shared
 # libraries only. Installs into $PREFIX (default here /opt/mpich: beside, never over, the Open
 # MPI of /opt/fabric, whose libmpi.so has the same name). Writes $PREFIX/BUILD.json last: its
 # presence means a whole install (bench/gpu/mpich.py builds on the host into $FABBENCH_CACHE).

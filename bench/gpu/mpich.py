@@ -4,7 +4,7 @@ allreduce stages them through the host.
 
 MPICH is built on this host by containers/mpich.sh (Debian's source, CUDA of
 containers/cuda-toolkit.sh, one architecture) into $FABBENCH_CACHE/mpich-<version>-cuda<cuda>-
-sm<arch>, once: about half an hour on 2 cores, most of it yaksa's generated kernels. This host
+sm<arch>, once: about an hour on 2 cores, most of it yaksa's generated kernels. This host
 is Debian bookworm as the cuda image, so what it builds needs the same glibc. `make_bundle`
 (prepare.py --mpich) builds the C reference loop (mpi_loop.c with -DFB_CUDA) with that MPICH's
 mpicc and packs into mpich-cuda.tar.xz, under one folder mpich-cuda/:
@@ -40,7 +40,7 @@ SCRIPT = cuda_mpi.REPO / "containers" / "mpich.sh"
 TARBALL = "mpich-cuda.tar.xz"
 TOP = "mpich-cuda"
 PROGRAMS = ("mpiexec.hydra", "hydra_pmi_proxy", "mpichversion")
-BUILD_S = 5400  # containers/mpich.sh's limit: its first build takes about half an hour here
+BUILD_S = 5400  # containers/mpich.sh's limit: a build took about an hour here
 # The second try where a run fails with MPICH's defaults: no CUDA IPC between the ranks (a
 # sandboxed machine, as the lent ones are, may refuse IPC handles); device buffers then move
 # through MPICH's shared-memory copies. The reduction stays on the GPU (yaksa).

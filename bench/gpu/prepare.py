@@ -20,7 +20,7 @@ says why (the step then says so on the GPU machine).
 
 --mpich (default auto: where $FABBENCH_CACHE holds the build) adds mpich-cuda.tar.xz, the
 cuda-mpich step's bundle: MPICH with CUDA built on this host by containers/mpich.sh (once, about
-half an hour on 2 cores: `--mpich build` does it) and the C loop built with its mpicc
+an hour on 2 cores: `--mpich build` does it) and the C loop built with its mpicc
 (bench/gpu/mpich.py), for the one --cuda-arch; `none` leaves it out.
 
 --osu SRC (an OSU micro-benchmarks 7.x source folder the user fetched) adds osu.tar.xz:
@@ -250,7 +250,7 @@ def mpich_bundle(out: Path, choice: str, cuda_arch: str) -> dict:
     if choice == "auto" and mpich.installed(arch=cuda_arch) is None:
         return {"included": False, "why": f"no MPICH for sm_{cuda_arch} in "
                 f"{mpich.install_dir(arch=cuda_arch)} (prepare.py --mpich build makes it, about "
-                "half an hour on 2 cores)"}
+                "an hour on 2 cores)"}
 
     def make() -> dict:
         mpich.build(arch=cuda_arch)
@@ -294,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mpich", default="auto", choices=("auto", "build", "none"),
                     help="MPICH with CUDA for the kit's cuda-mpich step (bench/gpu/mpich.py): "
                     "auto (default) takes the build in $FABBENCH_CACHE where it is there, build "
-                    "makes it first where it is not (about half an hour on 2 cores), none "
+                    "makes it first where it is not (about an hour on 2 cores), none "
                     "leaves it out")
     args = ap.parse_args(argv)
     try:

@@ -1,6 +1,6 @@
 """The GPU kit's MPICH bundle (the cuda-mpich step), made from the MPICH with CUDA cached under
 $FABBENCH_CACHE and run from nothing but itself. Runs where the cache has the build
-(`make test-mpich-cuda` makes it: about half an hour on 2 cores; this module never builds it).
+(`make test-mpich-cuda` makes it: about an hour on 2 cores; this module never builds it).
 
 `prepare --mpich auto` builds the C reference loop with that MPICH's mpicc and packs libmpi,
 hydra's mpiexec and proxy, libcudart and the host libraries they load into mpich-cuda.tar.xz
@@ -51,7 +51,7 @@ pytestmark = [
     pytest.mark.timeout(900),
     pytest.mark.skipif(MPICH.installed() is None,
                        reason=f"no MPICH with CUDA in {MPICH.install_dir()} (make "
-                              "test-mpich-cuda builds it: about half an hour on 2 cores)"),
+                              "test-mpich-cuda builds it: about an hour on 2 cores)"),
 ]
 
 
