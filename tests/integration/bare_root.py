@@ -6,9 +6,11 @@ running a bundle's programs under chroot as the lent machine would: used by test
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -74,3 +76,14 @@ def resolves(root: Path, inside: str, env: dict[str, str], prefixes: tuple[str, 
         where = line.split("=>")[-1].split("(")[0].strip()
         assert where.startswith(prefixes) or "=>" not in line, (inside, line)
     return p.stdout
+
+
+def drive_step(kit: Path, out: Path, name: str) -> tuple[dict, str]:
+    """The kit's drive.py (bench/gpu, beside KIT's sources) run for its step NAME alone on
+    --device cpu with KIT: asserts it exits 0; the step's entry of summary.json and summary.md."""
+    drive = Path(__file__).resolve().parents[2] / "bench" / "gpu" / "drive.py"
+    p = run([sys.executable, str(drive), "--out", str(out), "--device", "cpu", "--scale",
+             "tiny", "--only", name, "--kit", str(kit)], 600)
+    steps = {s["name"]: s for s in json.loads((out / "summary.json").read_text())["steps"]}
+    assert p.returncode == 0, (p.stdout + p.stderr)[-4000:]
+    return steps[name], (out / "summary.md").read_text()

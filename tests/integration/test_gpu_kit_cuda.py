@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
-from integration.bare_root import CHROOT, MULTIARCH, resolves
+from integration.bare_root import CHROOT, MULTIARCH, drive_step, resolves
 from integration.bare_root import bare_root as make_bare_root
 
 KIT = REPO / "bench" / "gpu"
@@ -170,14 +170,9 @@ def test_carried_mpirun_starts_two_ranks_that_find_no_device(bare_root):
 
 
 def test_drive_step_records_no_device_as_the_expected_outcome(kit, tmp_path):
-    out = tmp_path / "out"
-    p = _run([sys.executable, str(KIT / "drive.py"), "--out", str(out), "--device", "cpu",
-              "--scale", "tiny", "--only", "cuda-mpi", "--kit", str(kit)], 600)
-    steps = {s["name"]: s for s in json.loads((out / "summary.json").read_text())["steps"]}
-    assert p.returncode == 0, (p.stdout + p.stderr)[-4000:]
-    step = steps["cuda-mpi"]
+    step, table = drive_step(kit, tmp_path / "out", "cuda-mpi")
     assert step["status"] == "ok", step
     assert step["reason"].startswith(_cuda_mpi().NO_DEVICE), step["reason"]
     assert step["figures"]["built_with_cuda"] is True
     assert step["figures"]["transports"] and step["figures"]["exit"] == 3
-    assert "| cuda-mpi | ok |" in (out / "summary.md").read_text()
+    assert "| cuda-mpi | ok |" in table

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
-from integration.bare_root import CHROOT, MULTIARCH, resolves, run
+from integration.bare_root import CHROOT, MULTIARCH, drive_step, resolves, run
 from integration.bare_root import bare_root as make_bare_root
 
 KIT = REPO / "bench" / "gpu"
@@ -122,14 +122,9 @@ def test_carried_mpiexec_starts_two_ranks_in_the_bare_root(bare_root):
 
 
 def test_drive_step_records_the_missing_driver_as_the_expected_outcome(kit, tmp_path):
-    out = tmp_path / "out"
-    p = run([sys.executable, str(KIT / "drive.py"), "--out", str(out), "--device", "cpu",
-             "--scale", "tiny", "--only", "cuda-mpich", "--kit", str(kit)], 600)
-    steps = {s["name"]: s for s in json.loads((out / "summary.json").read_text())["steps"]}
-    assert p.returncode == 0, (p.stdout + p.stderr)[-4000:]
-    step = steps["cuda-mpich"]
+    step, table = drive_step(kit, tmp_path / "out", "cuda-mpich")
     assert step["status"] == "ok", step
     assert MPICH.NO_DRIVER in step["reason"], step["reason"]
     assert "the expected outcome without a GPU and its driver" in step["reason"]
     assert "MPICH 4.0.2 built for CUDA 13.0.3 sm_90" in step["reason"]
-    assert "| cuda-mpich | ok |" in (out / "summary.md").read_text()
+    assert "| cuda-mpich | ok |" in table
