@@ -28,15 +28,14 @@ from fabbench.timing.engine import TimingPolicy
 from fabbench.units import parse_sizes
 
 DEFAULT_SIZES = {"cpu": "8:64M", "cuda": "8:1G"}
-PAIR_SCHEDULES = ("rounds", "serial")  # pairs, decided: a round's pairs at once, or one at a time
 
 # the configuration's common fields a plan holds under the same name (their rules apply as they
 # are; --out is the claim's to check when the run starts)
 _COMMON = tuple(f for f in config.fields() if f.section is None and f.name != "out")
-# the configuration's sections a plan holds (train's scaling series decided); the collectives'
-# and pairs' it holds decided, in its own fields (ops, sizes, policy, pair_schedule)
-_DECIDED = ("collectives", "pairs")
-SECTIONS: Mapping[str, type] = {n: c for n, c in config.SECTIONS.items() if n not in _DECIDED}
+# the configuration's sections a plan holds (train's scaling series decided, and what a
+# workload's spec ``decide``s); the collectives' it holds decided, in its own fields (ops, sizes,
+# policy)
+SECTIONS: Mapping[str, type] = {n: c for n, c in config.SECTIONS.items() if n != "collectives"}
 
 
 @dataclass(frozen=True, kw_only=True, init=False)
@@ -68,8 +67,6 @@ class Plan:
     # more than one host
     ceiling: bool | None = None
     ceiling_s: float = 2.0
-    # pairs (workloads/pairs/tournament.py): "rounds" (a round's disjoint pairs at once) or "serial"
-    pair_schedule: str = "rounds"
     # the workloads' sections by name, as decided: the train's scaling series includes 1
     # (runner.run); None, no series
     sections: Mapping[str, Any] = field(default_factory=dict)
@@ -123,9 +120,6 @@ class Plan:
             raise UsageError("no sizes to run")
         if catalog.runs(self.workload, "train"):
             self._check_train()
-        if self.pair_schedule not in PAIR_SCHEDULES:
-            raise UsageError(f"--pair-schedule takes auto, {', '.join(PAIR_SCHEDULES)}, not "
-                             f"{self.pair_schedule!r}")
         for part in catalog.parts(self.workload):  # each workload's own rules
             own = catalog.WORKLOADS[part].check
             if own is not None:
@@ -140,11 +134,12 @@ class Plan:
 
     @classmethod
     def of(cls, c: RunConfig, *, fabric: str, primitive: str, device: str, ranks: int,
-           iface: str | None, out: str, run_id: str, pair_schedule: str = "rounds",
-           argv: tuple[str, ...] = ()) -> Plan:
+           iface: str | None, out: str, run_id: str,
+           decided: Mapping[str, Any] | None = None, argv: tuple[str, ...] = ()) -> Plan:
         """The plan of configuration ``c`` with what it leaves open decided by the caller
-        (``fabric`` named, not auto; the primitive, device, ranks, ...); the sizes and
-        operations it leaves open are the primitive's and device's defaults."""
+        (``fabric`` named, not auto; the primitive, device, ranks, ...; ``decided``, workloads'
+        sections as their specs decided them, in place of ``c``'s); the sizes and operations it
+        leaves open are the primitive's and device's defaults."""
         coll, train = c.collectives, c.train
         own = catalog.WORKLOADS.get(c.workload)
         sizes = coll.sizes or (own.sizes if own and own.sizes else DEFAULT_SIZES[device])
@@ -159,10 +154,9 @@ class Plan:
                                 cuda_graph=graphed(coll, primitive, device)),
             out=out, iface=iface, rdma_device=c.rdma_device, run_id=run_id, argv=argv,
             workload=c.workload, ceiling=c.ceiling, ceiling_s=c.ceiling_s,
-            sections={**{n: getattr(c, n) for n in SECTIONS},
+            sections={**{n: getattr(c, n) for n in SECTIONS}, **(decided or {}),
                       "train": dataclasses.replace(train, scaling=tuple(
-                          sorted({*train.scaling, 1})) if train.scaling else None)},
-            pair_schedule=pair_schedule)
+                          sorted({*train.scaling, 1})) if train.scaling else None)})
 
     @property
     def backend(self) -> str:

@@ -61,24 +61,15 @@ def make_plan(c: RunConfig, *, local_launch: bool, argv: tuple[str, ...] = ()
         raise UsageError(f"no network interface {c.iface!r} on this host (it has: {have})")
     run_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
     out = c.out or str(Path("results") / f"{run_id}-{Path(fabric).stem}-{primitive}.jsonl")
+    decided = {}
+    for name, workload in catalog.WORKLOADS.items():  # what each workload's options leave open
+        if workload.decide is not None:
+            decided[name], note = workload.decide(getattr(c, name), cluster is not None)
+            if note is not None and catalog.runs(c.workload, name):
+                picked.append(note)
     plan = Plan.of(c, fabric=fabric, primitive=primitive, device=device, ranks=ranks, iface=iface,
-                   out=out, run_id=run_id, argv=argv,
-                   pair_schedule=_pair_schedule(c, cluster, picked))
+                   out=out, run_id=run_id, argv=argv, decided=decided)
     return plan, RunState(picked=tuple(picked))
-
-
-def _pair_schedule(c: RunConfig, cluster: emulate.Cluster | None, picked: list[str]) -> str:
-    """`auto`: one pair at a time on an emulated cluster, whose nodes share this host's CPUs (two
-    pairs at once would contend for them, not for their links); disjoint pairs at once, in
-    rounds, on real nodes."""
-    if c.pairs.pair_schedule != "auto":
-        return c.pairs.pair_schedule
-    schedule = "serial" if cluster is not None else "rounds"
-    if c.workload == "pairs":
-        picked.append(f"pair_schedule={schedule} ("
-                      + ("the emulated nodes share this host's CPUs" if cluster is not None
-                         else "disjoint pairs at once") + ")")
-    return schedule
 
 
 def _on_cluster(c: RunConfig, cluster: emulate.Cluster) -> tuple[int, str]:

@@ -138,7 +138,10 @@ class WorkloadSpec:
     sweep). ``points``: how many points a run of it measures at most, from the plan, which
     the run's deadline allows for (None: each operation at each size and dtype).
     ``findings``: :class:`Findings` from one run's records of its kind (None: nothing beyond
-    their figures)."""
+    their figures). ``decide``: what its section leaves open ("auto"), decided for a run from
+    the section and whether the ranks run on an emulated cluster (nodes sharing this host's
+    CPUs): the section decided, which the plan holds, and what was picked in a few words for
+    the run's ``picked`` (None: nothing was left open)."""
 
     name: str
     summary: str
@@ -155,6 +158,8 @@ class WorkloadSpec:
     points: Callable[[Any], int] | None = field(default=None, compare=False)
     findings: Callable[[Sequence[Any]], Findings | None] | None = field(default=None,
                                                                        compare=False)
+    decide: Callable[[Any, bool], tuple[Any, str | None]] | None = field(default=None,
+                                                                         compare=False)
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):

@@ -146,7 +146,7 @@ def test_resolve_fills_the_profile_with_the_interface_found(monkeypatch, tmp_pat
     def plan_of(given: str | None) -> Plan:
         return Plan.of(config.RunConfig(fabric="ethernet", primitive="gloo"),
                        fabric="ethernet", primitive="gloo", device="cpu", ranks=2, iface=given,
-                       out="x.jsonl", run_id="r", pair_schedule="rounds")
+                       out="x.jsonl", run_id="r")
 
     plan = plan_of(None)
     monkeypatch.setenv("MASTER_ADDR", "localhost")

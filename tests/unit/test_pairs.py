@@ -10,9 +10,10 @@ import pytest
 
 from fabbench.errors import UsageError
 from fabbench.report.late import late_ranks
-from fabbench.results.records import SLOW_SHARE, Collective, Pairs, best_pairs
+from fabbench.results.records import Collective
 from fabbench.timing.engine import TimingPolicy, measure
 from fabbench.workloads.faults import Fault
+from fabbench.workloads.pairs.pair_record import SLOW_SHARE, Pairs, best_pairs
 from fabbench.workloads.pairs.slow_node import analyse
 from fabbench.workloads.pairs.tournament import endpoints, round_robin, slow_pairs
 
@@ -248,15 +249,15 @@ def test_pair_schedule_auto_is_serial_on_an_emulated_cluster_and_says_why(monkey
 
     cluster = SimpleNamespace(iface="fbnet0", ranks=4, nodes=(0, 1, 2, 3), ranks_per_node=1)
     plan = _plan(monkeypatch, cluster)
-    assert plan.pair_schedule == "serial" and plan.iface == "fbnet0"
+    assert plan.pairs.pair_schedule == "serial" and plan.iface == "fbnet0"
     assert "pair_schedule=serial (the emulated nodes share this host's CPUs)" in \
         _picked(monkeypatch, cluster)
-    assert _plan(monkeypatch, cluster, pair_schedule="rounds").pair_schedule == "rounds"
+    assert _plan(monkeypatch, cluster, pair_schedule="rounds").pairs.pair_schedule == "rounds"
 
 
 def test_pair_schedule_auto_is_rounds_elsewhere_and_a_bad_one_is_refused(monkeypatch):
     plan = _plan(monkeypatch, None, ranks=4)
-    assert plan.pair_schedule == "rounds"
-    assert _plan(monkeypatch, None, pair_schedule="serial").pair_schedule == "serial"
+    assert plan.pairs.pair_schedule == "rounds"
+    assert _plan(monkeypatch, None, pair_schedule="serial").pairs.pair_schedule == "serial"
     with pytest.raises(UsageError, match="--pair-schedule takes auto, rounds, serial"):
         _plan(monkeypatch, None, pair_schedule="both")

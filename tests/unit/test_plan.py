@@ -14,6 +14,7 @@ from fabbench.config import RunConfig
 from fabbench.errors import UsageError
 from fabbench.plan import PLAN_ENV, STATE_ENV, Plan, RunState, rank_env
 from fabbench.workloads.halo import HaloConfig
+from fabbench.workloads.pairs import PairsConfig
 
 STATE_FIELDS = {"picked", "skip", "resumed", "claimed", "baseline_samples_per_s"}
 
@@ -69,6 +70,9 @@ def test_a_flat_plan_an_older_fabbench_wrote_reads_into_its_sections():
                                      warmup_steps=2, bucket_mb=5.0, precision="bf16",
                                      scaling=(1, 2))
     assert plan.halo == HaloConfig(cells_per_rank=4096, halo_iters=30)
+    # the pairs' schedule, decided, was a field of the plan; it is the pairs section's now
+    assert plan.pairs == PairsConfig(pair_schedule="rounds") and "pair_schedule" not in \
+        plan.to_json() and plan.to_json()["pairs"] == {"pair_schedule": "rounds"}
     assert (plan.workload, plan.sizes, plan.argv) == ("all", (8, 1024), ("fabbench", "run"))
     assert Plan.read(plan.to_json()) == plan
     # its "no scaling series" was []; today's is None
@@ -80,15 +84,14 @@ def test_a_plan_holds_the_train_and_halo_sections_of_its_configuration():
     c = RunConfig(workload="all", train=TrainConfig(model="gpt-tiny", scaling=(4, 2)),
                   halo=HaloConfig(halo_iters=7))
     plan = Plan.of(c, fabric="ethernet", primitive="gloo", device="cpu", ranks=2, iface=None,
-                   out="r.jsonl", run_id="r", pair_schedule="rounds")
+                   out="r.jsonl", run_id="r")
     assert plan.train == dataclasses.replace(c.train, scaling=(1, 2, 4)) and plan.halo == c.halo
     assert plan.to_json()["halo"] == {"cells_per_rank": 64**3, "halo_iters": 7}
 
 
 def _decided(args: list[str], primitive: str, device: str) -> Plan:
     return Plan.of(RunConfig.from_argv(args), fabric="ethernet", primitive=primitive,
-                   device=device, ranks=1, iface=None, out="r.jsonl", run_id="r",
-                   pair_schedule="rounds")
+                   device=device, ranks=1, iface=None, out="r.jsonl", run_id="r")
 
 
 def test_cuda_graph_auto_is_on_for_nccl_batches_only():

@@ -7,6 +7,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import subprocess
+import sys
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,8 @@ from fabbench.results.reader import read_results
 from fabbench.results.writer import ResultWriter
 from fabbench.timing.engine import TimingPolicy
 from fabbench.timing.stats import STABLE_RULE, is_stable, median_ci95_rel, summarize
+from fabbench.workloads.halo.halo_record import Halo
+from fabbench.workloads.pairs.pair_record import Pairs
 
 V1 = Path(__file__).parents[1] / "fixtures" / "runs"  # fabbench/1 files (old field names)
 RUN_ID = "20260101T000000Z-abcdef"
@@ -86,7 +90,7 @@ def examples() -> dict[str, records.Record]:
             grads_identical=True, grads_finite_nonzero=True, params_identical=True,
             grads_differ_without_exchange=True, baseline_samples_per_s=None,
             scaling_efficiency=None),
-        "halo": records.Halo(
+        "halo": Halo(
             run_id=RUN_ID, cells_per_rank=64**3, side=64, grid=(2, 1, 1), ranks=2,
             iterations=50, dtype="float64", transport="tcp", time_us=records.Times.of(TIMES),
             exchange_us=records.Times.of(TIMES),
@@ -100,7 +104,7 @@ def examples() -> dict[str, records.Record]:
                         records.CeilingDirection(from_="n1", to="n0", gbit_s=0.8,
                                                  retransmits=None)],
             per_direction_gbit_s=0.85, error=None),
-        "pairs": records.Pairs(
+        "pairs": Pairs(
             run_id=RUN_ID, op="sendrecv", round=1, rounds=3, unit="node", units=4, a=0, b=1,
             a_rank=0, b_rank=1, a_host="n0", b_host="n1", bytes=1024, dtype="float32",
             transport="tcp", iters=100, samples=10, batch=10, warmup=3, timing="batch",
@@ -109,6 +113,30 @@ def examples() -> dict[str, records.Record]:
         "summary": records.Summary(run_id=RUN_ID, ok=True, counts={"collective": 1},
                                    wall_s=1.5, error=None),
     }
+
+
+def test_a_reader_alone_knows_the_kinds_the_workload_packages_declare(tmp_path):
+    """A workload's record lives in its package (halo's, pairs'): a program that imports the
+    reader alone still reads them, in the contract's order, the catalog loaded on demand, and
+    no communication library with it."""
+    path = tmp_path / "r.jsonl"
+    writer = ResultWriter(path)
+    for record in examples().values():
+        writer.write(record)
+    writer.close()
+    code = ("import sys; from fabbench.results import records, reader\n"
+            "assert 'fabbench.catalog' not in sys.modules and 'halo' not in records.KINDS\n"
+            f"got = reader.read_results({str(path)!r})\n"
+            "print(' '.join(type(r).__module__ + ':' + r.kind for r in got.records))\n"
+            "heavy = {'torch', 'mpi4py', 'horovod'} & set(sys.modules)\n"
+            "assert not heavy, heavy\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    kinds = dict(reversed(item.split(":")) for item in out.stdout.split())
+    assert kinds["halo"] == "fabbench.workloads.halo.halo_record", kinds
+    assert kinds["pairs"] == "fabbench.workloads.pairs.pair_record", kinds
+    assert list(kinds) == [k for k in records.kinds() if k in kinds]
 
 
 def replaced(record: records.R, **changes: Any) -> records.R:
@@ -120,8 +148,9 @@ def replaced(record: records.R, **changes: Any) -> records.R:
 
 def test_every_kind_has_an_example_and_the_schema_lists_the_same_fields():
     schema = json.loads(resources.files("fabbench.results").joinpath("schema.json").read_text())
-    assert set(examples()) == set(records.KINDS) == set(schema["properties"]["kind"]["enum"])
-    for name, cls in records.KINDS.items():
+    assert list(records.kinds()) == schema["properties"]["kind"]["enum"]
+    assert set(examples()) == set(records.KINDS)
+    for name, cls in records.kinds().items():
         declared = {f.name for f in dataclasses.fields(cls)} | {"kind"}
         assert declared == set(schema["$defs"][name]["properties"]), name
 

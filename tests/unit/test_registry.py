@@ -94,6 +94,5 @@ def test_a_gpu_run_leaves_out_by_default_what_the_primitive_cannot_do_there():
 
     plan = Plan.of(RunConfig(primitive="gloo", device="cuda",
                              collectives=CollectivesConfig()), fabric="ethernet",
-                   primitive="gloo", device="cuda", ranks=2, iface=None, out="-", run_id="r",
-                   pair_schedule="rounds")
+                   primitive="gloo", device="cuda", ranks=2, iface=None, out="-", run_id="r")
     assert "sendrecv" not in plan.ops and "allreduce" in plan.ops

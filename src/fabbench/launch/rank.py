@@ -55,9 +55,9 @@ if TYPE_CHECKING:
 entered = False
 
 #: The kinds the summary counts: every kind of record a workload writes (from
-#: fabbench.catalog) and the ceiling's, in the order of records.KINDS.
+#: fabbench.catalog) and the ceiling's, in the order of records.kinds().
 R = TypeVar("R", bound=records.Record)
-MEASURED = tuple(k for k in records.KINDS if k in (*catalog.RECORDS, "ceiling"))
+MEASURED = tuple(k for k in records.kinds() if k in (*catalog.RECORDS, "ceiling"))
 
 #: The summary's error when a measurement came out wrong.
 _WRONG = ("data check failed: wrong elements (see records with correct=false, or train records "

@@ -15,9 +15,9 @@ from fabbench.report.compare import Comparison, compare
 from fabbench.report.late import late_ranks
 from fabbench.results import lines
 from fabbench.results.reader import collector_paused
-from fabbench.results.records import Pairs, best_pairs
 from fabbench.results.runs import Series, expand, load
 from fabbench.workload_spec import load_entry
+from fabbench.workloads.pairs.pair_record import Pairs, best_pairs
 
 if TYPE_CHECKING:
     from fabbench.floors.points import Point

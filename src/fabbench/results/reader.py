@@ -19,7 +19,7 @@ from typing import Any, TypeVar, overload
 
 from fabbench.errors import UsageError
 from fabbench.results import RENAMED, SUPPORTED_SCHEMAS
-from fabbench.results.records import KINDS, Record, problem
+from fabbench.results.records import Record, kind_of, problem
 from fabbench.timing.stats import STABLE_RULE, is_stable, median_ci95_rel
 
 R = TypeVar("R", bound=Record)
@@ -38,7 +38,9 @@ class ResultsFile:
 
     def of_kind(self, kind: type[R] | str) -> list[R] | list[Record]:
         """The records of one kind, by class (typed) or by name, in file order."""
-        cls = KINDS[kind] if isinstance(kind, str) else kind
+        cls = kind_of(kind) if isinstance(kind, str) else kind
+        if cls is None:
+            raise KeyError(kind)
         return [r for r in self.records if isinstance(r, cls)]
 
 
@@ -166,7 +168,9 @@ def _records(path: Path, warnings: list[str]) -> Iterator[Record]:
             raise UsageError(f"{path}:{number}: {why}")
         record = _rename(record, RENAMED.get(version, {}).get(record["kind"], {}))
         derive = DERIVED.get(version, {}).get(record["kind"])
-        yield KINDS[record["kind"]].read(derive(record) if derive else record)
+        cls = kind_of(record["kind"])
+        assert cls is not None  # problem() refuses a kind no package declares
+        yield cls.read(derive(record) if derive else record)
 
 
 def salvage(path: str | Path) -> list[dict[str, Any]]:

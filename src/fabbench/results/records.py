@@ -4,9 +4,12 @@ A record is checked against schema.json (version SCHEMA) when made and again by 
 the exact object it serializes, so no invalid byte reaches a results file; NaN and Infinity are
 refused everywhere. ``| None`` marks a field some supported version does not require (None when
 read from a file that lacks it; the writer still passes it). Objects of stable shape inside a
-record are typed too (Nested); free-form ones stay mappings. A new kind: a dataclass decorated
-with ``@kind("name")`` and its ``$defs`` entry in schema.json with the same fields (a unit test
-compares them); a new field goes in both and in the history beside results.SCHEMA."""
+record are typed too (Nested); free-form ones stay mappings. A new kind of fabbench's own: a
+dataclass decorated with ``@kind("name")`` and its ``$defs`` entry in schema.json with the same
+fields (a unit test compares them); a new field goes in both and in the history beside
+results.SCHEMA. The run's kinds are here; a workload's kind lives in its package (halo's,
+pairs'), registered when fabbench.catalog loads the package (``kind_of`` and ``kinds`` load it
+when a kind of schema.json is not registered yet)."""
 
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ import json
 import math
 import types
 import typing
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from importlib import resources
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
@@ -67,6 +70,36 @@ def kind(name: str, schema: Mapping[str, Any] | None = None) -> Callable[[type[R
         KINDS[name] = cls
         return cls
     return register
+
+
+@functools.cache
+def _own_kinds() -> tuple[str, ...]:
+    """fabbench's own kinds, in schema.json's order."""
+    return tuple(_schema(SCHEMA)["properties"]["kind"]["enum"])
+
+
+def _load_own() -> None:
+    """Register the kinds fabbench's own workload packages declare: loading the catalog loads
+    them (and the installed packages' too)."""
+    from fabbench import catalog  # noqa: F401  (a lower layer: its import registers them)
+
+
+def kind_of(name: str) -> type[Record] | None:
+    """The class of a record kind, or None when no package loaded declares it."""
+    cls = KINDS.get(name)
+    if cls is None and name in _own_kinds():
+        _load_own()
+        cls = KINDS.get(name)
+    return cls
+
+
+def kinds() -> dict[str, type[Record]]:
+    """Every record kind this fabbench knows: its own in schema.json's order, then the installed
+    workload packages' in the order they registered."""
+    if any(n not in KINDS for n in _own_kinds()):
+        _load_own()
+    own = {n: KINDS[n] for n in _own_kinds()}
+    return {**own, **{n: c for n, c in KINDS.items() if n not in own}}
 
 
 _SCALARS = frozenset({str, int, bool, type(None)})  # the JSON values that are never NaN
@@ -182,8 +215,8 @@ def problem(record: Mapping[str, Any], schema: str = SCHEMA, *,
         return (f"{'/'.join(map(str, bad))}: {value} is not a finite number (NaN and Infinity "
                 "are refused)")
     name = record.get("kind")
-    if isinstance(name, str) and name not in KINDS:
-        return (f"kind: {name!r} is not a record kind this fabbench knows ({', '.join(KINDS)}); "
+    if isinstance(name, str) and kind_of(name) is None:
+        return (f"kind: {name!r} is not a record kind this fabbench knows ({', '.join(kinds())}); "
                 "a workload package's records need that package installed")
     own = isinstance(name, str) and name in OWN_SCHEMAS
     fast = _compiled(schema, record["kind"] if own else None, unknown_fields)
@@ -842,29 +875,6 @@ class Train(Record):
     scaling_efficiency: float | None
 
 
-@kind("halo")
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Halo(Record):
-    """A 3-D halo exchange measurement."""
-
-    cells_per_rank: int
-    side: int | None
-    grid: Sequence[int] | None
-    ranks: int
-    iterations: int | None
-    dtype: str | None
-    transport: str | None
-    time_us: Times
-    exchange_us: Times | None
-    samples_us: Sequence[float] | None  # per iteration, the slowest rank's
-    compute_us_p50: float | None
-    bytes_per_iter: int
-    messages_per_iter: int | None
-    exchange_gbyte_s: float | None
-    correct: bool | None
-    wrong: int | None
-
-
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Endpoint(Nested):
     """A host of a ceiling measurement: its rank, host and address."""
@@ -898,52 +908,6 @@ class Ceiling(Record):
     directions: Sequence[CeilingDirection]
     per_direction_gbit_s: float | None
     error: str | None
-
-
-@kind("pairs")
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Pairs(Measured):
-    """One pair of a round-robin tournament of nodes (or ranks): bidirectional sendrecv."""
-
-    op: str
-    # "rounds": a round's pairs at once; "serial": one pair at a time
-    schedule: str | None = "rounds"
-    round: int
-    rounds: int | None
-    unit: str          # "node" or "rank"
-    units: int | None
-    a: int
-    b: int
-    a_rank: int
-    b_rank: int
-    a_host: str
-    b_host: str
-    bytes: int
-    dtype: str
-    transport: str
-    iters: int | None
-    bw_gbyte_s: float
-    correct: bool | None
-    # measured again after the rounds, one pair at a time, because its first figure at the
-    # largest size was below SLOW_SHARE of every pair's median (workloads/pairs/tournament.py)
-    recheck: bool | None = False
-
-
-# a pair below this share of the others is slow (the rechecks' trigger; the rule of
-# workloads/pairs/slow_node.py)
-SLOW_SHARE = 0.75
-
-
-def best_pairs(records: Iterable[Pairs]) -> list[Pairs]:
-    """One record per pair, size and dtype: the faster of its first measurement and its
-    recheck. Noise and passing traffic only ever slow a pair down; a bad link is slow both
-    times, so the better figure is the pair's."""
-    best: dict[tuple[int, int, int, str], Pairs] = {}
-    for r in records:
-        key = (r.a, r.b, r.bytes, r.dtype)
-        if key not in best or r.bw_gbyte_s > best[key].bw_gbyte_s:
-            best[key] = r
-    return list(best.values())
 
 
 @kind("summary")

@@ -2,23 +2,21 @@
 plan, the figures the acceptance floors and a study's report take from its records, and its
 spec, which fabbench.catalog registers by this module's name. The exchange itself (torch, the
 communicator) is halo.exchange, imported only when a rank runs it (the spec's ``entry``); its
-console line is halo.console_line; its record is the results contract's ``halo`` kind
-(fabbench.results.records.Halo)."""
+console line is halo.console_line; its record, the results contract's ``halo`` kind, is
+halo.halo_record, registered by loading this module."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fabbench.comm import primitives
 from fabbench.errors import UsageError
 from fabbench.option_fields import INT, at_least, option, validate
 from fabbench.workload_spec import FloorFigures, StudyMetric, StudyRow, WorkloadFloors, WorkloadSpec
 from fabbench.workloads.halo.grid import bytes_per_iter, process_grid, side_of
-
-if TYPE_CHECKING:
-    from fabbench.results.records import Halo
+from fabbench.workloads.halo.halo_record import Halo
 
 __all__ = ["SPEC", "HaloConfig", "bytes_per_iter", "process_grid", "side_of"]
 

@@ -4,7 +4,7 @@ report`."""
 from __future__ import annotations
 
 from fabbench.results.lines import Lines, check_cell, figure_cell
-from fabbench.results.records import Halo
+from fabbench.workloads.halo.halo_record import Halo
 
 HEADER = (f"#{'cells/rank':>12} {'grid':>9} {'ranks':>5} {'iter us':>11} {'exch us':>11} "
           f"{'bytes/iter':>11} {'GB/s':>8} {'check':>6}  transport")

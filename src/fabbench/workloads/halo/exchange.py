@@ -32,6 +32,7 @@ from fabbench.workloads.halo.grid import (
     rank_of,
     side_of,
 )
+from fabbench.workloads.halo.halo_record import Halo
 from fabbench.workloads.interface import RankContext
 
 
@@ -103,7 +104,7 @@ class HaloExchange:
 
 
 def run_halo(comm: Communicator, plan: Plan, transport: str,
-             arm: Callable[[float, str], None]) -> records.Halo:
+             arm: Callable[[float, str], None]) -> Halo:
     options = config.section(plan, "halo", HaloConfig)
     side = side_of(options.cells_per_rank)
     halo = HaloExchange(comm, side)
@@ -128,7 +129,7 @@ def run_halo(comm: Communicator, plan: Plan, transport: str,
     slow_exch = [max(col) * 1e6 for col in zip(*(e[1] for e in every), strict=True)]
     sent = bytes_per_iter(side, halo.dims)
     ex = summarize(slow_exch)
-    return records.Halo(
+    return Halo(
         run_id=plan.run_id, cells_per_rank=side**3, side=side, grid=halo.dims,
         ranks=comm.size, iterations=options.halo_iters, dtype="float64",
         transport=transport, time_us=records.Times.of(summarize(slow_iter)),
@@ -155,7 +156,7 @@ class _Halo:
         return LINES.header
 
     def line(self, record: records.Record) -> str:
-        assert isinstance(record, records.Halo)
+        assert isinstance(record, Halo)
         return LINES.line(record)
 
     def wrong(self, record: records.Record) -> bool:

@@ -3,25 +3,24 @@ options, its rule against the decided plan, the figures the acceptance floors ju
 which node is slow (pairs.slow_node's rule) and its spec, which fabbench.catalog registers by
 this module's name. The ranks' tournament
 (the communicator, the timing engine) is pairs.tournament, imported only when a rank runs it
-(the spec's ``entry``); its console line is pairs.pair_line; its record is the results
-contract's ``pairs`` kind (fabbench.results.records.Pairs)."""
+(the spec's ``entry``); its console line is pairs.pair_line; its record, the results contract's
+``pairs`` kind, is pairs.pair_record, registered by loading this module."""
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fabbench.comm import primitives
 from fabbench.errors import UsageError
 from fabbench.option_fields import TEXT, option, validate
 from fabbench.workload_spec import Findings, FloorFigures, WorkloadFloors, WorkloadSpec
+from fabbench.workloads.pairs.pair_record import Pairs, best_pairs
 
-if TYPE_CHECKING:
-    from fabbench.results.records import Pairs
-
-__all__ = ["PAIR_SCHEDULES", "SPEC", "PairsConfig", "findings", "floor_figures"]
+__all__ = ["PAIR_SCHEDULES", "SPEC", "PairsConfig", "decide", "findings", "floor_figures"]
 
 PAIR_SCHEDULES = ("auto", "rounds", "serial")
 
@@ -40,6 +39,17 @@ class PairsConfig:
         validate(self)
 
 
+def decide(section: PairsConfig, emulated: bool) -> tuple[PairsConfig, str | None]:
+    """`auto`: one pair at a time on an emulated cluster, whose nodes share this host's CPUs
+    (two pairs at once would contend for them, not for their links); disjoint pairs at once, in
+    rounds, on real nodes."""
+    if section.pair_schedule != "auto":
+        return section, None
+    schedule = "serial" if emulated else "rounds"
+    why = "the emulated nodes share this host's CPUs" if emulated else "disjoint pairs at once"
+    return dataclasses.replace(section, pair_schedule=schedule), f"pair_schedule={schedule} ({why})"
+
+
 def check(plan: Any) -> None:
     """Pairs exchange point to point: a primitive without point-to-point messages (on the
     plan's device) cannot run them."""
@@ -56,8 +66,6 @@ def check(plan: Any) -> None:
 def floor_figures(records: Sequence[Pairs]) -> Iterator[FloorFigures]:
     """Per node: the median of its pairs' p50 bandwidth at the largest size (and latency at
     the smallest), with each pair's figure in the evidence."""
-    from fabbench.results.records import best_pairs  # loaded already: records are read
-
     if not records:
         return
     records = best_pairs(records)  # a rechecked pair by its better figure
@@ -113,6 +121,6 @@ SPEC = WorkloadSpec(
         "sizes", "dtypes", "check", "budget_s", "min_samples", "max_samples", "timing",
         "cuda_graph")),
     sizes="8,1M",  # the latency at the smallest size, the bandwidth at the largest
-    points=points, check=check, findings=findings,
+    points=points, check=check, findings=findings, decide=decide,
     floors=WorkloadFloors(metrics=("bw", "time"), baseline="bw", ops=("sendrecv",),
                           rule_size=True, per_node=True, points=floor_figures))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fabbench.results.lines import Lines
-from fabbench.results.records import Pairs
+from fabbench.workloads.pairs.pair_record import Pairs
 
 # a recheck's round ends in "r" (1r: the pair of round 1, measured again)
 HEADER = (f"#{'round':>6} {'pair':>9} {'size':>10} {'type':>9} {'p50 us':>11} {'GB/s':>8} "

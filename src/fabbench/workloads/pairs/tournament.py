@@ -3,11 +3,12 @@ rank is late").
 
 A collective runs at its slowest link's pace, so a bad link hides in it. Here nodes meet in
 disjoint pairs, round after round (a round-robin tournament, the circle method), each pair timed
-by the same engine with a bidirectional sendrecv. The schedule (plan.pair_schedule): `rounds`, a
-round's pairs at once, as on real nodes; `serial`, one pair at a time while the others wait, for
-nodes that share CPUs (emulated ones). One rank stands for each node (each rank for itself on one
-host). A pair below SLOW_SHARE of the median at the largest size is measured once more after the
-rounds (a ``recheck`` record); every rank picks the same pairs from the gathered figures."""
+by the same engine with a bidirectional sendrecv. The schedule (the plan's pairs section):
+`rounds`, a round's pairs at once, as on real nodes; `serial`, one pair at a time while the
+others wait, for nodes that share CPUs (emulated ones). One rank stands for each node (each rank
+for itself on one host). A pair below SLOW_SHARE of the median at the largest size is measured
+once more after the rounds (a ``recheck`` record); every rank picks the same
+pairs from the gathered figures."""
 
 from __future__ import annotations
 
@@ -17,17 +18,24 @@ from typing import Any
 import numpy as np
 
 from fabbench.comm.base import Communicator
+from fabbench.config import section
 from fabbench.plan import Plan
 from fabbench.results import records
-from fabbench.results.records import SLOW_SHARE
 from fabbench.timing.engine import measure
 from fabbench.timing.stats import summarize
 from fabbench.workloads.faults import Fault
 from fabbench.workloads.interface import RankContext
 from fabbench.workloads.ops import DTYPE_SIZES, fill
+from fabbench.workloads.pairs import PairsConfig
 from fabbench.workloads.pairs.pair_line import LINES
+from fabbench.workloads.pairs.pair_record import SLOW_SHARE, Pairs
 
 OP = "sendrecv"
+
+
+def schedule(plan: Plan) -> str:
+    """The plan's schedule, decided (pairs.decide): rounds or serial."""
+    return section(plan, "pairs", PairsConfig).pair_schedule
 
 
 def round_robin(n: int) -> list[list[tuple[int, int]]]:
@@ -78,7 +86,7 @@ def _measure_pair(comm: Communicator, plan: Plan, peer: int, nbytes: int, dtype:
 
 def run_pairs(comm: Communicator, plan: Plan, transport: str, hosts: list[str],
               arm: Callable[[float, str], None], fault: Fault | None = None
-              ) -> Iterator[records.Pairs]:
+              ) -> Iterator[Pairs]:
     """Yield one `pairs` record per pair, size and dtype, round by round, then one `recheck`
     record per pair that was slow at the largest size (see the module's doc).
     Every rank runs this; ranks that stand for no unit, or rest this round, only keep step."""
@@ -95,7 +103,7 @@ def run_pairs(comm: Communicator, plan: Plan, transport: str, hosts: list[str],
                     continue
                 for rec in _pairs_once(comm, plan, pairs, ranks, me, unit, size, dtype, arm,
                                        fault, number, len(rounds), hosts, transport,
-                                       serial=plan.pair_schedule == "serial"):
+                                       serial=schedule(plan) == "serial"):
                     first.setdefault((dtype, size), {})[(rec.a, rec.b)] = rec.bw_gbyte_s
                     yield rec
     for dtype in plan.dtypes:
@@ -123,7 +131,7 @@ def _pairs_once(comm: Communicator, plan: Plan, pairs: list[tuple[int, int]], ra
                 me: int | None, unit: str, size: int, dtype: str,
                 arm: Callable[[float, str], None], fault: Fault | None, number: int,
                 rounds: int, hosts: list[str], transport: str, *, serial: bool,
-                recheck: bool = False) -> Iterator[records.Pairs]:
+                recheck: bool = False) -> Iterator[Pairs]:
     """The given disjoint pairs exchange ``size`` bytes (at once, or one after another when
     ``serial``), and every rank gathers every pair's figures: one record per pair."""
     mine: dict[str, Any] | None = None
@@ -158,12 +166,12 @@ def _portable(mine: dict[str, Any] | None) -> dict[str, Any] | None:
 
 def _record(found: dict[str, Any], number: int, rounds: int, ranks: list[int], hosts: list[str],
             unit: str, size: int, dtype: str, transport: str, plan: Plan,
-            recheck: bool) -> records.Pairs:
+            recheck: bool) -> Pairs:
     a, b = found["pair"]
     samples = found["samples_us"]
     times = summarize(samples)
-    return records.Pairs(
-        run_id=plan.run_id, op=OP, schedule="serial" if recheck else plan.pair_schedule,
+    return Pairs(
+        run_id=plan.run_id, op=OP, schedule="serial" if recheck else schedule(plan),
         round=number + 1, rounds=rounds,
         unit=unit, units=len(ranks), a=a, b=b, a_rank=ranks[a], b_rank=ranks[b],
         a_host=hosts[ranks[a]], b_host=hosts[ranks[b]], bytes=size, dtype=dtype,
@@ -190,7 +198,7 @@ class _Pairs:
         return LINES.header
 
     def line(self, record: records.Record) -> str:
-        assert isinstance(record, records.Pairs)
+        assert isinstance(record, Pairs)
         return LINES.line(record)
 
     def wrong(self, record: records.Record) -> bool:
