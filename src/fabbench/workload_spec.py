@@ -117,47 +117,47 @@ class WorkloadFloors:
 
 @dataclass(frozen=True, kw_only=True)
 class WorkloadSpec:
-    """One workload.
+    """One workload, as data and hooks; each field's comment says what it is, and None where a
+    field is optional says what holds without it. docs/architecture.md, "A new workload"."""
 
-    ``name``: the ``--workload`` choice and a study's workload kind. ``summary``: what it
-    measures, in a few words (the ``--workload`` help). ``entry``: "module:attribute" of the
-    object that runs it (the fabbench.workloads.interface.Workload protocol), imported only when
-    a rank chooses it. ``record``: the kind of record it writes (a kind of
-    fabbench.results.records, or one its package registers with ``records.kind``). ``section``:
-    the dataclass of its own options (fields declared with fabbench.option_fields.option; None: it
-    takes none beyond the common ones), which becomes ``RunConfig.<name>``, the "<Name>
-    workload" panel of ``fabbench run --help`` and study keys. ``lines``: "module:attribute" of
-    a fabbench.results.lines.Lines that shows its records in ``fabbench report`` (None: it has
-    its own table). ``metric``: what a study's report ranks its cells by (None: not ranked).
-    ``check``: its rules between its options and the decided plan, called with the plan
-    (raising UsageError). ``study``: a cell's :class:`StudyRow` from the cell's records of its
-    kind (None: the median of ``metric.value`` over them, each record a sample). ``floors``:
-    what the acceptance floors judge of it (None: nothing). ``shares``: the fields of other
-    workloads' sections it runs by too ("collectives.sizes": a study cell of its kind takes
-    that key). ``sizes``: its sizes when none are given (a --sizes text; None: the device's
-    sweep). ``points``: how many points a run of it measures at most, from the plan, which
-    the run's deadline allows for (None: each operation at each size and dtype).
-    ``findings``: :class:`Findings` from one run's records of its kind (None: nothing beyond
-    their figures). ``decide``: what its section leaves open ("auto"), decided for a run from
-    the section and whether the ranks run on an emulated cluster (nodes sharing this host's
-    CPUs): the section decided, which the plan holds, and what was picked in a few words for
-    the run's ``picked`` (None: nothing was left open)."""
-
+    # the --workload choice and a study's workload kind
     name: str
+    # what it measures, in a few words (the --workload help)
     summary: str
+    # "module:attribute" of the object that runs it (fabbench.workloads.interface.Workload),
+    # imported only when a rank chooses it
     entry: str
+    # the kind of record it writes (fabbench.results.records', or one its package registers)
     record: str
+    # the dataclass of its own options (fabbench.option_fields.option fields): RunConfig.<name>,
+    # the "<Name> workload" panel of `fabbench run --help`, study keys; None: none of its own
     section: type | None = None
+    # "module:attribute" of the fabbench.results.lines.Lines that shows its records in
+    # `fabbench report`; None: a table of its own
     lines: str | None = None
+    # what a study's report ranks its cells by; None: not ranked
     metric: StudyMetric | None = None
+    # its rules between its options and the decided plan, called with the plan (UsageError)
     check: Callable[[Any], None] | None = field(default=None, compare=False)
+    # a study cell's StudyRow from the cell's records of its kind; None: the median of
+    # metric.value over them, each record a sample
     study: Callable[[Sequence[Any]], StudyRow | None] | None = field(default=None, compare=False)
+    # what the acceptance floors judge of it; None: nothing
     floors: WorkloadFloors | None = None
+    # other workloads' section fields it runs by too ("collectives.sizes": a study cell of its
+    # kind takes that key)
     shares: tuple[str, ...] = ()
+    # its --sizes when none are given; None: the device's sweep
     sizes: str | None = None
+    # the most points a run of it measures, from the plan (the run's deadline allows for them);
+    # None: each operation at each size and dtype
     points: Callable[[Any], int] | None = field(default=None, compare=False)
+    # Findings from one run's records of its kind; None: nothing beyond their figures
     findings: Callable[[Sequence[Any]], Findings | None] | None = field(default=None,
                                                                        compare=False)
+    # what its section leaves open ("auto") decided for a run, from the section and whether the
+    # ranks run on an emulated cluster (nodes sharing this host's CPUs): the section the plan
+    # holds, and a few words for the run's `picked`, or None; None: nothing is left open
     decide: Callable[[Any, bool], tuple[Any, str | None]] | None = field(default=None,
                                                                          compare=False)
 
