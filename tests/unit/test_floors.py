@@ -304,3 +304,17 @@ def test_other_tools_output_is_judged_and_reported(tmp_path, capsys):
     assert "134217728       228.9" in out
     code, _, err = cli(capsys, "verify", "--floors", str(path), str(FOREIGN / "bad-osu-row.txt"))
     assert code == 2 and len(err.strip().splitlines()) == 1
+
+
+def test_a_baseline_rule_of_points_without_a_primitive_selects_by_none_and_loads():
+    """A rule key's None is a selector left out (primitive, dtype, ...), never a TOML null: the
+    rule judges points of any primitive, and the floors file loads."""
+    from fabbench.floors.baseline import RuleKey, Spread, _rule
+
+    key = RuleKey("collectives", "allreduce", 1 << 20, "float32", None, "ethernet", None, 1)
+    text = "\n".join(["format = \"fabbench-floors/1\"", "",
+                      *_rule(key, Spread((2.0, 2.1, 1.9)), 3, below=0.1, k=3.0, made="now")])
+    data = tomllib.loads(text)
+    assert "primitive" not in data["rule"][0] and "null" not in text
+    (rule,) = rules.parse(data, Path("baseline.toml")).rules
+    assert rule.primitive is None and rule.op == "allreduce"

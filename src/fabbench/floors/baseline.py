@@ -14,6 +14,7 @@ import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from fabbench import __version__
 from fabbench.errors import UsageError
@@ -42,11 +43,23 @@ class Spread:
         return 1.4826 * statistics.median(abs(x - m) for x in self.figures)
 
 
-def _key(p: Point) -> tuple:
-    """Which points one baseline rule covers: a per-node workload's rule covers every node of
-    the run."""
-    return (p.workload, p.op, p.bytes, p.dtype, p.primitive, Path(p.fabric or "?").stem,
-            p.transport_class, p.nodes)
+class RuleKey(NamedTuple):
+    """Which points one baseline rule covers (a per-node workload's rule covers every node of
+    the run); None: the points do not say, and the rule selects by it not."""
+
+    workload: str
+    op: str | None
+    bytes: int | None
+    dtype: str | None
+    primitive: str | None
+    fabric: str
+    transport_class: str | None
+    nodes: int | None
+
+
+def _key(p: Point) -> RuleKey:
+    return RuleKey(p.workload, p.op, p.bytes, p.dtype, p.primitive, Path(p.fabric or "?").stem,
+                   p.transport_class, p.nodes)
 
 
 def make(series: Sequence[Series], *, below: float = 0.10, spread: float = 3.0,
@@ -62,8 +75,8 @@ def make(series: Sequence[Series], *, below: float = 0.10, spread: float = 3.0,
     if failed:
         raise UsageError(f"{failed[0].path}: run {failed[0].run.run_id} did not finish ok: a "
                          "baseline is made of healthy runs only")
-    groups: dict[tuple, list[float]] = {}
-    runs_of: dict[tuple, set[str]] = {}
+    groups: dict[RuleKey, list[float]] = {}
+    runs_of: dict[RuleKey, set[str]] = {}
     for p in points_of(series):
         metric = BASELINE_METRIC[p.workload]
         figure = p.metrics.get(metric)
@@ -114,7 +127,7 @@ def _provenance(series: Iterable[Series]) -> list[str]:
     return out
 
 
-def _rule(key: tuple, figures: Spread, runs: int, *, below: float, k: float,
+def _rule(key: RuleKey, figures: Spread, runs: int, *, below: float, k: float,
           made: str) -> list[str]:
     """One point's rule: the floor (a limit, for a time) a fraction of the median."""
     workload, op, nbytes, dtype, primitive, fabric, tclass, nodes = key
@@ -142,7 +155,9 @@ def _rule(key: tuple, figures: Spread, runs: int, *, below: float, k: float,
         out.append(f"size = {_s(size)}")
     if dtype is not None:
         out.append(f"dtype = {_s(dtype)}")
-    out += [f"primitive = {_s(primitive)}", f"fabric = {_s(fabric)}"]
+    if primitive is not None:
+        out.append(f"primitive = {_s(primitive)}")
+    out.append(f"fabric = {_s(fabric)}")
     if tclass is not None:
         out.append(f"transport = {_s(tclass)}")
     if nodes is not None:
