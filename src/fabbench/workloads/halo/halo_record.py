@@ -33,4 +33,3 @@ class Halo(Record):
     exchange_gbyte_s: float | None
     correct: bool | None
     wrong: int | None
-

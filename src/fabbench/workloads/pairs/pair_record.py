@@ -57,4 +57,3 @@ def best_pairs(records: Iterable[Pairs]) -> list[Pairs]:
         if key not in best or r.bw_gbyte_s > best[key].bw_gbyte_s:
             best[key] = r
     return list(best.values())
-

@@ -5,8 +5,8 @@ Each pair's bandwidth is its p50 at the largest size. A node is slow when every 
 is below SLOW_SHARE of the median of the pairs without it, and even the slowest of those is faster
 than its fastest pair by the same margin: one bad link produces that, noise does not. Otherwise
 (several bad nodes, a noisy network, two nodes) no node is named and the report says why. A
-rechecked pair is judged by its better figure (pair_record.best_pairs).
-Latency is shown, not judged."""
+rechecked pair is judged by its better figure (pair_record.best_pairs). Latency is shown, not
+judged."""
 
 from __future__ import annotations
 

@@ -7,8 +7,8 @@ by the same engine with a bidirectional sendrecv. The schedule (the plan's pairs
 `rounds`, a round's pairs at once, as on real nodes; `serial`, one pair at a time while the
 others wait, for nodes that share CPUs (emulated ones). One rank stands for each node (each rank
 for itself on one host). A pair below SLOW_SHARE of the median at the largest size is measured
-once more after the rounds (a ``recheck`` record); every rank picks the same
-pairs from the gathered figures."""
+once more after the rounds (a ``recheck`` record); every rank picks the same pairs from the
+gathered figures."""
 
 from __future__ import annotations
 
