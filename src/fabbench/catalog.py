@@ -23,6 +23,7 @@ from importlib import metadata
 from types import MappingProxyType
 from typing import Any
 
+from fabbench import value_rules as rules
 from fabbench.comm.primitives import ALL_DTYPES, ALL_OPS
 from fabbench.errors import UsageError
 from fabbench.networks.models import MODELS
@@ -48,9 +49,6 @@ MAX_LOCAL_RANKS = 512
 ENTRY_POINTS = "fabbench.workloads"  # the entry-point group a workload package declares in
 
 
-def _sizes(text: str) -> str | None:
-    parse_sizes(text)  # a UsageError naming the bad part
-    return None
 
 
 # ---- fabbench's own workloads: their option sections, then their specs ----
@@ -66,7 +64,8 @@ class CollectivesConfig:
         check=lambda v: None if v else "no operations to run")
     sizes: str | None = option(
         None, TEXT, "--sizes", "MIN:MAX[:FACTOR] or a comma list, units K/M/G (1024). Default "
-        "8:64M on CPU, 8:1G on GPU; 8,1M for pairs.", check=_sizes)
+        "8:64M on CPU, 8:1G on GPU; 8,1M for pairs.",
+        check=rules.Checked(rules.SIZES, "--sizes", first=parse_sizes))
     dtypes: tuple[str, ...] = option(
         ("float32",), NAME_LIST, "--dtypes", "Comma list: float32, float64, float16, bfloat16.",
         choices=ALL_DTYPES, refusal="fabbench does not support dtype {value!r} (dtypes: {known})",

@@ -19,6 +19,7 @@ from types import MappingProxyType
 from typing import Annotated, Any, TypeVar
 
 from fabbench import catalog
+from fabbench import value_rules as rules
 from fabbench.catalog import (
     MAX_LOCAL_RANKS,
     CollectivesConfig,
@@ -116,9 +117,11 @@ class RunConfig:
     iface: str | None = option(
         None, TEXT, "--iface", "Network interface for TCP traffic. Default: lo for local ranks; "
         "in a launched job each rank finds its own (the route to its rendezvous peer, else the "
-        "default route, else the one interface up) and records which and why.")
+        "default route, else the one interface up) and records which and why.",
+        check=rules.Checked(rules.IFACE, "--iface"))
     rdma_device: str | None = option(
-        None, TEXT, "--rdma-device", "RDMA device (e.g. mlx5_0). Default: the first active port.")
+        None, TEXT, "--rdma-device", "RDMA device (e.g. mlx5_0). Default: the first active port.",
+        check=rules.Checked(rules.RDMA_DEVICE, "--rdma-device"))
     ceiling: bool | None = option(
         None, SWITCH, "--ceiling", "Measure the wire's raw ceiling (iperf3 for ethernet) between "
         "two nodes first. Default: when the ranks span several hosts.", negative="--no-ceiling",

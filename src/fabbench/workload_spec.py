@@ -162,16 +162,16 @@ class WorkloadSpec:
                                                                          compare=False)
 
     def __post_init__(self) -> None:
-        if not _NAME.match(self.name):
+        if not _NAME.fullmatch(self.name):
             raise ValueError(f"WorkloadSpec.name must match {_NAME.pattern}, not {self.name!r}")
         if not self.summary.strip():
             raise ValueError(f"WorkloadSpec {self.name!r}: summary must not be empty")
         for what in ("entry", "lines"):
             value = getattr(self, what)
-            if (value is not None or what == "entry") and not _ENTRY.match(value or ""):
+            if (value is not None or what == "entry") and not _ENTRY.fullmatch(value or ""):
                 raise ValueError(f"WorkloadSpec {self.name!r}: {what} must be "
                                  f"'module:attribute', not {value!r}")
-        if not _NAME.match(self.record):
+        if not _NAME.fullmatch(self.record):
             raise ValueError(f"WorkloadSpec {self.name!r}: record must match {_NAME.pattern}, "
                              f"not {self.record!r}")
         if self.section is not None and not (

@@ -133,6 +133,19 @@ def test_value_sets_cover_the_matrix():
     {"results": {"hostPath": "relative"}}, {"results": {"hostPath": "/a b"}},
     {"preflight": {"sizes": "1 M"}}, {"preflight": {"budget": 0}}, {"preflight": {"x": 1}},
     {"preflight": {"enabled": "yes"}},
+    # issue 59: what reaches a shell, a comment or the nodes' own directories
+    {"iface": "$(touch /tmp/x)"}, {"iface": "eth0\n"}, {"rdmaDevice": "mlx5_0;id"},
+    {"results": {"hostPath": "/"}}, {"results": {"hostPath": "/etc"}},
+    {"results": {"hostPath": "/var/lib/kubelet"}}, {"results": {"hostPath": "/srv/../etc"}},
+    {"results": {"hostPath": "/srv/x/"}}, {"results": {"hostPath": "/root/.ssh"}},
+    {"results": {"path": "/results/../etc"}}, {"shmSize": "0"}, {"shmSize": "1GB"},
+    {"shmSize": "1Gi\n"}, {"nodeSelector": {"gpu": "a/b"}}, {"nodeSelector": {"bad key": "x"}},
+    {"nodeSelector": {"gpu": "x\n# y"}}, {"image": {"repository": "a;b"}},
+    {"image": {"repository": "Repo/fb"}}, {"image": {"tag": "x\n"}},
+    {"healthCheck": {"schedule": "* * * * * *"}}, {"healthCheck": {"schedule": "60 * * * *"}},
+    {"healthCheck": {"schedule": "0 * * * *\n"}}, {"benchmark": {"sizes": "abc"}},
+    {"benchmark": {"label": "a\n"}}, {"fullnameOverride": "fb\n"},
+    {"fabbenchCommand": "fabbench\r"}, {"results": {"claim": "a..b"}},
 ])
 def test_schema_rejects_bad_values(bad):
     with pytest.raises(helm_python.HelmValuesError):
@@ -148,7 +161,7 @@ def test_schema_rejects_bad_values(bad):
       "gpudirect": "on"}, "no GPUDirect"),
     ({"benchmark": {"extraArgs": ["--budget=1"]}}, "--budget is an option fabbench declares"),
     ({"benchmark": {"extraArgs": ["--no-check"]}}, "set its value \\(check\\)"),
-    ({"results": {"claim": "pvc", "hostPath": "/var/x"}}, "set one"),
+    ({"results": {"claim": "pvc", "hostPath": "/srv/x"}}, "set one"),
     ({"preflight": {"enabled": True, "floors": "x"}}, "mpi runs as an MPIJob"),
     ({"primitive": "gloo", "preflight": {"enabled": True}}, "preflight.floors is empty"),
     ({"primitive": "gloo", "preflight": {"enabled": True, "floors": "x"},
@@ -372,7 +385,7 @@ def test_every_pod_that_runs_ranks_is_told_its_node(path):
 
 
 @pytest.mark.parametrize("results,to_log", [
-    ({}, True), ({"claim": "pvc1"}, False), ({"hostPath": "/var/lib/fabbench"}, False)])
+    ({}, True), ({"claim": "pvc1"}, False), ({"hostPath": "/srv/fabbench"}, False)])
 @pytest.mark.parametrize("primitive", ["gloo", "mpi"])
 def test_results_on_an_emptydir_go_to_the_log_and_notes_say_how_to_read_them(
         results, to_log, primitive):
@@ -399,11 +412,11 @@ def test_results_on_an_emptydir_go_to_the_log_and_notes_say_how_to_read_them(
     assert (reads in text) == to_log
     assert "kubectl cp" not in text  # a completed pod cannot be exec'd into
     if results.get("hostPath"):
-        assert "/var/lib/fabbench/fb-fabbench-collectives.jsonl" in text
+        assert "/srv/fabbench/fb-fabbench-collectives.jsonl" in text
         volume = next(v for v in pod_specs(manifests)["fabbench" if primitive == "gloo"
                                                        else "Worker"]["volumes"]
                       if v["name"] == "results")
-        assert volume["hostPath"] == {"path": "/var/lib/fabbench", "type": "DirectoryOrCreate"}
+        assert volume["hostPath"] == {"path": "/srv/fabbench", "type": "DirectoryOrCreate"}
     p = fabbench("render", "k8s", *cli_args(values), timeout=60)
     assert p.returncode == 0, p.stderr
     assert normalised(docs(p.stdout)) == normalised(manifests)

@@ -464,8 +464,8 @@ def test_the_pods_that_run_ranks_are_told_their_kubernetes_node(bench):
 @pytest.mark.parametrize("volume,where,to_log", [
     ({}, {"emptyDir": {}}, "1"),
     ({"results_claim": "pvc1"}, {"persistentVolumeClaim": {"claimName": "pvc1"}}, None),
-    ({"results_host_path": "/var/lib/fb"},
-     {"hostPath": {"path": "/var/lib/fb", "type": "DirectoryOrCreate"}}, None)])
+    ({"results_host_path": "/srv/fabbench"},
+     {"hostPath": {"path": "/srv/fabbench", "type": "DirectoryOrCreate"}}, None)])
 @pytest.mark.parametrize("bench,starts", [({}, "fabbench"), ({"primitive": "mpi"}, "launcher")])
 def test_results_on_an_emptydir_also_go_to_rank_0s_log(volume, where, to_log, bench, starts):
     """FABBENCH_RESULTS_TO_LOG=1 only where the file is gone with the pod; an MPIJob's
@@ -517,8 +517,8 @@ def test_the_chart_app_version_is_the_package_version():
     (["--rdma-resource", "rdma/a b"], "resource name"),
     (["--node-selector", "novalue"], "KEY=VALUE"),
     (["--results-path", "relative"], "absolute"),
-    (["--results-host-path", "var/x"], "--results-host-path must be an absolute path"),
-    (["--results-claim", "pvc", "--results-host-path", "/var/x"], "give one"),
+    (["--results-host-path", "var/x"], "--results-host-path must be a normalised absolute path"),
+    (["--results-claim", "pvc", "--results-host-path", "/srv/x"], "give one"),
     (["--primitive", "horovod", "--extra-arg", "x", "--master-port", "80"], "--master-port"),
     # on a login node without GPUs: the advice is what to pass, not "a GPU" this host lacks
     (["--primitive", "nccl"], "pass --gpus-per-node N"),

@@ -23,6 +23,7 @@ from typing import Any
 
 import tomllib
 
+from fabbench import value_rules as rules
 from fabbench.errors import UsageError
 
 BUILTIN_DIR = Path(__file__).parent / "profiles"
@@ -51,8 +52,9 @@ DEFAULT_DEVICES = {"none": (), "infiniband": ("/dev/infiniband",), "omnipath": (
 DEFAULT_DEVICE_ENV = ("UCX_NET_DEVICES", "NCCL_IB_HCA")
 DEFAULT_IFACE_ENV = ("OMPI_MCA_btl_tcp_if_include", "NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME")
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
-_MCA_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_MCA_NAME = re.compile(r"[a-z][a-z0-9_]*")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_MCA_ENV = "OMPI_MCA_"  # a variable Open MPI reads as an MCA parameter
 
 
 def search_path() -> list[Path]:
@@ -272,12 +274,24 @@ def _strings(table: object, where: str, pattern: re.Pattern) -> dict[str, str]:
         raise UsageError(f"{where}: expected a table of strings")
     out = {}
     for key, value in table.items():
-        if not pattern.match(key):
+        if not pattern.fullmatch(key):
             raise UsageError(f"{where}: bad name {key!r}")
         if not isinstance(value, str | int | bool):
             raise UsageError(f"{where}.{key}: expected a string, got {type(value).__name__}")
-        out[key] = str(value).lower() if isinstance(value, bool) else str(value)
+        out[key] = _value(str(value).lower() if isinstance(value, bool) else str(value),
+                          f"{where}.{key}", pattern is _MCA_NAME or key.startswith(_MCA_ENV))
     return out
+
+
+def _value(text: str, where: str, mca: bool) -> str:
+    """A setting's value: an MCA parameter's reaches mpirun's command line, and mpirun passes
+    it on to each node's shell (value_rules.MCA_VALUE); a variable's is written into scripts
+    and manifests (no control characters). A placeholder is checked when filled in (--iface,
+    --rdma-device)."""
+    rule = rules.MCA_VALUE if mca else rules.ENV_VALUE
+    if not rule.ok(_PLACEHOLDER.sub("", text)):
+        raise UsageError(rule.message(text, where))
+    return text
 
 
 def _table(table: object, where: str, allowed: set[str]) -> dict:
@@ -318,14 +332,16 @@ def _axes(value: object, where: str) -> tuple[Axis, ...]:
             raise UsageError(f"{at}: name one setting, as mca = \"NAME\" or env = \"NAME\"")
         kind = kinds[0]
         key = table[kind]
-        if not isinstance(key, str) or not (_MCA_NAME if kind == "mca" else _ENV_NAME).match(key):
+        if not isinstance(key, str) or not (_MCA_NAME if kind == "mca" else _ENV_NAME).fullmatch(
+                key):
             raise UsageError(f"{at}.{kind}: bad name {key!r}")
         values = table.get("values")
         if not isinstance(values, list) or not values:
             raise UsageError(f"{at}: {kind} {key}: values must be a non-empty list")
         if not all(isinstance(v, str | int) and not isinstance(v, bool) for v in values):
             raise UsageError(f"{at}: {kind} {key}: values must be strings or integers")
-        texts = tuple(str(v) for v in values)
+        texts = tuple(_value(str(v), f"{at}.values", kind == "mca" or key.startswith(_MCA_ENV))
+                      for v in values)
         if len(set(texts)) != len(texts):
             raise UsageError(f"{at}: {kind} {key}: a value is listed twice")
         ops = table.get("ops", [])
@@ -366,7 +382,7 @@ def _segments(value: object, where: str) -> tuple[str, tuple[str, ...]]:
     another one's twin, as Open MPI's segmented ring is its ring)."""
     table = _table(value, where, _SEGMENT_KEYS)
     key = table.get("mca")
-    if not isinstance(key, str) or not _MCA_NAME.match(key):
+    if not isinstance(key, str) or not _MCA_NAME.fullmatch(key):
         raise UsageError(f"{where}.mca: name the segment size's MCA parameter")
     segmented = table.get("algorithms")
     if not isinstance(segmented, list) or not segmented or \
@@ -417,7 +433,7 @@ def _primitives(table: object, where: str) -> Mapping[str, Settings]:
 
 
 def _names(value: object, where: str, pattern: re.Pattern) -> tuple[str, ...]:
-    if not isinstance(value, list) or not all(isinstance(v, str) and pattern.match(v)
+    if not isinstance(value, list) or not all(isinstance(v, str) and pattern.fullmatch(v)
                                               for v in value):
         raise UsageError(f"{where}: expected a list of names")
     return tuple(value)
@@ -446,7 +462,7 @@ def parse_profile(data: dict, source: str) -> Profile:
     for key in ("name", "primitive"):
         if key not in data:
             raise UsageError(f"{source}: missing key {key!r}")
-    if not isinstance(data["name"], str) or not re.match(r"^[a-z][a-z0-9_-]*$", data["name"]):
+    if not isinstance(data["name"], str) or not re.fullmatch(r"[a-z][a-z0-9_-]*", data["name"]):
         raise UsageError(f"{source}: name must be lower-case letters, digits, '-' or '_'")
     wires_table = data.get("wire", {})
     if not isinstance(wires_table, dict):
@@ -463,7 +479,7 @@ def parse_profile(data: dict, source: str) -> Profile:
         raise UsageError(f"{source}: single_host must be true or false")
     hardware = str(data.get("hardware", "none"))
     devices = data.get("devices", list(DEFAULT_DEVICES.get(hardware, ())))
-    if not isinstance(devices, list) or not all(isinstance(d, str) for d in devices):
+    if not isinstance(devices, list) or not all(rules.TEXT.ok(d) for d in devices):
         raise UsageError(f"{source}: devices must be a list of device paths")
     return Profile(
         name=data["name"],

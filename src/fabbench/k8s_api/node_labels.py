@@ -74,7 +74,7 @@ def figure_value(figure: float, unit: str) -> str:
     unit = re.sub(r"[^A-Za-z0-9._-]", "", unit)
     text = ("minus" if figure < 0 else "") + number + unit
     text = text[:63].rstrip("._-")
-    assert LABEL_VALUE.match(text), text  # built from characters a label value allows
+    assert LABEL_VALUE.fullmatch(text), text  # built from characters a label value allows
     return text
 
 
@@ -95,7 +95,7 @@ def node_labels(verdict: Mapping[str, Any], prefix: str = DEFAULT_PREFIX) -> lis
         if not isinstance(entry, Mapping) or not isinstance(entry.get("node"), str):
             raise UsageError(f"a node of the verdict without its name: {entry!r}")
         name, status, figure = entry["node"].lower(), entry.get("status"), entry.get("figure")
-        if len(name) > 253 or not DNS_SUBDOMAIN.match(name):
+        if len(name) > 253 or not DNS_SUBDOMAIN.fullmatch(name):
             raise UsageError(f"node {entry['node']!r} of the verdict cannot be a Kubernetes "
                              "node's name")
         if status not in VERDICTS:
@@ -125,7 +125,7 @@ def camel(rule_id: str) -> str:
 
 
 def check_condition_type(name: str) -> str:
-    if len(name) > 316 or not CONDITION_NAME.match(name):
+    if len(name) > 316 or not CONDITION_NAME.fullmatch(name):
         raise UsageError(f"--condition must be a condition type such as {CONDITION_TYPE} (letters, "
                          f"digits, '-', '_', '.', optionally after a DNS prefix and '/'), "
                          f"not {name!r}")
@@ -133,7 +133,7 @@ def check_condition_type(name: str) -> str:
 
 
 def check_prefix(prefix: str) -> str:
-    if len(prefix) > 253 or not DNS_SUBDOMAIN.match(prefix):
+    if len(prefix) > 253 or not DNS_SUBDOMAIN.fullmatch(prefix):
         raise UsageError(f"--prefix must be a DNS subdomain such as {DEFAULT_PREFIX} (lower-case "
                          f"letters, digits, '-' and '.'), not {prefix!r}")
     return prefix

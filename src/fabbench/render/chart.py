@@ -30,6 +30,7 @@ from types import MappingProxyType
 from typing import Any
 
 from fabbench import config, option_fields
+from fabbench import value_rules as rules
 from fabbench.comm import primitives
 from fabbench.fabrics.profile import BUILTIN_DIR, PRIMITIVE_SECTIONS, WIRES, load_profile
 from fabbench.launch.launchers.pod import HOSTFILE, Pod
@@ -172,10 +173,31 @@ _CHART_HELP = MappingProxyType({
     "gpudirect": "{help} Quote \"on\" and \"off\" in YAML files: unquoted, YAML reads them as "
                  "booleans.",
 })
-# what a value the chart writes into a container's argument list may hold, beyond its kind
-_PATTERNS = MappingProxyType({
-    "iface": r"^[A-Za-z0-9_.:@-]{0,15}$", "rdma_device": r"^[A-Za-z0-9_.-]{0,64}$",
-    "collectives.sizes": r"^[0-9A-Za-z:,]*$"})
+# The chart's own values that a rule of fabbench.value_rules governs, by their place in the
+# values ("[]": an array's items), and whether "" (not set) is taken: `fabbench render` applies
+# the same rules to its options.
+_RULES: MappingProxyType[tuple[str, ...], tuple[rules.Rule, bool]] = MappingProxyType({
+    ("nameOverride",): (rules.NAME, True), ("fullnameOverride",): (rules.NAME, True),
+    ("image", "repository"): (rules.IMAGE_REPOSITORY, False),
+    ("image", "tag"): (rules.IMAGE_TAG, True), ("image", "digest"): (rules.IMAGE_DIGEST, True),
+    ("fabbenchCommand",): (rules.TEXT, False),
+    ("gpuResource",): (rules.QUALIFIED_NAME, False),
+    ("rdma", "resource"): (rules.QUALIFIED_NAME, True),
+    ("benchmark", "label"): (rules.NAME, True),
+    ("results", "claim"): (rules.SUBDOMAIN, True),
+    ("results", "hostPath"): (rules.HOST_PATH, True),
+    ("results", "path"): (rules.CONTAINER_PATH, False),
+    ("shmSize",): (rules.QUANTITY, False),
+    ("healthCheck", "schedule"): (rules.CRON, False),
+    ("healthCheck", "nodeGroups", "[]", "name"): (rules.GROUP_NAME, False),
+    ("preflight", "sizes"): (rules.SIZES, False)})
+# node selectors: label keys to label values
+_SELECTORS = (("nodeSelector",), ("healthCheck", "nodeGroups", "[]", "nodeSelector"))
+
+
+def node_selector_schema() -> dict[str, Any]:
+    return {"type": "object", "propertyNames": rules.QUALIFIED_NAME.schema(),
+            "additionalProperties": rules.LABEL_VALUE.schema(optional=True)}
 
 
 def _carried() -> list[config.Field]:
@@ -212,8 +234,8 @@ def chart_property(f: config.Field) -> dict[str, Any]:
             prop["pattern"] = f"^({word}(,{word})*)?$"
         elif o.kind is option_fields.COUNTS:
             prop["pattern"] = "^([0-9]+(,[0-9]+)*)?$"
-        elif f.path in _PATTERNS:
-            prop["pattern"] = _PATTERNS[f.path]
+        elif isinstance(o.check, rules.Checked):  # what reaches a command line
+            prop.update(o.check.rule.schema(optional=True))
     else:
         name = {"int": "integer", "float": "number", "switch": "boolean"}[o.kind.name]
         prop = {"type": [name, "null"] if nullable else name}
@@ -283,7 +305,19 @@ def values_schema(text: str) -> str:
         where[camel(f.option.flag)] = chart_property(f)
     props["primitive"] = {"enum": ["", *primitives.PRIMITIVES], "default": ""}
     props["masterPort"]["default"] = RENDEZVOUS_PORT
+    for path, (rule, optional) in _RULES.items():
+        _parent(schema, path)[path[-1]] = rule.schema(optional=optional)
+    for path in _SELECTORS:
+        _parent(schema, path)[path[-1]] = node_selector_schema()
     return _json(schema, 0) + "\n"
+
+
+def _parent(schema: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any]:
+    """The properties that hold the value at ``path`` ("[]": an array's items)."""
+    at = schema
+    for key in path[:-1]:
+        at = at["items"] if key == "[]" else at["properties"][key]
+    return at["properties"]
 
 
 def _json(value: Any, depth: int) -> str:

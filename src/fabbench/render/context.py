@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from fabbench import __version__
+from fabbench import value_rules as rules
 from fabbench.comm import primitives
 from fabbench.config import BY_FLAG, RunConfig
 from fabbench.errors import UsageError
@@ -75,6 +76,7 @@ class Benchmark:
             object.__setattr__(self, "label", self.config.workload)
         names.dns1123(self.label, "the benchmark label")
         c = self.config
+        rules.TEXT.check(c.fabric, "--fabric")  # a profile's path: in the job's comments
         if c.fabric == "auto":
             raise UsageError("--fabric auto detects the fabric of the host it runs on: name the "
                              "fabric of the nodes the job will run on")
@@ -126,6 +128,13 @@ class Benchmark:
         return ["run", *self.config.to_argv(), *self.extra_args]
 
 
+def _check_command(command: str) -> None:
+    """--fabbench-command: words a shell or a container's command runs, on one line."""
+    if not command.strip():
+        raise UsageError("--fabbench-command must not be empty")
+    rules.TEXT.check(command, "--fabbench-command")
+
+
 def _check_fabric_nodes(benchmarks: tuple[Benchmark, ...], nodes: int) -> None:
     from fabbench.fabrics.profile import load_profile
 
@@ -172,21 +181,22 @@ class SlurmJob:
                              f"registry reference of it)")
         if self.runtime == "none" and self.image:
             raise UsageError("--image needs --runtime apptainer, charliecloud or pyxis")
-        if not self.fabbench_command.strip():
-            raise UsageError("--fabbench-command must not be empty")
+        _check_command(self.fabbench_command)
         if self.time is not None:
             names.slurm_time(self.time)
         if self.partition is not None:
             names.slurm_token(self.partition, "--partition")
         if self.account is not None:
             names.slurm_token(self.account, "--account")
-        if not self.results_dir or "\0" in self.results_dir:
-            raise UsageError("--results-dir must be a directory path")
+        rules.text("a directory path (without control characters)").check(
+            self.results_dir, "--results-dir")
+        if self.image is not None:
+            rules.TEXT.check(self.image, "--image")
         for bind in self.binds:
-            if not bind or "," in bind or "\n" in bind:
+            if not rules.TEXT.ok(bind) or "," in bind:
                 raise UsageError(f"--bind takes one SRC[:DST] path without ',', not {bind!r}")
         if self.verify is not None and (self.verify != REFERENCE_FLOORS and not (
-                self.verify.startswith("/") and not {"\0", "\n"} & set(self.verify))):
+                self.verify.startswith("/") and rules.TEXT.ok(self.verify))):
             raise UsageError(f"--verify takes the floors file's absolute path (the job reads it "
                              f"on its first node), not {self.verify!r}")
         if not 1 <= len(self.benchmarks) <= MAX_BENCHMARKS:
@@ -253,22 +263,19 @@ class K8sJob:
             raise UsageError("--image-pull-policy must be Always, IfNotPresent or Never")
         if self.image is not None:
             names.image_reference(self.image, "--image")
+        _check_command(self.fabbench_command)
         for key, value in self.node_selector:
-            names.resource_name(key, "--node-selector key")
-            if len(value) > 63 or not names.RESOURCE_NAME.match(value or "x"):
-                raise UsageError(f"--node-selector value {value!r} is not a label value")
+            rules.QUALIFIED_NAME.check(key, "--node-selector's key")
+            rules.LABEL_VALUE.check(value, f"--node-selector {key}'s value")
         if self.results_claim is not None:
-            names.dns1123(self.results_claim, "--results-claim", max_len=253)
-        if self.results_host_path is not None and (
-                not self.results_host_path.startswith("/")
-                or any(c.isspace() for c in self.results_host_path)):
-            raise UsageError("--results-host-path must be an absolute path on the nodes, not "
-                             f"{self.results_host_path!r}")
+            rules.SUBDOMAIN.check(self.results_claim, "--results-claim")
+        if self.results_host_path is not None:
+            rules.HOST_PATH.check(self.results_host_path, "--results-host-path")
+        rules.QUANTITY.check(self.shm_size, "--shm-size")
         if self.results_claim is not None and self.results_host_path is not None:
             raise UsageError("--results-claim and --results-host-path name two places for the "
                              "results: give one")
-        if not self.results_path.startswith("/"):
-            raise UsageError("--results-path must be an absolute path in the container")
+        rules.CONTAINER_PATH.check(self.results_path, "--results-path")
         if not 1024 <= self.master_port <= 65535:
             raise UsageError("--master-port must be between 1024 and 65535")
         if self.benchmark.config.device == "cuda" and not self.gpus_per_node:

@@ -97,7 +97,7 @@ class Cell:
     config: RunConfig
 
     def __post_init__(self) -> None:
-        if not _NAME.match(self.id):
+        if not _NAME.fullmatch(self.id):
             raise UsageError(f"bad cell id {self.id!r}")
 
     @property
@@ -251,7 +251,7 @@ def parse_study(data: Mapping[str, Any], src: _Source, sha256: str = "") -> Stud
 
     _unknown(src, data, _TOP_KEYS, ())
     name = data.get("name")
-    if not isinstance(name, str) or not _NAME.match(name):
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise src.error(("name",), "name must be lower-case letters, digits, '-' or '_'")
     description = data.get("description", "")
     if not isinstance(description, str):
@@ -312,7 +312,7 @@ def parse_study(data: Mapping[str, Any], src: _Source, sha256: str = "") -> Stud
         if kind not in KINDS:
             raise src.error(("workload", w, "kind") if "kind" in table else ("workload", w),
                             f"kind must be one of {', '.join(KINDS)}, not {kind!r}")
-        if not _NAME.match(w):
+        if not _NAME.fullmatch(w):
             raise src.error(("workload", w), "a workload name is lower-case letters, digits, "
                             "'-' or '_'")
         kinds[w] = kind
