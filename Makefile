@@ -14,7 +14,7 @@ TEST_TIMEOUT ?= 4800
 
 # setup: what the demo needs (its Debian packages, the venv, torch's CPU wheel from
 # FABBENCH_TORCH_WHEELS or PyTorch's CPU index, mpi4py); setup-all adds the Debian packages only
-# the tests use and Horovod (make test).
+# the tests use, Horovod and checkov, the tests' manifest scanner (make test).
 setup: $(STAMP)
 
 setup-all: $(ALL_STAMP)
@@ -24,9 +24,15 @@ $(STAMP): $(SETUP_INPUTS)
 	  echo "[setup] took $$(( $$(date +%s) - start )) s; the venv: $$(du -sh $(VENV) | cut -f1)"
 	touch $@
 
-$(ALL_STAMP): $(STAMP) containers/horovod.sh
+# checkov (.ci/checkov.sh) lives in the cache, not the venv: made again when the cache lost it
+CHECKOV := $(FABBENCH_CACHE)/tools/checkov-$(shell sed -n 's/^checkov==//p' .ci/checkov.lock)/bin/checkov
+
+$(ALL_STAMP): $(STAMP) containers/horovod.sh .ci/checkov.sh .ci/checkov.lock | $(CHECKOV)
 	VENV=$(VENV) bash .ci/setup.sh --all
 	touch $@
+
+$(CHECKOV):
+	bash .ci/checkov.sh
 
 demo: setup
 	$(VENV)/bin/fabbench run --fabric ethernet

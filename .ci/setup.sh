@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Idempotent set-up of a development machine: Debian packages, a virtual environment with the
 # package, PyTorch's CPU wheel, mpi4py built against the system Open MPI and, with --all, the
-# Debian packages only the tests use and the Horovod wheel (built once, cached). Called by `make
+# Debian packages only the tests use, the Horovod wheel (built once, cached) and checkov (the
+# tests' manifest scanner, in a venv of its own). Called by `make
 # setup` (what the demo needs) and `make setup-all` (make test); safe to run again; downloads and builds are cached under
 # $FABBENCH_CACHE. torch's wheel comes from FABBENCH_TORCH_WHEELS (a folder or an index URL;
 # default PyTorch's CPU index), checked against its pinned sha256 (containers/torch-wheel.sh).
@@ -67,5 +68,10 @@ have=$("$venv/bin/python" -c 'import torch; print(torch.__version__, torch.versi
 if [ "$all" = 1 ] && ! "$venv/bin/python" -c "import horovod.torch" >/dev/null 2>&1; then
   PYTHON="$venv/bin/python" WHEEL_DIR="$wheels" "$here/containers/horovod.sh"
   "${pip[@]}" install --find-links "$wheels" "horovod==$HOROVOD_VERSION"
+fi
+# 6. checkov, the tests' Kubernetes manifest scanner, in a venv of its own under $FABBENCH_CACHE
+# (.ci/checkov.sh: its pinned dependencies would downgrade this venv's), when asked for (--all).
+if [ "$all" = 1 ]; then
+  "$here/.ci/checkov.sh" >/dev/null
 fi
 log "ready: $venv"

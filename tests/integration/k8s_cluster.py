@@ -230,15 +230,33 @@ class K8sCluster:
         net.set_rate(emulated.load(self.emulation), node, rate_bit_s)
 
     @contextlib.contextmanager
-    def namespace(self, name: str, *, delete_timeout: float = 120) -> Iterator[str]:
-        """A namespace for one test, deleted (and waited for) afterwards."""
+    def namespace(self, name: str, *, level: str | None = None,
+                  delete_timeout: float = 120) -> Iterator[str]:
+        """A namespace for one test, deleted (and waited for) afterwards; with ``level``
+        (privileged, baseline or restricted) its Pod Security admission enforces that level
+        (the label pod-security.kubernetes.io/enforce)."""
         self.kubectl("create", "namespace", name)
         try:
+            if level is not None:
+                self.kubectl("label", "namespace", name,
+                             f"pod-security.kubernetes.io/enforce={level}")
             yield name
         finally:
             self.kubectl("delete", "namespace", name, "--wait=true",
                          f"--timeout={int(delete_timeout)}s", timeout=delete_timeout + 30,
                          check=False)
+
+    def kubectl_as(self, token: str, *args: str, timeout: float = 60,
+                   input: str | None = None) -> subprocess.CompletedProcess:
+        """`kubectl ARGS` with a bearer token alone (no client certificate, which the API
+        server would authenticate first): what that token's user may do. Not checked: the
+        caller reads the exit code and the API server's message."""
+        return _run([self.env["KUBECTL"], "--kubeconfig=/dev/null",
+                     f"--server={self.env['FABBENCH_K8S_API_SERVER']}",
+                     f"--certificate-authority={self.env['FABBENCH_K8S_CA']}",
+                     f"--token={token}", f"--request-timeout={max(int(timeout), 1)}s", *args],
+                    timeout, env={k: v for k, v in self.environ().items() if k != "KUBECONFIG"},
+                    input=input, check=False)
 
 
 def image_for_cluster(timeout: float = IMAGE_TIMEOUT_S) -> str:

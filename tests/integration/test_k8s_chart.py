@@ -17,6 +17,7 @@ cluster's TLS registry, and the pods measure across the shaped links.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -97,7 +98,8 @@ def why(cluster: K8sCluster, ns: str, selector: str) -> str:
             if c["type"] == "PodScheduled" and c["status"] == "False":
                 said.append(f"{c.get('reason')}: {c.get('message')}")
         failed = False
-        for cs in pod["status"].get("containerStatuses", []):
+        for cs in (pod["status"].get("initContainerStatuses", [])
+                   + pod["status"].get("containerStatuses", [])):
             for state in ("waiting", "terminated"):
                 s = cs.get("state", {}).get(state)
                 if s and s.get("reason") not in (None, "Completed"):
@@ -164,7 +166,7 @@ def links_floor(size: str, at_least: float) -> str:
 @pytest.mark.parametrize("nodes", [2, 3])
 def test_the_gloo_job_completes_one_pod_per_node_and_its_results_come_back(
         cluster, tmp_path, nodes):
-    with cluster.namespace(f"gloo{nodes}") as ns:
+    with cluster.namespace(f"gloo{nodes}", level="restricted") as ns:
         values = {**image_values(cluster), "primitive": "gloo", "nodes": nodes,
                   "benchmark": SWEEP}
         t0 = time.monotonic()
@@ -204,7 +206,7 @@ def test_the_gloo_job_completes_one_pod_per_node_and_its_results_come_back(
 # ---- the MPIJob, the chart's default --------------------------------------------------------
 
 def test_nothing_set_but_the_image_runs_the_default_mpijob(cluster, tmp_path):
-    with cluster.namespace("defaults") as ns:
+    with cluster.namespace("defaults", level="baseline") as ns:
         t0 = time.monotonic()
         install(cluster, ns, image_values(cluster), tmp_path)
         rendered = cluster.kubectl_json("get", "mpijob", RELEASE, "-n", ns)
@@ -265,7 +267,7 @@ def failed_install(cluster: K8sCluster, ns: str, values: dict, tmp_path: Path, w
 
 
 def test_a_digest_the_registry_lacks_fails_the_release_naming_the_pull(cluster, tmp_path):
-    with cluster.namespace("baddigest") as ns:
+    with cluster.namespace("baddigest", level="restricted") as ns:
         values = {**image_values(cluster), "primitive": "gloo", "benchmark": SWEEP}
         values["image"]["digest"] = "sha256:" + "0" * 64
         reason = failed_install(cluster, ns, values, tmp_path, "wrong digest")
@@ -283,7 +285,7 @@ def test_more_nodes_than_the_cluster_has_fails_naming_the_scheduler(cluster, tmp
     """One rank's pod per node: the last pod of a run on one node more than the cluster has is
     not scheduled (the scheduler says why), and those that started end at the rendezvous's
     deadline (benchmark.timeout), so the Job fails instead of waiting for a node."""
-    with cluster.namespace("toomany") as ns:
+    with cluster.namespace("toomany", level="restricted") as ns:
         nodes = len(cluster.nodes) + 1
         values = {**image_values(cluster), "primitive": "gloo", "nodes": nodes,
                   "benchmark": {**SWEEP, "timeout": 10}}
@@ -319,7 +321,7 @@ def rank_pid(ns: str, job: str, index: int) -> int | None:
 
 
 def test_a_rank_killed_mid_run_fails_the_job_and_its_peers_end(cluster, tmp_path):
-    with cluster.namespace("killed") as ns:
+    with cluster.namespace("killed", level="restricted") as ns:
         values = {**image_values(cluster), "primitive": "gloo", "nodes": 2,
                   "benchmark": {"ops": "allreduce", "sizes": "64M", "budget": 20, "timeout": 20}}
         install(cluster, ns, values, tmp_path)
@@ -420,7 +422,7 @@ def health_check(cluster: K8sCluster, ns: str, tmp_path: Path, *,
 
 
 def test_the_health_check_labels_every_healthy_node_pass(cluster, tmp_path):
-    with cluster.namespace("health") as ns:
+    with cluster.namespace("health", level="privileged") as ns:
         end, health = health_check(cluster, ns, tmp_path)
         assert end[0] == "Complete", f"{end} | {why(cluster, ns, 'job-name=check-now')}"
         assert {n: h.verdict for n, h in health.items()} == dict.fromkeys(cluster.nodes, "pass")
@@ -429,7 +431,138 @@ def test_the_health_check_labels_every_healthy_node_pass(cluster, tmp_path):
             assert float(h.figure.removesuffix("GBps")) >= HEALTH_FLOOR_GBYTE_S, health
             assert (h.condition["status"], h.condition["reason"]) == ("True", "AllRulesPassed")
             assert not h.tainted
+        labeller_is_confined(cluster, ns)
         uninstall_leaves_nothing(cluster, ns)
+
+
+def labeller_is_confined(cluster: K8sCluster, ns: str) -> None:
+    """The labeller's token (kubectl create token), as the judge container holds it: the API
+    server refuses it another label, another taint, another condition and a cordon (the
+    release's ValidatingAdmissionPolicy), and lets it set and remove its own."""
+    token = cluster.kubectl("create", "token", f"{RELEASE}-labeller", "-n", ns,
+                            "--duration=10m").stdout.strip()
+    node = cluster.nodes[0]
+    status = ["--subresource=status", "--type=strategic"]
+
+    def condition(kind: str, message: str) -> str:
+        return json.dumps({"status": {"conditions": [{
+            "type": kind, "status": "True", "reason": "AllRulesPassed", "message": message,
+            "lastHeartbeatTime": "2026-01-01T00:00:00Z",
+            "lastTransitionTime": "2026-01-01T00:00:00Z"}]}})
+
+    refused = {
+        "label": ["label", "node", node, "example.com/other=1"],
+        "taint": ["taint", "node", node, "example.com/other=1:NoSchedule"],
+        "condition": ["patch", "node", node, *status, "-p", condition("OtherHealthy", "x")],
+        "cordon": ["cordon", node]}
+    allowed = {
+        "own label": ["label", "node", node, "fabbench.dev/probe=1"],
+        "own label removed": ["label", "node", node, "fabbench.dev/probe-"],
+        "own taint": ["taint", "node", node, "fabbench.dev/fabric=fail:NoSchedule"],
+        "own taint removed": ["taint", "node", node, "fabbench.dev/fabric-"],
+        "own condition": ["patch", "node", node, *status, "-p",
+                          condition("FabricHealthy", "fabbench verdict: pass")]}
+    said = {}
+    for what, argv in refused.items():
+        p = cluster.kubectl_as(token, *argv)
+        said[what] = p.stderr.strip()
+        assert p.returncode != 0 and "ValidatingAdmissionPolicy" in p.stderr, (what, p.stderr)
+        assert "denied request: the fabbench labeller may" in p.stderr, (what, p.stderr)
+    for what, argv in allowed.items():
+        p = cluster.kubectl_as(token, *argv)
+        assert p.returncode == 0, (what, p.stderr)
+    after = node_health(cluster)[node]
+    assert not after.tainted and after.condition["type"] == "FabricHealthy"
+    got = cluster.kubectl_json("get", "node", node)
+    assert "example.com/other" not in got["metadata"]["labels"]
+    assert not got["spec"].get("unschedulable")
+    print("the labeller's token, refused by the API server:\n" + "\n".join(
+        f"  {what}: {line}" for what, line in said.items()))
+
+
+# ---- Pod Security and deadlines (issue 59, class 6) --------------------------------------------
+
+def pods_of_manifests(text: str) -> list[dict]:
+    """Each pod template of rendered manifests as a Pod (the Job's, the MPIJob's by role)."""
+    out = []
+    for doc in (d for d in yaml.safe_load_all(text) if d):
+        if doc["kind"] == "Job":
+            templates = {"job": doc["spec"]["template"]}
+        elif doc["kind"] == "MPIJob":
+            templates = {role.lower(): r["template"]
+                         for role, r in doc["spec"]["mpiReplicaSpecs"].items()}
+        else:
+            continue
+        for role, template in templates.items():
+            out.append({"apiVersion": "v1", "kind": "Pod",
+                        "metadata": {"name": f"{doc['metadata']['name']}-{role}"},
+                        "spec": {**template["spec"], "restartPolicy": "Never"}})
+    return out
+
+
+def test_the_api_server_admits_every_pod_at_the_level_the_docs_name(cluster, tmp_path):
+    """Every pod of the chart's ci/ value sets, created (server-side dry run) in namespaces
+    whose Pod Security admission enforces each level: admitted at the level NOTES and
+    docs/security.md name, refused one level stricter (the API server's message printed)."""
+    from integration.pod_security import LEVELS
+    from integration.test_k8s_helm import VALUE_SETS, documented_level, values_of
+
+    refusals = []
+    with contextlib.ExitStack() as stack:
+        spaces = {lv: stack.enter_context(cluster.namespace(f"pss-{lv}", level=lv))
+                  for lv in LEVELS}
+        for path in VALUE_SETS:
+            level = documented_level(values_of(path))
+            text = cluster.helm("template", RELEASE, str(CHART), "-f", str(path)).stdout
+            for pod in pods_of_manifests(text):
+                name = f"{path.stem} {pod['metadata']['name']}"
+                ok = cluster.kubectl("apply", "--dry-run=server", "-n", spaces[level], "-f",
+                                     "-", input=json.dumps(pod), check=False)
+                assert ok.returncode == 0, (name, level, ok.stderr)
+                stricter = LEVELS[LEVELS.index(level) + 1:]
+                if stricter and not pod["metadata"]["name"].endswith("launcher"):
+                    no = cluster.kubectl("apply", "--dry-run=server", "-n", spaces[stricter[0]],
+                                         "-f", "-", input=json.dumps(pod), check=False)
+                    assert no.returncode != 0 and "violates PodSecurity" in no.stderr, name
+                    refusals.append(f"{name} ({level}) in {stricter[0]}: "
+                                    f"{no.stderr.strip()[:400]}")
+    print("refused one level stricter than documented:\n" + "\n".join(refusals))
+
+
+def test_a_job_whose_pods_cannot_be_created_fails_at_its_deadline(cluster, tmp_path):
+    """A quota of no pods: the Job's pods are never created; it fails at deadlineSeconds
+    (DeadlineExceeded) and its events say why (FailedCreate, the quota). And a namespace
+    that enforces a stricter level than the release needs is refused at install, in one
+    line naming both."""
+    deadline = 30
+    with cluster.namespace("nopods", level="restricted") as ns:
+        cluster.apply({"apiVersion": "v1", "kind": "ResourceQuota",
+                       "metadata": {"name": "none"}, "spec": {"hard": {"pods": "0"}}},
+                      namespace=ns)
+        values = {**image_values(cluster), "primitive": "gloo", "benchmark": SWEEP,
+                  "deadlineSeconds": deadline}
+        t0 = time.monotonic()
+        install(cluster, ns, values, tmp_path)
+        end = job_end(cluster, ns, RELEASE, deadline + 90)
+        took = time.monotonic() - t0
+        events = cluster.kubectl_json("get", "events", "-n", ns, "--field-selector",
+                                      "reason=FailedCreate")["items"]
+        said = sorted({e["message"] for e in events})
+        print(f"pods=0 quota: job {end} {took:.0f} s after install (deadline {deadline} s); "
+              f"FailedCreate: {said[:1]}")
+        assert end[0] == "Failed" and end[1].startswith("DeadlineExceeded"), end
+        assert took < deadline + 60, took
+        assert any("exceeded quota" in m for m in said), said
+        assert not pods_of(cluster, ns, f"batch.kubernetes.io/job-name={RELEASE}")
+        uninstall_leaves_nothing(cluster, ns)
+
+        # the MPIJob (root sshd: baseline) in this restricted namespace: refused at install
+        p = install(cluster, ns, image_values(cluster), tmp_path, check=False)
+        print(f"MPIJob into a restricted namespace: helm exit {p.returncode}: "
+              f"{p.stderr.strip()}")
+        assert p.returncode != 0
+        assert (f"namespace {ns} enforces Pod Security restricted, and these pods need "
+                "baseline") in p.stderr, p.stderr
 
 
 # ---- the check before the job -----------------------------------------------------------------
@@ -499,7 +632,7 @@ def _seconds(terminated: dict) -> float:
 
 
 def test_a_training_job_runs_after_its_check_passes(cluster, tmp_path):
-    with cluster.namespace("preflight") as ns:
+    with cluster.namespace("preflight", level="restricted") as ns:
         run = preflight_job(cluster, ns, tmp_path, 3)
         assert run.end[0] == "Complete", f"{run.end} | {why(cluster, ns, 'job-name=' + RELEASE)}"
         assert all(c.get("exitCode") == 0 for c in run.checks.values()), run.checks

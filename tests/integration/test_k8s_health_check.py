@@ -52,6 +52,20 @@ def pod_of(cronjob: dict) -> dict:
     return cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]
 
 
+def benchmark_of(cronjob: dict) -> dict:
+    """The check's benchmark: the pod's init container, which holds no token."""
+    (init,) = pod_of(cronjob)["initContainers"]
+    assert init["name"] == "fabbench"
+    return init
+
+
+def judge_of(cronjob: dict) -> dict:
+    """The check's judge: the pod's container, verify and label-nodes on index 0."""
+    (judge,) = pod_of(cronjob)["containers"]
+    assert judge["name"] == "judge"
+    return judge
+
+
 def test_disabled_renders_the_one_off_job_only():
     kinds = sorted(d["kind"] for d in render_chart({"primitive": "gloo"}))
     assert kinds == ["Job", "Service"]
@@ -64,7 +78,8 @@ def test_enabled_renders_a_cronjob_per_group_and_validates():
         validate_manifest(doc)
     kinds = by_kind(manifests)
     assert sorted(kinds) == ["ClusterRole", "ClusterRoleBinding", "ConfigMap", "CronJob",
-                             "Service", "ServiceAccount"]  # no one-off Job
+                             "Service", "ServiceAccount", "ValidatingAdmissionPolicy",
+                             "ValidatingAdmissionPolicyBinding"]  # no one-off Job
     assert [c["metadata"]["name"] for c in kinds["CronJob"]] == [f"{FULLNAME}-rack1",
                                                                  f"{FULLNAME}-rack2"]
     assert kinds["ConfigMap"][0]["data"] == {"floors.toml": FLOORS}
@@ -81,7 +96,7 @@ def test_enabled_renders_a_cronjob_per_group_and_validates():
         anti = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
         assert anti[0]["topologyKey"] == "kubernetes.io/hostname"
         assert anti[0]["labelSelector"]["matchLabels"]["fabbench.dev/group"] == f"rack{rack}"
-        container = pod["containers"][0]
+        container = benchmark_of(cron)
         env = {e["name"]: e for e in container["env"]}
         assert env["FABBENCH_WORLD_SIZE"]["value"] == str(nodes)
         assert env["MASTER_ADDR"]["value"] == f"$(FABBENCH_JOB_NAME)-0.{FULLNAME}"
@@ -91,7 +106,7 @@ def test_enabled_renders_a_cronjob_per_group_and_validates():
         assert env["FABBENCH_NODE_NAME"] == {
             "name": "FABBENCH_NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}
         assert env["FABBENCH_RESULTS_TO_LOG"]["value"] == "1"  # an emptyDir: into the log too
-        mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+        mounts = {m["name"]: m["mountPath"] for m in judge_of(cron)["volumeMounts"]}
         assert mounts["floors"] == "/etc/fabbench"
 
 
@@ -119,20 +134,21 @@ def test_the_check_tolerates_its_own_taint():
 
 
 def test_the_check_runs_the_charts_benchmark():
-    """The CronJob's pods run the one-off Job's launch, less its --out (the script names the
-    results file after the check's Job), then verify and label-nodes."""
+    """The CronJob's pods run the one-off Job's launch in an init container, its --out named
+    after the check's Job; then the judge container runs verify and label-nodes."""
     one_off = by_kind(render_chart({k: v for k, v in ON.items() if k != "healthCheck"}))
     job = one_off["Job"][0]["spec"]["template"]["spec"]["containers"][0]
     job_argv = [*job["command"], *job["args"]]
     cron = by_kind(render_chart(ON))["CronJob"][1]  # rack2: the chart's node count
-    container = pod_of(cron)["containers"][0]
-    assert container["command"][:2] == ["/bin/sh", "-c"]
-    fb, out, prefix, *launch = container["args"]
-    assert (fb, prefix) == ("fabbench", "fabbench.dev")
-    assert out == "/results/$(FABBENCH_JOB_NAME)-pairs.jsonl"  # named after the workload
-    assert job_argv[-2] == "--out" and launch == job_argv[:-2]
+    bench = benchmark_of(cron)
+    launch = [*bench["command"], *bench["args"]]
+    out = "/results/$(FABBENCH_JOB_NAME)-pairs.jsonl"  # named after the workload
+    assert launch[:-2] == job_argv[:-2] and launch[-2:] == ["--out", out]
     assert "--workload" in launch and "pairs" in launch
-    script = container["command"][2]
+    judge = judge_of(cron)
+    assert judge["command"][:2] == ["/bin/sh", "-c"]
+    assert judge["args"] == ["fabbench", out, "fabbench.dev"]
+    script = judge["command"][2]
     assert "floors verify --floors /etc/fabbench/floors.toml" in script
     assert "--json /tmp/verdict.json" in script
     assert "floors label-nodes /tmp/verdict.json" in script
@@ -156,6 +172,25 @@ exit 99
 """
 
 
+def run_pod(tmp_path, cron: dict, index: str, run_rc: int, verdict: int, label_rc: int
+            ) -> tuple[int, list[str]]:
+    """The check's pod as the kubelet runs it, with a stand-in fabbench: the init container's
+    benchmark, then, if it succeeded, the judge's script. Its exit code and the calls made."""
+    (tmp_path / "fabbench").write_text(FAKE)
+    (tmp_path / "fabbench").chmod(0o755)
+    env = {"FABBENCH_NODE_RANK": index, "FABBENCH_JOB_NAME": "fb-fabbench-rack1-29000000"}
+    run_env = {**os.environ, **env, "CALLS": str(tmp_path / "calls"), "RUN_RC": str(run_rc),
+               "VERDICT": str(verdict), "LABEL_RC": str(label_rc)}
+    code = 0
+    for container in (benchmark_of(cron), judge_of(cron)):
+        argv = [_k8s_expand(w, env) for w in [*container["command"], *container["args"]]]
+        code = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False,
+                              env=run_env).returncode
+        if code:  # a failed init container fails the pod: the judge never starts
+            break
+    return code, (tmp_path / "calls").read_text().splitlines()
+
+
 @pytest.mark.parametrize("index,run_rc,verdict,label_rc,code,calls", [
     ("0", 0, 0, 0, 0, ["run", "floors verify", "floors label-nodes"]),
     ("0", 0, 1, 0, 1, ["run", "floors verify", "floors label-nodes"]),  # failing nodes labelled
@@ -167,16 +202,8 @@ exit 99
 def test_the_pods_script(tmp_path, index, run_rc, verdict, label_rc, code, calls):
     cron = by_kind(render_chart({**ON, "fabbenchCommand": str(tmp_path / "fabbench")}))[
         "CronJob"][0]
-    container = pod_of(cron)["containers"][0]
-    (tmp_path / "fabbench").write_text(FAKE)
-    (tmp_path / "fabbench").chmod(0o755)
-    env = {"FABBENCH_NODE_RANK": index, "FABBENCH_JOB_NAME": "fb-fabbench-rack1-29000000"}
-    argv = [_k8s_expand(w, env) for w in [*container["command"], *container["args"]]]
-    p = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False, env={
-        **os.environ, **env, "CALLS": str(tmp_path / "calls"), "RUN_RC": str(run_rc),
-        "VERDICT": str(verdict), "LABEL_RC": str(label_rc)})
-    assert p.returncode == code, p.stderr
-    made = (tmp_path / "calls").read_text().splitlines()
+    got, made = run_pod(tmp_path, cron, index, run_rc, verdict, label_rc)
+    assert got == code
     assert [c.split()[0] if c.startswith("run ") else " ".join(c.split()[:2])
             for c in made] == calls
     out = "/results/fb-fabbench-rack1-29000000-pairs.jsonl"
@@ -198,17 +225,10 @@ def test_the_pods_script(tmp_path, index, run_rc, verdict, label_rc, code, calls
 def test_the_taint_and_dry_run_reach_label_nodes(tmp_path, health, words):
     values = {**ON, "fabbenchCommand": str(tmp_path / "fabbench"),
               "healthCheck": {**ON["healthCheck"], **health}}
-    container = pod_of(by_kind(render_chart(values))["CronJob"][0])["containers"][0]
-    (tmp_path / "fabbench").write_text(FAKE)
-    (tmp_path / "fabbench").chmod(0o755)
-    env = {"FABBENCH_NODE_RANK": "0", "FABBENCH_JOB_NAME": "fb-fabbench-rack1-29000000"}
-    argv = [_k8s_expand(w, env) for w in [*container["command"], *container["args"]]]
-    p = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False, env={
-        **os.environ, **env, "CALLS": str(tmp_path / "calls"), "RUN_RC": "0",
-        "VERDICT": "1", "LABEL_RC": "0"})
-    assert p.returncode == 1, p.stderr
-    label = (tmp_path / "calls").read_text().splitlines()[2]
-    assert label == f"floors label-nodes /tmp/verdict.json --prefix fabbench.dev {words}"
+    cron = by_kind(render_chart(values))["CronJob"][0]
+    code, made = run_pod(tmp_path, cron, "0", 0, 1, 0)
+    assert code == 1
+    assert made[2] == f"floors label-nodes /tmp/verdict.json --prefix fabbench.dev {words}"
 
 
 def test_names_stay_within_kubernetes_limits():
@@ -261,3 +281,112 @@ def test_notes_say_where_the_verdicts_are():
     notes = next(text for name, text in out.items() if name.endswith("NOTES.txt"))
     assert f"{FULLNAME}-rack1 (4 node(s), rack=1)" in notes
     assert "kubectl get nodes -L fabbench.dev/verdict -L fabbench.dev/figure" in notes
+
+
+# ---- least privilege (issue 59, class 4) -----------------------------------------------------
+
+def test_only_the_judge_holds_the_labellers_token():
+    """The labeller's ServiceAccount (patch on nodes) is no pod's automatic token: the pod
+    mounts none, the benchmark (every index's init container) never sees one, and the judge
+    alone mounts the labeller's projected token where label-nodes reads it."""
+    for cron in by_kind(render_chart(ON))["CronJob"]:
+        pod = pod_of(cron)
+        assert pod["automountServiceAccountToken"] is False
+        assert pod["serviceAccountName"] == f"{FULLNAME}-labeller"
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        sources = volumes["labeller-token"]["projected"]["sources"]
+        assert sources[0] == {"serviceAccountToken": {"path": "token",
+                                                      "expirationSeconds": 3600}}
+        holders = [c["name"] for c in (*pod["initContainers"], *pod["containers"])
+                   if any(m["name"] == "labeller-token" for m in c.get("volumeMounts", ()))]
+        assert holders == ["judge"]
+        (mount,) = [m for m in judge_of(cron)["volumeMounts"] if m["name"] == "labeller-token"]
+        assert mount == {"name": "labeller-token", "readOnly": True,
+                         "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}
+
+
+def test_a_policy_confines_the_labeller_to_its_labels_taint_and_condition():
+    """A ValidatingAdmissionPolicy, bound with Deny, matches the labeller's requests to update
+    nodes and nodes/status (its username) and holds every change but its own labels, taint and
+    condition (test_k8s_chart.py shows the API server refusing the others)."""
+    values = {**ON, "healthCheck": {**ON["healthCheck"], "labelPrefix": "health.example.com",
+                                    "conditionType": "example.com/Fabric"}}
+    kinds = by_kind(render_chart(values))
+    (policy,), (binding,) = kinds["ValidatingAdmissionPolicy"], \
+        kinds["ValidatingAdmissionPolicyBinding"]
+    for doc in (policy, binding):
+        validate_manifest(doc)
+    assert binding["spec"] == {"policyName": policy["metadata"]["name"],
+                               "validationActions": ["Deny"]}
+    spec = policy["spec"]
+    assert spec["failurePolicy"] == "Fail"
+    assert spec["matchConstraints"]["resourceRules"] == [{
+        "apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"],
+        "resources": ["nodes", "nodes/status"]}]
+    assert spec["matchConditions"] == [{
+        "name": "the-labeller", "expression": 'request.userInfo.username == '
+        f'"system:serviceaccount:bench:{FULLNAME}-labeller"'}]
+    assert {v["name"]: v["expression"] for v in spec["variables"]} == {
+        "prefix": '"health.example.com/"', "taintKey": '"health.example.com/fabric"',
+        "condition": '"example.com/Fabric"'}
+    checked = " ".join(v["expression"] for v in spec["validations"])
+    for field in ("metadata.labels", "metadata.annotations", "spec.taints",
+                  "spec.unschedulable", "status.conditions", "status.allocatable"):
+        assert f"object.{field}" in checked and f"oldObject.{field}" in checked, field
+
+
+def test_the_check_needs_privileged_and_its_containers_no_more_than_restricted():
+    """hostNetwork puts the check's pods at Pod Security privileged (NOTES say so); all else
+    of them would pass restricted."""
+    from integration import pod_security
+
+    assert "pod-security.kubernetes.io/enforce=privileged" in \
+        helm_python.Chart.load(str(CHART)).render(ON, name=RELEASE, namespace="bench")[
+            "fabbench/templates/NOTES.txt"]
+    for cron in by_kind(render_chart(ON))["CronJob"]:
+        spec = pod_of(cron)
+        assert pod_security.violations(spec, "restricted") == ["hostNetwork=true"]
+
+
+# ---- a default that judges something (issue 59, class 8) ---------------------------------------
+
+def test_the_check_runs_pairs_unless_told_otherwise():
+    """Per-node floors judge the pairs workload: the check runs it by default, whatever the
+    one-off benchmark's workload (benchmark.workload's default, collectives, judges no node)."""
+    values = {**ON, "benchmark": {}}
+    for cron in by_kind(render_chart(values))["CronJob"]:
+        launch = benchmark_of(cron)["args"]
+        assert launch[launch.index("--workload") + 1] == "pairs"
+        assert launch[-1].endswith("-pairs.jsonl")
+
+
+def rule(workload: str, extra: str = "") -> str:
+    return (f'[[rule]]\nid = "r-{workload}"\nsource = "t"\nworkload = "{workload}"\n{extra}'
+            'metric = "bw"\nat_least = 0.1\nunit = "GB/s"\n')
+
+
+HEAD = 'format = "fabbench-floors/1"\nname = "site"\n'
+
+
+@pytest.mark.parametrize("workload,floors,refused", [
+    (None, HEAD + rule("collectives"), "workload collectives can never be judged"),
+    (None, HEAD + rule("pairs", "per_node = true\n") + rule("halo"),
+     "workload halo can never be judged: the check runs the pairs workload"),
+    ("collectives", HEAD + rule("pairs"), "workload pairs can never be judged"),
+    ("all", HEAD + rule("pairs"), "give rules of collectives or train"),
+    (None, HEAD + "# workload = \"pairs\"\n", "has no rule"),
+    (None, HEAD + rule("pairs", "per_node = true\n"), None),
+    ("collectives", HEAD + rule("collectives"), None),
+    ("all", HEAD + rule("collectives") + rule("train").replace('"bw"', '"throughput"'), None),
+])
+def test_floors_the_check_can_never_judge_are_refused_at_install(workload, floors, refused):
+    health = {**ON["healthCheck"], "floors": floors}
+    if workload:
+        health["workload"] = workload
+    values = {**ON, "benchmark": {}, "healthCheck": health}
+    if refused is None:
+        assert by_kind(render_chart(values))["CronJob"]
+        return
+    with pytest.raises(helm_python.HelmError, match=refused) as caught:
+        render_chart(values)
+    assert "\n" not in str(caught.value).strip()  # one clear line

@@ -18,6 +18,7 @@ from fabbench import __version__
 from fabbench.option_fields import number_text
 from fabbench.render.chart import chart_options
 from fabbench.sysinfo.inventory import image_reference
+from integration import pod_security
 
 helm_python = pytest.importorskip("helm_python", reason="needs helm-python-sdk (dev extra)")
 kv = pytest.importorskip("kubernetes_validate", reason="needs kubernetes-validate (dev extra)")
@@ -103,9 +104,9 @@ def test_chart_value_sets_pass_strict_validation(path):
     assert kinds in (["Job", "Service"], ["ConfigMap", "Job", "Service"], ["MPIJob"])
     for doc in manifests:
         validate_manifest(doc)
-        if doc["kind"] in ("Job", "MPIJob"):  # every pod: IPC_LOCK only, never privileged
+        if doc["kind"] in ("Job", "MPIJob"):  # no pod privileged; /dev/shm in memory
             text = yaml.safe_dump(doc)
-            assert "privileged" not in text and "IPC_LOCK" in text and "medium: Memory" in text
+            assert "privileged: true" not in text and "medium: Memory" in text
 
 
 def test_default_values_render_and_validate():
@@ -435,4 +436,167 @@ def test_the_mpijob_workers_run_the_images_sshd_as_root():
     assert specs["Worker"]["containers"][0]["command"] == ["/usr/local/sbin/fabbench-sshd",
                                                            "serve"]
     for role in ("Launcher", "Worker"):
-        assert specs[role]["securityContext"] == {"runAsUser": 0, "runAsGroup": 0}
+        assert specs[role]["securityContext"] == {"runAsUser": 0, "runAsGroup": 0,
+                                                  "seccompProfile": {"type": "RuntimeDefault"}}
+
+
+# ---- least privilege and Pod Security (issue 59, classes 4 and 6) ------------------------------
+
+def documented_level(values: dict) -> str:
+    """The Pod Security level docs/security.md names for a release's pods: privileged for the
+    nodes' network, a node's directory or a fabric that registers memory (IPC_LOCK); baseline
+    for an MPIJob (root sshd); restricted for the Indexed Job."""
+    v = {"fabric": "ethernet", "wire": "native", "primitive": "", "gpusPerNode": 0, **values}
+    rdma = v["fabric"] in ("infiniband", "omnipath") and v["wire"] == "native"
+    if (v.get("healthCheck", {}).get("enabled") or v.get("hostNetwork")
+            or v.get("results", {}).get("hostPath") or rdma):
+        return "privileged"
+    primitive = v["primitive"] or ("nccl" if v["gpusPerNode"] else "mpi")
+    return "baseline" if primitive in ("mpi", "horovod") or v.get("study") else "restricted"
+
+
+def all_pod_specs(manifests: list[dict]) -> dict[str, dict]:
+    """Every pod template's spec by name: the Job's, the MPIJob's by role, a CronJob's."""
+    out = pod_specs(manifests)
+    for doc in manifests:
+        if doc["kind"] == "CronJob":
+            out[doc["metadata"]["name"]] = doc["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    return out
+
+
+def ranks_container(spec: dict) -> dict:
+    return next(c for c in pod_security.containers(spec)
+                if c["name"] in ("fabbench", "worker"))
+
+
+@pytest.mark.parametrize("path", VALUE_SETS, ids=lambda p: p.stem)
+def test_every_pod_is_admitted_at_the_level_the_docs_name_and_no_stricter(path, tmp_path):
+    """Each value set's pods, from the chart and from `fabbench render k8s`, pass Pod Security
+    at the level docs/security.md names for them (NOTES.txt says which), and that level is the
+    strictest they can pass: the gloo/NCCL Job restricted, the MPIJob baseline, RDMA, the
+    nodes' network and a node's directory privileged."""
+    values = values_of(path)
+    level = documented_level(values)
+    assert f"pod-security.kubernetes.io/enforce={level}" in notes(values)
+    p = fabbench("render", "k8s", *cli_args(values, tmp_path), timeout=60)
+    assert p.returncode == 0, p.stderr
+    for manifests in (render_chart(values), docs(p.stdout)):
+        specs = pod_specs(manifests)
+        assert specs
+        for role, spec in specs.items():
+            assert pod_security.violations(spec, level) == [], role
+            assert pod_security.lowest_level(spec) == level or role == "Launcher", role
+
+
+@pytest.mark.parametrize("fabric,wire,lock", [
+    ("ethernet", "native", False), ("infiniband", "native", True), ("infiniband", "tcp", False),
+    ("omnipath", "native", True), ("omnipath", "tcp", False)])
+@pytest.mark.parametrize("primitive,gpus", [("gloo", 0), ("mpi", 0), ("nccl", 1)])
+def test_ranks_lock_memory_only_where_the_fabric_registers_it(fabric, wire, lock, primitive,
+                                                               gpus):
+    """IPC_LOCK (which only Pod Security privileged admits) in the ranks' containers only on
+    a fabric whose native wire registers memory with the NIC (RDMA: the profile's devices)."""
+    values = {"fabric": fabric, "wire": wire, "primitive": primitive, "gpusPerNode": gpus}
+    for role, spec in pod_specs(render_chart(values)).items():
+        for c in pod_security.containers(spec):
+            added = (c.get("securityContext", {}).get("capabilities") or {}).get("add") or []
+            assert added == (["IPC_LOCK"] if lock and role != "Launcher" else []), (role, c)
+
+
+@pytest.mark.parametrize("values", [
+    {"primitive": "gloo"},
+    {"primitive": "gloo", "preflight": {"enabled": True, "floors": "x"}},
+    {"primitive": "nccl", "gpusPerNode": 4}])
+def test_the_indexed_jobs_pods_run_as_the_images_user_on_a_read_only_root(values):
+    """The gloo/NCCL Job and its check before the job: uid/gid 1000 (values), no capability,
+    a read-only root filesystem, the places they write on volumes: /tmp (the check's
+    /tmp/preflight.*, HOME and TMPDIR), /dev/shm, the results."""
+    spec = pod_specs(render_chart(values))["fabbench"]
+    assert spec["securityContext"] == {"runAsNonRoot": True, "runAsUser": 1000,
+                                       "runAsGroup": 1000, "fsGroup": 1000,
+                                       "seccompProfile": {"type": "RuntimeDefault"}}
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert volumes["tmp"] == {"name": "tmp", "emptyDir": {}}
+    names = [c["name"] for c in pod_security.containers(spec)]
+    assert names == (["preflight", "fabbench"] if "preflight" in values else ["fabbench"])
+    for c in pod_security.containers(spec):
+        assert c["securityContext"] == {"allowPrivilegeEscalation": False,
+                                        "readOnlyRootFilesystem": True,
+                                        "capabilities": {"drop": ["ALL"]}}
+        mounts = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
+        assert {"/tmp": "tmp", "/dev/shm": "dshm", "/results": "results"}.items() <= \
+            mounts.items()
+        env = {e["name"]: e.get("value") for e in c["env"]}
+        assert (env["HOME"], env["TMPDIR"]) == ("/tmp", "/tmp")
+    if "preflight" in values:
+        script = spec["initContainers"][0]["command"][2]
+        assert "/tmp/preflight.log" in script  # written under the /tmp volume
+    custom = render_chart({**values, "securityContext": {"runAsUser": 2000, "runAsGroup": 3000,
+                                                         "fsGroup": 3000}})
+    sc = pod_specs(custom)["fabbench"]["securityContext"]
+    assert (sc["runAsUser"], sc["runAsGroup"], sc["fsGroup"]) == (2000, 3000, 3000)
+
+
+@pytest.mark.parametrize("values", [{}, {"primitive": "gloo"}, {"study": "quick"},
+                                    {"primitive": "horovod", "hostNetwork": True}])
+def test_no_pod_of_the_benchmark_holds_a_service_account_token(values):
+    """The ranks, the MPIJob's launcher and workers talk to no Kubernetes API: no token."""
+    specs = pod_specs(render_chart(values))
+    assert specs
+    for role, spec in specs.items():
+        assert spec["automountServiceAccountToken"] is False, role
+        assert "serviceAccountName" not in spec, role
+
+
+def test_resources_default_and_give_guaranteed_qos_with_whole_cores():
+    """Requests and limits of CPU and memory as values with defaults; limits equal to the
+    requests in whole cores make the pods Guaranteed (a static CPU manager pins the ranks);
+    GPUs and RDMA devices join the limits."""
+    spec = pod_specs(render_chart({"primitive": "gloo"}))["fabbench"]
+    assert spec["containers"][0]["resources"] == {
+        "requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"memory": "16Gi"}}
+    whole = {"requests": {"cpu": 4, "memory": "32Gi"}, "limits": {"cpu": 4, "memory": "32Gi"}}
+    values = {"primitive": "nccl", "gpusPerNode": 8, "resources": whole,
+              "rdma": {"resource": "rdma/hca", "perNode": 2}, "fabric": "infiniband"}
+    spec = pod_specs(render_chart(values))["fabbench"]
+    got = spec["containers"][0]["resources"]
+    assert got == {"requests": {"cpu": "4", "memory": "32Gi"},
+                   "limits": {"cpu": "4", "memory": "32Gi", "nvidia.com/gpu": 8,
+                              "rdma/hca": 2}}
+    assert {k: got["limits"][k] for k in ("cpu", "memory")} == got["requests"]  # Guaranteed
+    launcher = pod_specs(render_chart({}))["Launcher"]["containers"][0]
+    assert launcher["resources"] == {"requests": {"cpu": "100m", "memory": "256Mi"},
+                                     "limits": {"memory": "2Gi"}}
+
+
+@pytest.mark.parametrize("values,where", [
+    ({"primitive": "gloo"}, "job"), ({"primitive": "gloo", "deadlineSeconds": 45}, "job"),
+    ({}, "mpijob"), ({"deadlineSeconds": 600}, "mpijob")])
+def test_a_job_whose_pods_cannot_be_created_ends_at_a_deadline(values, where):
+    """A Job whose pods Pod Security or a quota refuses (never created) or that no node takes
+    ends at deadlineSeconds (the MPIJob: its launcher's); NOTES say where the reason is."""
+    (job,) = [d for d in render_chart(values) if d["kind"] in ("Job", "MPIJob")]
+    deadline = values.get("deadlineSeconds", 3600)
+    if where == "job":
+        assert job["spec"]["activeDeadlineSeconds"] == deadline
+        assert f"kubectl describe job {FULLNAME} -n bench" in notes(values)
+        assert "DeadlineExceeded" in notes(values)
+    else:
+        assert job["spec"]["runPolicy"]["activeDeadlineSeconds"] == deadline
+        assert f"kubectl describe mpijob {FULLNAME} -n bench" in notes(values)
+    assert "violates PodSecurity" in notes(values)
+
+
+@pytest.mark.parametrize("bad", [
+    {"resources": {"requests": {"cpu": "one"}}}, {"resources": {"limits": {"gpu": 1}}},
+    {"resources": {"requests": {"memory": "1K"}}}, {"helperResources": {"x": {}}},
+    {"securityContext": {"runAsUser": 0}}, {"securityContext": {"privileged": True}},
+    {"deadlineSeconds": 0}, {"deadlineSeconds": "1h"}])
+def test_the_schema_rejects_bad_security_values(bad):
+    good = {"resources": {"requests": {"cpu": "500m", "memory": "1.5Gi"},
+                          "limits": {"cpu": 2, "memory": "4G"}},
+            "helperResources": {"requests": {"cpu": "1"}}, "deadlineSeconds": 30,
+            "securityContext": {"runAsUser": 4242, "runAsGroup": 4242, "fsGroup": 4242}}
+    assert render_chart({"primitive": "gloo", **good})  # the new values, each accepted
+    with pytest.raises(helm_python.HelmValuesError):
+        render_chart({"primitive": "gloo", **good, **bad})

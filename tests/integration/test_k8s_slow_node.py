@@ -37,7 +37,7 @@ def cluster(k8s: K8sCluster) -> K8sCluster:
 
 def test_the_slow_node_alone_is_labelled_fail_tainted_and_the_check_fails(cluster, tmp_path):
     assert SLOW_GBYTE_S < HEALTH_FLOOR_GBYTE_S  # the slow node cannot pass, whatever the noise
-    with cluster.namespace("health") as ns:
+    with cluster.namespace("health", level="privileged") as ns:
         end, health = health_check(cluster, ns, tmp_path, taint=True)
         assert end[0] == "Failed", f"{end} | {why(cluster, ns, 'job-name=check-now')}"
         verdicts = {n: h.verdict for n, h in health.items()}
@@ -56,7 +56,7 @@ def test_the_slow_node_alone_is_labelled_fail_tainted_and_the_check_fails(cluste
         uninstall_leaves_nothing(cluster, ns)
     # a later check the slow node passes (a floor under its link) takes the taint away; 1 MiB
     # pairs suffice for that (what it shows is the taint's removal, not the figure)
-    with cluster.namespace("health-again") as ns:
+    with cluster.namespace("health-again", level="privileged") as ns:
         end, health = health_check(cluster, ns, tmp_path, floor=SLOW_GBYTE_S / 4, taint=True,
                                    sizes="1M")
         assert end[0] == "Complete", f"{end} | {why(cluster, ns, 'job-name=check-now')}"
@@ -72,7 +72,7 @@ def test_a_training_job_whose_check_meets_the_slow_node_never_starts(cluster, tm
     so no pod starts the job's own container, and the Job fails; rank 0's pod's termination
     message is the FAIL line. Runs after the health check's tests, which left fbk-2
     untainted."""
-    with cluster.namespace("preflight") as ns:
+    with cluster.namespace("preflight", level="restricted") as ns:
         run = preflight_job(cluster, ns, tmp_path, len(cluster.nodes))
         assert run.end[0] == "Failed", run.end
         assert sorted(run.checks) == list(range(len(cluster.nodes))), run.checks

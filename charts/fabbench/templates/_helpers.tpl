@@ -300,25 +300,114 @@ with a '$' as '$$'). Takes (list word dict). */}}
 {{- toJson $r }}
 {{- end }}
 
-{{/* The benchmark container's security, resources and mounts. */}}
-{{- define "fabbench.containerTail" -}}
+{{/* Whether the ranks register memory with the NIC (RDMA: a fabric whose native wire has
+device files, files/fabrics.yaml "devices"): "true" or "". Only they get IPC_LOCK, which no
+Pod Security level but privileged admits (docs/security.md). */}}
+{{- define "fabbench.registersMemory" -}}
+{{- if include "fabbench.devices" . | fromJsonArray }}true{{ end }}
+{{- end }}
+
+{{/* The Pod Security Standard the release's pods need, and why, as JSON {"level", "why"}: the
+strictest level that admits every pod (docs/security.md). */}}
+{{- define "fabbench.podSecurity" -}}
+{{- if .Values.healthCheck.enabled }}{{ dict "level" "privileged" "why" "the health check's pods run on the nodes' network (hostNetwork)" | toJson }}
+{{- else if .Values.hostNetwork }}{{ dict "level" "privileged" "why" "hostNetwork: the pods run on the nodes' network" | toJson }}
+{{- else if .Values.results.hostPath }}{{ dict "level" "privileged" "why" "results.hostPath mounts a directory of the node (a hostPath volume)" | toJson }}
+{{- else if include "fabbench.registersMemory" . }}{{ dict "level" "privileged" "why" (printf "the %s fabric registers memory with the NIC: its ranks add the capability IPC_LOCK" .Values.fabric) | toJson }}
+{{- else if eq (include "fabbench.launch" .) "mpi" }}{{ dict "level" "baseline" "why" "the MPIJob's workers run the image's sshd as root" | toJson }}
+{{- else }}{{ dict "level" "restricted" "why" "the ranks run as a user, with no capability, on a read-only root filesystem" | toJson }}
+{{- end }}
+{{- end }}
+
+{{/* The pod securityContext of pods whose ranks run as the image's user (securityContext
+values): what Pod Security restricted asks of a pod. */}}
+{{- define "fabbench.podSecurityContext" -}}
+securityContext:
+  runAsNonRoot: true
+  runAsUser: {{ int .Values.securityContext.runAsUser }}
+  runAsGroup: {{ int .Values.securityContext.runAsGroup }}
+  fsGroup: {{ int .Values.securityContext.fsGroup }}
+  seccompProfile:
+    type: RuntimeDefault
+{{- end }}
+
+{{/* The pod securityContext of the MPIJob's pods, root (sshd, the operator's keys at
+/root/.ssh): what Pod Security baseline admits. */}}
+{{- define "fabbench.rootSecurityContext" -}}
+securityContext:  # root: sshd, and the operator's keys at /root/.ssh
+  runAsUser: 0
+  runAsGroup: 0
+  seccompProfile:
+    type: RuntimeDefault
+{{- end }}
+
+{{/* A container's securityContext. Takes a dict: ctx, root (the MPIJob's sshd and mpirun:
+root's default capabilities and a writable root filesystem), ipcLock (the ranks' containers:
+IPC_LOCK when the fabric registers memory). */}}
+{{- define "fabbench.containerSecurity" -}}
 securityContext:
   allowPrivilegeEscalation: false
+  {{- if not .root }}
+  readOnlyRootFilesystem: true
+  {{- end }}
+  {{- if or (not .root) (and .ipcLock (include "fabbench.registersMemory" .ctx)) }}
   capabilities:
-    add: ["IPC_LOCK"]
-{{- $r := include "fabbench.resources" . | fromJson }}
-{{- if $r }}
-resources:
-  limits:
-    {{- range $k, $v := $r }}
-    {{ $k }}: {{ $v }}
+    {{- if not .root }}
+    drop: ["ALL"]
     {{- end }}
+    {{- if and .ipcLock (include "fabbench.registersMemory" .ctx) }}
+    add: ["IPC_LOCK"]
+    {{- end }}
+  {{- end }}
 {{- end }}
+
+{{/* A container's resources: the values' requests and limits (resources, or helperResources
+for the containers that hold no rank), the GPUs and RDMA devices of the ranks' containers
+among the limits. Takes a dict: ctx, ranks (bool). */}}
+{{- define "fabbench.containerResources" -}}
+{{- $v := .ctx.Values }}
+{{- $given := ternary $v.resources $v.helperResources .ranks }}
+{{- $requests := dict }}{{ range $k, $q := ($given.requests | default dict) }}{{ $_ := set $requests $k (toString $q) }}{{ end }}
+{{- $limits := dict }}{{ range $k, $q := ($given.limits | default dict) }}{{ $_ := set $limits $k (toString $q) }}{{ end }}
+{{- if .ranks }}{{ range $k, $n := include "fabbench.resources" .ctx | fromJson }}{{ $_ := set $limits $k (int $n) }}{{ end }}{{ end }}
+{{- if or $requests $limits }}
+resources:
+  {{- with $requests }}
+  requests:
+    {{- range $k, $q := . }}
+    {{ $k }}: {{ $q | toJson }}
+    {{- end }}
+  {{- end }}
+  {{- with $limits }}
+  limits:
+    {{- range $k, $q := . }}
+    {{ $k }}: {{ $q | toJson }}
+    {{- end }}
+  {{- end }}
+{{- end }}
+{{- end }}
+
+{{/* What a container whose root filesystem is read-only is told: HOME and TMPDIR on the /tmp
+emptyDir. */}}
+{{- define "fabbench.tmpEnv" -}}
+- name: HOME
+  value: "/tmp"
+- name: TMPDIR
+  value: "/tmp"
+{{- end }}
+
+{{/* The rank container's security, resources and mounts. Takes a dict: ctx, root (the MPIJob's
+workers). */}}
+{{- define "fabbench.containerTail" -}}
+{{ include "fabbench.containerSecurity" (dict "ctx" .ctx "root" .root "ipcLock" true) }}
+{{- include "fabbench.containerResources" (dict "ctx" .ctx "ranks" true) }}
 volumeMounts:
   - name: dshm
     mountPath: /dev/shm
+  - name: tmp
+    mountPath: /tmp
   - name: results
-    mountPath: {{ .Values.results.path | toJson }}
+    mountPath: {{ .ctx.Values.results.path | toJson }}
 {{- end }}
 
 {{/* The pods that hold ranks (the Job's, the MPIJob's workers) carry fabbench.dev/role: ranks and
@@ -335,7 +424,8 @@ affinity:
             fabbench.dev/role: "ranks"
 {{- end }}
 
-{{/* Pod settings shared by the Job and the MPIJob workers. */}}
+{{/* Pod settings shared by the Job, the MPIJob's workers and the health check: no service
+account token (the ranks talk to no Kubernetes API), the volumes. */}}
 {{- define "fabbench.podCommon" -}}
 {{- if .Values.hostNetwork }}
 hostNetwork: true
@@ -345,11 +435,14 @@ dnsPolicy: ClusterFirstWithHostNet
 nodeSelector:
   {{- toYaml . | nindent 2 }}
 {{- end }}
+automountServiceAccountToken: false
 volumes:
   - name: dshm
     emptyDir:
       medium: Memory
       sizeLimit: {{ .Values.shmSize | toJson }}
+  - name: tmp
+    emptyDir: {}
   - name: results
     {{- if .Values.results.claim }}
     persistentVolumeClaim:

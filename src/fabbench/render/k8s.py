@@ -7,6 +7,8 @@ same jobs."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from fabbench import __version__
 from fabbench.launch.launchers.pod import HOSTFILE, Pod
 from fabbench.launch.words import Shell
@@ -22,21 +24,39 @@ def labels(job: K8sJob, managed_by: str = "fabbench-render") -> dict[str, str]:
             "app.kubernetes.io/managed-by": managed_by}
 
 
+# What the chart's values default to (charts/fabbench/values.yaml): each rank container's CPU and
+# memory, those of the containers that hold no rank (the MPIJob's launcher), the user of the
+# Indexed Job's pods (the image's fabbench), the Job's deadline (docs/security.md).
+RESOURCES = {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"memory": "16Gi"}}
+HELPER_RESOURCES = {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "2Gi"}}
+SECURITY = {"user": 1000, "group": 1000, "fs_group": 1000}
+DEADLINE_S = 3600
+
+
+def rank_resources(job: K8sJob, registers_memory: bool) -> dict[str, Any]:
+    """A rank container's requests and limits (its GPUs and RDMA devices among the limits), and
+    whether it adds IPC_LOCK: only where the fabric registers memory with the NIC (RDMA)."""
+    limits: dict[str, Any] = dict(RESOURCES["limits"])
+    if job.gpus_per_node:
+        limits[job.gpu_resource] = job.gpus_per_node
+    if job.rdma_resource:
+        limits[job.rdma_resource] = job.rdma_per_node
+    return {"requests": dict(sorted(RESOURCES["requests"].items())),
+            "limits": dict(sorted(limits.items())), "ipc_lock": registers_memory}
+
+
 def render_k8s(job: K8sJob) -> str:
     bench = job.benchmark
     fab = _fabric(job)
-    resources = {}
-    if job.gpus_per_node:
-        resources[job.gpu_resource] = job.gpus_per_node
-    if job.rdma_resource:
-        resources[job.rdma_resource] = job.rdma_per_node
+    devices = fab.profile.device_files(bench.config.wire)
     env = dict(sorted({**fab.env, **job.run_env}.items()))  # every rank's: the chart's too
     context = {"job": job, "bench": bench, "fabric": fab, "env": env,
-               "resources": resources, "labels": labels(job),
+               "resources": rank_resources(job, bool(devices)),
+               "helper_resources": HELPER_RESOURCES, "security": SECURITY,
+               "deadline_s": DEADLINE_S, "labels": labels(job),
                "selector": {k: v for k, v in labels(job).items()
                             if k in ("app.kubernetes.io/name", "app.kubernetes.io/instance")},
-               "hostfile": HOSTFILE,
-               "devices": fab.profile.device_files(bench.config.wire)}
+               "hostfile": HOSTFILE, "devices": devices}
     context["preflight"] = None if job.preflight is None else {
         "floors": job.preflight, "script": k8s_arg(PREFLIGHT_SCRIPT),
         "args": pod_argv(job, fab, job.preflight_benchmark, "--floors", PREFLIGHT_FLOORS)}
