@@ -1,5 +1,7 @@
 """Bad input: one line on stderr, exit code 2, no traceback, results already written intact."""
 
+from pathlib import Path
+
 import pytest
 
 from conftest import fabbench
@@ -74,3 +76,51 @@ def test_help_is_fast_and_imports_no_comm_library():
     assert p.stdout.strip() == "[]"
     p = fabbench("--help", timeout=60)
     assert p.returncode == 0 and "run" in p.stdout
+
+
+RUNS = Path(__file__).parents[1] / "fixtures" / "runs"
+PAIRS = Path(__file__).parents[1] / "fixtures" / "pairs" / "local-pairs.jsonl"
+TINY = Path(__file__).parents[1] / "fixtures" / "studies" / "tiny.toml"
+
+
+@pytest.mark.parametrize("args,needle", [
+    # an output that cannot be written: one line, no traceback (issue 59, class 3)
+    (["floors", "verify", "--floors", "reference", str(PAIRS), "--json", "/proc/fabbench-x"],
+     "cannot write --json /proc/fabbench-x: "),
+    (["floors", "verify", "--floors", "reference", str(PAIRS), "--prometheus", "{tmp}"],
+     "is a directory"),
+    (["floors", "verify", "--floors", "reference", str(PAIRS), "--json", "{tmp}/a\nb.json"],
+     "control character"),
+    (["tune", "{tmp}/file", "--fabric", "ethernet", "--primitive", "mpi"], "is not a directory"),
+    (["tune", "{tmp}/new", "--fabric", "ethernet", "--primitive", "mpi", "--deadline", "-1"],
+     "--deadline must be"),
+    (["tune", "{tmp}/new", "--fabric", "ethernet", "--primitive", "mpi", "--deadline", "nan"],
+     "--deadline must be"),
+    (["study", "run", str(TINY), "--only", "no-such-cell-*", "--out", "{tmp}/study"],
+     "--only matches no cell"),
+    (["emulate", "run", "--nodes", "2", "--max-time", "nan", "--", "run"], "--max-time"),
+    (["floors", "baseline", str(RUNS / "siteA-ib.jsonl"), "--out", "{tmp}/f.toml", "--spread",
+      "inf"], "--spread"),
+    # forecast: values whose arithmetic overflows to infinity, or never ends
+    (["forecast", "--from", str(RUNS / "siteA-train-8.jsonl"), "--nodes", "1" + "0" * 20],
+     "--nodes must be between"),
+    (["forecast", "--from", str(RUNS / "siteA-train-8.jsonl"), "--bandwidth", "1e300GB/s"],
+     "bad bandwidth"),
+    (["forecast", "--from", str(RUNS / "siteA-train-8.jsonl"), "--bandwidth", "1e-300GB/s"],
+     "bad bandwidth"),
+    (["forecast", "--from", str(RUNS / "siteA-train-8.jsonl"), "--latency", "1e308s"],
+     "bad latency"),
+    (["forecast", "--from", str(RUNS / "siteA-train-8.jsonl"), "--compression", "1e308"],
+     "--compression must be"),
+    (["forecast", "--from", str(RUNS / "siteA-train-8.jsonl"), "--backward-fraction",
+      "1e-300"], "--backward-fraction must be"),
+])
+def test_hostile_values_one_line_exit_2(args, needle, tmp_path):
+    (tmp_path / "file").write_text("a file\n")
+    before = sorted(tmp_path.rglob("*"))
+    p = fabbench(*(a.replace("{tmp}", str(tmp_path)) for a in args), timeout=60)
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], p.stderr
+    assert "Traceback" not in p.stderr
+    assert sorted(tmp_path.rglob("*")) == before  # nothing made: refused before any work

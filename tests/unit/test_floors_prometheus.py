@@ -68,25 +68,35 @@ def test_figures_are_in_the_names_base_unit_and_not_judged_is_left_out(tmp_path)
     assert counts == {"pass": 1, "fail": 0, "not_judged": 1}
 
 
-def test_the_cli_writes_the_file_whole_and_refuses_a_missing_folder(tmp_path, capsys):
+def test_the_cli_replaces_its_own_file_whole_and_refuses_any_other(tmp_path, capsys):
     results = REPO / "tests" / "fixtures" / "pairs" / "local-pairs.jsonl"
     rules = tmp_path / "f.toml"
     rules.write_text('format = "fabbench-floors/1"\nname = "local"\n'
                      + PAIRS.replace("at_least = 0.1", "at_least = 0.001"))
     out = tmp_path / "fabbench.prom"
-    out.write_text("stale\n")
+    out.write_text(prometheus.HEADER + "\nstale 1\n")  # what an earlier check wrote
     code, printed, _ = cli(capsys, "verify", "--floors", str(rules), str(results),
                            "--prometheus", str(out))
     assert code == 0, printed
     assert f"wrote {out}" in printed
+    assert out.read_text().splitlines()[0] == prometheus.HEADER
     got = families(out.read_text())
     # its three ranks ran on one host ("vm"): one series, as Prometheus requires
     (only,) = got["fabbench_floor_verdict"]
     assert only.value == 1 and only.labels["node"] == "vm"
     assert only.labels["run"] == "20261124T165814Z-6698b5"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f.toml", "fabbench.prom"]
+    # a file fabbench did not write is never replaced, a textfile of another exporter included
+    other = tmp_path / "other.prom"
+    other.write_text("# HELP node_x x\nnode_x 1\n")
+    code, _, err = cli(capsys, "verify", "--floors", str(rules), str(results),
+                       "--prometheus", str(other))
+    assert code == 2 and err.strip().splitlines() == [
+        f"fabbench: error: --prometheus {other} exists: fabbench never overwrites a file; "
+        "give a new name"]
+    assert other.read_text() == "# HELP node_x x\nnode_x 1\n"
     code, _, err = cli(capsys, "verify", "--floors", str(rules), str(results),
                        "--prometheus", str(tmp_path / "gone" / "x.prom"))
     assert code == 2 and err.strip().splitlines() == [
-        f"fabbench: error: cannot write {tmp_path / 'gone' / 'x.prom'}: no folder "
+        f"fabbench: error: cannot write --prometheus {tmp_path / 'gone' / 'x.prom'}: no folder "
         f"{tmp_path / 'gone'}"]

@@ -41,7 +41,8 @@ def verify(
     prometheus: Annotated[Path | None, typer.Option(
         "--prometheus", help="Also write the verdict and the figures in Prometheus' text format "
         "to this file (e.g. for node_exporter's textfile collector: a *.prom file in its "
-        "directory), replaced atomically.")] = None,
+        "directory): a new file, or one this command wrote before, replaced atomically.")] =
+    None,
 ) -> None:
     """Judge results against acceptance floors.
 
@@ -55,24 +56,21 @@ def verify(
         fabbench floors verify --floors site.toml results/
             --prometheus /var/lib/node_exporter/fabric.prom  # for Prometheus to scrape
     """
-    from fabbench.errors import UsageError
+    from fabbench.floors import prometheus as exposition
     from fabbench.floors.rules import load
     from fabbench.floors.verify import verify as run_verify
+    from fabbench.results import outputs
 
-    for out in (json_out, prometheus):
-        if out is not None and not out.parent.is_dir():
-            raise UsageError(f"cannot write {out}: no folder {out.parent}")
+    checked = outputs.check_all([("--json", json_out), ("--prometheus", prometheus)],
+                                [*results, floors_path(floors)],
+                                own={"--prometheus": exposition.HEADER})  # node_exporter's
     outcome = run_verify(load(floors_path(floors)), results)
     for line in outcome.lines():
         print(line)
-    if json_out is not None:
-        json_out.write_text(json.dumps(outcome.to_json(), indent=1) + "\n")
-        print(f"wrote {json_out}")
-    if prometheus is not None:
-        from fabbench.floors import prometheus as exposition
-
-        exposition.write(prometheus, outcome)
-        print(f"wrote {prometheus}")
+    text = {"--json": json.dumps(outcome.to_json(), indent=1) + "\n",
+            "--prometheus": exposition.exposition(outcome)}
+    for path in outputs.write_all([(out, text[out.flag]) for out in checked]):
+        print(f"wrote {path}")
     raise typer.Exit(outcome.exit_code)
 
 
@@ -80,7 +78,7 @@ def baseline(
     runs: Annotated[list[Path], typer.Argument(
         help="Results files (or directories) of healthy runs of the same configuration.",
         show_default=False)],
-    out: Annotated[Path, typer.Option("--out", "-o", help="The floors file to write (new).",
+    out: Annotated[Path, typer.Option("--out", "-o", help="The floors file to write (a new one).",
                                       show_default=False)],
     below: Annotated[float, typer.Option(
         help="Each floor this fraction below the runs' median.")] = 0.10,
@@ -101,16 +99,15 @@ def baseline(
         fabbench floors baseline runs/*.jsonl --out site.toml --below 0.1
         fabbench floors baseline runs/ --out site.toml --min-size 64K --name rack1
     """
-    from fabbench.errors import UsageError
     from fabbench.floors.baseline import make
+    from fabbench.results import outputs
     from fabbench.results.runs import load
     from fabbench.units import parse_size
 
-    if out.exists():
-        raise UsageError(f"--out {out} exists: fabbench never overwrites a file")
+    to = outputs.check("--out", out, runs)
     text = make(load(runs), below=below, spread=spread, min_bytes=parse_size(min_size),
                 name=name)
-    out.write_text(text)
+    outputs.write(to, text)
     print(f"wrote {out} ({text.count('[[rule]]')} rules from {len(runs)} file(s))")
 
 

@@ -111,9 +111,7 @@ def _study_report(directory: Path, *, html: Path | None, plots: Path | None,
     from fabbench.report.study.answer_text import lines
     from fabbench.report.study.study_report import make_study_report
 
-    answer, written = make_study_report(
-        directory, html=html or directory / "report.html", plots_dir=plots,
-        json_path=directory / "report.json", title=title)
+    answer, written = make_study_report(directory, html=html, plots_dir=plots, title=title)
     if json_out:
         print(json.dumps(answer.to_json(), indent=1))
         return
@@ -176,12 +174,14 @@ def _study_compare(a: Path, b: Path, *, json_out: bool, html: Path | None,
         network_lines,
         summary_lines,
     )
+    from fabbench.results import outputs
 
+    to = outputs.check_all([("--html", html)], [a, b])
     c = compare_studies(a, b)
-    if html:
+    if to:
         from fabbench.report.study.compare_html import render
 
-        html.write_text(render(c, title=title, summary=summary_lines(c)))
+        outputs.write_all([(to[0], render(c, title=title, summary=summary_lines(c)))])
     if json_out:
         print(json.dumps({**c.to_json(), "written": [str(html)] if html else []}, indent=1))
         return
@@ -242,7 +242,7 @@ def from_log(
             text = Path(log).read_text(errors="replace")
         except OSError as exc:
             raise UsageError(f"cannot read the log {log}: {exc.strerror or exc}") from None
-    for path, count in read_back(text, out):
+    for path, count in read_back(text, out, inputs=[] if log == "-" else [log]):
         print(f"wrote {path} ({count} records)")
 
 

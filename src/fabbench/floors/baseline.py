@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -69,8 +70,8 @@ def make(series: Sequence[Series], *, below: float = 0.10, spread: float = 3.0,
         raise UsageError("a baseline needs at least one run")
     if not 0 < below < 1:
         raise UsageError(f"--below must be between 0 and 1, not {below:g}")
-    if spread < 0:
-        raise UsageError(f"--spread must be 0 or more, not {spread:g}")
+    if not 0 <= spread < math.inf:
+        raise UsageError(f"--spread must be a number 0 or more, not {spread:g}")
     failed = [s for s in series if s.summary is None or not s.summary.ok]
     if failed:
         raise UsageError(f"{failed[0].path}: run {failed[0].run.run_id} did not finish ok: a "

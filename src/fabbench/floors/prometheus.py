@@ -8,15 +8,13 @@ Prometheus' conventions: the base unit in the name (``_gigabytes_per_second``, `
 ``_samples_per_second``; sizes as ``size_bytes``), figures in that unit whatever unit the
 floors file wrote. Labels: rule, run (its id), node ("" for a whole run), op, size_bytes, dtype,
 primitive, transport, metric; subjects that share a label set (ranks of one run on one host) are
-one series, a failing one kept. The file is written beside its target and renamed over it, so
-that a scrape never reads half of it (node_exporter's advice for the textfile collector).
+one series, a failing one kept. The file starts with HEADER, a comment line Prometheus ignores:
+fabbench replaces a file that starts so (the next check's verdict), written beside it and
+renamed over it so that a scrape never reads half of it (node_exporter's advice for the
+textfile collector), and refuses any other (results.outputs).
 """
 
 from __future__ import annotations
-
-import os
-import tempfile
-from pathlib import Path
 
 from fabbench.floors.judge import FAIL, NOT_JUDGED, PASS, Judgement
 from fabbench.floors.verify import Verification
@@ -28,6 +26,8 @@ BASE_UNITS = {
     "ms": ("seconds", 1e-3),
     "samples/s": ("samples_per_second", 1.0),
 }
+# the first line of every file written: what fabbench may replace (results.outputs)
+HEADER = "# fabbench floors verify --prometheus: fabbench replaces this file on each check"
 LABELS = ("rule", "run", "node", "op", "size_bytes", "dtype", "primitive", "transport", "metric")
 
 
@@ -80,21 +80,8 @@ def exposition(outcome: Verification) -> str:
     for status, n in outcome.counts().items():
         sample("fabbench_floor_verdicts", "The verdicts of the check, by status.",
                f'floors="{name}",status="{status.replace(" ", "_")}"', n)
-    out = []
+    out = [HEADER]
     for metric, (help_text, lines) in families.items():
         out += [f"# HELP {metric} {help_text}", f"# TYPE {metric} gauge", *lines]
     return "\n".join(out) + "\n"
 
-
-def write(path: Path, outcome: Verification) -> None:
-    """The exposition, written atomically (a temporary file beside PATH, renamed over it)."""
-    text = exposition(outcome)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or ".")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

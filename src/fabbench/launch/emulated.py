@@ -3,6 +3,7 @@ ranks in an image, or a study whose every cell runs on such a cluster."""
 
 from __future__ import annotations
 
+import math
 import sys
 
 from fabbench.emulate import Emulation, session
@@ -17,8 +18,8 @@ def run_command(emulation: Emulation, argv: list[str], max_time_s: float, *,
     shape, its ranks in ``image`` under ``runtime`` where given (both or neither), or a study
     each of whose cells runs on such a cluster. The command's exit code; 128 + the signal's
     number when one stopped it (the cluster removed)."""
-    if max_time_s <= 0:
-        raise UsageError("--max-time must be more than 0 seconds")
+    if not 0 < max_time_s < math.inf:  # NaN too: a deadline that never came
+        raise UsageError(f"--max-time must be a number of seconds above 0, not {max_time_s:g}")
     if (image is None) != (runtime is None):
         raise UsageError("--image and --runtime go together, with `-- run ...` or "
                          "`-- study run ...`")

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TextIO
 
 from fabbench.errors import UsageError
+from fabbench.results import outputs
 
 ENV = "FABBENCH_RESULTS_TO_LOG"
 FORMAT = "fabbench-results/1"
@@ -147,11 +148,11 @@ def _destination(found: list[LoggedFile], out: Path | None) -> list[Path]:
     return [Path(n) for n in names]
 
 
-def from_log(text: str, out: Path | None = None) -> list[tuple[Path, int]]:
+def from_log(text: str, out: Path | None = None,
+             inputs: Iterable[str | Path] = ()) -> list[tuple[Path, int]]:
     """Write every results file of the log (see _destination), each checked record by record
-    by the results reader before it is in place; (path, records) of each."""
-    from fabbench.results.reader import read_results
-
+    by the results reader before any is in place, each a new file (results.outputs: never
+    over a file, nor over ``inputs``, the log); (path, records) of each."""
     found = blocks(text)
     if not found:
         raise UsageError(
@@ -159,23 +160,27 @@ def from_log(text: str, out: Path | None = None) -> list[tuple[Path, int]]:
             f"writes them there when {ENV}=1 (the chart: results on an emptyDir); take the "
             "log of rank 0's pod or the MPIJob's launcher, and all of it (kubectl logs -l ... "
             "shows 10 lines unless --tail=-1)")
-    written = []
-    for block, path in zip(found, _destination(found, out), strict=True):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    flag = "--out" if out is not None else "the log's file (no --out)"
+    targets = outputs.check_all([(flag, p) for p in _destination(found, out)], inputs)
+    bodies = ["".join(line + "\n" for line in block.lines) for block in found]
+    counts = [_records(block, body) for block, body in zip(found, bodies, strict=True)]
+    written = outputs.write_all(list(zip(targets, bodies, strict=True)))
+    return list(zip(written, counts, strict=True))
+
+
+def _records(block: LoggedFile, body: str) -> int:
+    """The records of a block, each checked by the results reader (UsageError naming the
+    log's line otherwise)."""
+    from fabbench.results.reader import read_results
+
+    with tempfile.TemporaryDirectory(prefix="fabbench-from-log-") as folder:
+        tmp = os.path.join(folder, block.name)
+        with open(tmp, "w") as f:
+            f.write(body)
         try:
-            with os.fdopen(fd, "w") as f:
-                f.write("".join(line + "\n" for line in block.lines))
-            try:
-                results = read_results(tmp)
-            except UsageError as exc:
-                raise UsageError(_relocated(str(exc), tmp, block)) from None
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-        written.append((path, len(results.records)))
-    return written
+            return len(read_results(tmp).records)
+        except UsageError as exc:
+            raise UsageError(_relocated(str(exc), tmp, block)) from None
 
 
 def _relocated(message: str, tmp: str, block: LoggedFile) -> str:

@@ -9,7 +9,6 @@ import math
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import matplotlib
@@ -55,12 +54,9 @@ class Plot:
             self.figure.savefig(buf, format="svg", metadata={"Date": None})
         return buf.getvalue()
 
-    def save(self, folder: Path) -> list[Path]:
-        folder.mkdir(parents=True, exist_ok=True)
-        png, svg = folder / f"{self.name}.png", folder / f"{self.name}.svg"
-        png.write_bytes(self.png())
-        svg.write_text(self.svg())
-        return [png, svg]
+    def files(self) -> list[tuple[str, bytes | str]]:
+        """The figure's files (name, content) for a folder: PNG and SVG."""
+        return [(f"{self.name}.png", self.png()), (f"{self.name}.svg", self.svg())]
 
     def close(self) -> None:
         plt.close(self.figure)

@@ -9,11 +9,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fabbench import catalog
-from fabbench.errors import UsageError
 from fabbench.report import tables
 from fabbench.report.compare import Comparison, compare
 from fabbench.report.late import late_ranks
-from fabbench.results import lines
+from fabbench.results import lines, outputs
 from fabbench.results.reader import collector_paused
 from fabbench.results.runs import Series, expand, load
 from fabbench.workload_spec import load_entry
@@ -21,6 +20,7 @@ from fabbench.workloads.pairs.pair_record import Pairs, best_pairs
 
 if TYPE_CHECKING:
     from fabbench.floors.points import Point
+    from fabbench.report.plots import Plot
 
 
 @dataclass
@@ -35,24 +35,36 @@ class Outputs:
     floors: tuple[str, list[str]] | None = None  # the floors' heading and the placements
 
 
-def write_output(path: Path, text: str) -> Path:
-    """Write a report's file (its folder made first); an unwritable path is a UsageError."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    except OSError as exc:
-        raise UsageError(f"cannot write {path}: {exc.strerror}") from None
-    return path
+def checked(paths: Sequence[str | Path], *, html: Path | None, plots_dir: Path | None,
+            csv: Path | None) -> Targets:
+    """The outputs asked for, refused before any work when one would overwrite a file, is an
+    input, or cannot be written (results.outputs)."""
+    files = outputs.check_all([("--html", html), ("--csv", csv)], paths)
+    return Targets({o.flag: o for o in files},
+                    outputs.check_folder("--plots", plots_dir) if plots_dir else None)
 
 
-def _csv(series: Sequence[Series], csv_path: Path) -> list[Path]:
-    written = [write_output(csv_path, tables.to_csv(tables.collective_rows(series),
-                                              tables.CSV_FIELDS))]
-    train = tables.train_rows(series)
-    if train:
-        written.append(write_output(csv_path.with_name(csv_path.stem + "-train.csv"),
-                              tables.to_csv(train, tables.TRAIN_CSV_FIELDS)))
-    return written
+@dataclass(frozen=True)
+class Targets:
+    """The checked outputs of a report or a compare: files by option, and the plots' folder."""
+
+    files: dict[str, outputs.Output]
+    plots: outputs.Output | None
+
+    def write(self, texts: dict[str, str], made: Sequence[Plot], csv_train: str | None = None,
+              inputs: Sequence[str | Path] = ()) -> list[Path]:
+        """The files of ``texts`` (by option), a train CSV beside --csv, the figures: none
+        written when one is refused."""
+        pending: list[tuple[outputs.Output, str | bytes]] = [
+            (self.files[flag], text) for flag, text in texts.items()]
+        csv = self.files.get("--csv")
+        if csv_train is not None and csv is not None:
+            train = csv.path.with_name(csv.path.stem + "-train.csv")
+            pending.append((outputs.check("--csv", train, inputs), csv_train))
+        if self.plots is not None:
+            pending += [(outputs.into(self.plots, name), data)
+                        for p in made for name, data in p.files()]
+        return outputs.write_all(pending)
 
 
 def _plots(series: Sequence[Series], comparison: Comparison | None = None) -> list:
@@ -69,13 +81,13 @@ def make_report(paths: Sequence[str | Path], *, html: Path | None = None,
                 title: str | None = None, floors: Path | None = None) -> Outputs:
     """The report of results files; ``floors``: a floors file to place the figures against
     (default: the shipped reference floors)."""
+    to = checked(paths, html=html, plots_dir=plots_dir, csv=csv)
     with collector_paused():
-        return _report(paths, html=html, plots_dir=plots_dir, csv=csv, title=title,
-                       floors=floors)
+        return _report(paths, to, title=title, floors=floors)
 
 
-def _report(paths: Sequence[str | Path], *, html: Path | None, plots_dir: Path | None,
-            csv: Path | None, title: str | None, floors: Path | None) -> Outputs:
+def _report(paths: Sequence[str | Path], to: Targets, *, title: str | None,
+            floors: Path | None) -> Outputs:
     from fabbench.floors.peer_output import read_foreign
     from fabbench.floors.verify import is_fabbench
 
@@ -96,8 +108,7 @@ def _report(paths: Sequence[str | Path], *, html: Path | None, plots_dir: Path |
     out = Outputs(series, text, tables.warnings_of(series), floors=placed if placed[1] else None)
     names = [s.label for s in series] + sorted({f"{p.source} {Path(p.file).name}"
                                                  for p in others})
-    _finish(out, html=html, plots_dir=plots_dir, csv=csv,
-            title=title or f"fabbench report: {', '.join(names)}")
+    _finish(out, to, title=title or f"fabbench report: {', '.join(names)}", inputs=paths)
     return out
 
 
@@ -192,13 +203,14 @@ def findings_json(series: Sequence[Series]) -> list[dict]:
 def make_compare(paths: Sequence[str | Path], *, html: Path | None = None,
                  plots_dir: Path | None = None, csv: Path | None = None,
                  title: str | None = None) -> Outputs:
+    to = checked(paths, html=html, plots_dir=plots_dir, csv=csv)
     with collector_paused():
         series = load(paths)
         comparison = compare(series)
         out = Outputs(series, "", tables.warnings_of(series), comparison=comparison)
         out.warnings += comparison.unmatched
-        _finish(out, html=html, plots_dir=plots_dir, csv=csv,
-                title=title or f"fabbench compare: {' vs '.join(s.label for s in series)}")
+        _finish(out, to, title=title or f"fabbench compare: "
+                f"{' vs '.join(s.label for s in series)}", inputs=paths)
     return out
 
 
@@ -215,31 +227,23 @@ COMPARE_FIELDS = ("op", "dtype", "bytes", "ranks", "a", "b", "a_p50_us", "b_p50_
                   "ci_low", "ci_high", "p_value", "verdict", "notes")
 
 
-def _finish(out: Outputs, *, html: Path | None, plots_dir: Path | None, csv: Path | None,
-            title: str) -> None:
-    if csv is not None:
+def _finish(out: Outputs, to: Targets, *, title: str, inputs: Sequence[str | Path]) -> None:
+    texts, train = {}, None
+    if "--csv" in to.files:
         if out.comparison is not None:
-            out.written.append(write_output(csv, tables.to_csv(compare_rows(out.comparison),
-                                                         COMPARE_FIELDS)))
+            texts["--csv"] = tables.to_csv(compare_rows(out.comparison), COMPARE_FIELDS)
         else:
-            out.written += _csv(out.series, csv)
-    if html is None and plots_dir is None:
-        return
-    made = _plots(out.series, out.comparison)
+            texts["--csv"] = tables.to_csv(tables.collective_rows(out.series), tables.CSV_FIELDS)
+            rows = tables.train_rows(out.series)
+            train = tables.to_csv(rows, tables.TRAIN_CSV_FIELDS) if rows else None
+    made = _plots(out.series, out.comparison) if "--html" in to.files or to.plots else []
     try:
-        if plots_dir is not None:
-            for p in made:
-                try:
-                    out.written += p.save(plots_dir)
-                except OSError as exc:
-                    raise UsageError(f"cannot write plots to {plots_dir}: {exc.strerror}") \
-                        from None
-        if html is not None:
+        if "--html" in to.files:
             from fabbench.report.html import render
 
-            out.written.append(write_output(html, render(out.series, made, title=title,
-                                                   comparison=out.comparison,
-                                                   floors=out.floors)))
+            texts["--html"] = render(out.series, made, title=title, comparison=out.comparison,
+                                     floors=out.floors)
+        out.written += to.write(texts, made, train, inputs)
     finally:
         for p in made:
             p.close()

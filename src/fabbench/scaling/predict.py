@@ -25,6 +25,8 @@ MODEL = "alpha-beta (fit) + Zhang et al. 2020 (training) + Won et al. 2021 (hier
 SIZES = (8, 64 << 10, 1 << 20, 16 << 20, 256 << 20)
 NODES = (1, 2, 4, 8, 16, 32, 64)
 BANDWIDTHS = ("1Gbit", "10Gbit", "25Gbit", "100Gbit")
+# the largest what-if a forecast takes: past these its figures overflow or mean nothing
+MAX_NODES, MAX_RANKS_PER_NODE, MAX_COMPRESSION = 1_000_000, 4096, 1e6
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -38,14 +40,16 @@ class ModelOptions:
     backward_fraction: float | None = None
 
     def __post_init__(self) -> None:
-        if self.nodes < 1:
-            raise UsageError(f"--nodes must be >= 1, not {self.nodes}")
-        if self.ranks_per_node < 1:
-            raise UsageError(f"--ranks-per-node must be >= 1, not {self.ranks_per_node}")
-        if not self.compression >= 1:
-            raise UsageError(f"--compression must be >= 1 (a ratio), not {self.compression}")
-        if self.backward_fraction is not None and not 0 < self.backward_fraction <= 1:
-            raise UsageError(f"--backward-fraction must be in (0, 1], not "
+        if not 1 <= self.nodes <= MAX_NODES:
+            raise UsageError(f"--nodes must be between 1 and {MAX_NODES}, not {self.nodes}")
+        if not 1 <= self.ranks_per_node <= MAX_RANKS_PER_NODE:
+            raise UsageError(f"--ranks-per-node must be between 1 and {MAX_RANKS_PER_NODE}, "
+                             f"not {self.ranks_per_node}")
+        if not 1 <= self.compression <= MAX_COMPRESSION:
+            raise UsageError(f"--compression must be a ratio between 1 and {MAX_COMPRESSION:g}, "
+                             f"not {self.compression}")
+        if self.backward_fraction is not None and not 0.01 <= self.backward_fraction <= 1:
+            raise UsageError(f"--backward-fraction must be between 0.01 and 1, not "
                              f"{self.backward_fraction}")
         for name in ("bandwidth", "intra_bandwidth"):
             if getattr(self, name) is not None:

@@ -15,6 +15,10 @@ _BANDWIDTH = re.compile(
     r"^\s*((?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*([kKmMgGtT]?)"
     r"(bit/s|bits/s|bit|bits|bps|b/s|b|B/s|Bps|B|)\s*$")
 _DURATION = re.compile(r"^\s*((?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*(ns|us|µs|ms|s|)\s*$")
+# what a forecast takes (a link's rate, a message's latency): beyond these its arithmetic
+# overflows or underflows to infinities and zeros that it would print as figures
+MIN_BYTES_S, MAX_BYTES_S = 1e3 / 8, 1e15 / 8
+MAX_LATENCY_S = 1.0
 _SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "": 1e-6}
 
 
@@ -27,8 +31,8 @@ def parse_bandwidth(text: str) -> float:
     value = float(m.group(1)) * _PREFIX[m.group(2).upper()]
     per_byte = m.group(3).startswith("B")
     bytes_per_s = value if per_byte else value / 8
-    if not bytes_per_s > 0:
-        raise UsageError(f"bad bandwidth {text!r}: must be more than zero")
+    if not MIN_BYTES_S <= bytes_per_s <= MAX_BYTES_S:
+        raise UsageError(f"bad bandwidth {text!r}: a link runs between 1 kbit/s and 1 Pbit/s")
     return bytes_per_s
 
 
@@ -38,7 +42,10 @@ def parse_duration(text: str) -> float:
     if not m:
         raise UsageError(f"bad latency {text!r}: expected a number and a unit, e.g. 5us, "
                          "1.5ms (a bare number is µs)")
-    return float(m.group(1)) * _SECONDS[m.group(2)]
+    seconds = float(m.group(1)) * _SECONDS[m.group(2)]
+    if not seconds <= MAX_LATENCY_S:
+        raise UsageError(f"bad latency {text!r}: at most {MAX_LATENCY_S:g} s")
+    return seconds
 
 
 def format_bandwidth(bytes_per_s: float) -> str:

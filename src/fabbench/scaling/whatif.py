@@ -9,6 +9,7 @@ node's link carries its gradients once."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -92,12 +93,11 @@ def flushed_buckets(grad_bytes: float, backward_s: float, flush_s: float = FLUSH
     backward: flushed every ``flush_s`` or ``flush_bytes``, whichever comes first."""
     rate = grad_bytes / backward_s
     step = min(flush_s, flush_bytes / rate)
-    buckets, t = [], 0.0
-    while t < backward_s * (1 - 1e-12):
-        end = min(t + step, backward_s)
-        buckets.append(Bucket(nbytes=(end - t) * rate, ready_s=end))
-        t = end
-    return buckets
+    # counted, not stepped until the end: a step far below backward_s would add nothing to it
+    count = max(1, math.ceil(backward_s / step * (1 - 1e-12)))
+    ends = [min((i + 1) * step, backward_s) for i in range(count - 1)] + [backward_s]
+    return [Bucket(nbytes=(end - start) * rate, ready_s=end)
+            for start, end in zip([0.0, *ends[:-1]], ends, strict=True)]
 
 
 def spread_ready(bucket_bytes: list[float], backward_s: float) -> list[Bucket]:

@@ -5,37 +5,31 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from fabbench.errors import UsageError
-from fabbench.report.runs_report import write_output
+from fabbench.report.runs_report import checked
 from fabbench.report.study.answer import StudyAnswer, answer
+from fabbench.results import outputs
+
+HTML, JSON = "report.html", "report.json"  # beside study.json, made again by each report
 
 
 def make_study_report(directory: Path, *, html: Path | None = None,
-                      plots_dir: Path | None = None, json_path: Path | None = None,
+                      plots_dir: Path | None = None,
                       title: str | None = None) -> tuple[StudyAnswer, list[Path]]:
+    """The answer, with report.json and report.html beside the manifest (made again each
+    time); the page at ``html`` instead when given (a new file, results.outputs)."""
+    to = checked([directory], html=html, plots_dir=plots_dir, csv=None)
     a = answer(directory)
-    written: list[Path] = []
-    if json_path is not None:
-        written.append(write_output(json_path, json.dumps(a.to_json(), indent=1, allow_nan=False)
-                              + "\n"))
-    if html is None and plots_dir is None:
-        return a, written
+    written = [outputs.renew(directory / JSON, json.dumps(a.to_json(), indent=1,
+                                                          allow_nan=False) + "\n")]
     from fabbench.report.study import study_plots  # matplotlib: only when figures are asked for
+    from fabbench.report.study.study_html import render
 
     made = study_plots.cells(a) + study_plots.forecast(a)
     try:
-        if plots_dir is not None:
-            for p in made:
-                try:
-                    written += p.save(plots_dir)
-                except OSError as exc:
-                    raise UsageError(f"cannot write plots to {plots_dir}: {exc.strerror}") \
-                        from None
-        if html is not None:
-            from fabbench.report.study.study_html import render
-
-            written.append(write_output(html, render(
-                a, made, title=title or f"fabbench study {a.manifest.study}: the answer")))
+        page = render(a, made, title=title or f"fabbench study {a.manifest.study}: the answer")
+        if html is None:
+            written.append(outputs.renew(directory / HTML, page))
+        written += to.write({"--html": page} if html else {}, made)
     finally:
         for p in made:
             p.close()
