@@ -45,7 +45,7 @@ class Refusal:
 
 
 @dataclass(frozen=True)
-class Rule:
+class ValueRule:
     """A text value: ``pattern`` (unanchored) matches all of it, it is at most ``max_len``
     characters, holds no control character and meets none of ``refused``. ``what`` says in a
     message what a good value is."""
@@ -87,7 +87,7 @@ class Checked:
     so that the chart's schema states the same rule (fabbench.render.chart); ``first``: a check
     of the option's own, whose UsageError says more (a size sweep's parse)."""
 
-    rule: Rule
+    rule: ValueRule
     option: str
     first: Callable[[str], object] | None = None
 
@@ -97,13 +97,14 @@ class Checked:
         return None if self.rule.ok(value) else self.rule.message(value, self.option)
 
 
-def text(what: str = "text without control characters", max_len: int = 4096) -> Rule:
+def text(what: str = "text without control characters", max_len: int = 4096) -> ValueRule:
     """Any text of at least one character but control characters."""
-    return Rule(what, "[^\\x00-\\x1f\\x7f-\\x9f\u2028\u2029]+", max_len)
+    return ValueRule(what, "[^\\x00-\\x1f\\x7f-\\x9f\u2028\u2029]+", max_len)
 
 
 TEXT = text()
-ENV_VALUE = Rule("text without control characters", "[^\\x00-\\x1f\\x7f-\\x9f\u2028\u2029]*", 4096)
+ENV_VALUE = ValueRule("text without control characters",
+                      "[^\\x00-\\x1f\\x7f-\\x9f\u2028\u2029]*", 4096)
 
 # Kubernetes: a DNS-1123 label (object names, pods' host names), a subdomain (a claim's name,
 # a label key's prefix), a qualified name (a label key, a resource name: [prefix/]name, the name
@@ -113,8 +114,8 @@ _SUBDOMAIN = f"{_DNS_LABEL}(?:\\.{_DNS_LABEL})*"
 _QUALIFIED = "[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
 
 
-def dns_label(max_len: int) -> Rule:
-    return Rule(f"a DNS-1123 label (lower-case letters, digits and '-', starting and ending "
+def dns_label(max_len: int) -> ValueRule:
+    return ValueRule(f"a DNS-1123 label (lower-case letters, digits and '-', starting and ending "
                 f"with a letter or digit, at most {max_len} characters)", _DNS_LABEL, max_len)
 
 
@@ -124,13 +125,13 @@ MAX_NAME = 52
 NAME = dns_label(MAX_NAME)
 NAMESPACE = dns_label(63)
 GROUP_NAME = dns_label(20)  # a health check's node group: in its CronJob's and Jobs' names
-SUBDOMAIN = Rule("a DNS-1123 subdomain (DNS-1123 labels joined by '.', at most 253 "
+SUBDOMAIN = ValueRule("a DNS-1123 subdomain (DNS-1123 labels joined by '.', at most 253 "
                  "characters)", _SUBDOMAIN, 253)
 # the prefix's 253 characters are not counted apart: the whole key is at most 253 + 1 + 63
-QUALIFIED_NAME = Rule("a Kubernetes qualified name ([DNS-subdomain/]name, the name at most 63 "
+QUALIFIED_NAME = ValueRule("a Kubernetes qualified name ([DNS-subdomain/]name, the name at most 63 "
                       "letters, digits and '-_.', starting and ending with a letter or digit), "
                       "such as nvidia.com/gpu", f"(?:{_SUBDOMAIN}/)?{_QUALIFIED}", 317)
-LABEL_VALUE = Rule("a Kubernetes label value (at most 63 letters, digits and '-_.', starting "
+LABEL_VALUE = ValueRule("a Kubernetes label value (at most 63 letters, digits and '-_.', starting "
                    "and ending with a letter or digit, or empty)", f"(?:{_QUALIFIED})?", 63)
 
 # An image reference as container runtimes parse it (the distribution project's grammar):
@@ -144,13 +145,13 @@ _REGISTRY = (f"(?:{_HOST_LABEL}(?:\\.{_HOST_LABEL})+(?::[0-9]+)?|{_HOST_LABEL}:[
 _REPOSITORY = f"(?:{_REGISTRY}/)?{_COMPONENT}(?:/{_COMPONENT})*"
 _TAG = "[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"
 _DIGEST = "sha256:[0-9a-f]{64}|sha512:[0-9a-f]{128}"
-IMAGE_REPOSITORY = Rule("an image repository such as registry.example.org/fabbench",
+IMAGE_REPOSITORY = ValueRule("an image repository such as registry.example.org/fabbench",
                         _REPOSITORY, 255)
-IMAGE_TAG = Rule("an image tag (letters, digits and '_.-', not starting with '.' or '-', at most "
-                 "128 characters)", _TAG, 128)
-IMAGE_DIGEST = Rule("an image digest, sha256:<64 lower-case hex digits> (or sha512:<128>)",
+IMAGE_TAG = ValueRule("an image tag (letters, digits and '_.-', not starting with '.' or '-', "
+                      "at most 128 characters)", _TAG, 128)
+IMAGE_DIGEST = ValueRule("an image digest, sha256:<64 lower-case hex digits> (or sha512:<128>)",
                     f"(?:{_DIGEST})", 135)
-IMAGE_REFERENCE = Rule("an image reference such as registry.example.org/fabbench:0.1.0-cpu or "
+IMAGE_REFERENCE = ValueRule("an image reference such as registry.example.org/fabbench:0.1.0-cpu or "
                        "REPO@sha256:<64 hex digits>",
                        f"{_REPOSITORY}(?::{_TAG})?(?:@(?:{_DIGEST}))?", 255 + 1 + 128 + 1 + 135)
 
@@ -159,18 +160,18 @@ IMAGE_REFERENCE = Rule("an image reference such as registry.example.org/fabbench
 # what the kernel allows (at most 15 characters) less what a shell reads; an RDMA device's name
 # is the driver's (mlx5_0, hfi1_0); an MCA value holds lists (',' ';'), exclusions ('^'), ports
 # and CIDRs (':' '/'), never a quote, '$', '`', '\' or a space.
-IFACE = Rule("a network interface name (1 to 15 letters, digits and '_.:@-')",
+IFACE = ValueRule("a network interface name (1 to 15 letters, digits and '_.:@-')",
              "[A-Za-z0-9_.:@-]{1,15}", 15)
-RDMA_DEVICE = Rule("an RDMA device name such as mlx5_0 (1 to 64 letters, digits and '_.-')",
+RDMA_DEVICE = ValueRule("an RDMA device name such as mlx5_0 (1 to 64 letters, digits and '_.-')",
                    "[A-Za-z0-9_.-]{1,64}", 64)
-MCA_VALUE = Rule("an MCA value of letters, digits and '_.,:;^@/+=%-' (no quote, '$', '`', "
+MCA_VALUE = ValueRule("an MCA value of letters, digits and '_.,:;^@/+=%-' (no quote, '$', '`', "
                  "'\\' or space: mpirun passes it to every node's shell)",
                  "[A-Za-z0-9_.,:;^@/+=%-]*", 4096)
 
 # Kubernetes' quantity (resource.Quantity): a decimal number and a suffix, binary (Ki..Ei),
 # decimal (m, k, M..E) or an exponent (e3, E-2); no sign, and not zero: a size of something
 _NUMBER = "(?:[0-9]*[1-9][0-9]*(?:\\.[0-9]*)?|[0-9]*\\.[0-9]*[1-9][0-9]*)"
-QUANTITY = Rule("a Kubernetes quantity above zero such as 1Gi, 512Mi or 2G",
+QUANTITY = ValueRule("a Kubernetes quantity above zero such as 1Gi, 512Mi or 2G",
                 f"{_NUMBER}(?:[KMGTPE]i|[mkMGTPE]|[eE][-+]?[0-9]+)?", 64)
 
 # A CronJob's schedule as Kubernetes reads it (robfig/cron's standard parser): a macro, or five
@@ -188,9 +189,10 @@ def _cron_field(value: str) -> str:
 _CRON = " ".join(_cron_field(v) for v in (
     "[0-5]?[0-9]", "[01]?[0-9]|2[0-3]", "0?[1-9]|[12][0-9]|3[01]",
     f"0?[1-9]|1[0-2]|{_MONTHS}|{_MONTHS.upper()}", f"[0-6]|{_DAYS}|{_DAYS.upper()}"))
-CRON = Rule("a cron schedule: five fields (minute hour day-of-month month day-of-week, one space "
-            "apart) or @hourly, @daily, @weekly, @monthly, @yearly (@annually, @midnight)",
-            f"@(?:annually|yearly|monthly|weekly|daily|midnight|hourly)|{_CRON}", 256)
+CRON = ValueRule("a cron schedule: five fields (minute hour day-of-month month day-of-week, "
+                 "one space apart) or @hourly, @daily, @weekly, @monthly, @yearly (@annually, "
+                 "@midnight)",
+                 f"@(?:annually|yearly|monthly|weekly|daily|midnight|hourly)|{_CRON}", 256)
 
 # Paths. A host path is mounted read-write into pods that may run as root (the MPIJob's): it is
 # absolute and normalised (no '//', no trailing '/', no '.' or '..' component) and outside the
@@ -201,7 +203,7 @@ _DOT_COMPONENT = Refusal("(?:^|/)\\.\\.?(?:/|$)")
 SYSTEM_DIRS = ("bin", "boot", "dev", "etc", "home", "lib", "lib32", "lib64", "libx32",
                "lost+found", "opt", "proc", "root", "run", "sbin", "snap", "srv/kubernetes",
                "sys", "usr")
-HOST_PATH = Rule(
+HOST_PATH = ValueRule(
     "a normalised absolute path on the nodes outside the system's directories (/, /etc, /usr, "
     "/var, /home, /root, /run, /proc, /sys, /dev, /boot, /opt, /lib*, /bin, /sbin and what is "
     "under them; /var/tmp/<dir> may be used), such as /srv/fabbench",
@@ -210,16 +212,17 @@ HOST_PATH = Rule(
      Refusal(f"^/(?:{'|'.join(re.escape(d) for d in SYSTEM_DIRS)})(?:/|$)"),
      Refusal("^/var(?:/|$)", unless="^/var/tmp/"),
      Refusal("^/tmp$")))
-CONTAINER_PATH = Rule("a normalised absolute path in the container (no '//', trailing '/', '.' or "
-                      "'..' component)", f"(?:/{_PATH_COMPONENT})+", 1024, (_DOT_COMPONENT,))
+CONTAINER_PATH = ValueRule("a normalised absolute path in the container (no '//', trailing '/', "
+                           "'.' or '..' component)", f"(?:/{_PATH_COMPONENT})+", 1024,
+                           (_DOT_COMPONENT,))
 
 # Slurm #SBATCH values are read by sbatch, not by a shell: only plain tokens may reach them.
-SLURM_TOKEN = Rule("letters, digits and '_.+,-'", "[A-Za-z0-9_.+,-]+", 256)
-SLURM_TIME = Rule("a Slurm time (MINUTES, H:M:S, D-H:M:S)",
+SLURM_TOKEN = ValueRule("letters, digits and '_.+,-'", "[A-Za-z0-9_.+,-]+", 256)
+SLURM_TIME = ValueRule("a Slurm time (MINUTES, H:M:S, D-H:M:S)",
                   "(?:[0-9]+-)?[0-9]+(?::[0-9]{1,2}){0,2}", 32)
 
 # A size sweep as `fabbench run --sizes` reads it (fabbench.units): MIN:MAX[:FACTOR] or a comma
 # list of sizes, a size a number with a unit B, K, M, G (KB, KiB, ...; any case)
 _SIZE = "[0-9]+(?:[BbKkMmGg]|[KkMmGg][Bb]|[KkMmGg][Ii][Bb])?"
-SIZES = Rule("MIN:MAX[:FACTOR] or a comma list of sizes, units K/M/G (1024)",
+SIZES = ValueRule("MIN:MAX[:FACTOR] or a comma list of sizes, units K/M/G (1024)",
              f"{_SIZE}:{_SIZE}(?::[0-9]+)?|{_SIZE}(?:,{_SIZE})*", 1024)

@@ -4,7 +4,7 @@ symlink to one, at a directory, at a file nowhere writable and under a folder th
 each is refused in one line with exit code 2 before any work (no rank starts), and every file
 under the test's folder is byte for byte what it was, with nothing added.
 
-The CLI runs in this process (results.outputs refuses before anything is launched; a rank
+The CLI runs in this process (results.output_files refuses before anything is launched; a rank
 started by mistake would show as a test that hangs past its timeout)."""
 
 from __future__ import annotations

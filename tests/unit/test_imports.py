@@ -24,7 +24,8 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 # lowest first; each entry is a top-level package or module, whose every module it places
 LAYERS: Sequence[Sequence[str]] = (
     ("fabbench", "fabbench.errors", "fabbench.procs"),
-    ("fabbench.units", "fabbench.option_fields", "fabbench.workload_spec", "fabbench.by_name"),
+    ("fabbench.units", "fabbench.option_fields", "fabbench.workload_spec", "fabbench.by_name",
+     "fabbench.value_rules"),  # the value rules `render` and the chart's schema share
     ("fabbench.timing", "fabbench.sysinfo", "fabbench.console", "fabbench.emulate"),
     ("fabbench.fabrics", "fabbench.networks", "fabbench.comm"),
     ("fabbench.catalog",),  # every workload's spec and option section, and installed ones

@@ -41,7 +41,7 @@ PATHS = ["/", "/etc", "/etc/x", "/var", "/var/tmp", "/var/tmp/x", "/var/lib/kube
          "/data", "/root", "/lib64", "/libfoo", "/srv/kubernetes", "/opt/cni/bin", "/run"]
 
 
-def values(rule: rules.Rule) -> st.SearchStrategy[str]:
+def values(rule: rules.ValueRule) -> st.SearchStrategy[str]:
     good = st.from_regex(rule.pattern, fullmatch=True)
     return st.one_of(
         good, good.map(lambda v: v + "\n"), st.sampled_from(PATHS),

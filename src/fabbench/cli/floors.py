@@ -59,9 +59,9 @@ def verify(
     from fabbench.floors import prometheus as exposition
     from fabbench.floors.rules import load
     from fabbench.floors.verify import verify as run_verify
-    from fabbench.results import outputs
+    from fabbench.results import output_files
 
-    checked = outputs.check_all([("--json", json_out), ("--prometheus", prometheus)],
+    checked = output_files.check_all([("--json", json_out), ("--prometheus", prometheus)],
                                 [*results, floors_path(floors)],
                                 own={"--prometheus": exposition.HEADER})  # node_exporter's
     outcome = run_verify(load(floors_path(floors)), results)
@@ -69,7 +69,7 @@ def verify(
         print(line)
     text = {"--json": json.dumps(outcome.to_json(), indent=1) + "\n",
             "--prometheus": exposition.exposition(outcome)}
-    for path in outputs.write_all([(out, text[out.flag]) for out in checked]):
+    for path in output_files.write_all([(out, text[out.flag]) for out in checked]):
         print(f"wrote {path}")
     raise typer.Exit(outcome.exit_code)
 
@@ -100,14 +100,14 @@ def baseline(
         fabbench floors baseline runs/ --out site.toml --min-size 64K --name rack1
     """
     from fabbench.floors.baseline import make
-    from fabbench.results import outputs
+    from fabbench.results import output_files
     from fabbench.results.runs import load
     from fabbench.units import parse_size
 
-    to = outputs.check("--out", out, runs)
+    to = output_files.check("--out", out, runs)
     text = make(load(runs), below=below, spread=spread, min_bytes=parse_size(min_size),
                 name=name)
-    outputs.write(to, text)
+    output_files.write(to, text)
     print(f"wrote {out} ({text.count('[[rule]]')} rules from {len(runs)} file(s))")
 
 

@@ -174,14 +174,14 @@ def _study_compare(a: Path, b: Path, *, json_out: bool, html: Path | None,
         network_lines,
         summary_lines,
     )
-    from fabbench.results import outputs
+    from fabbench.results import output_files
 
-    to = outputs.check_all([("--html", html)], [a, b])
+    to = output_files.check_all([("--html", html)], [a, b])
     c = compare_studies(a, b)
     if to:
         from fabbench.report.study.compare_html import render
 
-        outputs.write_all([(to[0], render(c, title=title, summary=summary_lines(c)))])
+        output_files.write_all([(to[0], render(c, title=title, summary=summary_lines(c)))])
     if json_out:
         print(json.dumps({**c.to_json(), "written": [str(html)] if html else []}, indent=1))
         return

@@ -11,7 +11,7 @@ primitive, transport, metric; subjects that share a label set (ranks of one run 
 one series, a failing one kept. The file starts with HEADER, a comment line Prometheus ignores:
 fabbench replaces a file that starts so (the next check's verdict), written beside it and
 renamed over it so that a scrape never reads half of it (node_exporter's advice for the
-textfile collector), and refuses any other (results.outputs).
+textfile collector), and refuses any other (results.output_files).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ BASE_UNITS = {
     "ms": ("seconds", 1e-3),
     "samples/s": ("samples_per_second", 1.0),
 }
-# the first line of every file written: what fabbench may replace (results.outputs)
+# the first line of every file written: what fabbench may replace (results.output_files)
 HEADER = "# fabbench floors verify --prometheus: fabbench replaces this file on each check"
 LABELS = ("rule", "run", "node", "op", "size_bytes", "dtype", "primitive", "transport", "metric")
 

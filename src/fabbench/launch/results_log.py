@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TextIO
 
 from fabbench.errors import UsageError
-from fabbench.results import outputs
+from fabbench.results import output_files
 
 ENV = "FABBENCH_RESULTS_TO_LOG"
 FORMAT = "fabbench-results/1"
@@ -151,7 +151,7 @@ def _destination(found: list[LoggedFile], out: Path | None) -> list[Path]:
 def from_log(text: str, out: Path | None = None,
              inputs: Iterable[str | Path] = ()) -> list[tuple[Path, int]]:
     """Write every results file of the log (see _destination), each checked record by record
-    by the results reader before any is in place, each a new file (results.outputs: never
+    by the results reader before any is in place, each a new file (results.output_files: never
     over a file, nor over ``inputs``, the log); (path, records) of each."""
     found = blocks(text)
     if not found:
@@ -161,10 +161,10 @@ def from_log(text: str, out: Path | None = None,
             "log of rank 0's pod or the MPIJob's launcher, and all of it (kubectl logs -l ... "
             "shows 10 lines unless --tail=-1)")
     flag = "--out" if out is not None else "the log's file (no --out)"
-    targets = outputs.check_all([(flag, p) for p in _destination(found, out)], inputs)
+    targets = output_files.check_all([(flag, p) for p in _destination(found, out)], inputs)
     bodies = ["".join(line + "\n" for line in block.lines) for block in found]
     counts = [_records(block, body) for block, body in zip(found, bodies, strict=True)]
-    written = outputs.write_all(list(zip(targets, bodies, strict=True)))
+    written = output_files.write_all(list(zip(targets, bodies, strict=True)))
     return list(zip(written, counts, strict=True))
 
 

@@ -176,7 +176,7 @@ _CHART_HELP = MappingProxyType({
 # The chart's own values that a rule of fabbench.value_rules governs, by their place in the
 # values ("[]": an array's items), and whether "" (not set) is taken: `fabbench render` applies
 # the same rules to its options.
-_RULES: MappingProxyType[tuple[str, ...], tuple[rules.Rule, bool]] = MappingProxyType({
+_RULES: MappingProxyType[tuple[str, ...], tuple[rules.ValueRule, bool]] = MappingProxyType({
     ("nameOverride",): (rules.NAME, True), ("fullnameOverride",): (rules.NAME, True),
     ("image", "repository"): (rules.IMAGE_REPOSITORY, False),
     ("image", "tag"): (rules.IMAGE_TAG, True), ("image", "digest"): (rules.IMAGE_DIGEST, True),

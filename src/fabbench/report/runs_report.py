@@ -12,7 +12,7 @@ from fabbench import catalog
 from fabbench.report import tables
 from fabbench.report.compare import Comparison, compare
 from fabbench.report.late import late_ranks
-from fabbench.results import lines, outputs
+from fabbench.results import lines, output_files
 from fabbench.results.reader import collector_paused
 from fabbench.results.runs import Series, expand, load
 from fabbench.workload_spec import load_entry
@@ -38,33 +38,33 @@ class Outputs:
 def checked(paths: Sequence[str | Path], *, html: Path | None, plots_dir: Path | None,
             csv: Path | None) -> Targets:
     """The outputs asked for, refused before any work when one would overwrite a file, is an
-    input, or cannot be written (results.outputs)."""
-    files = outputs.check_all([("--html", html), ("--csv", csv)], paths)
+    input, or cannot be written (results.output_files)."""
+    files = output_files.check_all([("--html", html), ("--csv", csv)], paths)
     return Targets({o.flag: o for o in files},
-                    outputs.check_folder("--plots", plots_dir) if plots_dir else None)
+                    output_files.check_folder("--plots", plots_dir) if plots_dir else None)
 
 
 @dataclass(frozen=True)
 class Targets:
     """The checked outputs of a report or a compare: files by option, and the plots' folder."""
 
-    files: dict[str, outputs.Output]
-    plots: outputs.Output | None
+    files: dict[str, output_files.Output]
+    plots: output_files.Output | None
 
     def write(self, texts: dict[str, str], made: Sequence[Plot], csv_train: str | None = None,
               inputs: Sequence[str | Path] = ()) -> list[Path]:
         """The files of ``texts`` (by option), a train CSV beside --csv, the figures: none
         written when one is refused."""
-        pending: list[tuple[outputs.Output, str | bytes]] = [
+        pending: list[tuple[output_files.Output, str | bytes]] = [
             (self.files[flag], text) for flag, text in texts.items()]
         csv = self.files.get("--csv")
         if csv_train is not None and csv is not None:
             train = csv.path.with_name(csv.path.stem + "-train.csv")
-            pending.append((outputs.check("--csv", train, inputs), csv_train))
+            pending.append((output_files.check("--csv", train, inputs), csv_train))
         if self.plots is not None:
-            pending += [(outputs.into(self.plots, name), data)
+            pending += [(output_files.into(self.plots, name), data)
                         for p in made for name, data in p.files()]
-        return outputs.write_all(pending)
+        return output_files.write_all(pending)
 
 
 def _plots(series: Sequence[Series], comparison: Comparison | None = None) -> list:

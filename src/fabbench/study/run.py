@@ -31,7 +31,7 @@ from fabbench.emulate.site import current as emulated_site
 from fabbench.errors import RunError, UsageError
 from fabbench.launch import launchers, ports
 from fabbench.procs import dies_with_this_process, stop_groups
-from fabbench.results import outputs
+from fabbench.results import output_files
 from fabbench.study import manifest
 from fabbench.study.host import Host, Place, detect_place, launcher_of, why_not
 from fabbench.study.manifest import Attempt, CellEntry, StudyManifest
@@ -197,7 +197,7 @@ def run_study(study: Study, directory: str | os.PathLike[str], *, resume: bool =
               progress: Callable[[Event], None] | None = None,
               place: Place | None = None) -> StudyOutcome:
     directory = Path(directory)
-    outputs.check_name("--out", directory)
+    output_files.check_name("--out", directory)
     if only is not None and not any(only(c) for c in study.cells):
         raise UsageError(f"--only matches no cell of the study {study.name} (its cells: "
                          f"{', '.join(c.id for c in study.cells[:5])}"

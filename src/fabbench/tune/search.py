@@ -32,7 +32,7 @@ from fabbench.errors import RunError, UsageError
 from fabbench.fabrics.profile import Axis, Profile, Settings, load_profile, profile_toml
 from fabbench.procs import signals_unwind
 from fabbench.report.significance import Verdict, compare_samples, median_ratio
-from fabbench.results import outputs
+from fabbench.results import output_files
 from fabbench.results.reader import read_results
 from fabbench.results.records import Ceiling, Collective, Run, Summary
 from fabbench.study.run import launch_logged, results_ok
@@ -227,7 +227,7 @@ class Tuner:
         if directory.exists() and not directory.is_dir():
             raise UsageError(f"{directory} is not a directory: tune writes its launches and "
                              "what it finds into a directory (a new one, or an empty one)")
-        outputs.check_name("DIRECTORY", directory)
+        output_files.check_name("DIRECTORY", directory)
         if config.out is not None:
             raise UsageError("--out: tune writes its launches' results under its directory "
                              "(give the directory as the argument)")

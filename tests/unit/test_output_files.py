@@ -1,4 +1,4 @@
-"""results.outputs: a file a command writes at a path its user named is new, or refused before
+"""results.output_files: a file a command writes at a path its user named is new, or refused before
 any work; it never replaces a file (fabbench's own Prometheus textfile excepted), nor one of the
 inputs by any of its names, and it is never half-written."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from fabbench.errors import UsageError
-from fabbench.results import outputs
+from fabbench.results import output_files
 
 OWN = "# fabbench test: replaced on each write"
 
@@ -28,7 +28,7 @@ def folder(tmp_path: Path) -> Path:
 
 def _refused(match: str, *args, **kwargs) -> None:
     with pytest.raises(UsageError, match=match):
-        outputs.check(*args, **kwargs)
+        output_files.check(*args, **kwargs)
 
 
 def test_an_input_is_refused_by_any_of_its_names(folder):
@@ -41,7 +41,7 @@ def test_an_input_is_refused_by_any_of_its_names(folder):
 
 def test_a_file_the_command_would_read_from_an_input_directory_is_refused(folder):
     _refused("in the input directory", "--json", folder / "sub" / "new.jsonl", [folder])
-    assert outputs.check("--json", folder / "sub" / "v.json", [folder]).path.name == "v.json"
+    assert output_files.check("--json", folder / "sub" / "v.json", [folder]).path.name == "v.json"
 
 
 @pytest.mark.parametrize("name,match", [
@@ -63,8 +63,8 @@ def test_a_folder_that_cannot_be_written_is_refused_with_the_systems_reason():
 
 def test_a_new_file_is_written_whole_and_nothing_else_is_left(folder):
     before = sorted(p.name for p in folder.iterdir())
-    out = outputs.check("--csv", folder / "t.csv", [folder / "r.jsonl"])
-    assert outputs.write(out, "a,b\n") == folder / "t.csv"
+    out = output_files.check("--csv", folder / "t.csv", [folder / "r.jsonl"])
+    assert output_files.write(out, "a,b\n") == folder / "t.csv"
     assert (folder / "t.csv").read_text() == "a,b\n"
     assert sorted(p.name for p in folder.iterdir()) == sorted([*before, "t.csv"])
     umask = os.umask(0)
@@ -73,10 +73,10 @@ def test_a_new_file_is_written_whole_and_nothing_else_is_left(folder):
 
 
 def test_a_file_that_appears_after_the_check_is_not_clobbered(folder):
-    out = outputs.check("--html", folder / "late.html")
+    out = output_files.check("--html", folder / "late.html")
     (folder / "late.html").write_text("someone else's\n")
     with pytest.raises(UsageError, match="appeared while fabbench worked"):
-        outputs.write(out, "<html>")
+        output_files.write(out, "<html>")
     assert (folder / "late.html").read_text() == "someone else's\n"
     assert not [p for p in folder.iterdir() if p.name.startswith(".late.html")]
 
@@ -84,8 +84,8 @@ def test_a_file_that_appears_after_the_check_is_not_clobbered(folder):
 def test_its_own_file_is_replaced_and_only_its_own(folder):
     own = folder / "f.prom"
     own.write_text(OWN + "\nold 1\n")
-    out = outputs.check("--prometheus", own, [folder / "r.jsonl"], own=OWN)
-    outputs.write(out, OWN + "\nnew 1\n")
+    out = output_files.check("--prometheus", own, [folder / "r.jsonl"], own=OWN)
+    output_files.write(out, OWN + "\nnew 1\n")
     assert own.read_text() == OWN + "\nnew 1\n"
     (folder / "other.prom").write_text("# HELP node_x\nnode_x 1\n")
     _refused("exists", "--prometheus", folder / "other.prom", own=OWN)
@@ -100,24 +100,25 @@ def test_its_own_file_is_replaced_and_only_its_own(folder):
 
 def test_several_outputs_are_checked_together_and_written_all_or_none(folder):
     with pytest.raises(UsageError, match="--csv .* is --html too"):
-        outputs.check_all([("--html", folder / "a"), ("--csv", folder / "a")])
-    a, b = outputs.check_all([("--html", folder / "a"), ("--csv", folder / "b"),
+        output_files.check_all([("--html", folder / "a"), ("--csv", folder / "a")])
+    a, b = output_files.check_all([("--html", folder / "a"), ("--csv", folder / "b"),
                               ("--json", None)])
     (folder / "b").write_text("meanwhile\n")
     with pytest.raises(UsageError, match="exists"):
-        outputs.write_all([(a, "A"), (b, "B")])
+        output_files.write_all([(a, "A"), (b, "B")])
     assert not (folder / "a").exists() and (folder / "b").read_text() == "meanwhile\n"
 
 
 def test_a_folder_of_figures_is_made_and_no_figure_replaced(folder):
-    figs = outputs.check_folder("--plots", folder / "figs")
+    figs = output_files.check_folder("--plots", folder / "figs")
     assert not (folder / "figs").exists()  # made when the figures are written
-    outputs.write_all([(outputs.into(figs, "a.svg"), "<svg/>")])
+    output_files.write_all([(output_files.into(figs, "a.svg"), "<svg/>")])
     with pytest.raises(UsageError, match="a.svg exists"):
-        outputs.write_all([(outputs.into(figs, "b.svg"), "b"), (outputs.into(figs, "a.svg"), "")])
+        output_files.write_all([(output_files.into(figs, "b.svg"), "b"),
+                                (output_files.into(figs, "a.svg"), "")])
     assert (folder / "figs" / "a.svg").read_text() == "<svg/>"
     assert not (folder / "figs" / "b.svg").exists()
     with pytest.raises(UsageError, match="is not a folder"):
-        outputs.check_folder("--plots", folder / "notes.txt")
+        output_files.check_folder("--plots", folder / "notes.txt")
     with pytest.raises(UsageError, match="no folder"):
-        outputs.check_folder("--plots", folder / "gone" / "figs")
+        output_files.check_folder("--plots", folder / "gone" / "figs")
