@@ -42,6 +42,10 @@ spec:
   runPolicy:
     cleanPodPolicy: Running
     backoffLimit: 0
+    # the launcher Job's deadline (mpi-operator v0.8.0 gives it the launcher only, which starts
+    # once every worker is ready: workers that cannot be created leave the MPIJob waiting,
+    # its events saying why; docs/security.md)
+    activeDeadlineSeconds: 3600
   mpiReplicaSpecs:
     Launcher:
       replicas: 1
@@ -55,9 +59,12 @@ spec:
             app.kubernetes.io/component: "benchmark"
             app.kubernetes.io/managed-by: "fabbench-render"
         spec:
-          securityContext:  # root: ssh takes the operator's key from /root/.ssh
+          automountServiceAccountToken: false
+          securityContext:  # root: sshd, and the operator's keys at /root/.ssh
             runAsUser: 0
             runAsGroup: 0
+            seccompProfile:
+              type: RuntimeDefault
           containers:
             - name: launcher
               image: "registry.example/fabbench@sha256:0123456789abcdef0123456789abcdef0123456789ab\
@@ -114,6 +121,14 @@ cdef0123456789abcdef"
                   value: "eth1"
                 - name: OMPI_MCA_pml
                   value: "ob1"
+              securityContext:
+                allowPrivilegeEscalation: false
+              resources:
+                requests:
+                  cpu: "100m"
+                  memory: "256Mi"
+                limits:
+                  memory: "2Gi"
     Worker:
       replicas: 2
       restartPolicy: Never
@@ -136,16 +151,21 @@ cdef0123456789abcdef"
                       app.kubernetes.io/name: "fabbench"
                       app.kubernetes.io/instance: "fabbench"
                       fabbench.dev/role: "ranks"
+          securityContext:  # root: sshd, and the operator's keys at /root/.ssh
+            runAsUser: 0
+            runAsGroup: 0
+            seccompProfile:
+              type: RuntimeDefault
+          automountServiceAccountToken: false
           volumes:
             - name: dshm
               emptyDir:
                 medium: Memory
                 sizeLimit: "1Gi"
+            - name: tmp
+              emptyDir: {}
             - name: results
               emptyDir: {}
-          securityContext:  # root: sshd, and the operator's keys at /root/.ssh
-            runAsUser: 0
-            runAsGroup: 0
           containers:
             - name: worker
               image: "registry.example/fabbench@sha256:0123456789abcdef0123456789abcdef0123456789ab\
@@ -161,11 +181,17 @@ cdef0123456789abcdef"
                       fieldPath: spec.nodeName
               securityContext:
                 allowPrivilegeEscalation: false
-                capabilities:
-                  add: ["IPC_LOCK"]
+              resources:
+                requests:
+                  cpu: "1"
+                  memory: "2Gi"
+                limits:
+                  memory: "16Gi"
               volumeMounts:
                 - name: dshm
                   mountPath: /dev/shm
+                - name: tmp
+                  mountPath: /tmp
                 - name: results
                   mountPath: "/results"
 
@@ -221,6 +247,8 @@ spec:
   completions: 2
   parallelism: 2
   backoffLimit: 0
+  # pods that cannot be created (Pod Security admission, a quota) or scheduled end the Job here
+  activeDeadlineSeconds: 3600
   template:
     metadata:
       labels:
@@ -242,11 +270,21 @@ spec:
                   app.kubernetes.io/name: "fabbench"
                   app.kubernetes.io/instance: "fabbench"
                   fabbench.dev/role: "ranks"
+      securityContext:
+        runAsNonRoot: true
+        runAsUser: 1000
+        runAsGroup: 1000
+        fsGroup: 1000
+        seccompProfile:
+          type: RuntimeDefault
+      automountServiceAccountToken: false
       volumes:
         - name: dshm
           emptyDir:
             medium: Memory
             sizeLimit: "1Gi"
+        - name: tmp
+          emptyDir: {}
         - name: results
           emptyDir: {}
       containers:
@@ -298,17 +336,29 @@ spec:
               value: "mlx5_0"
             - name: NCCL_NET
               value: "IB"
+            - name: HOME
+              value: "/tmp"
+            - name: TMPDIR
+              value: "/tmp"
           securityContext:
             allowPrivilegeEscalation: false
+            readOnlyRootFilesystem: true
             capabilities:
+              drop: ["ALL"]
               add: ["IPC_LOCK"]
           resources:
+            requests:
+              cpu: "1"
+              memory: "2Gi"
             limits:
+              memory: "16Gi"
               nvidia.com/gpu: 4
               rdma/hca_shared_devices_a: 1
           volumeMounts:
             - name: dshm
               mountPath: /dev/shm
+            - name: tmp
+              mountPath: /tmp
             - name: results
               mountPath: "/results"
 
@@ -379,7 +429,7 @@ def test_gpus_start_ranks_per_pod_with_torchrun():
     docs = job(nodes=2, gpus_per_node=4, bench={"primitive": "nccl", "device": "cuda"})
     container = docs["Job"]["spec"]["template"]["spec"]["containers"][0]
     assert container["command"] == ["torchrun"] and "--nproc-per-node=4" in container["args"]
-    assert container["resources"]["limits"] == {"nvidia.com/gpu": 4}
+    assert container["resources"]["limits"] == {"memory": "16Gi", "nvidia.com/gpu": 4}
 
 
 def test_mpi_gets_an_mpijob_with_the_profile_on_mpirun():
@@ -491,7 +541,8 @@ def test_the_mpijob_runs_the_images_sshd_as_root_for_the_operators_keys():
     assert spec["launcherCreationPolicy"] == "WaitForWorkersReady"
     for role in ("Launcher", "Worker"):
         pod = spec["mpiReplicaSpecs"][role]["template"]["spec"]
-        assert pod["securityContext"] == {"runAsUser": 0, "runAsGroup": 0}
+        assert pod["securityContext"] == {"runAsUser": 0, "runAsGroup": 0,
+                                          "seccompProfile": {"type": "RuntimeDefault"}}
     worker = spec["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
     assert worker["command"] == ["/usr/local/sbin/fabbench-sshd", "serve"]
     script = (REPO / "containers" / "sshd.sh").read_text()
