@@ -454,7 +454,10 @@ def labeller_is_confined(cluster: K8sCluster, ns: str) -> None:
         "label": ["label", "node", node, "example.com/other=1"],
         "taint": ["taint", "node", node, "example.com/other=1:NoSchedule"],
         "condition": ["patch", "node", node, *status, "-p", condition("OtherHealthy", "x")],
-        "cordon": ["cordon", node]}
+        "annotation": ["annotate", "node", node, "example.com/other=1"],
+        "allocatable": ["patch", "node", node, "--subresource=status", "--type=merge", "-p",
+                        '{"status": {"allocatable": {"example.com/other": "5"}}}'],
+        "cordon": ["cordon", node]}  # kubectl cordon says the refusal but exits 0
     allowed = {
         "own label": ["label", "node", node, "fabbench.dev/probe=1"],
         "own label removed": ["label", "node", node, "fabbench.dev/probe-"],
@@ -466,7 +469,8 @@ def labeller_is_confined(cluster: K8sCluster, ns: str) -> None:
     for what, argv in refused.items():
         p = cluster.kubectl_as(token, *argv)
         said[what] = p.stderr.strip()
-        assert p.returncode != 0 and "ValidatingAdmissionPolicy" in p.stderr, (what, p.stderr)
+        assert p.returncode != 0 or what == "cordon", (what, p.stderr)
+        assert "ValidatingAdmissionPolicy" in p.stderr, (what, p.stderr)
         assert "denied request: the fabbench labeller may" in p.stderr, (what, p.stderr)
     for what, argv in allowed.items():
         p = cluster.kubectl_as(token, *argv)
@@ -475,7 +479,12 @@ def labeller_is_confined(cluster: K8sCluster, ns: str) -> None:
     assert not after.tainted and after.condition["type"] == "FabricHealthy"
     got = cluster.kubectl_json("get", "node", node)
     assert "example.com/other" not in got["metadata"]["labels"]
+    assert "example.com/other" not in got["metadata"].get("annotations", {})
+    assert "example.com/other" not in got["status"]["allocatable"]
     assert not got["spec"].get("unschedulable")
+    (policy,) = [p for p in cluster.kubectl_json("get", "validatingadmissionpolicies")["items"]
+                 if p["metadata"]["name"] == f"{ns}-{RELEASE}-node-labeller"]
+    assert not policy["status"]["typeChecking"].get("expressionWarnings"), policy["status"]
     print("the labeller's token, refused by the API server:\n" + "\n".join(
         f"  {what}: {line}" for what, line in said.items()))
 

@@ -328,11 +328,16 @@ def test_a_policy_confines_the_labeller_to_its_labels_taint_and_condition():
         f'"system:serviceaccount:bench:{FULLNAME}-labeller"'}]
     assert {v["name"]: v["expression"] for v in spec["variables"]} == {
         "prefix": '"health.example.com/"', "taintKey": '"health.example.com/fabric"',
-        "condition": '"example.com/Fabric"'}
+        "condition": '"example.com/Fabric"', "status": "dyn(object.status)",
+        "oldStatus": "dyn(oldObject.status)"}
     checked = " ".join(v["expression"] for v in spec["validations"])
-    for field in ("metadata.labels", "metadata.annotations", "spec.taints",
-                  "spec.unschedulable", "status.conditions", "status.allocatable"):
-        assert f"object.{field}" in checked and f"oldObject.{field}" in checked, field
+    pairs = [(f"object.{f}", f"oldObject.{f}") for f in (
+        "metadata.labels", "metadata.annotations", "spec.taints", "spec.unschedulable",
+        "status.conditions")]
+    pairs += [(f"variables.status.{f}", f"variables.oldStatus.{f}")
+              for f in ("capacity", "allocatable")]
+    for new, old in pairs:  # each compared before and after ("oldObject" holds no "object")
+        assert new in checked and old in checked, new
 
 
 def test_the_check_needs_privileged_and_its_containers_no_more_than_restricted():
