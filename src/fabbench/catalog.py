@@ -49,8 +49,6 @@ MAX_LOCAL_RANKS = 512
 ENTRY_POINTS = "fabbench.workloads"  # the entry-point group a workload package declares in
 
 
-
-
 # ---- fabbench's own workloads: their option sections, then their specs ----
 
 @dataclass(frozen=True, kw_only=True)

@@ -51,7 +51,7 @@ def _out(path: str) -> str | None:
     Lines records do (fabbench's claim on it, which refuses a file that already holds results
     unless the run appends on purpose, comes when the run starts: a rank inside a job may see
     rank 0's first record already). Only read, never changed."""
-    if not path or any(ord(ch) < 0x20 or ch == "\x7f" for ch in path):
+    if not path or rules.has_control(path):
         return f"--out {path!r}: not a file name (empty, or a control character in it)"
     p = Path(path)
     if p.is_dir():

@@ -23,7 +23,13 @@ from fabbench.errors import UsageError
 # \x85 (NEL), U+2028 and U+2029 are line breaks to YAML 1.1; the last two are written as the
 # characters themselves (no escape of them is common to Python, RE2 and ECMA-262)
 CONTROL = "[\\x00-\\x1f\\x7f-\\x9f\u2028\u2029]"
+NOT_CONTROL = "[^" + CONTROL[1:]  # any other character
 _CONTROL = re.compile(CONTROL)
+
+
+def has_control(value: str) -> bool:
+    """Whether ``value`` holds a control character (CONTROL), which no rule takes."""
+    return _CONTROL.search(value) is not None
 
 
 @dataclass(frozen=True)
@@ -57,7 +63,7 @@ class ValueRule:
 
     def ok(self, value: object) -> bool:
         return (isinstance(value, str) and len(value) <= self.max_len
-                and not _CONTROL.search(value) and re.fullmatch(self.pattern, value) is not None
+                and not has_control(value) and re.fullmatch(self.pattern, value) is not None
                 and not any(r.applies(value) for r in self.refused))
 
     def message(self, value: object, option: str) -> str:
@@ -99,12 +105,11 @@ class Checked:
 
 def text(what: str = "text without control characters", max_len: int = 4096) -> ValueRule:
     """Any text of at least one character but control characters."""
-    return ValueRule(what, "[^\\x00-\\x1f\\x7f-\\x9f\u2028\u2029]+", max_len)
+    return ValueRule(what, f"{NOT_CONTROL}+", max_len)
 
 
 TEXT = text()
-ENV_VALUE = ValueRule("text without control characters",
-                      "[^\\x00-\\x1f\\x7f-\\x9f\u2028\u2029]*", 4096)
+ENV_VALUE = ValueRule("text without control characters", f"{NOT_CONTROL}*", 4096)
 
 # Kubernetes: a DNS-1123 label (object names, pods' host names), a subdomain (a claim's name,
 # a label key's prefix), a qualified name (a label key, a resource name: [prefix/]name, the name

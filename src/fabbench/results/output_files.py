@@ -18,7 +18,6 @@ import contextlib
 import errno
 import fnmatch
 import os
-import re
 import stat
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
@@ -26,9 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fabbench.errors import UsageError
+from fabbench.value_rules import has_control
 
 NEVER = "fabbench never overwrites a file"
-CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 RENEWED = "\0"  # Output.own of renew(): replaced whatever it holds
 READS = "*.jsonl"  # the files a command reads from a directory it is given (results.runs.expand)
 
@@ -137,7 +136,7 @@ def into(folder: Output, name: str) -> Output:
 
 
 def check_name(flag: str, path: str | Path) -> None:
-    if not str(path) or CONTROL.search(str(path)):
+    if not str(path) or has_control(str(path)):
         raise UsageError(f"{flag} {str(path)!r}: not a file name (empty, or a control "
                          "character in it)")
 
