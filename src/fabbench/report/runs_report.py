@@ -148,6 +148,8 @@ def foreign_text(points: Sequence[Point], series: Sequence[Series]) -> str:
     """Other tools' results (nccl-tests, OSU) as tables per file, run and operation, each
     size beside fabbench's busbw (or pairs bandwidth) at the same operation and size where a
     fabbench run given with them measured it."""
+    if not points:
+        return ""
     mine: dict[tuple[str, int], tuple[float, str]] = {}
     for s in series:
         for c in s.collectives:

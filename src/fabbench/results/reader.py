@@ -10,17 +10,22 @@ does not know (a newer writer's) is kept in the record's ``extra``; no reader he
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from fabbench.errors import UsageError
-from fabbench.results import RENAMED, SUPPORTED_SCHEMAS
-from fabbench.results.records import Record, kind_of, problem
+from fabbench.results import RENAMED, SCHEMA, SUPPORTED_SCHEMAS
+from fabbench.results.records import Record, Run, kind_of, problem
 from fabbench.timing.stats import STABLE_RULE, is_stable, median_ci95_rel
+
+if TYPE_CHECKING:
+    from fabbench.results.columns import ColumnRecords
 
 R = TypeVar("R", bound=Record)
 
@@ -30,6 +35,8 @@ class ResultsFile:
     path: Path
     records: list[Record]  # typed, current field names, whatever version the file is
     warnings: list[str] = field(default_factory=list)
+    # per run record, in order: its records of each columnar kind (read_results(columnar=True))
+    columns: list[dict[str, ColumnRecords]] = field(default_factory=list)
 
     @overload
     def of_kind(self, kind: type[R]) -> list[R]: ...
@@ -106,17 +113,6 @@ def _parse(path: Path, number: int, line: str) -> dict[str, Any]:
     return record
 
 
-def _lines(path: Path) -> Iterator[tuple[int, str, bool]]:
-    """A file's lines, one at a time (a file is never held whole): each one's number, text,
-    and whether it is a last line without its newline (a writer killed in the middle)."""
-    try:
-        with path.open("rb") as f:
-            for number, raw in enumerate(f, 1):
-                yield number, raw.decode(errors="replace"), not raw.endswith(b"\n")
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
-
-
 @contextlib.contextmanager
 def collector_paused() -> Iterator[None]:
     """Python's cycle collector paused while a file is read, or while what reads it works on
@@ -133,8 +129,18 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def read_results(path: str | Path) -> ResultsFile:
+def read_results(path: str | Path, *, columnar: bool = False) -> ResultsFile:
+    """Every record of a file, checked, in file order. ``columnar``: the records of the kinds
+    results.columns reads as columns (a health check's pairs) are not made one by one: each run's
+    are a ColumnRecords in ``columns`` (every line still checked, see results.columns)."""
     path = Path(path)
+    if columnar:
+        from fabbench.results import columns
+
+        if columns.COLUMNAR:
+            fast = _columnar(path)
+            if fast is not None:
+                return fast
     warnings: list[str] = []
     with collector_paused():
         records = list(_records(path, warnings))
@@ -143,10 +149,14 @@ def read_results(path: str | Path) -> ResultsFile:
     return ResultsFile(path, records, warnings)
 
 
-def _records(path: Path, warnings: list[str]) -> Iterator[Record]:
-    """The file's records, checked, in file order; a truncated last line is a warning."""
+def _records(path: Path, warnings: list[str], tally: _Tally | None = None) -> Iterator[Record]:
+    """The file's records, checked, in file order; a truncated last line is a warning.
+    ``tally``: the lines of its kinds are counted for their run, not read (_Tally.lines)."""
     version: str | None = None  # the schema of the run record the lines below belong to
-    for number, line, truncated in _lines(path):
+    for number, raw in _raw_lines(path) if tally is None else tally.lines(path):
+        if tally is not None:
+            tally.close_run()
+        line, truncated = raw.decode(errors="replace"), not raw.endswith(b"\n")
         if not line or line.isspace():
             continue
         try:
@@ -161,16 +171,167 @@ def _records(path: Path, warnings: list[str]) -> Iterator[Record]:
             if version not in SUPPORTED_SCHEMAS:
                 raise UsageError(f"{path}:{number}: schema {version!r} is not one this fabbench "
                                  f"reads ({', '.join(SUPPORTED_SCHEMAS)}); upgrade fabbench")
+            if tally is not None:
+                tally.runs.append({})
+                tally.version = version
         if version is None:
             raise UsageError(f"{path}: the first record is not a 'run' record")
-        why = problem(record, version, unknown_fields=True)
-        if why is not None:
-            raise UsageError(f"{path}:{number}: {why}")
-        record = _rename(record, RENAMED.get(version, {}).get(record["kind"], {}))
-        derive = DERIVED.get(version, {}).get(record["kind"])
-        cls = kind_of(record["kind"])
-        assert cls is not None  # problem() refuses a kind no package declares
-        yield cls.read(derive(record) if derive else record)
+        if tally is not None and record["kind"] in tally.kinds:
+            raise _NotColumnar  # a line of such a kind that a writer did not write
+        yield _checked(path, number, record, version)
+
+
+def _checked(path: Path, number: int, record: dict[str, Any], version: str) -> Record:
+    """The typed record of a parsed line of schema ``version``, or its one-line refusal."""
+    why = problem(record, version, unknown_fields=True)
+    if why is not None:
+        raise UsageError(f"{path}:{number}: {why}")
+    record = _rename(record, RENAMED.get(version, {}).get(record["kind"], {}))
+    derive = DERIVED.get(version, {}).get(record["kind"])
+    cls = kind_of(record["kind"])
+    assert cls is not None  # problem() refuses a kind no package declares
+    return cls.read(derive(record) if derive else record)
+
+
+class _NotColumnar(Exception):
+    """A file the columnar reading does not take as it is (an older schema, a truncated line
+    of a columnar kind, a record of one written otherwise): it is read the Python way."""
+
+
+class _Tally:
+    """The lines of the columnar kinds, counted per run, never read here: the file is read in
+    blocks, and only its other lines are passed on (results.columns checks the kinds' lines)."""
+
+    BLOCK = 1 << 24
+
+    def __init__(self) -> None:
+        from fabbench.results import columns
+
+        self.kinds = frozenset(columns.COLUMNAR)
+        (self.kind,) = self.kinds  # one columnar kind today; more: a count per prefix
+        self.prefix = columns.COLUMNAR[self.kind].prefix
+        self.runs: list[dict[str, int]] = []  # per run record, lines per kind
+        self.pending = 0  # lines of the kind not yet given to a run
+        self.version: str | None = None  # the schema of the run the lines follow
+        self._other = re.compile(b"\n(?!" + re.escape(self.prefix) + b")[^\n]*")
+
+    def lines(self, path: Path) -> Iterator[tuple[int, bytes]]:
+        """The file's lines that are not of the kind (number, text with its newline), the
+        kind's counted in ``pending`` as they pass; a file whose last line has no newline
+        (a killed writer's) is not read this way."""
+        number, carry, start = 0, b"\n", b"\n" + self.prefix
+        try:
+            with path.open("rb") as f:
+                while block := f.read(self.BLOCK):
+                    text = carry + block
+                    cut = text.rfind(b"\n")
+                    text, carry = text[:cut + 1], text[cut:]
+                    at = 0
+                    for found in self._other.finditer(text, 0, len(text) - 1):
+                        self.pending += text.count(start, at, found.start() + 1)
+                        number += text.count(b"\n", at, found.start() + 1)
+                        at = found.end()
+                        yield number, found.group()[1:] + b"\n"
+                    self.pending += text.count(start, at, len(text))
+                    number += text.count(b"\n", at, len(text) - 1)
+                if carry != b"\n":
+                    raise _NotColumnar  # a last line without its newline
+        except OSError as exc:
+            raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+        self.close_run()
+
+    def close_run(self) -> None:
+        """Give the lines of the kind passed so far to the run they follow."""
+        if self.pending:
+            if not self.runs or self.version != SCHEMA:
+                raise _NotColumnar  # before any run, or in a run of an older schema
+            self.runs[-1][self.kind] = self.runs[-1].get(self.kind, 0) + self.pending
+            self.pending = 0
+
+
+def _raw_lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    try:
+        with path.open("rb") as f:
+            yield from enumerate(f, 1)
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+
+
+def _columnar(path: Path) -> ResultsFile | None:
+    """The file read with its columnar kinds as columns; None where it must be read the Python
+    way (see _NotColumnar, and a file DuckDB cannot read: the Python way says why)."""
+    from fabbench.results import columns
+
+    tally, warnings = _Tally(), list[str]()
+    try:
+        with collector_paused():
+            records = list(_records(path, warnings, tally))
+    except _NotColumnar:
+        return None
+    if not records:
+        raise UsageError(f"{path}: no results records (empty file)")
+    kinds = {k for run in tally.runs for k in run}
+    runs = [r for r in records if isinstance(r, Run)]
+    if not kinds:
+        return ResultsFile(path, records, warnings, columns=[{} for _ in runs])
+    import duckdb
+
+    columns.engine()  # made outside the try: a failing engine is an error, not a fallback
+    tables: dict[str, columns.Table] = {}
+    try:
+        for kind in sorted(kinds):
+            tables[kind] = table = columns.load(path, kind, SCHEMA)
+            _first_refused(path, table)
+            counted = [(r.run_id, n[kind]) for r, n in zip(runs, tally.runs, strict=True)
+                       if n.get(kind)]
+            if len({r for r, _ in counted}) != len(counted) or table.counts() != dict(counted):
+                raise _NotColumnar  # a record under another run's id: read by position
+    except (duckdb.Error, _NotColumnar):
+        for t in tables.values():
+            t.drop()
+        return None
+    made = ResultsFile(path, records, warnings)
+    for index, (run, kinds_of) in enumerate(zip(runs, tally.runs, strict=True)):
+        made.columns.append({
+            kind: columns.ColumnRecords(tables[kind], run.run_id, n,
+                                        functools.partial(_run_records, path, index, kind))
+            for kind, n in kinds_of.items()})
+    return made
+
+
+def _first_refused(path: Path, table: Any) -> None:
+    """The message of the first line of the table's kind that its checks flagged and that the
+    schema refuses (a check may flag a line the schema accepts: that one is read on)."""
+    flagged = table.flagged()
+    if not flagged and not table.text_flagged:
+        return
+    if len(flagged) == 1000:  # more flagged than listed: the Python way decides
+        raise _NotColumnar
+    wanted, seen = set(flagged), -1
+    prefix = b'{"kind":' + json.dumps(table.kind).encode() + b","
+    for number, raw in _raw_lines(path):
+        if raw.startswith(prefix):
+            seen += 1
+            if seen in wanted or (table.text_flagged and table.suspect(raw)):
+                _checked(path, number, _parse(path, number, raw.decode(errors="replace")),
+                         SCHEMA)
+
+
+@functools.lru_cache(maxsize=4)
+def _plain(path: Path) -> ResultsFile:
+    return read_results(path)
+
+
+def _run_records(path: Path, index: int, kind: str) -> list[Record]:
+    """The records of ``kind`` of the file's ``index``-th run, read the Python way."""
+    out: list[Record] = []
+    run = -1
+    for record in _plain(path).records:
+        if isinstance(record, Run):
+            run += 1
+        elif run == index and record.kind == kind:
+            out.append(record)
+    return out
 
 
 def salvage(path: str | Path) -> list[dict[str, Any]]:

@@ -6,11 +6,12 @@ through here."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from fabbench.errors import UsageError
+from fabbench.results.columns import ColumnRecords
 from fabbench.results.reader import read_results
 from fabbench.results.records import Ceiling, Collective, Record, Run, Summary, Train
 
@@ -25,18 +26,20 @@ class Series:
     train: list[Train] = field(default_factory=list)
     ceilings: list[Ceiling] = field(default_factory=list)
     # the records of the kinds that have no list above (of a workload declared in a package
-    # of its own), by kind; of_kind reads every kind
-    others: dict[str, list[Record]] = field(default_factory=dict)
+    # of its own), by kind; of_kind reads every kind. A kind read as columns (a health
+    # check's pairs, results.columns) is a ColumnRecords: its analysis reads the columns.
+    others: dict[str, Sequence[Record]] = field(default_factory=dict)
     summary: Summary | None = None
     warnings: list[str] = field(default_factory=list)
     label: str = ""
 
-    def of_kind(self, kind: str) -> list[Record]:
+    def of_kind(self, kind: str) -> Sequence[Record]:
         """The run's records of one kind (by its name), in file order."""
         for cls, name in _LISTS.items():
             if cls.kind == kind:
                 return list(getattr(self, name))
-        return list(self.others.get(kind, ()))
+        found = self.others.get(kind, ())
+        return found if isinstance(found, ColumnRecords) else list(found)
 
     @property
     def base_label(self) -> str:
@@ -84,17 +87,21 @@ def expand(paths: Iterable[str | Path]) -> list[Path]:
 
 def split_runs(path: Path) -> list[Series]:
     """A file's records as runs: each `run` record starts one (a file normally holds one)."""
-    results = read_results(path)
+    results = read_results(path, columnar=True)
     series: list[Series] = []
     for record in results.records:
         if isinstance(record, Run):
             series.append(Series(path=path, run=record))
+            if results.columns:
+                series[-1].others.update(results.columns[len(series) - 1])
         elif isinstance(record, Summary):
             series[-1].summary = record
         else:
             name = _LISTS.get(type(record))
             if name is None:
-                series[-1].others.setdefault(record.kind, []).append(record)
+                listed = series[-1].others.setdefault(record.kind, [])
+                assert isinstance(listed, list)  # a columnar kind's lines are all columns
+                listed.append(record)
             else:
                 getattr(series[-1], name).append(record)
     for s in series:

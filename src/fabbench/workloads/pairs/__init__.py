@@ -9,8 +9,7 @@ this module's name. The ranks' tournament
 from __future__ import annotations
 
 import dataclasses
-import statistics
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +17,7 @@ from fabbench.comm import primitives
 from fabbench.errors import UsageError
 from fabbench.option_fields import TEXT, option, validate
 from fabbench.workload_spec import Findings, FloorFigures, WorkloadFloors, WorkloadSpec
-from fabbench.workloads.pairs.pair_record import Pairs, best_pairs
+from fabbench.workloads.pairs.pair_record import Pairs
 
 __all__ = ["PAIR_SCHEDULES", "SPEC", "PairsConfig", "decide", "findings", "floor_figures"]
 
@@ -65,34 +64,79 @@ def check(plan: Any) -> None:
 
 def floor_figures(records: Sequence[Pairs]) -> Iterator[FloorFigures]:
     """Per node: the median of its pairs' p50 bandwidth at the largest size (and latency at
-    the smallest), with each pair's figure in the evidence."""
+    the smallest), with each pair's figure in the evidence (the slowest EVIDENCE of them where
+    a node has more)."""
     if not records:
         return
-    records = best_pairs(records)  # a rechecked pair by its better figure
-    sizes = sorted({r.bytes for r in records})
-    big, small = sizes[-1], sizes[0]
-    hosts: dict[int, str] = {}
-    bw: dict[int, list[tuple[str, float]]] = {}
-    lat: dict[int, list[float]] = {}
-    transports: dict[int, set[str]] = {}
-    for r in records:
-        hosts[r.a], hosts[r.b] = r.a_host, r.b_host
-        for me, other in ((r.a, r.b_host), (r.b, r.a_host)):
-            transports.setdefault(me, set()).add(r.transport)
-            if r.bytes == big:
-                bw.setdefault(me, []).append((other, r.bw_gbyte_s))
-            if r.bytes == small and len(sizes) > 1:
-                lat.setdefault(me, []).append(r.time_us.p50)
-    for unit in sorted(bw):
-        figures = [v for _, v in bw[unit]]
-        metrics = {"bw": statistics.median(figures)}
-        if lat.get(unit):
-            metrics["time"] = statistics.median(lat[unit])
-        pairs = ", ".join(f"{host} {v:.3g}" for host, v in sorted(bw[unit]))
-        yield FloorFigures(op="sendrecv", bytes=big, dtype=records[0].dtype,
-                           transport=", ".join(sorted(transports[unit])), node=hosts[unit],
-                           metrics=metrics, peers=dict(bw[unit]),
-                           evidence=f"median of {len(figures)} pairs at {big} B (GB/s: {pairs})")
+    from fabbench.workloads.pairs import frame  # numpy: with pairs records only
+
+    f = frame.frame(records)  # a rechecked pair by its better figure
+    assert f is not None
+    big = f.sizes[-1]
+    bw = _ends(f.big)
+    lat = _ends(f.small) if f.small is not None else {}
+    for unit, (others, figures) in bw.items():
+        metrics = {"bw": frame.median(figures)}
+        if unit in lat:
+            metrics["time"] = frame.median(lat[unit][1])
+        peers = _Peers([f.where[o][0] for o in others.tolist()], figures)
+        yield FloorFigures(op="sendrecv", bytes=big, dtype=f.dtype,
+                           transport=", ".join(f.transports[unit]), node=f.where[unit][0],
+                           metrics=metrics, peers=peers,
+                           evidence=f"median of {len(figures)} pairs at {big} B "
+                                    f"(GB/s: {peers.listed()})")
+
+
+# a node's evidence lists this many of its pairs at most (the slowest), not a 4,096-node
+# check's 4,095
+EVIDENCE = 32
+
+
+def _ends(rows: Any) -> dict[int, tuple[Any, Any]]:
+    """Per unit (in order): the other end and the figure of each of its records, as records
+    list them (each record counts for both its ends)."""
+    import numpy as np
+
+    owners = np.concatenate([rows.a, rows.b])
+    others = np.concatenate([rows.b, rows.a])
+    values = np.concatenate([rows.v, rows.v])
+    order = np.argsort(owners, kind="stable")
+    owners, others, values = owners[order], others[order], values[order]
+    units, starts = np.unique(owners, return_index=True)
+    ends = np.r_[starts[1:], len(owners)]
+    return {int(u): (others[s:e], values[s:e]) for u, s, e in zip(units, starts, ends, strict=True)}
+
+
+class _Peers(Mapping[str, float]):
+    """A node's figure with each other node (by host; a later record's figure wins), made into
+    a dict only when read (the judge reads a failed node's)."""
+
+    def __init__(self, hosts: list[str], figures: Any):
+        self._hosts, self._figures = hosts, figures
+        self._made: dict[str, float] | None = None
+
+    def _dict(self) -> dict[str, float]:
+        if self._made is None:
+            self._made = dict(zip(self._hosts, self._figures.tolist(), strict=True))
+        return self._made
+
+    def __getitem__(self, host: str) -> float:
+        return self._dict()[host]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._dict())
+
+    def __len__(self) -> int:
+        return len(self._dict())
+
+    def listed(self) -> str:
+        """Each pair's host and figure, by host; the slowest EVIDENCE where there are more."""
+        pairs = list(zip(self._hosts, self._figures.tolist(), strict=True))
+        if len(pairs) <= EVIDENCE:
+            return ", ".join(f"{host} {v:.3g}" for host, v in sorted(pairs))
+        slowest = sorted(sorted(pairs, key=lambda p: p[1])[:EVIDENCE])
+        return (f"the slowest {EVIDENCE} of {len(pairs)}: "
+                + ", ".join(f"{host} {v:.3g}" for host, v in slowest))
 
 
 def findings(records: Sequence[Pairs]) -> Findings | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 
+from fabbench.results.columns import Column, columnar
 from fabbench.results.records import Measured, kind
 
 __all__ = ["SLOW_SHARE", "Pairs", "best_pairs"]
@@ -40,6 +41,16 @@ class Pairs(Measured):
     # measured again after the rounds, one pair at a time, because its first figure at the
     # largest size was below SLOW_SHARE of every pair's median (workloads/pairs/tournament.py)
     recheck: bool | None = False
+
+
+# a health check's pairs are read as columns (results.columns): these are what its analysis
+# reads (workloads/pairs/frame.py)
+columnar("pairs", [Column("a", "BIGINT"), Column("b", "BIGINT"), Column("a_rank", "BIGINT"),
+                   Column("b_rank", "BIGINT"), Column("a_host", "VARCHAR"),
+                   Column("b_host", "VARCHAR"), Column("bytes", "BIGINT"),
+                   Column("dtype", "VARCHAR"), Column("transport", "VARCHAR"),
+                   Column("unit", "VARCHAR"), Column("bw_gbyte_s", "DOUBLE"),
+                   Column("time_us.p50", "DOUBLE"), Column("recheck", "BOOLEAN")])
 
 
 # a pair below this share of the others is slow (the rechecks' trigger; the rule of

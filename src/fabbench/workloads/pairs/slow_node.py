@@ -10,12 +10,14 @@ judged."""
 
 from __future__ import annotations
 
-import statistics
-from collections.abc import Iterable
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from fabbench.workloads.pairs.pair_record import SLOW_SHARE, Pairs, best_pairs
+import numpy as np
+
+from fabbench.workloads.pairs import frame
+from fabbench.workloads.pairs.pair_record import SLOW_SHARE, Pairs
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -24,17 +26,25 @@ class NodeStat:
     host: str
     rank: int
     pairs: int
-    bw_gbyte_s: tuple[float, ...]      # its pairs' bandwidths
+    bw_gbyte_s: np.ndarray             # its pairs' bandwidths, in pair order
     others_median_gbyte_s: float       # the median of the pairs without it
     others_min_gbyte_s: float          # the slowest pair without it
     latency_us: float | None           # median of its pairs' latencies
     others_latency_us: float | None
 
     @property
+    def lowest(self) -> float:
+        return float(self.bw_gbyte_s.min())
+
+    @property
+    def highest(self) -> float:
+        return float(self.bw_gbyte_s.max())
+
+    @property
     def share(self) -> tuple[float, float]:
         """Its slowest and fastest pair as a share of the others' median."""
         ref = self.others_median_gbyte_s
-        return min(self.bw_gbyte_s) / ref, max(self.bw_gbyte_s) / ref
+        return self.lowest / ref, self.highest / ref
 
     @property
     def all_slow(self) -> bool:
@@ -42,12 +52,12 @@ class NodeStat:
 
     @property
     def others_normal(self) -> bool:
-        return max(self.bw_gbyte_s) < SLOW_SHARE * self.others_min_gbyte_s
+        return self.highest < SLOW_SHARE * self.others_min_gbyte_s
 
     def to_json(self) -> dict[str, Any]:
         lo, hi = self.share
         return {"unit": self.unit, "host": self.host, "rank": self.rank, "pairs": self.pairs,
-                "bw_gbyte_s": list(self.bw_gbyte_s),
+                "bw_gbyte_s": self.bw_gbyte_s.tolist(),
                 "others_median_gbyte_s": self.others_median_gbyte_s,
                 "share_min": lo, "share_max": hi, "others_min_gbyte_s": self.others_min_gbyte_s,
                 "latency_us": self.latency_us, "others_latency_us": self.others_latency_us,
@@ -78,60 +88,52 @@ class PairsVerdict:
                 "nodes": [n.to_json() for n in self.nodes], "text": self.text}
 
 
-def _p50_by_pair(records: list[Pairs], nbytes: int, what: str) -> dict[tuple, float]:
-    out: dict[tuple[int, int], list[float]] = {}
-    for r in records:
-        if r.bytes == nbytes:
-            value = r.bw_gbyte_s if what == "bw" else r.time_us.p50
-            out.setdefault((r.a, r.b), []).append(value)
-    return {k: statistics.median(v) for k, v in out.items()}
-
-
 def _name(unit: str, n: NodeStat) -> str:
     return f"{unit} {n.unit} ({n.host}, rank {n.rank})" if unit == "node" else \
         f"rank {n.rank} ({n.host})"
 
 
-def analyse(records: Iterable[Pairs]) -> PairsVerdict | None:
+def analyse(records: Sequence[Pairs]) -> PairsVerdict | None:
     """The verdict for one run's pairs records; None when there are none."""
-    everything = list(records)
-    if not everything:
+    f = frame.frame(records)
+    if f is None:
         return None
-    records = best_pairs(everything)
-    unit = records[0].unit
-    sizes = sorted({r.bytes for r in records})
-    big, small = sizes[-1], (sizes[0] if len(sizes) > 1 else None)
-    bw = _p50_by_pair(records, big, "bw")
-    lat = _p50_by_pair(records, small, "lat") if small is not None else {}
-    where = {}
-    for r in records:
-        where[r.a] = (r.a_host, r.a_rank)
-        where[r.b] = (r.b_host, r.b_rank)
-    verdict = PairsVerdict(unit=unit, bw_bytes=big, latency_bytes=small, pairs=len(bw),
-                           median_gbyte_s=statistics.median(bw.values()))
-    verdict.rechecked = sorted({(r.a, r.b) for r in everything if r.recheck and r.bytes == big})
-    verdict.recovered = [p for p in verdict.rechecked if p in bw
-                         and bw[p] >= SLOW_SHARE * verdict.median_gbyte_s]
-    for k in sorted(where):
-        mine = [v for pair, v in sorted(bw.items()) if k in pair]
-        rest = [v for pair, v in bw.items() if k not in pair]
-        if not mine or not rest:
+    big = f.sizes[-1]
+    bw = f.big.by_pair()
+    lat = f.small.by_pair() if f.small is not None else None
+    verdict = PairsVerdict(unit=f.unit, bw_bytes=big,
+                           latency_bytes=f.sizes[0] if f.small is not None else None,
+                           pairs=len(bw), median_gbyte_s=frame.median(bw.v))
+    verdict.rechecked = sorted({(a, b) for a, b, n in f.rechecked if n == big})
+    pairs = zip(bw.a.tolist(), bw.b.tolist(), strict=True)
+    measured = dict(zip(pairs, bw.v.tolist(), strict=True)) if verdict.rechecked else {}
+    verdict.recovered = [p for p in verdict.rechecked if p in measured
+                         and measured[p] >= SLOW_SHARE * verdict.median_gbyte_s]
+    mine_of, without = bw.members(), bw.without()
+    lat_of, lat_without = (lat.members(), lat.without()) if lat is not None else ({}, None)
+    for k, (host, rank) in f.where.items():
+        mine = mine_of.get(k)
+        if mine is None or len(mine) == len(bw):
             continue
-        ref = statistics.median(rest)
+        rest = without.rest(mine)
+        ref = rest.median()
         if ref <= 0:
             continue
-        my_lat = [v for pair, v in lat.items() if k in pair]
-        rest_lat = [v for pair, v in lat.items() if k not in pair]
+        my_lat = lat_of.get(k, _NONE)
+        rest_lat = lat_without.rest(my_lat) if lat_without is not None else None
         verdict.nodes.append(NodeStat(
-            unit=k, host=where[k][0], rank=where[k][1], pairs=len(mine),
-            bw_gbyte_s=tuple(mine), others_median_gbyte_s=ref,
-            others_min_gbyte_s=min(rest),
-            latency_us=statistics.median(my_lat) if my_lat else None,
-            others_latency_us=statistics.median(rest_lat) if rest_lat else None))
+            unit=k, host=host, rank=rank, pairs=len(mine), bw_gbyte_s=bw.v[mine],
+            others_median_gbyte_s=ref, others_min_gbyte_s=rest.kth(0),
+            latency_us=frame.median(lat.v[my_lat]) if lat is not None and len(my_lat) else None,
+            others_latency_us=rest_lat.median() if rest_lat is not None and len(rest_lat)
+            else None))
     all_slow = [n for n in verdict.nodes if n.all_slow]
     verdict.slow = [n for n in all_slow if n.others_normal]
-    verdict.text = _explain(verdict, all_slow, len(where))
+    verdict.text = _explain(verdict, all_slow, len(f.where))
     return verdict
+
+
+_NONE = np.zeros(0, dtype=np.int64)
 
 
 def _pair_list(pairs: list[tuple[int, int]]) -> str:
@@ -152,7 +154,7 @@ def _explain(v: PairsVerdict, all_slow: list[NodeStat], units: int) -> list[str]
     for n in v.slow:
         lo, hi = n.share
         text = (f"slow {v.unit}: {_name(v.unit, n)}: its {n.pairs} pairs move "
-                f"{min(n.bw_gbyte_s):.4g}–{max(n.bw_gbyte_s):.4g} GB/s {at}, "
+                f"{n.lowest:.4g}–{n.highest:.4g} GB/s {at}, "
                 f"{100 * lo:.0f}–{100 * hi:.0f}% of {n.others_median_gbyte_s:.4g} GB/s, the "
                 f"median of the pairs without it (the slowest of those: "
                 f"{n.others_min_gbyte_s:.4g} GB/s)")
@@ -188,8 +190,8 @@ def table(v: PairsVerdict) -> str:
         lo, hi = n.share
         lat = "-" if n.latency_us is None else f"{n.latency_us:.4g}"
         olat = "-" if n.others_latency_us is None else f"{n.others_latency_us:.4g}"
-        rows.append(f" {n.unit:>5} {n.host[-16:]:>16} {n.pairs:>5} {min(n.bw_gbyte_s):>10.4g} "
-                    f"{max(n.bw_gbyte_s):>10.4g} {n.others_median_gbyte_s:>11.4g} "
+        rows.append(f" {n.unit:>5} {n.host[-16:]:>16} {n.pairs:>5} {n.lowest:>10.4g} "
+                    f"{n.highest:>10.4g} {n.others_median_gbyte_s:>11.4g} "
                     f"{f'{100 * lo:.0f}–{100 * hi:.0f}%':>11} {lat:>9} {olat:>9}  "
                     f"{'SLOW' if n.unit in slow else ''}")
     return head + "\n".join(rows) + "\n"
