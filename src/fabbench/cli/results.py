@@ -51,7 +51,17 @@ def report(paths: Paths, html: Html = None, plots: Plots = None, csv: Csv = None
            title: Title = None, json_out: Json = False,
            floors: Annotated[Path | None, typer.Option(
                help="Place the figures against this floors file (docs/floors.md). Default: "
-               "the reference floors.")] = None) -> None:
+               "the reference floors.")] = None,
+           trend: Annotated[bool, typer.Option(
+               "--trend", help="Each node's and link's figure across the runs, in the order "
+               "they started, judged by --floors (a file, or 'reference'): the nodes drifting "
+               "toward the floor flagged before they cross it (docs/floors.md#trends).")] = False,
+           window: Annotated[int | None, typer.Option(
+               help="--trend: fit the slope over the last N runs (default 10, at least 5).",
+               show_default=False)] = None,
+           ahead: Annotated[int | None, typer.Option(
+               help="--trend: project the fit this many runs ahead (default 5).",
+               show_default=False)] = None) -> None:
     """Report results files, a study or a tune.
 
     Tables in the nccl-tests layout, busbw against the link, which node is slow (pairs) and
@@ -62,6 +72,10 @@ def report(paths: Paths, html: Html = None, plots: Plots = None, csv: Csv = None
         fabbench report study/  # a study's answer; report.html beside its manifest
         fabbench report tune-eth/  # a tune's gains against the default settings
     """
+    if trend or window is not None or ahead is not None:
+        _trend_report(paths, trend=trend, window=window, ahead=ahead, floors=floors, html=html,
+                      plots=plots, csv=csv, title=title, json_out=json_out)
+        return
     if len(paths) == 1 and _is_dir_of("tune", paths[0]):
         _tune_report(paths[0], given=[flag for flag, value in (
             ("--html", html), ("--plots", plots), ("--csv", csv), ("--title", title),
@@ -86,6 +100,33 @@ def report(paths: Paths, html: Html = None, plots: Plots = None, csv: Csv = None
                           "written": [str(p) for p in out.written]}, indent=1))
         return
     print(out.text, end="")
+    _warn(out.warnings)
+    _written(out.written)
+
+
+def _trend_report(paths: list[Path], *, trend: bool, window: int | None, ahead: int | None,
+                  floors: Path | None, html: Path | None, plots: Path | None,
+                  csv: Path | None, title: str | None, json_out: bool) -> None:
+    """Runs of several days: each node's and link's figure over time, drift flagged."""
+    from fabbench.cli.floors import floors_path
+    from fabbench.errors import UsageError
+    from fabbench.report.trend import AHEAD, WINDOW
+    from fabbench.report.trend_report import make_trend
+
+    if not trend:
+        raise UsageError("--window and --ahead are options of --trend")
+    if csv:
+        raise UsageError("--trend writes its table, --json, --html and --plots; --csv is for "
+                         "a report of runs")
+    out = make_trend(paths, floors=floors_path(floors) if floors else None,
+                     window=WINDOW if window is None else window,
+                     ahead=AHEAD if ahead is None else ahead, html=html, plots_dir=plots,
+                     title=title)
+    if json_out:
+        print(json.dumps({**out.trend.to_json(), "written": [str(p) for p in out.written]},
+                         indent=1))
+        return
+    print("\n".join(out.trend.lines()))
     _warn(out.warnings)
     _written(out.written)
 

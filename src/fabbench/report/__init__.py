@@ -10,6 +10,9 @@ compare_text   a comparison's console tables
 html           one self-contained HTML file (inline SVG)
 
 late           ranks that arrive late
+drift          a series' Theil-Sen slope, exact Mann-Kendall test and verdict against a floor
+trend          each node's and link's figure across runs, judged as floors verify judges one
+trend_report   the library call behind `fabbench report DIR --trend`
 runs_report    the library calls behind `fabbench report` and `fabbench compare`
 study/         a study directory's views: its answer, text, HTML, plots, study against study
 """

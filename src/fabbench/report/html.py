@@ -13,6 +13,7 @@ import jinja2
 
 from fabbench import __version__
 from fabbench.report.compare import Comparison
+from fabbench.report.drift import ALPHA as TREND_ALPHA
 from fabbench.report.significance import ALPHA
 from fabbench.report.tables import (
     busbw_text,
@@ -30,6 +31,7 @@ from fabbench.timing.stats import STABLE_REL
 
 if TYPE_CHECKING:
     from fabbench.report.plots import Plot  # matplotlib: imported where figures are drawn
+    from fabbench.report.trend import Trend
 
 # The head and style every fabbench page shares (a template adds its own rules, then
 # "</style></head><body>").
@@ -184,3 +186,58 @@ def render(series: Sequence[Series], plots: Sequence[Plot], *, title: str,
         provenance=[json.dumps(s.run.provenance.to_json(), indent=1, sort_keys=True)
                     for s in series],
         fmt_sps=_fmt_sps, fmt_eff=_fmt_eff, floors=floors)
+
+
+_TREND_TEMPLATE = PAGE_HEAD + """tr.flagged td{background:#fdecea}
+</style></head><body>
+{% macro row(n) %}<tr{% if n.flagged %} class="flagged"{% endif %}><td class="l">{{ n.subject }}</td><td>{{ n.runs }}</td>
+<td>{{ num(n.first) }}</td><td>{{ num(n.last) }}</td><td>{{ num(n.fit.slope, "+.3g") }}</td>
+<td>{{ num(n.fit.projected) }}</td><td>{{ num(n.floor) }}</td><td>{{ num(n.fit.p_value, ".2g") }}</td>
+<td class="l">{{ n.judged.verdict }}</td><td class="l">{{ n.judged.why }}</td></tr>
+{% endmacro %}
+<h1>{{ title }}</h1>
+<p>fabbench {{ version }}, {{ generated }}. {{ runs|length }} runs in the order they started
+({{ runs[0].started }} to {{ runs[-1].started }}), judged against the floors of
+<b>{{ floors.name }}</b> (<code>{{ floors.path }}</code>) as <code>fabbench floors verify</code>
+judges one run. A series is <b>drifting</b> when its Theil-Sen slope over the last {{ window }} runs
+points toward the floor, a one-sided Mann-Kendall test gives p &le; {{ alpha }}, and the fit
+projected {{ ahead }} run(s) ahead crosses the floor while the latest figure still passes it;
+<b>below floor</b> when the latest figure fails it (docs/methods.md).</p>
+{% for w in warnings %}<div class="warn">{{ w }}</div>
+{% endfor %}
+{% for r in rules %}<h2>Rule {{ r.rule.id }}: {{ r.rule.workload }} {{ r.rule.metric }} ({{ r.unit }})</h2>
+<table><tr><th class="l">node</th><th>runs</th><th>first</th><th>last</th><th>slope/run</th>
+<th>projected</th><th>floor</th><th>p</th><th class="l">verdict</th><th class="l">why</th></tr>
+{% for n in r.nodes %}{{ row(n) }}{% endfor %}</table>
+{% if r.links %}<p>The links of the flagged node(s), of the {{ r.links_latest }} of the latest run:</p>{% endif %}
+{% if r.links %}<table><tr><th class="l">link</th><th>runs</th><th>first</th><th>last</th><th>slope/run</th>
+<th>projected</th><th>floor</th><th>p</th><th class="l">verdict</th><th class="l">why</th></tr>
+{% for n in r.links %}{{ row(n) }}{% endfor %}</table>{% endif %}
+{% endfor %}
+{% if figures %}<h2>Figures</h2>
+{% for f in figures %}<figure id="fig-{{ f.name }}"><img alt="{{ f.title }}"
+ src="data:image/svg+xml;base64,{{ f.data }}"><figcaption>{{ f.title }}</figcaption></figure>
+{% endfor %}{% endif %}
+<h2>Runs</h2>
+<table><tr><th>#</th><th class="l">run</th><th class="l">started</th><th class="l">file</th></tr>
+{% for r in runs %}<tr><td>{{ loop.index }}</td><td class="l">{{ r.run_id }}</td><td class="l">{{ r.started }}</td>
+<td class="l"><code>{{ r.file }}</code></td></tr>{% endfor %}</table>
+</body></html>
+"""
+
+
+def render_trend(found: Trend, plots: Sequence[Plot], *, title: str) -> str:
+    """The page of `fabbench report DIR --trend`: per rule its nodes' and links' series and
+    verdicts, the figures, the runs."""
+    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
+
+    def num(v: float | None, fmt: str = ".4g") -> str:
+        return "-" if v is None else format(v, fmt)
+
+    return env.from_string(_TREND_TEMPLATE).render(
+        title=title, version=__version__,
+        generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        runs=found.runs, floors=found.floors, window=found.window, ahead=found.ahead,
+        alpha=TREND_ALPHA, warnings=found.warnings, rules=found.rules, num=num,
+        figures=[{"name": p.name, "title": p.title,
+                  "data": base64.b64encode(p.svg().encode()).decode()} for p in plots])

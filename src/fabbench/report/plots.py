@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import io
 import math
+import re
+import warnings
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
     from matplotlib.typing import RcKeyType
 
     from fabbench.report.compare import Comparison
+    from fabbench.report.trend import RuleTrend, Trend, TrendRow
 
 _STYLE: dict[RcKeyType, Any] = {"svg.fonttype": "none", "svg.hashsalt": "fabbench",
                                 "figure.dpi": 100, "axes.grid": True, "grid.alpha": 0.3,
@@ -197,3 +200,66 @@ def ratios(comparison: Comparison) -> list[Plot]:
             ax.set_ylabel(f"time / {comparison.baseline.label}")
         _legend(fig, axes)
     return [Plot("ratio", "time ratio", fig, [o.label for o in comparison.others])]
+
+
+def trend(found: Trend) -> list[Plot]:
+    """Each flagged node's figure across the runs (`report --trend`) against its floor, the
+    band of the other nodes (min to max, and their median) and the fitted line over the
+    window projected ahead; with no node flagged, the band alone per rule."""
+    plots: list[Plot] = []
+    for rule in found.rules:
+        flagged: list[TrendRow | None] = [n for n in rule.nodes if n.flagged]
+        for node in flagged or [None]:
+            made = _trend_plot(found, rule, node)
+            if any(p.name == made.name for p in plots):  # two names made the same stem
+                made.name += f"-{len(plots)}"
+            plots.append(made)
+    return plots
+
+
+def _trend_plot(found: Trend, rule: RuleTrend, node: TrendRow | None) -> Plot:
+    import numpy as np
+
+    x = np.arange(1, len(found.runs) + 1)
+    others = np.array([[np.nan if f is None else f for f in n.figures]
+                       for n in rule.nodes if n is not node], dtype=float)
+    name = f"node {node.subject}" if node is not None else "every node"
+    title = (f"{rule.rule.id}: {name}, {rule.rule.metric} across {len(x)} runs"
+             + (f" ({node.judged.verdict})" if node is not None else ""))
+    with plt.rc_context(_STYLE):
+        fig, ax = plt.subplots(figsize=(8.4, 4.6))
+        fig.suptitle(title)
+        if len(others):
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # a run without the others
+                low, high = np.nanmin(others, axis=0), np.nanmax(others, axis=0)
+                mid = np.nanmedian(others, axis=0)
+            label = "the other nodes" if node is not None else "the nodes"
+            band = ax.fill_between(x, low, high, color="grey", alpha=0.25, linewidth=0,
+                                   label=f"{label} (min..max)")
+            band.set_gid("band")
+            ax.plot(x, mid, color="grey", linestyle="--", linewidth=1,
+                    label=f"{label} (median)")
+        floors = [np.nan if f is None else f for f in (node or rule.nodes[0]).floors]
+        (floor_line,) = ax.step(x, floors, where="mid", color="crimson", linewidth=1.2,
+                                label="floor" if rule.rule.higher_is_better else "limit")
+        floor_line.set_gid("floor")
+        if node is not None:
+            (line,) = ax.plot(x, [np.nan if f is None else f for f in node.figures],
+                              marker="o", markersize=3, color="tab:blue", label=node.subject)
+            line.set_gid(f"series-{node.subject}")
+            fit = node.fit
+            if fit.slope is not None and fit.fitted is not None:
+                ends = np.array([max(1, len(x) - found.window + 1), len(x) + found.ahead])
+                (fitted,) = ax.plot(ends, fit.fitted + fit.slope * (ends - len(x)),
+                                    color="tab:blue", linestyle=":",
+                                    label=f"fit over the last {min(found.window, len(x))} "
+                                          f"runs, {found.ahead} ahead")
+                fitted.set_gid("fit")
+        ax.set_ylim(bottom=0)  # every figure is a rate or a time: a fit below 0 leaves it
+        ax.set_xlabel("run (in the order they started)")
+        ax.set_ylabel(f"{rule.rule.metric} ({rule.unit})")
+        _legend(fig, [ax])
+    stem = re.sub(r"[^A-Za-z0-9_.-]", "_", f"trend-{rule.rule.id}-"
+                                           f"{node.subject if node is not None else 'all'}")
+    return Plot(stem, title, fig, [n.subject for n in rule.nodes])
