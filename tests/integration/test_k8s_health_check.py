@@ -110,6 +110,29 @@ def test_enabled_renders_a_cronjob_per_group_and_validates():
         assert mounts["floors"] == "/etc/fabbench"
 
 
+def test_the_judge_has_resources_of_its_own_and_is_told_its_memory_limit():
+    """The judge's requests and limits are healthCheck.judgeResources (default: a memory limit
+    that judges 1,024 nodes, test_k8s_judge_at_scale.py), not the launcher's helperResources;
+    the container's memory limit reaches fabbench as FABBENCH_MEMORY_LIMIT (the downward API:
+    bytes), which bounds its reading engine."""
+    default = {"requests": {"cpu": "1", "memory": "1536Mi"}, "limits": {"memory": "1536Mi"}}
+    mine = {"requests": {"cpu": "2", "memory": "3Gi"}, "limits": {"cpu": 2, "memory": "3Gi"}}
+    for health, resources in (({}, default), ({"judgeResources": mine}, {
+            "requests": {"cpu": "2", "memory": "3Gi"}, "limits": {"cpu": "2", "memory": "3Gi"}})):
+        values = {**ON, "helperResources": {"limits": {"memory": "64Mi"}},
+                  "healthCheck": {**ON["healthCheck"], **health}}
+        for cron in by_kind(render_chart(values))["CronJob"]:
+            judge = judge_of(cron)
+            assert judge["resources"] == resources
+            (limit,) = [e for e in judge["env"] if e["name"] == "FABBENCH_MEMORY_LIMIT"]
+            assert limit["valueFrom"] == {"resourceFieldRef": {"containerName": judge["name"],
+                                                               "resource": "limits.memory"}}
+    launcher = [d for d in render_chart({}) if d["kind"] == "MPIJob"][0]
+    (container,) = launcher["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"][
+        "containers"]
+    assert container["resources"]["limits"] == {"memory": "2Gi"}  # helperResources, as before
+
+
 def test_the_labeller_may_get_and_patch_nodes_only():
     kinds = by_kind(render_chart(ON))
     (role,), (binding,), (account,) = (kinds["ClusterRole"], kinds["ClusterRoleBinding"],
@@ -264,7 +287,10 @@ def test_the_chart_refuses_what_cannot_run(change, message):
     {"nodeGroups": []}, {"nodeGroups": [{"name": "Rack_1"}]},
     {"nodeGroups": [{"name": "r" * 21}]}, {"nodeGroups": [{"nodeSelector": {}}]},
     {"nodeGroups": [{"name": "a", "nodes": 0}]}, {"nodeGroups": [{"name": "a", "x": 1}]},
-    {"enabled": "yes"}, {"deadlineSeconds": 10}, {"bogus": 1}])
+    {"enabled": "yes"}, {"deadlineSeconds": 10}, {"bogus": 1},
+    {"judgeResources": {"limits": {"memory": "1GB"}}}, {"judgeResources": {"limits": {"gpu": 1}}},
+    {"judgeResources": {"limits": {"memory": "0"}}}, {"judgeResources": {"limit": {}}},
+    {"judgeResources": {"requests": {"memory": "1Gi\n"}}}])
 def test_the_schema_rejects_bad_health_check_values(bad):
     with pytest.raises(helm_python.HelmValuesError):
         render_chart({**ON, "healthCheck": {**ON["healthCheck"], **bad}})

@@ -590,6 +590,7 @@ def test_a_job_whose_pods_cannot_be_created_ends_at_a_deadline(values, where):
 @pytest.mark.parametrize("bad", [
     {"resources": {"requests": {"cpu": "one"}}}, {"resources": {"limits": {"gpu": 1}}},
     {"resources": {"requests": {"memory": "1K"}}}, {"helperResources": {"x": {}}},
+    {"resources": {"limits": {"memory": "0"}}}, {"helperResources": {"requests": {"cpu": "0m"}}},
     {"securityContext": {"runAsUser": 0}}, {"securityContext": {"privileged": True}},
     {"deadlineSeconds": 0}, {"deadlineSeconds": "1h"}])
 def test_the_schema_rejects_bad_security_values(bad):

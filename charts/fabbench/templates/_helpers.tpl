@@ -362,11 +362,12 @@ securityContext:
 {{- end }}
 
 {{/* A container's resources: the values' requests and limits (resources, or helperResources
-for the containers that hold no rank), the GPUs and RDMA devices of the ranks' containers
-among the limits. Takes a dict: ctx, ranks (bool). */}}
+for the containers that hold no rank, or those given), the GPUs and RDMA devices of the ranks'
+containers among the limits. Takes a dict: ctx, ranks (bool), given (when there: the requests
+and limits of a container of its own, healthCheck.judgeResources). */}}
 {{- define "fabbench.containerResources" -}}
 {{- $v := .ctx.Values }}
-{{- $given := ternary $v.resources $v.helperResources .ranks }}
+{{- $given := ternary .given (ternary $v.resources $v.helperResources .ranks) (hasKey . "given") | default dict }}
 {{- $requests := dict }}{{ range $k, $q := ($given.requests | default dict) }}{{ $_ := set $requests $k (toString $q) }}{{ end }}
 {{- $limits := dict }}{{ range $k, $q := ($given.limits | default dict) }}{{ $_ := set $limits $k (toString $q) }}{{ end }}
 {{- if .ranks }}{{ range $k, $n := include "fabbench.resources" .ctx | fromJson }}{{ $_ := set $limits $k (int $n) }}{{ end }}{{ end }}

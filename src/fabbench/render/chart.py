@@ -193,11 +193,22 @@ _RULES: MappingProxyType[tuple[str, ...], tuple[rules.ValueRule, bool]] = Mappin
     ("preflight", "sizes"): (rules.SIZES, False)})
 # node selectors: label keys to label values
 _SELECTORS = (("nodeSelector",), ("healthCheck", "nodeGroups", "[]", "nodeSelector"))
+# a container's requests and limits of cpu and memory: the ranks', the launcher's, the judge's
+_RESOURCES = (("resources",), ("helperResources",), ("healthCheck", "judgeResources"))
 
 
 def node_selector_schema() -> dict[str, Any]:
     return {"type": "object", "propertyNames": rules.QUALIFIED_NAME.schema(),
             "additionalProperties": rules.LABEL_VALUE.schema(optional=True)}
+
+
+def resources_schema() -> dict[str, Any]:
+    """Requests and limits of cpu and memory, each a quantity (text, or a whole number)."""
+    quantity = {"anyOf": [{"type": "integer", "minimum": 1}, rules.QUANTITY.schema()]}
+    amounts = {"type": "object", "additionalProperties": False,
+               "properties": {"cpu": quantity, "memory": quantity}}
+    return {"type": "object", "additionalProperties": False,
+            "properties": {"requests": amounts, "limits": amounts}}
 
 
 def _carried() -> list[config.Field]:
@@ -309,6 +320,8 @@ def values_schema(text: str) -> str:
         _parent(schema, path)[path[-1]] = rule.schema(optional=optional)
     for path in _SELECTORS:
         _parent(schema, path)[path[-1]] = node_selector_schema()
+    for path in _RESOURCES:
+        _parent(schema, path)[path[-1]] = resources_schema()
     return _json(schema, 0) + "\n"
 
 
