@@ -123,7 +123,10 @@ def engine() -> duckdb.DuckDBPyConnection:
     spill = tempfile.mkdtemp(prefix="fabbench-duckdb-")
     atexit.register(shutil.rmtree, spill, True)
     config: dict[str, Any] = {"threads": max(1, len(os.sched_getaffinity(0))),
-                              "temp_directory": spill, "preserve_insertion_order": True}
+                              "temp_directory": spill, "preserve_insertion_order": True,
+                              # JSON is built in; nothing is fetched from the network
+                              "autoinstall_known_extensions": False,
+                              "autoload_known_extensions": False}
     config["memory_limit"] = f"{max(64 << 20, int(limit * ENGINE_SHARE)) >> 20}MB"
     con = duckdb.connect(":memory:", config=config)
     con.execute("SET enable_progress_bar = false")
