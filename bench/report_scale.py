@@ -224,8 +224,9 @@ def collective_files(args: argparse.Namespace, work: Path) -> Iterator[Made]:
 
 def pairs_files(args: argparse.Namespace, work: Path) -> Iterator[Made]:
     """The pairs files of --nodes, each made (space allowing) when the one before is timed."""
-    (source_path,) = args.source or [PAIRS_SOURCE]
-    source = pairs_scale.read_source(source_path)
+    if args.source and len(args.source) > 1:
+        pairs_scale.fail("--workload pairs takes one --source (one pairs run)")
+    source = pairs_scale.read_source((args.source or [PAIRS_SOURCE])[0])
     for n in [int(s) for s in args.nodes.split(",")]:
         if n < 2:
             pairs_scale.fail(f"--nodes {n}: a pairs run has 2 nodes or more")
