@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
 
-from fabbench.errors import UsageError
+from fabbench.errors import RunError, UsageError
 
 if TYPE_CHECKING:
     import duckdb
@@ -107,7 +107,7 @@ def memory_limit(text: str | None = None) -> int | None:
 
 # the limit where FABBENCH_MEMORY_LIMIT sets none: what a results file of any size is read in
 # (DuckDB spills its tables to disk beyond its share)
-DEFAULT_LIMIT = 2 << 30
+DEFAULT_LIMIT = 1 << 30
 # DuckDB's share of the limit: the rest is this Python process's own (the records of the other
 # kinds, the analysis' arrays, the output)
 ENGINE_SHARE = 0.5
@@ -339,29 +339,53 @@ class Table:
 
 
 _TABLES = iter(range(1 << 62))
+# the longest line DuckDB reads (a pairs line is about 1 KB; its buffers are a few of these)
+LINE = 4 << 20
 
 
 def load(path: Path, kind: str, version: str) -> Table:
     """The kind's records of a file as a table (DuckDB reads every line, those of the kind
-    typed), checked: see Table.flagged. A DuckDB error (a line of the kind that is not JSON, or
-    a value no cast makes of its type) is raised as duckdb.Error: the caller reads the file the
-    Python way for its message."""
+    typed), checked: see Table.flagged. A line DuckDB cannot read (not JSON, a value no cast
+    makes of its type, longer than LINE) raises duckdb's InvalidInputException or
+    ConversionException: the caller reads the file the Python way for its message. Any other
+    DuckDB error (out of memory, say) is a RunError naming the file, with DuckDB's message."""
     spec, check = COLUMNAR[kind], checks(kind, version)
+    name = f"fb_{kind}_{next(_TABLES)}"
+    try:
+        return _load(path, kind, spec, check, name)
+    except duckdb_input_errors():
+        raise
+    except Exception as exc:
+        import duckdb
+
+        if isinstance(exc, duckdb.Error):
+            raise RunError(f"{path}: DuckDB could not read it: {str(exc).splitlines()[0]} "
+                           "(FABBENCH_MEMORY_LIMIT bounds its memory)") from None
+        raise
+
+
+def duckdb_input_errors() -> tuple[type[Exception], ...]:
+    """What DuckDB raises for a line it cannot read as the kind: the Python way says why."""
+    import duckdb
+
+    return (duckdb.InvalidInputException, duckdb.ConversionException)
+
+
+def _load(path: Path, kind: str, spec: Columnar, check: Checks, name: str) -> Table:
     read = "{" + ", ".join(f"{_quoted(f)}: {_sql(t)}" for f, t in check.fields.items()
                            if t != "JSON") + "}"  # an array of numbers: its text is checked
     values = ", ".join(f"{_value(c)} AS {_quoted(c.name)}" for c in spec.columns)
-    name = f"fb_{kind}_{next(_TABLES)}"
     con = engine()
     con.execute(
         f"CREATE TEMP TABLE {name} AS SELECT run_id, {values}, ({check.values}) AS bad "
         f"FROM read_json(?, format='newline_delimited', columns={read}, "
-        f"maximum_object_size=67108864) WHERE kind = {_sql(kind)}", [str(path)])
+        f"maximum_object_size={LINE}) WHERE kind = {_sql(kind)}", [str(path)])
     present = "".join(f" OR NOT contains(line, {_sql(json.dumps(k) + ':')})"
                       for k in check.present)
     found = con.execute(
         f"SELECT count(*) FILTER (WHERE regexp_matches(line, {_sql(check.pattern)}){present}) "
         f"FROM read_csv(?, columns={{'line': 'VARCHAR'}}, delim=chr(31), quote='', escape='', "
-        f"header=false, auto_detect=false, max_line_size=67108864) "
+        f"header=false, auto_detect=false, max_line_size={LINE}, buffer_size={4 * LINE}) "
         f"WHERE starts_with(line, {_sql(spec.prefix.decode())})", [str(path)]).fetchone()
     return Table(path, kind, name, text_flagged=int(found[0]) if found else 0)
 

@@ -274,8 +274,6 @@ def _columnar(path: Path) -> ResultsFile | None:
     runs = [r for r in records if isinstance(r, Run)]
     if not kinds:
         return ResultsFile(path, records, warnings, columns=[{} for _ in runs])
-    import duckdb
-
     columns.engine()  # made outside the try: a failing engine is an error, not a fallback
     tables: dict[str, columns.Table] = {}
     try:
@@ -286,7 +284,7 @@ def _columnar(path: Path) -> ResultsFile | None:
                        if n.get(kind)]
             if len({r for r, _ in counted}) != len(counted) or table.counts() != dict(counted):
                 raise _NotColumnar  # a record under another run's id: read by position
-    except (duckdb.Error, _NotColumnar):
+    except (_NotColumnar, *columns.duckdb_input_errors()):  # type: ignore[misc]
         for t in tables.values():
             t.drop()
         return None
