@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from fabbench.errors import InvalidRecord
 from fabbench.results import SCHEMA, SCHEMA_FILES
-from fabbench.results.compiled import CompiledCheck, compile_check
+from fabbench.results.fast_check import Check, fast_check
 
 if TYPE_CHECKING:
     import jsonschema
@@ -155,13 +155,19 @@ def _is_finite_number(checker: Any, instance: Any) -> bool:
             and math.isfinite(instance))
 
 
+def _is_array(checker: Any, instance: Any) -> bool:
+    return isinstance(instance, list | tuple)
+
+
 @functools.cache
 def _finite_class() -> type[jsonschema.protocols.Validator]:
-    """Draft 2020-12's validator class whose "number" is a finite number."""
+    """Draft 2020-12's validator class whose "number" is a finite number and whose "array" is
+    a tuple too (as json writes it, and as jsonschema-rs, the fast check, takes it)."""
     import jsonschema
 
     base = jsonschema.Draft202012Validator
-    checker = base.TYPE_CHECKER.redefine("number", _is_finite_number)
+    checker = base.TYPE_CHECKER.redefine_many({"number": _is_finite_number,
+                                               "array": _is_array})
     made: type[jsonschema.protocols.Validator] = (
         jsonschema.validators.extend(base, type_checker=checker))  # type: ignore[no-untyped-call]
     return made
@@ -196,19 +202,20 @@ def _own_validator(name: str) -> jsonschema.protocols.Validator:
 
 
 @functools.cache
-def _compiled(schema: str, own: str | None, lenient: bool) -> CompiledCheck | None:
-    """The compiled check (results.compiled) of a schema version, or of a workload package's
-    kind (``own``); ``lenient``: a reader's, fields the schema does not list not refused."""
-    return compile_check(_own_schema(own) if own else _schema(schema), lenient=lenient)
+def _fast(schema: str, own: str | None, lenient: bool) -> Check | None:
+    """The fast check (results.fast_check: jsonschema-rs) of a schema version, or of a workload
+    package's kind (``own``); ``lenient``: a reader's, fields the schema does not list not
+    refused."""
+    return fast_check(_own_schema(own) if own else _schema(schema), lenient=lenient)
 
 
 def problem(record: Mapping[str, Any], schema: str = SCHEMA, *,
             unknown_fields: bool = False) -> str | None:
     """What is wrong with a record as JSON (one line naming the field), or None. A writer
     refuses fields the schema does not list; a reader passes ``unknown_fields=True`` and ignores
-    them (a newer fabbench may add fields without a new version). A record is checked by the
-    schema's compiled code (results.compiled); one it refuses is walked by jsonschema, whose
-    verdict and best-matching error are the answer."""
+    them (a newer fabbench may add fields without a new version). A record is checked by
+    jsonschema-rs (results.fast_check); one it refuses, or cannot judge, is walked by
+    jsonschema, whose verdict and best-matching error are the answer."""
     bad = None if _all_finite(record) else _finite(record)
     if bad is not None:
         value = json.dumps(_at(record, bad))
@@ -219,7 +226,7 @@ def problem(record: Mapping[str, Any], schema: str = SCHEMA, *,
         return (f"kind: {name!r} is not a record kind this fabbench knows ({', '.join(kinds())}); "
                 "a workload package's records need that package installed")
     own = isinstance(name, str) and name in OWN_SCHEMAS
-    fast = _compiled(schema, record["kind"] if own else None, unknown_fields)
+    fast = _fast(schema, record["kind"] if own else None, unknown_fields)
     if fast is not None and fast(record):
         return None
     return _walked(record, schema, own=own, unknown_fields=unknown_fields)
