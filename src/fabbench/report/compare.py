@@ -5,10 +5,11 @@ provenance fields that differ."""
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from fabbench.errors import UsageError
-from fabbench.report.significance import Verdict, compare_samples, median_ratio
+from fabbench.report.significance import Verdict, compare_many, median_ratio
 from fabbench.report.tables import OP_ORDER, unstable
 from fabbench.results.records import Collective, Run, Train
 from fabbench.results.runs import Series
@@ -78,10 +79,9 @@ def _timing(rec: Collective) -> str:
     return rec.timing or "batch"  # a record older than --timing: batch, the only protocol then
 
 
-def _verdict(a: Collective, b: Collective) -> Verdict:
-    """B against A from their samples (none recorded: "no samples", a fabbench/1 point)."""
-    return compare_samples(a.samples_us or [], b.samples_us or [],
-                           ratio=median_ratio(a.time_us.p50, b.time_us.p50))
+def _samples(a: Collective, b: Collective) -> tuple[Sequence[float], Sequence[float], float]:
+    """What B is tested against A on (none recorded: "no samples", a fabbench/1 point)."""
+    return a.samples_us or [], b.samples_us or [], median_ratio(a.time_us.p50, b.time_us.p50)
 
 
 def compare(series: list[Series]) -> Comparison:
@@ -91,13 +91,13 @@ def compare(series: list[Series]) -> Comparison:
     base, others = series[0], series[1:]
     result = Comparison(base, others)
     a_points = {(_key(c), _timing(c)): c for c in base.collectives}
+    matched: list[tuple[tuple[str, str, int, int], Collective, Collective, Series]] = []
     for other in others:
         b_points = {(_key(c), _timing(c)): c for c in other.collectives}
         for key, timing in sorted(a_points.keys() & b_points.keys(),
                                   key=lambda k: (_op_index(k[0][0]), k[0][1], k[0][3],
                                                  k[0][2], k[1])):
-            a, b = a_points[key, timing], b_points[key, timing]
-            result.rows.append(ComparedPoint(*key, a=a, b=b, other=other, verdict=_verdict(a, b)))
+            matched.append((key, a_points[key, timing], b_points[key, timing], other))
         only = len(a_points.keys() ^ b_points.keys())
         if only:
             result.unmatched.append(
@@ -109,6 +109,9 @@ def compare(series: list[Series]) -> Comparison:
         for model, ranks in sorted(a_train.keys() | b_train.keys()):
             result.train.append(TrainRow(model, ranks, a_train.get((model, ranks)),
                                          b_train.get((model, ranks)), other))
+    verdicts = compare_many([_samples(a, b) for _, a, b, _ in matched])  # all at once: fast
+    result.rows = [ComparedPoint(*key, a=a, b=b, other=other, verdict=verdict)
+                   for (key, a, b, other), verdict in zip(matched, verdicts, strict=True)]
     if not result.rows and not any(t.a and t.b for t in result.train):
         raise UsageError(f"nothing to compare: {base.label} and the others share no operation, "
                          "size and rank count, and no training point")

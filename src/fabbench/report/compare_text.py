@@ -5,16 +5,18 @@ from __future__ import annotations
 from rich.table import Table
 
 from fabbench.report.compare import Comparison
+from fabbench.report.long_table import LongTable
 from fabbench.results.records import Train
 
 _STYLE = {"faster": "green", "slower": "red", "same": "dim"}
 
 
 def compare_tables(c: Comparison) -> list[Table]:
-    out = []
+    out: list[Table] = []
     for op in c.ops():
-        table = Table(title=f"{op}: time ratio vs {c.baseline.label} (p50; < 1 is faster)",
-                      title_justify="left")
+        table: Table = LongTable(
+            title=f"{op}: time ratio vs {c.baseline.label} (p50; < 1 is faster)",
+            title_justify="left")
         for name in ("B", "size B", "type", "A p50 µs", "B p50 µs", "B/A", "95% CI", "p",
                      "verdict", "notes"):
             table.add_column(name, justify="left" if name in ("B", "type", "verdict", "notes")

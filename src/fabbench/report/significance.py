@@ -25,6 +25,7 @@ ALPHA = 0.05
 BOOTSTRAP = 2000
 MIN_TEST_SAMPLES = 5  # samples a side needs before two points are tested
 _SEED = 20200922  # HPEC 2020
+_ROWS = 1024  # points tested in one array: its resamples' medians are _ROWS x BOOTSTRAP
 
 
 def why_unstable(stable: bool, ci95_rel: float | None, samples: int) -> str | None:
@@ -42,59 +43,125 @@ def mann_whitney(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
     """U statistic of ``a`` and the two-sided p-value (normal approximation)."""
     import numpy as np
 
-    x, y = np.asarray(a, float), np.asarray(b, float)
-    n1, n2 = len(x), len(y)
-    if n1 == 0 or n2 == 0:
+    if len(a) == 0 or len(b) == 0:
         raise ValueError("Mann-Whitney U needs samples on both sides")
-    both = np.concatenate([x, y])
-    ranks = _rankdata(both)
-    u1 = float(ranks[:n1].sum() - n1 * (n1 + 1) / 2)
-    mu = n1 * n2 / 2
-    _, counts = np.unique(both, return_counts=True)
-    n = n1 + n2
-    tie = float((counts ** 3 - counts).sum()) / (n * (n - 1)) if n > 1 else 0.0
-    sigma = math.sqrt(n1 * n2 / 12 * ((n + 1) - tie))
-    if sigma == 0:
-        return u1, 1.0
-    z = (abs(u1 - mu) - 0.5) / sigma
-    return u1, min(1.0, math.erfc(max(z, 0.0) / math.sqrt(2)))
+    (u1, p), = _mann_whitney_rows(np.asarray([a], float), np.asarray([b], float))
+    return u1, p
 
 
-def _rankdata(values: np.ndarray) -> np.ndarray:
-    """Average ranks (1-based), ties sharing the mean of their ranks."""
+def _mann_whitney_rows(x: np.ndarray, y: np.ndarray) -> list[tuple[float, float]]:
+    """mann_whitney of each row of ``x`` against the same row of ``y`` (k rows each, of n1 and
+    n2 samples). Ranks are averaged over ties: each rank sum and tie count is exact (sums of
+    half-integers), whatever the order they are summed in."""
     import numpy as np
 
-    order = np.argsort(values, kind="mergesort")
-    ranks = np.empty(len(values), float)
-    ranks[order] = np.arange(1, len(values) + 1)
-    uniq, inverse = np.unique(values, return_inverse=True)
-    sums = np.bincount(inverse, weights=ranks)
-    counts = np.bincount(inverse)
-    return (sums / counts)[inverse]
+    k, n1 = x.shape
+    n2 = y.shape[1]
+    n = n1 + n2
+    both = np.concatenate([x, y], axis=1)
+    order = np.argsort(both, axis=1, kind="stable")
+    ordered = np.take_along_axis(both, order, axis=1)
+    position = np.broadcast_to(np.arange(1, n + 1), (k, n))
+    starts = np.ones((k, n), bool)  # where a run of equal values begins, in sorted order
+    starts[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
+    ends = np.ones((k, n), bool)
+    ends[:, :-1] = starts[:, 1:]
+    first = np.maximum.accumulate(np.where(starts, position, 0), axis=1)
+    last = np.minimum.accumulate(np.where(ends, position, n + 1)[:, ::-1], axis=1)[:, ::-1]
+    x_ranks = np.where(order < n1, (first + last) / 2, 0.0).sum(axis=1)
+    ties = ((last - first + 1) ** 2 - 1).sum(axis=1)  # per value of c equal: c**3 - c
+    out = []
+    for rank_sum, tie_sum in zip(x_ranks.tolist(), ties.tolist(), strict=True):
+        u1 = rank_sum - n1 * (n1 + 1) / 2
+        mu = n1 * n2 / 2
+        tie = float(tie_sum) / (n * (n - 1)) if n > 1 else 0.0
+        sigma = math.sqrt(n1 * n2 / 12 * ((n + 1) - tie))
+        if sigma == 0:
+            out.append((u1, 1.0))
+            continue
+        z = (abs(u1 - mu) - 0.5) / sigma
+        out.append((u1, min(1.0, math.erfc(max(z, 0.0) / math.sqrt(2)))))
+    return out
 
 
 @functools.lru_cache(maxsize=1024)
-def _after_first_draw(nx: int, resamples: int) -> Mapping[str, Any]:
-    """The seeded generator's state once it has drawn A's resampling indices (nx samples): B's
-    are its next draw. Every comparison of nx samples draws the same: a state is kept, not the
-    draws (their sizes vary point by point)."""
+def _first_draw(nx: int, resamples: int) -> tuple[np.ndarray, Mapping[str, Any]]:
+    """A's draw (nx samples) from the seeded generator, as counts (_counts), and the
+    generator's state after it: B's draw is its next. Every comparison of nx samples draws the
+    same."""
     import numpy as np
 
     rng = np.random.default_rng(_SEED)
-    rng.integers(0, nx, (resamples, nx))
-    return rng.bit_generator.state
+    return _counts(rng.integers(0, nx, (resamples, nx)), nx), rng.bit_generator.state
 
 
-@functools.lru_cache(maxsize=512)
-def _baseline_medians(samples: tuple[float, ...], resamples: int) -> np.ndarray:
-    """The medians of A's bootstrap resamples (the seeded generator's first draw). A compare of
-    many runs against one tests each of A's points again and again: they are made once."""
+@functools.lru_cache(maxsize=1024)
+def _second_draw(nx: int, ny: int, resamples: int) -> np.ndarray:
+    """B's draw (ny samples) after A's (nx) as counts (_counts): the same for every
+    comparison of nx and ny samples."""
     import numpy as np
 
-    draws = np.random.default_rng(_SEED).integers(0, len(samples), (resamples, len(samples)))
-    medians: np.ndarray = np.median(np.asarray(samples, float)[draws], axis=1)
-    medians.flags.writeable = False
-    return medians
+    rng = np.random.default_rng(_SEED)
+    rng.bit_generator.state = _first_draw(nx, resamples)[1]
+    return _counts(rng.integers(0, ny, (resamples, ny)), ny)
+
+
+def _counts(draws: np.ndarray, n: int) -> np.ndarray:
+    """How often each of n samples is drawn by each resample (a row of ``draws``), as an
+    (n, resamples) array of the smallest integers that hold n."""
+    import numpy as np
+
+    resamples = draws.shape[0]
+    flat = (draws + n * np.arange(resamples)[:, None]).ravel()
+    counts = np.bincount(flat, minlength=n * resamples).reshape(resamples, n)
+    small = np.ascontiguousarray(counts.T.astype(np.min_scalar_type(n)))
+    small.flags.writeable = False
+    return small
+
+
+def _resample_medians(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """The median of each resample of each row of ``values`` (k rows of n samples), the
+    resamples given by ``counts`` ((n, resamples): how often each sample is drawn): the same
+    figures, to the last bit, as numpy's median of each resample drawn (its middle value, or the
+    mean of its two middle values), found from the counts in each row's sorted order: the
+    m-th smallest value of a resample is the row's r-th smallest value, r the number of ranks
+    below which the resample holds m values or fewer."""
+    import numpy as np
+
+    k, n = values.shape
+    order = np.argsort(values, axis=1, kind="stable")
+    ordered = np.take_along_axis(values, order, axis=1)
+    low, high = (n - 1) // 2, n // 2  # the middle positions (one when n is odd)
+    shape = (k, counts.shape[1])
+    held = np.zeros(shape, counts.dtype)  # values drawn of rank <= r, per resample
+    drawn = np.empty(shape, counts.dtype)
+    below = np.empty(shape, bool)
+    ones = below.view(np.uint8)  # below as 1 and 0: added without a cast
+    rank_low = np.zeros(shape, counts.dtype)
+    rank_high = np.zeros(shape, counts.dtype) if low != high else rank_low
+    for r in range(n):
+        np.add(held, np.take(counts, order[:, r], axis=0, out=drawn), out=held)
+        np.less_equal(held, high, out=below)
+        if not below.any():
+            break
+        rank_high += ones
+        if low != high:
+            np.less_equal(held, low, out=below)
+            rank_low += ones
+    at_high = np.take_along_axis(ordered, rank_high, axis=1)
+    if low == high:
+        return at_high
+    result: np.ndarray = (np.take_along_axis(ordered, rank_low, axis=1) + at_high) / 2
+    return result
+
+
+def _medians(ordered: np.ndarray) -> np.ndarray:
+    """numpy's median of each row of sorted values."""
+    n = ordered.shape[1]
+    if n % 2:
+        return ordered[:, n // 2]
+    result: np.ndarray = (ordered[:, n // 2 - 1] + ordered[:, n // 2]) / 2
+    return result
 
 
 def bootstrap_median_ratio(a: Sequence[float], b: Sequence[float],
@@ -103,16 +170,37 @@ def bootstrap_median_ratio(a: Sequence[float], b: Sequence[float],
     """median(b) / median(a) and its percentile bootstrap interval."""
     import numpy as np
 
-    x, y = np.asarray(a, float), np.asarray(b, float)
-    if len(x) == 0 or len(y) == 0 or np.median(x) <= 0:
+    if len(a) == 0 or len(b) == 0:
         raise ValueError("a ratio of medians needs positive samples on both sides")
-    rng = np.random.default_rng(_SEED)
-    rng.bit_generator.state = _after_first_draw(len(x), resamples)
-    my = np.median(y[rng.integers(0, len(y), (resamples, len(y)))], axis=1)
-    ratios = my / _baseline_medians(tuple(x.tolist()), resamples)
+    (ratio, low, high), = _bootstrap_rows(np.asarray([a], float), np.asarray([b], float),
+                                          None, resamples, level)
+    return ratio, low, high
+
+
+def _bootstrap_rows(x: np.ndarray, y: np.ndarray, which: Sequence[int] | None = None,
+                    resamples: int = BOOTSTRAP, level: float = 0.95
+                    ) -> list[tuple[float, float, float]]:
+    """bootstrap_median_ratio of each row of ``x`` (A, k rows of nx samples) against the same
+    row of ``y`` (B, ny samples). The draws are the same for every row (A's the seeded
+    generator's first, B's its next): drawn once. ``which`` numbers the rows of ``x`` that
+    are the same point (0, 1, ... in order of first row; None: each row its own): A's
+    resample medians are made once for each (a compare of many runs against one tests each of
+    A's points again and again)."""
+    import numpy as np
+
+    mx = _medians(np.sort(x, axis=1))
+    if (mx <= 0).any():
+        raise ValueError("a ratio of medians needs positive samples on both sides")
+    nx, ny = x.shape[1], y.shape[1]
+    index = np.arange(len(x)) if which is None else np.asarray(which)
+    first = np.zeros(index.max() + 1, int)
+    first[index[::-1]] = np.arange(len(x))[::-1]  # each point's first row
+    ma = _resample_medians(x[first], _first_draw(nx, resamples)[0])[index]
+    my = _resample_medians(y, _second_draw(nx, ny, resamples))
     tail = (1 - level) / 2 * 100
-    low, high = np.percentile(ratios, [tail, 100 - tail])
-    return float(np.median(y) / np.median(x)), float(low), float(high)
+    low, high = np.percentile(my / ma, [tail, 100 - tail], axis=1, overwrite_input=True)
+    ratio = _medians(np.sort(y, axis=1)) / mx
+    return list(zip(ratio.tolist(), low.tolist(), high.tolist(), strict=True))
 
 
 @dataclass(frozen=True)
@@ -139,12 +227,35 @@ def compare_samples(a: Sequence[float], b: Sequence[float], *, ratio: float) -> 
     """B against A at one point, from their samples. ``ratio`` is B's median over A's as
     recorded: the verdict's ratio when a side has fewer than MIN_TEST_SAMPLES (no test then);
     with enough samples the ratio is that of the samples' medians."""
-    if len(a) == 0 or len(b) == 0:
-        return Verdict(ratio, None, None, None, "no samples")
-    if min(len(a), len(b)) < MIN_TEST_SAMPLES:
-        return Verdict(ratio, None, None, None, "too few samples")
-    ratio, low, high = bootstrap_median_ratio(a, b)
-    _, p = mann_whitney(a, b)
-    real = p < ALPHA and not low <= 1.0 <= high
-    word = ("faster" if ratio < 1 else "slower") if real else "same"
-    return Verdict(ratio, low, high, p, word)
+    return compare_many([(a, b, ratio)])[0]
+
+
+def compare_many(points: Sequence[tuple[Sequence[float], Sequence[float], float]]
+                 ) -> list[Verdict]:
+    """compare_samples of each (A's samples, B's samples, recorded ratio), the same verdicts
+    to the last bit, computed together: the points of the same sample counts, whose bootstrap
+    draws are the same, in one array each."""
+    import numpy as np
+
+    verdicts: list[Verdict | None] = [None] * len(points)
+    tested: dict[tuple[int, int], list[int]] = {}
+    for i, (a, b, ratio) in enumerate(points):
+        if len(a) == 0 or len(b) == 0:
+            verdicts[i] = Verdict(ratio, None, None, None, "no samples")
+        elif min(len(a), len(b)) < MIN_TEST_SAMPLES:
+            verdicts[i] = Verdict(ratio, None, None, None, "too few samples")
+        else:
+            tested.setdefault((len(a), len(b)), []).append(i)
+    chunks = [rows[start:start + _ROWS] for rows in tested.values()
+              for start in range(0, len(rows), _ROWS)]
+    for at in chunks:
+        x = np.asarray([points[i][0] for i in at], float)
+        y = np.asarray([points[i][1] for i in at], float)
+        a_of: dict[int, int] = {}  # A's samples by identity: a point tested against many
+        which = [a_of.setdefault(id(points[i][0]), len(a_of)) for i in at]
+        for i, (ratio, low, high), (_, p) in zip(at, _bootstrap_rows(x, y, which),
+                                                 _mann_whitney_rows(x, y), strict=True):
+            real = p < ALPHA and not low <= 1.0 <= high
+            word = ("faster" if ratio < 1 else "slower") if real else "same"
+            verdicts[i] = Verdict(ratio, low, high, p, word)
+    return [v for v in verdicts if v is not None]
