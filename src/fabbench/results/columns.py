@@ -120,10 +120,15 @@ def engine() -> duckdb.DuckDBPyConnection:
     import duckdb
 
     limit = memory_limit() or DEFAULT_LIMIT
-    spill = tempfile.mkdtemp(prefix="fabbench-duckdb-")
+    # made by DuckDB only when it spills, removed at exit (and a dead process's, at start)
+    top = Path(tempfile.gettempdir())
+    for old in top.glob("fabbench-duckdb-*-*"):
+        if not _alive(old.name.split("-")[2]):
+            shutil.rmtree(old, ignore_errors=True)
+    spill = top / f"fabbench-duckdb-{os.getpid()}-{os.urandom(4).hex()}"
     atexit.register(shutil.rmtree, spill, True)
     config: dict[str, Any] = {"threads": max(1, len(os.sched_getaffinity(0))),
-                              "temp_directory": spill, "preserve_insertion_order": True,
+                              "temp_directory": str(spill), "preserve_insertion_order": True,
                               # JSON is built in; nothing is fetched from the network
                               "autoinstall_known_extensions": False,
                               "autoload_known_extensions": False}
@@ -131,6 +136,11 @@ def engine() -> duckdb.DuckDBPyConnection:
     con = duckdb.connect(":memory:", config=config)
     con.execute("SET enable_progress_bar = false")
     return con
+
+
+def _alive(pid: str) -> bool:
+    """Is process ``pid`` (a spill folder's owner) running?"""
+    return pid.isdigit() and Path(f"/proc/{pid}").exists()
 
 
 # -- the checks: a kind's schema as SQL ------------------------------------------------------
