@@ -98,18 +98,17 @@ class LongTable(Table):
         for index, row in enumerate(zip(*(c._cells for c in self.columns), strict=True)):
             edges = ((box.foot_left, box.foot_vertical, box.foot_right) if index == last
                      else (box.mid_left, box.mid_vertical, box.mid_right))
-            cells = [column.cell(cast(str, value))
+            cells = [column.cell(value)  # every cell a str: _fast_shape
                      for column, value in zip(columns, row, strict=True)]
             if all(type(c) is str for c in cells):  # one line of text: the most rows
-                yield Segment(f"{edges[0]}{edges[1].join(cast(list[str], cells))}{edges[2]}\n")
+                yield Segment(f"{edges[0]}{edges[1].join(cells)}{edges[2]}\n")  # type: ignore[arg-type]
                 continue
             height = max(1 if type(c) is str else len(c) for c in cells)
-            lines = [column.lines(cast(str, value), height)
+            lines = [column.lines(value, height)
                      for column, value in zip(columns, row, strict=True)]
             if not any(column.segments for column in columns):  # every line is text
-                yield Segment("".join(
-                    f"{edges[0]}{edges[1].join(cast(str, cell[n]) for cell in lines)}{edges[2]}\n"
-                    for n in range(height)))
+                yield Segment("".join(f"{edges[0]}{edges[1].join(line)}{edges[2]}\n"
+                                      for line in zip(*lines, strict=True)))
             else:
                 yield from _styled(edges, lines, height)
 
@@ -146,7 +145,7 @@ class _Column:
 
     def __init__(self, column: Column, width: int, console: Console,
                  options: ConsoleOptions) -> None:
-        self.width, self.console = width, console
+        self.width, self.console, self.blank = width, console, " " * width
         self.justify, self.overflow = column.justify, column.overflow
         self.options = options.update(width=width, justify=column.justify,
                                       no_wrap=column.no_wrap, overflow=column.overflow,
@@ -209,7 +208,7 @@ class _Column:
         """The cell's lines in a row of ``height`` lines (blank lines below, as Rich's)."""
         cell = self.cell(value)
         if type(cell) is str:
-            return [cell, *[" " * self.width] * (height - 1)]
+            return [cell, *[self.blank] * (height - 1)]
         done = self.shaped.get((value, height))
         if done is None:
             done = self.shaped[value, height] = self._lines(Segment.set_shape(

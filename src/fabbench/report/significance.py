@@ -25,7 +25,7 @@ ALPHA = 0.05
 BOOTSTRAP = 2000
 MIN_TEST_SAMPLES = 5  # samples a side needs before two points are tested
 _SEED = 20200922  # HPEC 2020
-_ROWS = 1024  # points tested in one array: its resamples' medians are _ROWS x BOOTSTRAP
+_ROWS = 256  # points tested in one array: its resamples' medians are _ROWS x BOOTSTRAP
 
 
 def why_unstable(stable: bool, ci95_rel: float | None, samples: int) -> str | None:
