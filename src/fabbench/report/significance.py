@@ -84,7 +84,7 @@ def _mann_whitney_rows(x: np.ndarray, y: np.ndarray) -> list[tuple[float, float]
     return out
 
 
-@functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=64)  # (n, resamples) arrays of counts: kept few
 def _first_draw(nx: int, resamples: int) -> tuple[np.ndarray, Mapping[str, Any]]:
     """A's draw (nx samples) from the seeded generator, as counts (_counts), and the
     generator's state after it: B's draw is its next. Every comparison of nx samples draws the
@@ -95,7 +95,7 @@ def _first_draw(nx: int, resamples: int) -> tuple[np.ndarray, Mapping[str, Any]]
     return _counts(rng.integers(0, nx, (resamples, nx)), nx), rng.bit_generator.state
 
 
-@functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=64)  # (n, resamples) arrays of counts: kept few
 def _second_draw(nx: int, ny: int, resamples: int) -> np.ndarray:
     """B's draw (ny samples) after A's (nx) as counts (_counts): the same for every
     comparison of nx and ny samples."""
@@ -246,8 +246,8 @@ def compare_many(points: Sequence[tuple[Sequence[float], Sequence[float], float]
             verdicts[i] = Verdict(ratio, None, None, None, "too few samples")
         else:
             tested.setdefault((len(a), len(b)), []).append(i)
-    chunks = [rows[start:start + _ROWS] for rows in tested.values()
-              for start in range(0, len(rows), _ROWS)]
+    chunks = [rows[start:start + _ROWS] for _, rows in sorted(tested.items())
+              for start in range(0, len(rows), _ROWS)]  # A's counts in turn: its draws kept
     for at in chunks:
         x = np.asarray([points[i][0] for i in at], float)
         y = np.asarray([points[i][1] for i in at], float)
