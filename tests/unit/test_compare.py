@@ -229,3 +229,21 @@ def test_many_points_at_once_give_each_points_verdict_to_the_last_bit(seed):
             == [type(v) for v in vars(expected).values()]
         if expected.p_value is not None:  # tested: Mann-Whitney alone gives the same p
             assert significance.mann_whitney(a, b)[1] == expected.p_value
+
+
+def test_a_baseline_point_of_zero_samples_is_refused_in_one_line(capsys, tmp_path):
+    """Samples of 0 us are in the schema; as a time ratio's baseline they would divide by zero
+    (before: a ValueError's traceback). One line names the run and the point; exit 2."""
+    import json
+
+    records = [json.loads(line) for line in SITE_A.read_text().splitlines()]
+    point = next(r for r in records if r.get("kind") == "collective" and r.get("samples_us"))
+    point["samples_us"] = [0.0] * len(point["samples_us"])
+    zero = tmp_path / "zero.jsonl"
+    zero.write_text("".join(json.dumps(r) + "\n" for r in records))
+    with pytest.raises(SystemExit) as exit_info:
+        main(["compare", str(zero), str(SITE_B)])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and err.count("\n") == 1
+    assert f"nodeA: infiniband/mpi: {point['op']} {point['bytes']} B" in err \
+        and "median of its samples is 0 us" in err

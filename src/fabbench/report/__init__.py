@@ -7,6 +7,7 @@ tables         the nccl-tests layout for the console, and CSV export
 plots          busbw/latency vs size per op, samples/s vs ranks (matplotlib, Agg; PNG and SVG)
 compare        A vs B per op and size: ratio, CI, verdict; differing provenance
 compare_text   a comparison's console tables
+long_table     a Rich table of many rows, written as Rich writes it without its work per cell
 html           one self-contained HTML file (inline SVG)
 
 late           ranks that arrive late

@@ -5,11 +5,12 @@ provenance fields that differ."""
 from __future__ import annotations
 
 import re
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from fabbench.errors import UsageError
-from fabbench.report.significance import Verdict, compare_many, median_ratio
+from fabbench.report.significance import MIN_TEST_SAMPLES, Verdict, compare_many, median_ratio
 from fabbench.report.tables import OP_ORDER, unstable
 from fabbench.results.records import Collective, Run, Train
 from fabbench.results.runs import Series
@@ -109,6 +110,7 @@ def compare(series: list[Series]) -> Comparison:
         for model, ranks in sorted(a_train.keys() | b_train.keys()):
             result.train.append(TrainRow(model, ranks, a_train.get((model, ranks)),
                                          b_train.get((model, ranks)), other))
+    _baselines_positive(base, matched)
     verdicts = compare_many([_samples(a, b) for _, a, b, _ in matched])  # all at once: fast
     result.rows = [ComparedPoint(*key, a=a, b=b, other=other, verdict=verdict)
                    for (key, a, b, other), verdict in zip(matched, verdicts, strict=True)]
@@ -117,6 +119,22 @@ def compare(series: list[Series]) -> Comparison:
                          "size and rank count, and no training point")
     result.provenance = provenance_diff(series)
     return result
+
+
+def _baselines_positive(base: Series, matched: Sequence[tuple[tuple[str, str, int, int],
+                                                               Collective, Collective, Series]]
+                        ) -> None:
+    """Refuse a baseline point whose samples' median is not positive where it is tested (its
+    resamples would divide by it): samples of 0 us are in the schema, not in a time ratio."""
+    seen: set[int] = set()
+    for (op, dtype, size, ranks), a, b, _ in matched:
+        if id(a) in seen or min(len(a.samples_us or []), len(b.samples_us or [])) \
+                < MIN_TEST_SAMPLES:
+            continue
+        seen.add(id(a))
+        if statistics.median(a.samples_us or []) <= 0:
+            raise UsageError(f"{base.label}: {op} {size} B {dtype}, {ranks} ranks: the median "
+                             "of its samples is 0 us, no baseline for a time ratio")
 
 
 def _op_index(op: str) -> int:

@@ -94,22 +94,22 @@ class LongTable(Table):
                              else self.safe_box)
         columns = [_Column(c, w, console, options)
                    for c, w in zip(self.columns, widths, strict=True)]
+        known = [column.cells for column in columns]  # each column's cells so far, by text
         last = len(self.rows) - 1
         for index, row in enumerate(zip(*(c._cells for c in self.columns), strict=True)):
             edges = ((box.foot_left, box.foot_vertical, box.foot_right) if index == last
                      else (box.mid_left, box.mid_vertical, box.mid_right))
-            cells = [column.cell(cast(str, value))
-                     for column, value in zip(columns, row, strict=True)]
+            cells = [done.get(value) or column.cell(value)  # every cell a str: _fast_shape
+                     for column, done, value in zip(columns, known, row, strict=True)]
             if all(type(c) is str for c in cells):  # one line of text: the most rows
-                yield Segment(f"{edges[0]}{edges[1].join(cast(list[str], cells))}{edges[2]}\n")
+                yield Segment(f"{edges[0]}{edges[1].join(cells)}{edges[2]}\n")  # type: ignore[arg-type]
                 continue
             height = max(1 if type(c) is str else len(c) for c in cells)
-            lines = [column.lines(cast(str, value), height)
-                     for column, value in zip(columns, row, strict=True)]
+            lines = [column.lines(value, cell, height)
+                     for column, value, cell in zip(columns, row, cells, strict=True)]
             if not any(column.segments for column in columns):  # every line is text
-                yield Segment("".join(
-                    f"{edges[0]}{edges[1].join(cast(str, cell[n]) for cell in lines)}{edges[2]}\n"
-                    for n in range(height)))
+                yield Segment("".join(f"{edges[0]}{edges[1].join(line)}{edges[2]}\n"
+                                      for line in zip(*lines, strict=True)))
             else:
                 yield from _styled(edges, lines, height)
 
@@ -146,7 +146,7 @@ class _Column:
 
     def __init__(self, column: Column, width: int, console: Console,
                  options: ConsoleOptions) -> None:
-        self.width, self.console = width, console
+        self.width, self.console, self.blank = width, console, " " * width
         self.justify, self.overflow = column.justify, column.overflow
         self.options = options.update(width=width, justify=column.justify,
                                       no_wrap=column.no_wrap, overflow=column.overflow,
@@ -178,7 +178,7 @@ class _Column:
                 or not _plain(value)):  # "ignore": neither wrapped nor justified
             return None
         room = self.width - 2
-        size = cell_len(value)
+        size = _width(value)
         if size <= room:
             pad = " " * (room - size)
             return f" {value}{pad} " if self.justify == "left" else f" {pad}{value} "
@@ -205,11 +205,11 @@ class _Column:
                 out.append("".join(s.text for s in line))
         return out
 
-    def lines(self, value: str, height: int) -> _Lines:
-        """The cell's lines in a row of ``height`` lines (blank lines below, as Rich's)."""
-        cell = self.cell(value)
-        if type(cell) is str:
-            return [cell, *[" " * self.width] * (height - 1)]
+    def lines(self, value: str, cell: str | _Lines, height: int) -> _Lines:
+        """The lines of the cell of ``value`` (``cell``) in a row of ``height`` lines (blank
+        lines below, as Rich's)."""
+        if isinstance(cell, str):
+            return [cell, *[self.blank] * (height - 1)]
         done = self.shaped.get((value, height))
         if done is None:
             done = self.shaped[value, height] = self._lines(Segment.set_shape(
@@ -221,8 +221,13 @@ class _Column:
 def _plain(value: str) -> bool:
     """Text Rich writes as it is: no markup, no emoji code, one printable line, no space at
     either end."""
-    return (value.isprintable() and "[" not in value and value == value.strip()
-            and not _EMOJI.search(value))
+    return ("[" not in value and value.isprintable() and value == value.strip()
+            and (":" not in value or not _EMOJI.search(value)))
+
+
+def _width(text: str) -> int:
+    """The cells the text takes (Rich's measure; an ASCII character one)."""
+    return len(text) if text.isascii() else cell_len(text)
 
 
 def _deciding(cells: Sequence[str]) -> list[RenderableType]:
@@ -236,9 +241,10 @@ def _deciding(cells: Sequence[str]) -> list[RenderableType]:
         if not _plain(value):
             other[value] = None
             continue
-        if cell_len(value) > width:
-            widest, width = value, cell_len(value)
-        longest = max((cell_len(w) for w in value.split()), default=0)
+        size = _width(value)
+        if size > width:
+            widest, width = value, size
+        longest = max(map(_width, value.split()), default=0)
         if longest > word:
             longest_word, word = value, longest
     return [widest, longest_word, *other]

@@ -25,7 +25,7 @@ ALPHA = 0.05
 BOOTSTRAP = 2000
 MIN_TEST_SAMPLES = 5  # samples a side needs before two points are tested
 _SEED = 20200922  # HPEC 2020
-_ROWS = 1024  # points tested in one array: its resamples' medians are _ROWS x BOOTSTRAP
+_ROWS = 256  # points tested in one array: its resamples' medians are _ROWS x BOOTSTRAP
 
 
 def why_unstable(stable: bool, ci95_rel: float | None, samples: int) -> str | None:
@@ -84,7 +84,7 @@ def _mann_whitney_rows(x: np.ndarray, y: np.ndarray) -> list[tuple[float, float]
     return out
 
 
-@functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=64)  # (n, resamples) arrays of counts: kept few
 def _first_draw(nx: int, resamples: int) -> tuple[np.ndarray, Mapping[str, Any]]:
     """A's draw (nx samples) from the seeded generator, as counts (_counts), and the
     generator's state after it: B's draw is its next. Every comparison of nx samples draws the
@@ -95,7 +95,7 @@ def _first_draw(nx: int, resamples: int) -> tuple[np.ndarray, Mapping[str, Any]]
     return _counts(rng.integers(0, nx, (resamples, nx)), nx), rng.bit_generator.state
 
 
-@functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=64)  # (n, resamples) arrays of counts: kept few
 def _second_draw(nx: int, ny: int, resamples: int) -> np.ndarray:
     """B's draw (ny samples) after A's (nx) as counts (_counts): the same for every
     comparison of nx and ny samples."""
@@ -139,8 +139,12 @@ def _resample_medians(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
     ones = below.view(np.uint8)  # below as 1 and 0: added without a cast
     rank_low = np.zeros(shape, counts.dtype)
     rank_high = np.zeros(shape, counts.dtype) if low != high else rank_low
+    below_all = 0  # ranks below both middle positions in every resample: counted, not added
     for r in range(n):
         np.add(held, np.take(counts, order[:, r], axis=0, out=drawn), out=held)
+        if below_all == r and np.less_equal(held, low, out=below).all():
+            below_all += 1
+            continue
         np.less_equal(held, high, out=below)
         if not below.any():
             break
@@ -148,11 +152,15 @@ def _resample_medians(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
         if low != high:
             np.less_equal(held, low, out=below)
             rank_low += ones
-    at_high = np.take_along_axis(ordered, rank_high, axis=1)
-    if low == high:
-        return at_high
-    result: np.ndarray = (np.take_along_axis(ordered, rank_low, axis=1) + at_high) / 2
-    return result
+    rank_high += below_all
+    if low != high:
+        rank_low += below_all
+    start = (np.arange(k) * n)[:, None]  # each row's first value in ordered, flat
+    medians: np.ndarray = ordered.take(rank_high + start)
+    if low != high:  # the mean of the two middle values, as numpy's: (low + high) / 2
+        medians += ordered.take(rank_low + start)
+        medians /= 2
+    return medians
 
 
 def _medians(ordered: np.ndarray) -> np.ndarray:
@@ -185,7 +193,8 @@ def _bootstrap_rows(x: np.ndarray, y: np.ndarray, which: Sequence[int] | None = 
     generator's first, B's its next): drawn once. ``which`` numbers the rows of ``x`` that
     are the same point (0, 1, ... in order of first row; None: each row its own): A's
     resample medians are made once for each (a compare of many runs against one tests each of
-    A's points again and again)."""
+    A's points again and again), and divide its rows in turn (fewest turns when its rows are
+    together)."""
     import numpy as np
 
     mx = _medians(np.sort(x, axis=1))
@@ -195,10 +204,13 @@ def _bootstrap_rows(x: np.ndarray, y: np.ndarray, which: Sequence[int] | None = 
     index = np.arange(len(x)) if which is None else np.asarray(which)
     first = np.zeros(index.max() + 1, int)
     first[index[::-1]] = np.arange(len(x))[::-1]  # each point's first row
-    ma = _resample_medians(x[first], _first_draw(nx, resamples)[0])[index]
-    my = _resample_medians(y, _second_draw(nx, ny, resamples))
+    ma = _resample_medians(x[first], _first_draw(nx, resamples)[0])
+    ratios = _resample_medians(y, _second_draw(nx, ny, resamples))  # B's, then over A's
+    ends = [*np.flatnonzero(np.diff(index)) + 1, len(x)]  # rows of the same point in turn
+    for start, end in zip([0, *ends[:-1]], ends, strict=True):
+        ratios[start:end] /= ma[index[start]]
     tail = (1 - level) / 2 * 100
-    low, high = np.percentile(my / ma, [tail, 100 - tail], axis=1, overwrite_input=True)
+    low, high = np.percentile(ratios, [tail, 100 - tail], axis=1, overwrite_input=True)
     ratio = _medians(np.sort(y, axis=1)) / mx
     return list(zip(ratio.tolist(), low.tolist(), high.tolist(), strict=True))
 
@@ -246,12 +258,17 @@ def compare_many(points: Sequence[tuple[Sequence[float], Sequence[float], float]
             verdicts[i] = Verdict(ratio, None, None, None, "too few samples")
         else:
             tested.setdefault((len(a), len(b)), []).append(i)
-    chunks = [rows[start:start + _ROWS] for rows in tested.values()
+    first: dict[int, int] = {}  # A's samples by identity: a point tested against many runs
+    for i, (a, _, _) in enumerate(points):
+        first.setdefault(id(a), i)
+    chunks = [rows[start:start + _ROWS]  # A's counts in turn (its draws kept), a point's rows
+              for _, group in sorted(tested.items())  # together
+              for rows in [sorted(group, key=lambda i: first[id(points[i][0])])]
               for start in range(0, len(rows), _ROWS)]
     for at in chunks:
         x = np.asarray([points[i][0] for i in at], float)
         y = np.asarray([points[i][1] for i in at], float)
-        a_of: dict[int, int] = {}  # A's samples by identity: a point tested against many
+        a_of: dict[int, int] = {}
         which = [a_of.setdefault(id(points[i][0]), len(a_of)) for i in at]
         for i, (ratio, low, high), (_, p) in zip(at, _bootstrap_rows(x, y, which),
                                                  _mann_whitney_rows(x, y), strict=True):
