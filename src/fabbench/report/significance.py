@@ -6,6 +6,7 @@
 - Mann-Whitney U (two-sided, normal approximation with tie and continuity corrections).
 - bootstrap 95 % confidence interval of the ratio of medians (B / A), seeded: reproducible.
 A difference is called real only when both agree: p < ALPHA and the interval excludes 1.
+compare_many tests the points of a comparison together, each with the verdict it has alone.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ def _mann_whitney_rows(x: np.ndarray, y: np.ndarray) -> list[tuple[float, float]
     first = np.maximum.accumulate(np.where(starts, position, 0), axis=1)
     last = np.minimum.accumulate(np.where(ends, position, n + 1)[:, ::-1], axis=1)[:, ::-1]
     x_ranks = np.where(order < n1, (first + last) / 2, 0.0).sum(axis=1)
-    ties = ((last - first + 1) ** 2 - 1).sum(axis=1)  # per value of c equal: c**3 - c
+    ties = ((last - first + 1) ** 2 - 1).sum(axis=1)  # c equal values: c * (c**2 - 1)
     out = []
     for rank_sum, tie_sum in zip(x_ranks.tolist(), ties.tolist(), strict=True):
         u1 = rank_sum - n1 * (n1 + 1) / 2
