@@ -4,12 +4,12 @@ size), read as columns by an embedded engine, DuckDB, instead of one Python obje
 A workload registers its kind here (``columnar``) with the columns its analysis reads. The
 loader (results.reader) then reads each line of that kind only as far as to count it for its
 run; DuckDB reads the same lines in native code into a table of those columns, checking every
-record against the kind's schema as it goes (``checks``: the schema's keywords made SQL, each
-predicate true for a record the schema may refuse). A line a check flags is checked again by the
-schema walk (results.records.problem), whose message, with the file and line, is the one a user
-sees, as for every other record: the checks may flag more than the schema refuses, never less.
-What the columns cannot tell (a required field that may be null, written as missing; NaN or
-Infinity anywhere in the line) the loader looks for in the line's text itself. A run's records
+record against the kind's schema (``checks``, made from the schema: SQL on the typed values,
+and one pattern on each line's text for what a typed read cannot see: a value of the wrong JSON
+type, NaN and Infinity, a required field that may be null but is missing). A line a check flags
+is checked again by the schema walk (results.records.problem), whose message, with the file and
+line, is the one a user sees, as for every other record: the checks may flag more than the
+schema refuses, never less. A run's records
 of the kind are then a :class:`ColumnRecords`: a Sequence whose length is known, whose analysis
 runs as SQL and numpy over the table (the workload's own module), and which makes Python records
 of its lines only if something iterates it.
@@ -149,7 +149,7 @@ def _alive(pid: str) -> bool:
 # finds a field whose value is of a JSON type its schema does not allow, from the characters
 # after its key (a number's field followed by a quote, say: DuckDB's typed read would take
 # "8" as 8), NaN and Infinity anywhere, and a required field that may be null but is missing.
-# Its values, read typed (json_transform): the bounds, the enums, the lengths, a required field
+# Its values, read typed (read_json): the bounds, the enums, the lengths, a required field
 # missing or null, a number that is not finite.
 
 # the keywords a check is made of; "additionalProperties" is a writer's rule (a reader ignores

@@ -25,7 +25,7 @@ from fabbench.results.records import Record, Run, kind_of, problem
 from fabbench.timing.stats import STABLE_RULE, is_stable, median_ci95_rel
 
 if TYPE_CHECKING:
-    from fabbench.results.columns import ColumnRecords
+    from fabbench.results.columns import ColumnRecords, Table
 
 R = TypeVar("R", bound=Record)
 
@@ -297,16 +297,18 @@ def _columnar(path: Path) -> ResultsFile | None:
     return made
 
 
-def _first_refused(path: Path, table: Any) -> None:
+def _first_refused(path: Path, table: Table) -> None:
     """The message of the first line of the table's kind that its checks flagged and that the
     schema refuses (a check may flag a line the schema accepts: that one is read on)."""
+    from fabbench.results import columns
+
     flagged = table.flagged()
     if not flagged and not table.text_flagged:
         return
     if len(flagged) == 1000:  # more flagged than listed: the Python way decides
         raise _NotColumnar
     wanted, seen = set(flagged), -1
-    prefix = b'{"kind":' + json.dumps(table.kind).encode() + b","
+    prefix = columns.COLUMNAR[table.kind].prefix
     for number, raw in _raw_lines(path):
         if raw.startswith(prefix):
             seen += 1

@@ -97,14 +97,11 @@ def _ends(rows: Any) -> dict[int, tuple[Any, Any]]:
     list them (each record counts for both its ends)."""
     import numpy as np
 
-    owners = np.concatenate([rows.a, rows.b])
-    others = np.concatenate([rows.b, rows.a])
-    values = np.concatenate([rows.v, rows.v])
-    order = np.argsort(owners, kind="stable")
-    owners, others, values = owners[order], others[order], values[order]
-    units, starts = np.unique(owners, return_index=True)
-    ends = np.r_[starts[1:], len(owners)]
-    return {int(u): (others[s:e], values[s:e]) for u, s, e in zip(units, starts, ends, strict=True)}
+    from fabbench.workloads.pairs.frame import by_unit
+
+    found = by_unit(np.concatenate([rows.a, rows.b]), np.concatenate([rows.b, rows.a]),
+                    np.concatenate([rows.v, rows.v]))
+    return {u: (others, values) for u, (others, values) in found.items()}
 
 
 class _Peers(Mapping[str, float]):

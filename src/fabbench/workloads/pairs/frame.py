@@ -16,7 +16,7 @@ import numpy as np
 from fabbench.results.columns import ColumnRecords
 from fabbench.workloads.pairs.pair_record import Pairs, best_pairs
 
-__all__ = ["ByPair", "PairsFrame", "Rows", "frame", "median"]
+__all__ = ["ByPair", "PairsFrame", "Rows", "by_unit", "frame", "median"]
 
 
 @dataclass(frozen=True)
@@ -70,13 +70,9 @@ class ByPair:
     def members(self) -> dict[int, np.ndarray]:
         """Per unit, the indices of its pairs (in pair order)."""
         two = self.a != self.b
-        owners = np.concatenate([self.a, self.b[two]])
         index = np.concatenate([np.arange(len(self.a)), np.flatnonzero(two)])
-        order = np.lexsort((index, owners))
-        owners, index = owners[order], index[order]
-        units, starts = np.unique(owners, return_index=True)
-        ends = np.r_[starts[1:], len(owners)]
-        return {int(u): index[s:e] for u, s, e in zip(units, starts, ends, strict=True)}
+        found = by_unit(np.concatenate([self.a, self.b[two]]), index, within=index)
+        return {u: mine for u, (mine,) in found.items()}
 
     def without(self) -> Without:
         order = np.argsort(self.v, kind="stable")
@@ -115,6 +111,19 @@ class _Rest:
         if n % 2:
             return self.kth(n // 2)
         return (self.kth(n // 2 - 1) + self.kth(n // 2)) / 2
+
+
+def by_unit(owners: np.ndarray, *columns: np.ndarray,
+            within: np.ndarray | None = None) -> dict[int, tuple[np.ndarray, ...]]:
+    """``columns`` split by their owner unit (units in order), each unit's rows in the order of
+    ``within`` (None: as given)."""
+    order = np.argsort(owners, kind="stable") if within is None else np.lexsort((within, owners))
+    owners = owners[order]
+    parts = [c[order] for c in columns]
+    units, starts = np.unique(owners, return_index=True)
+    ends = np.r_[starts[1:], len(owners)]
+    return {int(u): tuple(p[s:e] for p in parts)
+            for u, s, e in zip(units, starts, ends, strict=True)}
 
 
 def median(values: np.ndarray) -> float:
