@@ -50,8 +50,8 @@ def models(json_out: Json = False) -> None:
         ref = r["reference_parameters"]
         what = f"{r['default_input']}² images" if r["family"] == "image" \
             else f"{r['default_input']} tokens"
-        table.add_row(r["name"], what, f"{r['parameters']:,}",
-                      "-" if ref is None else f"{ref:,}", r["description"])
+        table.add_row(str(r["name"]), what, f"{r['parameters']:,}",
+                      "-" if ref is None else f"{ref:,}", str(r["description"]))
     console().print(table)
 
 

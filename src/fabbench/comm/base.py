@@ -69,8 +69,8 @@ class Communicator(ABC):
 
     @classmethod
     @abstractmethod
-    def start(cls, primitive: Primitive, *, rank_env: dict, device: str, over: str | None,
-              timeout_s: float) -> Communicator:
+    def start(cls, primitive: Primitive, *, rank_env: Mapping[str, int], device: str,
+              over: str | None, timeout_s: float) -> Communicator:
         """Join the group of ranks this process belongs to (``create_communicator`` calls this)."""
 
     @abstractmethod
@@ -224,7 +224,7 @@ def captured_stderr(died: str | None = None, quiet: str = "",
         _restore(saved, tmp, holder, guard, mark)
 
 
-def _restore(saved: int, tmp: Any, holder: list[str], guard: subprocess.Popen | None,
+def _restore(saved: int, tmp: Any, holder: list[str], guard: subprocess.Popen[bytes] | None,
              mark: Path | None = None) -> None:
     if guard is not None:  # alive: the capture is this process's to show or keep
         with contextlib.suppress(OSError, subprocess.TimeoutExpired):
@@ -241,7 +241,7 @@ def _restore(saved: int, tmp: Any, holder: list[str], guard: subprocess.Popen | 
     holder.append(tmp.read().decode(errors="replace"))
 
 
-def create_communicator(primitive: str, *, rank_env: dict, device: str,
+def create_communicator(primitive: str, *, rank_env: Mapping[str, int], device: str,
                         horovod_over: str | None, timeout_s: float) -> Communicator:
     """The primitive's communicator, its class named by the registry entry; its library is
     imported here, not before."""

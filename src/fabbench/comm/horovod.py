@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -22,8 +22,8 @@ class HorovodComm(Communicator):
     in_place_reduce = True
 
     @classmethod
-    def start(cls, primitive: Primitive, *, rank_env: dict, device: str, over: str | None,
-              timeout_s: float) -> HorovodComm:
+    def start(cls, primitive: Primitive, *, rank_env: Mapping[str, int], device: str,
+              over: str | None, timeout_s: float) -> HorovodComm:
         return cls(over=primitive.backend(over), device=device)
 
     def __init__(self, *, over: str, device: str) -> None:
@@ -68,7 +68,8 @@ class HorovodComm(Communicator):
         return torch_array(self._torch, host, dtype, self.device)
 
     def host(self, buf: Any) -> np.ndarray:
-        return buf.detach().to("cpu", self._torch.float64).numpy()
+        out: np.ndarray = buf.detach().to("cpu", self._torch.float64).numpy()  # a torch tensor
+        return out
 
     def bind(self, op: str, send: Any, recv: Any) -> Callable[[], None]:
         hvd = self._hvd
@@ -105,7 +106,9 @@ class HorovodComm(Communicator):
         return float(self._hvd.allreduce(t, op=self._hvd.Max, name="fabbench.max").item())
 
     def gather_objects(self, obj: Any) -> list[Any]:
-        return self._hvd.allgather_object(obj, name="fabbench.objects")
+        # horovod ships no types: allgather_object returns a list, one object per rank
+        objects: list[Any] = self._hvd.allgather_object(obj, name="fabbench.objects")
+        return objects
 
     def transport(self) -> str:
         if self.device != "cpu":

@@ -13,7 +13,7 @@ import re
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -113,7 +113,7 @@ class LibraryReport:
 
 def parse_ompi_transport(text: str) -> str:
     """"ob1/tcp", "ob1/vader", "ucx/tcp", "ucx/rc_mlx5+sysv", "cm/ofi/tcp;ofi_rxm", "cm/psm2"."""
-    pml = re.findall(r"selected (\w+) best priority", text)
+    pml: list[str] = re.findall(r"selected (\w+) best priority", text)  # one group: str
     if not pml:
         raise RunError("Open MPI did not report which pml it selected")
     pml_name = pml[-1]
@@ -146,8 +146,8 @@ class MpiComm(Communicator):
     name = "mpi"
 
     @classmethod
-    def start(cls, primitive: Primitive, *, rank_env: dict, device: str, over: str | None,
-              timeout_s: float) -> MpiComm:
+    def start(cls, primitive: Primitive, *, rank_env: Mapping[str, int], device: str,
+              over: str | None, timeout_s: float) -> MpiComm:
         return cls(device=device)
 
     def __init__(self, *, device: str) -> None:
@@ -212,7 +212,8 @@ class MpiComm(Communicator):
     def host(self, buf: Any) -> np.ndarray:
         if self.device == "cpu":
             return np.asarray(buf, dtype=np.float64)
-        return buf.cpu().double().numpy()
+        out: np.ndarray = buf.cpu().double().numpy()  # a torch tensor on the GPU
+        return out
 
     def bind(self, op: str, send: Any, recv: Any) -> Callable[[], None]:
         comm, SUM = self._comm, self._MPI.SUM
@@ -273,7 +274,7 @@ class MpiComm(Communicator):
     def transport(self) -> str:
         return parse_ompi_transport(self._report)
 
-    def library_report(self) -> dict | None:
+    def library_report(self) -> dict[str, Any] | None:
         if self._cuda_aware is None:
             return None
         return {"cuda_aware": self._cuda_aware.aware, "evidence": self._cuda_aware.evidence}

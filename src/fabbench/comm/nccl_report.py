@@ -77,7 +77,7 @@ class NcclReport:
             return "on"
         return "off" if self.gdr_connections == 0 else "partial"
 
-    def summary(self) -> dict:
+    def summary(self) -> dict[str, object]:
         """What the run record keeps."""
         return {"network": self.network, "transport": self.transport,
                 "gpudirect": self.gpudirect, "net_connections": self.net_connections,

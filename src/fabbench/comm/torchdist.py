@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,8 +22,8 @@ class TorchComm(Communicator):
     in_place_reduce = True
 
     @classmethod
-    def start(cls, primitive: Primitive, *, rank_env: dict, device: str, over: str | None,
-              timeout_s: float) -> TorchComm:
+    def start(cls, primitive: Primitive, *, rank_env: Mapping[str, int], device: str,
+              over: str | None, timeout_s: float) -> TorchComm:
         assert primitive.torch_backend is not None
         return cls(primitive.torch_backend, rank=rank_env["rank"], size=rank_env["size"],
                    local_rank=rank_env["local_rank"],
@@ -59,7 +59,8 @@ class TorchComm(Communicator):
         return torch_array(self._torch, host, dtype, self.device)
 
     def host(self, buf: Any) -> np.ndarray:
-        return buf.detach().to("cpu", self._torch.float64).numpy()
+        out: np.ndarray = buf.detach().to("cpu", self._torch.float64).numpy()  # a torch tensor
+        return out
 
     def bind(self, op: str, send: Any, recv: Any) -> Callable[[], None]:
         dist = self._dist
@@ -151,7 +152,7 @@ class TorchComm(Communicator):
     def gpudirect(self) -> str | None:
         return self._nccl_report().gpudirect if self.name == "nccl" else None
 
-    def library_report(self) -> dict | None:
+    def library_report(self) -> dict[str, Any] | None:
         return self._nccl_report().summary() if self.name == "nccl" else None
 
     def close(self) -> None:

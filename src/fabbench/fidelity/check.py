@@ -29,6 +29,7 @@ from fabbench.procs import stop_groups
 from fabbench.timing.engine import TimingPolicy
 
 if TYPE_CHECKING:
+    from fabbench.plan import Plan
     from fabbench.results.records import Collective
 
 LOOPS = Path(__file__).resolve().parent / "loops"
@@ -131,7 +132,7 @@ def reference_program(reference: str, op: str) -> list[str]:
     return [sys.executable, str(PY_LOOP), reference, op]
 
 
-def plan_for(path: FidelityPath, ranks: int | None, sizes: Iterable[int], op: str):
+def plan_for(path: FidelityPath, ranks: int | None, sizes: Iterable[int], op: str) -> Plan:
     from fabbench.catalog import CollectivesConfig
     from fabbench.config import RunConfig
     from fabbench.runner import make_plan

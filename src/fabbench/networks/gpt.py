@@ -25,7 +25,8 @@ class Block(nn.Module):
         q, k, v = (z.view(n, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         x = x + self.proj(y.transpose(1, 2).reshape(n, t, c))
-        return x + self.out(F.gelu(self.fc(self.ln2(x))))
+        out: Tensor = x + self.out(F.gelu(self.fc(self.ln2(x))))  # __call__ is typed Any
+        return out
 
 
 class GPT(nn.Module):
@@ -44,7 +45,8 @@ class GPT(nn.Module):
     def forward(self, idx: Tensor) -> Tensor:
         pos = torch.arange(idx.shape[1], device=idx.device)
         x = self.blocks(self.tok(idx) + self.pos(pos))
-        return self.head(self.ln(x))
+        logits: Tensor = self.head(self.ln(x))  # nn.Module's __call__ is typed Any
+        return logits
 
 
 def gpt(*, layers: int, width: int, heads: int, vocab: int, context: int) -> GPT:

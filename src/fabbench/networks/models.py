@@ -38,7 +38,7 @@ class ModelSpec:
                              f"{self.max_input}")
 
 
-class _Registry(dict):
+class _Registry(dict[str, ModelSpec]):
     def add(self, spec: ModelSpec) -> None:
         if spec.name in self:
             raise ValueError(f"model {spec.name!r} is registered twice")

@@ -30,7 +30,8 @@ class Bottleneck(nn.Module):
         out = self.relu(self.bn1(self.conv1(x)))
         out = self.relu(self.bn2(self.conv2(out)))
         out = self.bn3(self.conv3(out))
-        return self.relu(out + identity)
+        relu: Tensor = self.relu(out + identity)  # nn.Module's __call__ is typed Any
+        return relu
 
 
 class ResNet(nn.Module):
@@ -58,7 +59,8 @@ class ResNet(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
         x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
-        return self.fc(self.avgpool(x).flatten(1))
+        logits: Tensor = self.fc(self.avgpool(x).flatten(1))  # __call__ is typed Any
+        return logits
 
 
 def resnet50(num_classes: int = 1000) -> ResNet:

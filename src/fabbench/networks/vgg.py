@@ -11,12 +11,12 @@ CONFIG_D = (64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M",
 
 
 class VGG(nn.Module):
-    def __init__(self, config: tuple = CONFIG_D, num_classes: int = 1000) -> None:
+    def __init__(self, config: tuple[int | str, ...] = CONFIG_D, num_classes: int = 1000) -> None:
         super().__init__()
         layers: list[nn.Module] = []
         in_ch = 3
         for v in config:
-            if v == "M":
+            if isinstance(v, str):  # "M": a max pool
                 layers.append(nn.MaxPool2d(2, 2))
             else:
                 layers += [nn.Conv2d(in_ch, v, 3, padding=1), nn.ReLU(inplace=True)]
@@ -29,7 +29,8 @@ class VGG(nn.Module):
             nn.Linear(4096, num_classes))
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.classifier(self.avgpool(self.features(x)).flatten(1))
+        logits: Tensor = self.classifier(self.avgpool(self.features(x)).flatten(1))  # Any
+        return logits
 
 
 def vgg16(num_classes: int = 1000) -> VGG:

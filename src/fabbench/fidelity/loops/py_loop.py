@@ -9,17 +9,27 @@ mpi_loop.c's protocol (calibration, 20 ms warm-up, batches of FABBENCH_LOOP_BATC
 25 samples after a barrier, the slowest rank's time, the median printed) and page-aligned host
 buffers, as OSU and fabbench allocate them."""
 
+from __future__ import annotations
+
 import mmap
 import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
+
+# what a library gives the loop: (rank, one operation, a barrier, the slowest rank's value)
+Ops = tuple[int, Callable[[], None], Callable[[], None], Callable[[float], float]]
 
 SAMPLES, CALIBRATE, MAX_BATCH, WARMUP_S = 25, 10, 1000, 0.02
 BATCH_S = float(os.environ.get("FABBENCH_LOOP_BATCH_S", "0.005"))
 
 
-def mpi4py_ops(op, nbytes):
+def mpi4py_ops(op: str, nbytes: int) -> Ops:
     import mpi4py
 
     mpi4py.rc.threads = False  # THREAD_SINGLE, like a plain C MPI_Init (and fabbench's ranks)
@@ -33,22 +43,24 @@ def mpi4py_ops(op, nbytes):
     send[:] = (np.arange(count) + 7 * rank) % 5
     recv = np.frombuffer(mmap.mmap(-1, count * 4), np.float32)
     if op == "allreduce":
-        def once():
+        def once() -> None:
             comm.Allreduce(send, recv, MPI.SUM)
     else:
         nxt, prv = (rank + 1) % size, (rank - 1) % size
 
-        def once():
+        def once() -> None:
             comm.Sendrecv(send, nxt, 0, recv, prv, 0)
     return rank, once, comm.Barrier, lambda x: comm.allreduce(x, MPI.MAX)
 
 
-def host_tensor(torch, count):
+def host_tensor(count: int) -> torch.Tensor:
     """float32 zeros in a page-aligned mapping of their own."""
+    import torch
+
     return torch.frombuffer(mmap.mmap(-1, count * 4), dtype=torch.float32, count=count)
 
 
-def torch_ops(op, nbytes):
+def torch_ops(op: str, nbytes: int) -> Ops:
     import datetime
 
     import torch
@@ -62,29 +74,29 @@ def torch_ops(op, nbytes):
     if device == "cuda":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     count = max(1, nbytes // 4)
-    send, recv = (host_tensor(torch, count).to(device) for _ in range(2))
+    send, recv = (host_tensor(count).to(device) for _ in range(2))
     send.copy_((torch.arange(count) + 7 * rank) % 5)
     scalar = torch.zeros(1, dtype=torch.float64, device=device)
-    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    sync: Callable[[], None] = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     if op == "allreduce":
-        def once():
+        def once() -> None:
             dist.all_reduce(recv)
     else:
         p2p = [dist.P2POp(dist.isend, send, (rank + 1) % size),
                dist.P2POp(dist.irecv, recv, (rank - 1) % size)]
 
-        def once():
+        def once() -> None:
             for work in dist.batch_isend_irecv(p2p):
                 work.wait()
 
-    def barrier():
+    def barrier() -> None:
         # an all-reduce of one element, as fabbench's barrier: after dist.barrier() Gloo's next
         # 1 MiB allreduces measured 2-3x slower on a 2-core host (docs/methods.md, Fidelity)
         scalar.zero_()
         dist.all_reduce(scalar)
         sync()
 
-    def slowest(x):
+    def slowest(x: float) -> float:
         sync()
         scalar.fill_(x)
         dist.all_reduce(scalar, op=dist.ReduceOp.MAX)
@@ -92,7 +104,7 @@ def torch_ops(op, nbytes):
     return rank, once, barrier, slowest
 
 
-def horovod_ops(op, nbytes):
+def horovod_ops(op: str, nbytes: int) -> Ops:
     if op != "allreduce":
         raise SystemExit("py_loop: horovod has allreduce only here")
     import horovod.torch as hvd
@@ -101,23 +113,26 @@ def horovod_ops(op, nbytes):
     if not hvd.is_initialized():
         hvd.init()
     count = max(1, nbytes // 4)
-    recv = host_tensor(torch, count)
+    recv = host_tensor(count)
     recv.copy_((torch.arange(count) + 7 * hvd.rank()) % 5)
     name = f"loop.{nbytes}"
 
-    def once():
+    def once() -> None:
         hvd.allreduce_(recv, op=hvd.Sum, name=name)
 
-    def slowest(x):
-        return hvd.allreduce(torch.tensor([x], dtype=torch.float64), op=hvd.Max,
-                             name="loop.max").item()
+    def slowest(x: float) -> float:
+        # horovod ships no types: its result is a one-element float64 tensor
+        out: float = hvd.allreduce(torch.tensor([x], dtype=torch.float64), op=hvd.Max,
+                                   name="loop.max").item()
+        return out
     return hvd.rank(), once, hvd.barrier, slowest
 
 
 LIBRARIES = {"mpi4py": mpi4py_ops, "torch": torch_ops, "horovod": horovod_ops}
 
 
-def measure(once, barrier, slowest):
+def measure(once: Callable[[], None], barrier: Callable[[], None],
+            slowest: Callable[[float], float]) -> tuple[float, int]:
     barrier()
     t0 = time.perf_counter()
     for _ in range(CALIBRATE):
@@ -136,7 +151,7 @@ def measure(once, barrier, slowest):
     return statistics.median(samples), batch
 
 
-def main(argv):
+def main(argv: list[str]) -> int:
     if len(argv) < 3 or argv[0] not in LIBRARIES or argv[1] not in ("allreduce", "sendrecv"):
         print("usage: py_loop.py mpi4py|torch|horovod allreduce|sendrecv BYTES...",
               file=sys.stderr)
