@@ -53,7 +53,7 @@ class Check:
     detail: str
     fix: str | None = None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, object]:
         return asdict(self)
 
 
@@ -82,7 +82,7 @@ class Report:
     def ok(self) -> bool:
         return not any(c.verdict == FAIL for c in self.checks)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, object]:
         return {"fabric": self.fabric, "wire": self.wire, "primitive": self.primitive,
                 "ok": self.ok, "checks": [c.to_json() for c in self.checks]}
 

@@ -17,8 +17,9 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 
-def stop_groups(procs: Sequence[subprocess.Popen | None], first: int = signal.SIGTERM,
-                grace_s: float = 5.0, kill_grace_s: float = 5.0) -> None:
+def stop_groups(procs: Sequence[subprocess.Popen[str] | subprocess.Popen[bytes] | None],
+                first: int = signal.SIGTERM, grace_s: float = 5.0,
+                kill_grace_s: float = 5.0) -> None:
     """Signal each live process's group with ``first``; SIGKILL the groups of those still alive
     after ``grace_s``. Returns when all have ended or ``kill_grace_s`` more has passed."""
     for sig, grace in ((first, grace_s), (signal.SIGKILL, kill_grace_s)):

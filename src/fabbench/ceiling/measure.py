@@ -36,10 +36,11 @@ def _address(iface: str | None) -> str | None:
 def _free_port(address: str) -> int:
     with socket.socket() as s:
         s.bind((address, 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]  # typeshed's address is Any: (host, port) for AF_INET
+        return port
 
 
-def _start_server(tool: Tool, address: str, env: dict[str, str]) -> tuple[subprocess.Popen,
+def _start_server(tool: Tool, address: str, env: dict[str, str]) -> tuple[subprocess.Popen[str],
                                                                           int, str | None]:
     port = _free_port(address)
     proc = subprocess.Popen(tool.server(address, port), stdout=subprocess.PIPE,
@@ -119,7 +120,8 @@ def measure(comm: Communicator, hosts: list[str], *, tool_name: str, wire: str,
     return found
 
 
-def _problem(info: list[tuple], server_rank: int, tool: Tool, iface: str | None) -> str | None:
+def _problem(info: list[tuple[str | None, int, bool, str | None]], server_rank: int, tool: Tool,
+             iface: str | None) -> str | None:
     for rank in (0, server_rank):
         address, _, missing, error = info[rank]
         if missing:

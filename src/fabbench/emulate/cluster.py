@@ -166,7 +166,7 @@ def _cgroup_mounts() -> str:
     return "\n".join(lines) or ":"
 
 
-def read(path: str | os.PathLike) -> Cluster:
+def read(path: str | os.PathLike[str]) -> Cluster:
     """The cluster a state file describes, its owner alive or not; a missing or unreadable file
     is a UsageError."""
     try:
@@ -178,7 +178,7 @@ def read(path: str | os.PathLike) -> Cluster:
         raise UsageError(f"{ENV}={path}: not an emulated cluster's state file ({exc})") from None
 
 
-def load(path: str | os.PathLike) -> Cluster:
+def load(path: str | os.PathLike[str]) -> Cluster:
     """The cluster a state file describes; a missing or stale one is a UsageError."""
     cluster = read(path)
     if not Path(f"/proc/{cluster.owner_pid}").exists():

@@ -6,8 +6,9 @@ from __future__ import annotations
 import signal
 import sys
 
-from fabbench.emulate.session import Terminated, emulated, emulation_from_json
+from fabbench.emulate.session import emulated, emulation_from_json
 from fabbench.errors import FabbenchError
+from fabbench.procs import Terminated
 
 
 def main(argv: list[str]) -> int:

@@ -9,7 +9,7 @@ from fabbench.fabrics.profile import Profile
 from fabbench.sysinfo.sysfs import hfi_devices, is_omnipath, rdma_ports
 
 
-def detect_fabric(root: str | os.PathLike = "/") -> str:
+def detect_fabric(root: str | os.PathLike[str] = "/") -> str:
     """omnipath when an active hfi1 port (or /dev/hfi1_*) exists, infiniband when an active
     verbs port (InfiniBand or RoCE) exists, else ethernet."""
     ports = [p for p in rdma_ports(root) if p.active]
@@ -20,14 +20,14 @@ def detect_fabric(root: str | os.PathLike = "/") -> str:
     return "ethernet"
 
 
-def first_active_rdma_device(root: str | os.PathLike = "/") -> str | None:
+def first_active_rdma_device(root: str | os.PathLike[str] = "/") -> str | None:
     for port in rdma_ports(root):
         if port.active and not is_omnipath(port):
             return port.device
     return None
 
 
-def require_hardware(profile: Profile, wire: str, root: str | os.PathLike = "/") -> None:
+def require_hardware(profile: Profile, wire: str, root: str | os.PathLike[str] = "/") -> None:
     """Refuse a hardware fabric on a host without its devices, unless --wire tcp was given."""
     if profile.hardware == "none" or wire == "tcp":
         return

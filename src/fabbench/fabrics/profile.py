@@ -126,7 +126,7 @@ class Settings:
         """Fill in "{iface}"-style placeholders; a placeholder without a value is a UsageError."""
 
         def fill(text: str) -> str:
-            def sub(m: re.Match) -> str:
+            def sub(m: re.Match[str]) -> str:
                 key = m.group(1)
                 if values.get(key) is None:
                     raise UsageError(f"the fabric profile needs a value for {{{key}}}: "
@@ -151,7 +151,7 @@ class LinkSpec:
             raise UsageError(f"link.speed_from must be one of {', '.join(SPEED_FROM)}, "
                              f"not {self.speed_from!r}")
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"speed_from": self.speed_from, "device_env": list(self.device_env),
                 "iface_env": list(self.iface_env)}
 
@@ -269,7 +269,7 @@ def profile_toml(profile: Profile, header: Sequence[str] = ()) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _strings(table: object, where: str, pattern: re.Pattern) -> dict[str, str]:
+def _strings(table: object, where: str, pattern: re.Pattern[str]) -> dict[str, str]:
     if not isinstance(table, dict):
         raise UsageError(f"{where}: expected a table of strings")
     out = {}
@@ -294,7 +294,7 @@ def _value(text: str, where: str, mca: bool) -> str:
     return text
 
 
-def _table(table: object, where: str, allowed: set[str]) -> dict:
+def _table(table: object, where: str, allowed: set[str]) -> dict[str, Any]:
     """A TOML table holding only ``allowed`` keys."""
     if not isinstance(table, dict):
         raise UsageError(f"{where}: expected a table")
@@ -432,7 +432,7 @@ def _primitives(table: object, where: str) -> Mapping[str, Settings]:
     return MappingProxyType({n: _section(t, f"{where}.{n}") for n, t in table.items()})
 
 
-def _names(value: object, where: str, pattern: re.Pattern) -> tuple[str, ...]:
+def _names(value: object, where: str, pattern: re.Pattern[str]) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) and pattern.fullmatch(v)
                                               for v in value):
         raise UsageError(f"{where}: expected a list of names")
@@ -457,7 +457,7 @@ def _link(table: object, source: str, hardware: str, single_host: bool) -> LinkS
         raise UsageError(f"{source}: {exc}") from None
 
 
-def parse_profile(data: dict, source: str) -> Profile:
+def parse_profile(data: dict[str, Any], source: str) -> Profile:
     _table(data, source, _TOP_KEYS)
     for key in ("name", "primitive"):
         if key not in data:

@@ -139,7 +139,7 @@ def check_prefix(prefix: str) -> str:
     return prefix
 
 
-def read_verdict(path: str | os.PathLike) -> dict[str, Any]:
+def read_verdict(path: str | os.PathLike[str]) -> dict[str, Any]:
     try:
         data = json.loads(Path(path).read_text())
     except OSError as exc:

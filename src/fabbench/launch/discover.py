@@ -27,7 +27,7 @@ class RankEnv:
     rank_var: str = "FABBENCH_RANK"  # the variables that said so, for messages
     size_var: str = "FABBENCH_WORLD_SIZE"
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, int]:
         return {"rank": self.rank, "size": self.size, "local_rank": self.local_rank}
 
     @property

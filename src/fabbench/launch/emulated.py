@@ -10,6 +10,7 @@ from fabbench.emulate import Emulation, session
 from fabbench.emulate.site import Site
 from fabbench.errors import UsageError
 from fabbench.launch import containers
+from fabbench.procs import Terminated
 
 
 def run_command(emulation: Emulation, argv: list[str], max_time_s: float, *,
@@ -37,7 +38,7 @@ def run_command(emulation: Emulation, argv: list[str], max_time_s: float, *,
         if image is None or runtime is None:
             return session.run_under(emulation, argv, max_time_s)
         return containers.run_in_image(emulation, runtime, image, argv, max_time_s)
-    except session.Terminated as exc:  # torn down already; the shell's code for the signal
+    except Terminated as exc:  # torn down already; the shell's code for the signal
         print(f"fabbench: emulate: stopped by signal {exc.signum}; the cluster is removed",
               file=sys.stderr)
         return 128 + exc.signum

@@ -9,7 +9,7 @@ _STATES = ("on", "off", "partial", None)
 
 
 def outcome(requested: str, verify: str, reported: Sequence[tuple[int, str, str | None]],
-            primitive: str) -> tuple[dict, str | None]:
+            primitive: str) -> tuple[dict[str, str | None], str | None]:
     """The run record's ``gpudirect`` entry, and what is wrong when a rank got other than
     --gpudirect on|off asked for (naming both; None when nothing is). ``reported`` holds
     (rank, host, what the library reported: "on", "off", "partial" or None)."""

@@ -138,7 +138,7 @@ def _by_peer(what: str, name: str, wait_s: float, resolve: Lookup, source_of: So
 
 
 def pick_interface(env: Mapping[str, str] | None = None, *, wait_s: float = 60.0,
-                   root: str | os.PathLike = "/", resolve: Lookup = lookup,
+                   root: str | os.PathLike[str] = "/", resolve: Lookup = lookup,
                    source_of: SourceOf = source_address, addresses: Addresses = host_addresses,
                    sleep: Callable[[float], None] = time.sleep,
                    clock: Callable[[], float] = time.monotonic) -> Picked:

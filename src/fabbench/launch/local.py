@@ -39,7 +39,7 @@ def run(spec: LaunchSpec, deadline_s: float, ranks: int) -> tuple[int, str]:
     """Start every process (each in its own session), stream their output, stop all of them
     when one fails or the deadline passes. Returns the first non-zero exit code (or 0) and what
     the launcher saw of the ranks (who died first, who timed out waiting, who never arrived)."""
-    procs: list[subprocess.Popen] = []
+    procs: list[subprocess.Popen[bytes]] = []
     copiers: list[notices.Tail] = []  # a launcher's stdout, without its line prefix
     tails: list[notices.Tail] = []  # each process's stderr, copied through and kept
     # a launcher stopped by SIGTERM or SIGHUP stops its ranks first (the finally below); one

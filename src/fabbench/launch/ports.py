@@ -30,4 +30,5 @@ def free_port() -> int:
     """A port free now on this host (a local launch's rendezvous)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]  # typeshed's address is Any: (host, port) for AF_INET
+        return port

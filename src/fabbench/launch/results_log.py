@@ -60,7 +60,7 @@ def _digest(lines: Iterable[str]) -> str:
     return h.hexdigest()
 
 
-def emit(path: str | os.PathLike, stream: TextIO | None = None) -> int:
+def emit(path: str | os.PathLike[str], stream: TextIO | None = None) -> int:
     """Write the results file between the markers; the number of its lines."""
     stream = sys.stdout if stream is None else stream
     name = Path(path).name

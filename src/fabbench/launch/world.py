@@ -123,7 +123,8 @@ def check_world(me: RankEnv, primitive: str, comm: Communicator,
     _check_nodes(gathered, comm.size)
 
 
-def _check_nodes(gathered: list, size: int) -> None:
+def _check_nodes(gathered: list[tuple[int, str, int, str, tuple[int, str] | None]],
+                 size: int) -> None:
     """The job's nodes against the nodes its ranks came up on (the same list on every rank)."""
     said = [a for *_, a in gathered if a is not None]
     if not said:

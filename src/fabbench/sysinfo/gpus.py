@@ -34,12 +34,12 @@ def container_fix(runtime: str | None) -> str:
     return RUNTIME_GPU_FIX.get(runtime or "", CONTAINER_FIX)
 
 
-def gpus_visible(root: str | os.PathLike = "/", env: Mapping[str, str] | None = None) -> bool:
+def gpus_visible(root: str | os.PathLike[str] = "/", env: Mapping[str, str] | None = None) -> bool:
     """NVIDIA GPUs present (/dev/nvidiaN) and not hidden by CUDA_VISIBLE_DEVICES."""
     return gpu_count(root, env) > 0
 
 
-def gpu_count(root: str | os.PathLike = "/", env: Mapping[str, str] | None = None) -> int:
+def gpu_count(root: str | os.PathLike[str] = "/", env: Mapping[str, str] | None = None) -> int:
     """How many NVIDIA GPUs this process may use: the /dev/nvidiaN devices, no more than
     CUDA_VISIBLE_DEVICES lists where it is set ("" or "-1" hides them all)."""
     env = os.environ if env is None else env
@@ -52,7 +52,7 @@ def gpu_count(root: str | os.PathLike = "/", env: Mapping[str, str] | None = Non
     return min(present, len([d for d in listed.split(",") if d.strip()]))
 
 
-def gpu_devices(root: str | os.PathLike = "/") -> int:
+def gpu_devices(root: str | os.PathLike[str] = "/") -> int:
     """The /dev/nvidiaN devices, whatever CUDA_VISIBLE_DEVICES says."""
     return sum(1 for p in Path(root, "dev").glob("nvidia*") if re.fullmatch(r"nvidia\d+", p.name))
 
@@ -162,7 +162,7 @@ class GpuState:
                 f"(CUDA {self.torch.cuda}) finds none")
 
 
-def probe(env: Mapping[str, str] | None = None, root: str | os.PathLike = "/") -> GpuState:
+def probe(env: Mapping[str, str] | None = None, root: str | os.PathLike[str] = "/") -> GpuState:
     """This process's GPU state; imports torch (torch_build)."""
     env = os.environ if env is None else env
     present, devices = gpu_devices(root), gpu_count(root, env)
@@ -175,7 +175,7 @@ def probe(env: Mapping[str, str] | None = None, root: str | os.PathLike = "/") -
 
 
 def require_gpu(what: str, env: Mapping[str, str] | None = None,
-                root: str | os.PathLike = "/") -> None:
+                root: str | os.PathLike[str] = "/") -> None:
     """Refuse (UsageError: one line, exit code 2) when ``what`` ("--primitive nccl", "--device
     cuda") needs a GPU and this process has none; fast where /dev shows one (no torch)."""
     if gpu_count(root, env) > 0:

@@ -103,7 +103,8 @@ def gpu_info() -> list[dict[str, Any]]:
 
 def build_manifest() -> dict[str, Any] | None:
     try:
-        return json.loads(BUILD_MANIFEST.read_text())
+        manifest: dict[str, Any] = json.loads(BUILD_MANIFEST.read_text())  # the image's JSON
+        return manifest
     except (OSError, ValueError):
         return None
 
@@ -141,7 +142,7 @@ def _container() -> str | None:
     return container_runtime()
 
 
-def container_runtime(env: Mapping[str, str] | None = None, root: str | os.PathLike = "/"
+def container_runtime(env: Mapping[str, str] | None = None, root: str | os.PathLike[str] = "/"
                       ) -> str | None:
     """apptainer, charliecloud, podman, docker, kubernetes, "oci" (a container of unknown make)
     or None."""
@@ -171,7 +172,7 @@ def container_runtime(env: Mapping[str, str] | None = None, root: str | os.PathL
 APPTAINER_LABELS = "/.singularity.d/labels.json"
 
 
-def container_version(runtime: str | None, root: str | os.PathLike = "/") -> dict[str, str]:
+def container_version(runtime: str | None, root: str | os.PathLike[str] = "/") -> dict[str, str]:
     """{"container_version": ..., "container_version_source": ...} where the container tells it,
     else {}. Apptainer gives a container no variable with its own version: the image's labels
     name the Apptainer that built it (the same program at a site that builds where it runs).
@@ -216,7 +217,7 @@ def image_id(manifest: Mapping[str, Any]) -> str:
 
 
 def image_reference(runtime: str | None, env: Mapping[str, str] | None = None,
-                    root: str | os.PathLike = "/") -> dict[str, str]:
+                    root: str | os.PathLike[str] = "/") -> dict[str, str]:
     """{"ref", "ref_source"[, "digest"]}: the registry reference the image was run or pulled
     from, where the runtime tells it (podman: /run/.containerenv; Apptainer: the definition of
     an image it built from a docker:// or oras:// reference), else what the launcher stated in
@@ -251,7 +252,7 @@ def image_reference(runtime: str | None, env: Mapping[str, str] | None = None,
 
 
 def image_identity(manifest: Mapping[str, Any] | None, runtime: str | None,
-                   env: Mapping[str, str] | None = None, root: str | os.PathLike = "/"
+                   env: Mapping[str, str] | None = None, root: str | os.PathLike[str] = "/"
                    ) -> dict[str, Any] | None:
     """The fabbench image this process runs from (None outside one): its id (image_id), what the
     manifest says of it, and its registry reference and digest where known."""

@@ -27,7 +27,7 @@ class NetDevice:
     kind: str  # "ether", "infiniband" (IPoIB), "loopback", "other"
     pci: bool  # backed by a physical device
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, object]:
         return asdict(self)
 
 
@@ -51,14 +51,14 @@ class RdmaPort:
         except (ValueError, IndexError):
             return None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, object]:
         return {**asdict(self), "active": self.active, "rate_gbit_s": self.rate_gbit_s}
 
 
 _ARPHRD = {"1": "ether", "32": "infiniband", "772": "loopback"}
 
 
-def net_devices(root: str | os.PathLike = "/") -> list[NetDevice]:
+def net_devices(root: str | os.PathLike[str] = "/") -> list[NetDevice]:
     base = Path(root, "sys/class/net")
     devices = []
     for entry in sorted(base.iterdir()) if base.is_dir() else []:
@@ -76,7 +76,7 @@ def net_devices(root: str | os.PathLike = "/") -> list[NetDevice]:
     return devices
 
 
-def rdma_ports(root: str | os.PathLike = "/") -> list[RdmaPort]:
+def rdma_ports(root: str | os.PathLike[str] = "/") -> list[RdmaPort]:
     base = Path(root, "sys/class/infiniband")
     ports = []
     for dev in sorted(base.iterdir()) if base.is_dir() else []:
@@ -99,18 +99,18 @@ def is_omnipath(port: RdmaPort) -> bool:
     return port.device.startswith("hfi1") or port.driver == "hfi1"
 
 
-def hfi_devices(root: str | os.PathLike = "/") -> list[str]:
+def hfi_devices(root: str | os.PathLike[str] = "/") -> list[str]:
     dev = Path(root, "dev")
     return sorted(p.name for p in dev.glob("hfi1_*")) if dev.is_dir() else []
 
 
-def gpudirect_rdma(root: str | os.PathLike = "/") -> bool:
+def gpudirect_rdma(root: str | os.PathLike[str] = "/") -> bool:
     """GPUDirect RDMA is possible when the peer-memory module is loaded (docs/fabrics.md)."""
     return Path(root, "sys/module/nvidia_peermem").exists() or Path(
         root, "sys/kernel/mm/memory_peers/nv_mem").exists()
 
 
-def default_route_interface(root: str | os.PathLike = "/") -> str | None:
+def default_route_interface(root: str | os.PathLike[str] = "/") -> str | None:
     """The interface of the IPv4 default route, from /proc/net/route."""
     text = _read(Path(root, "proc/net/route")) or ""
     for line in text.splitlines()[1:]:
