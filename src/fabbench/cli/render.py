@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from fabbench.cli.options import run_options
 from fabbench.config import RENDERED_DEFAULTS
+
+if TYPE_CHECKING:
+    from fabbench.render.context import Benchmark
 
 render_app = typer.Typer(name="render", no_args_is_help=True, help=(
     "Print the job files a scheduler runs: an sbatch script or Kubernetes manifests.\n\n"
@@ -30,7 +33,8 @@ Command = Annotated[str, typer.Option(help="How the nodes (or the image) start f
                                            "/opt/venv/bin/fabbench.")]
 
 
-def _bench(options: dict, gpus_per_node: int, extra_arg: list[str] | None):
+def _bench(options: dict[str, Any], gpus_per_node: int,
+           extra_arg: list[str] | None) -> Benchmark:
     from fabbench.render.from_options import benchmark
 
     return benchmark(gpus_per_node=gpus_per_node, extra_args=extra_arg or (), **options)

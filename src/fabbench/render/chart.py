@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -44,14 +45,14 @@ _HEADER = ("# Generated from {source} by fabbench.render.chart; do not edit\n"
            "#   python -m fabbench.render.chart charts/fabbench\n")
 
 
-def chart_profiles(names: list[str] | None = None) -> dict:
+def chart_profiles(names: list[str] | None = None) -> dict[str, dict[str, object]]:
     """fabric -> {singleHost, devices, wires: wire -> backend -> {env, mca, gpudirect: {on:
     {env, mca}, off: {env, mca}}}}."""
     names = names or sorted(p.stem for p in BUILTIN_DIR.glob("*.toml"))
-    out: dict = {}
+    out: dict[str, dict[str, object]] = {}
     for name in names:
         profile = load_profile(str(BUILTIN_DIR / f"{name}.toml"))
-        wires: dict = {}
+        wires: dict[str, dict[str, object]] = {}
         for wire in WIRES:
             if wire != "native" and wire not in profile.wires:
                 continue
@@ -68,18 +69,17 @@ def chart_profiles(names: list[str] | None = None) -> dict:
     return out
 
 
-def chart_primitives() -> dict:
+def chart_primitives() -> dict[str, object]:
     """{default: {gpu, cpu}, primitives: name -> {backend, launch, over, gpuOnly}}."""
-    out: dict = {"default": {"gpu": primitives.default_primitive(True)[0],
-                             "cpu": primitives.default_primitive(False)[0]},
-                 "primitives": {}}
+    found: dict[str, object] = {}
     for name in primitives.PRIMITIVES:
         spec = primitives.get(name)
         over = rendered_over(spec)
-        out["primitives"][name] = {"backend": spec.backend(over),
-                                   "launch": render_family(spec, over),
-                                   "over": over or "", "gpuOnly": spec.gpu_only}
-    return out
+        found[name] = {"backend": spec.backend(over), "launch": render_family(spec, over),
+                       "over": over or "", "gpuOnly": spec.gpu_only}
+    return {"default": {"gpu": primitives.default_primitive(True)[0],
+                        "cpu": primitives.default_primitive(False)[0]},
+            "primitives": found}
 
 
 # the run configuration's fields the chart keeps at the top of its values (the rest are under
@@ -119,18 +119,18 @@ def camel(flag: str) -> str:
     return first + "".join(p.capitalize() for p in rest)
 
 
-def chart_run_options() -> dict:
+def chart_run_options() -> dict[str, list[dict[str, Any]]]:
     """{options: chart_options()}."""
     return {"options": chart_options()}
 
 
-def chart_launchers() -> dict:
+def chart_launchers() -> dict[str, object]:
     """{hostfile, pods: render family -> {line, bareWhenOne}}: a line's words in Kubernetes'
     syntax (a literal '$' as '$$', the launcher's $(VAR) kept), an Each group as {each, words}."""
     def word(w: str) -> str:
         return str(w) if isinstance(w, Shell) else k8s_arg(w)
 
-    def part(p: str | Each) -> str | dict:
+    def part(p: str | Each) -> str | dict[str, object]:
         if isinstance(p, Each):
             return {"each": p.items, "words": [word(w) for w in p.words]}
         return word(p)
@@ -141,10 +141,12 @@ def chart_launchers() -> dict:
                      for family, pod in Pod.lines().items()}}
 
 
-FILES = {"files/fabrics.yaml": ("src/fabbench/fabrics/profiles/*.toml", chart_profiles),
-         "files/primitives.yaml": ("src/fabbench/comm/primitives.py", chart_primitives),
-         "files/run-options.yaml": ("src/fabbench/config.py", chart_run_options),
-         "files/launchers.yaml": ("src/fabbench/launch/launchers/", chart_launchers)}
+# a generated file -> (what it is made from, its maker)
+FILES: dict[str, tuple[str, Callable[[], object]]] = {
+    "files/fabrics.yaml": ("src/fabbench/fabrics/profiles/*.toml", chart_profiles),
+    "files/primitives.yaml": ("src/fabbench/comm/primitives.py", chart_primitives),
+    "files/run-options.yaml": ("src/fabbench/config.py", chart_run_options),
+    "files/launchers.yaml": ("src/fabbench/launch/launchers/", chart_launchers)}
 
 
 def generated(path: str) -> str:
@@ -330,7 +332,8 @@ def _parent(schema: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any]:
     at = schema
     for key in path[:-1]:
         at = at["items"] if key == "[]" else at["properties"][key]
-    return at["properties"]
+    properties: dict[str, Any] = at["properties"]  # a JSON schema: objects all the way down
+    return properties
 
 
 def _json(value: Any, depth: int) -> str:

@@ -45,7 +45,7 @@ def node_selector(pairs: Sequence[str]) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-def slurm_job(bench: Benchmark, *, verify: str | None = None, **job) -> SlurmJob:
+def slurm_job(bench: Benchmark, *, verify: str | None = None, **job: Any) -> SlurmJob:
     """``verify``: a floors file as the user named it, made absolute (the job reads it on its
     first node); ``reference``, the shipped floors, as it is."""
     if verify and verify != REFERENCE_FLOORS:
@@ -54,7 +54,8 @@ def slurm_job(bench: Benchmark, *, verify: str | None = None, **job) -> SlurmJob
 
 
 def k8s_job(bench: Benchmark, *, node_selector_pairs: Sequence[str] = (),
-            master_port: int | None = None, preflight: str | None = None, **job) -> K8sJob:
+            master_port: int | None = None, preflight: str | None = None,
+            **job: Any) -> K8sJob:
     """``master_port`` None: the job's default (launch.ports.RENDEZVOUS_PORT); ``preflight``:
     a floors file, read and checked here (the job carries its text)."""
     if master_port is not None:

@@ -8,9 +8,12 @@ import functools
 import json
 import shlex
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fabbench.errors import UsageError
+
+if TYPE_CHECKING:
+    import jinja2
 
 
 def sh(value: Any) -> str:
@@ -37,7 +40,7 @@ def yaml_scalar(value: Any) -> str:
 
 
 @functools.cache
-def environment():
+def environment() -> jinja2.Environment:
     import jinja2
 
     env = jinja2.Environment(

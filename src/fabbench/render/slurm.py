@@ -23,7 +23,7 @@ RESULTS_DIR = Shell('"$results_dir"')  # the script's variables (slurm.sbatch.j2
 OUT = "out"
 
 
-def _step(job: SlurmJob, index: int) -> dict:
+def _step(job: SlurmJob, index: int) -> dict[str, object]:
     """One benchmark's exports and its launch: lines of bash, joined by continuation."""
     bench = job.benchmarks[index]
     cfg = bench.config
@@ -45,7 +45,7 @@ def _step(job: SlurmJob, index: int) -> dict:
     return {"bench": bench, "fabric": fab, "launch": lines, "notes": notes}
 
 
-def _verify(job: SlurmJob) -> dict | None:
+def _verify(job: SlurmJob) -> dict[str, object] | None:
     """The acceptance step: the floors file (copied to the results directory at the job's start,
     where every runtime sees it; the shipped reference floors by name) and `fabbench floors verify`
     of every benchmark's results, one task on the first node, in the benchmarks' container."""
