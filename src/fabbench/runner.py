@@ -8,7 +8,7 @@ import sys
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fabbench import catalog, emulate
 from fabbench.comm import batch_loop, primitives
@@ -259,7 +259,7 @@ def _drop_partial_line(path: Path) -> None:
               f"({len(data) - keep} bytes)", file=sys.stderr)
 
 
-def _complete_records(path: Path) -> list[dict]:
+def _complete_records(path: Path) -> list[dict[str, Any]]:
     """The records of a file this run's ranks wrote, whatever state they left it in."""
     _drop_partial_line(path)
     return salvage(path)

@@ -146,7 +146,7 @@ def _fmt_eff(t: Train | None) -> str:
     return f"{100 * t.scaling_efficiency:.0f}%"
 
 
-def _table_rows(s: Series, op: str) -> list[dict]:
+def _table_rows(s: Series, op: str) -> list[dict[str, object]]:
     link = link_of(s.run)
     rows = []
     for r in (c for c in s.collectives if c.op == op):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fabbench import catalog
 from fabbench.report import tables
@@ -21,6 +21,7 @@ from fabbench.workloads.pairs.pair_record import Pairs, best_pairs
 if TYPE_CHECKING:
     from fabbench.floors.points import Point
     from fabbench.report.plots import Plot
+    from fabbench.results.records import Record
 
 
 @dataclass
@@ -67,7 +68,7 @@ class Targets:
         return output_files.write_all(pending)
 
 
-def _plots(series: Sequence[Series], comparison: Comparison | None = None) -> list:
+def _plots(series: Sequence[Series], comparison: Comparison | None = None) -> list[Plot]:
     from fabbench.report import plots  # matplotlib: only when figures are asked for
 
     made = plots.size_sweeps(series) + plots.training(series)
@@ -123,7 +124,7 @@ def workload_tables(s: Series) -> str:
     for spec in catalog.WORKLOADS.values():
         recs = s.of_kind(spec.record) if spec.lines else []
         if recs:
-            shown: lines.Lines = load_entry(spec.lines or "")
+            shown: lines.Lines[Record] = load_entry(spec.lines or "")
             out += (f"# {s.label}: {spec.name}, {where}\n{shown.header}\n"
                     + "".join(f"{shown.line(r)}\n" for r in recs))
     return out
@@ -176,7 +177,7 @@ def foreign_text(points: Sequence[Point], series: Sequence[Series]) -> str:
     return out
 
 
-def findings(s: Series) -> dict:
+def findings(s: Series) -> dict[str, Any]:
     """What the workloads find in one run (which node is slow, from the pairs records) and
     which rank arrives late (each rank's own times in the collective records)."""
     own = catalog.findings(s.of_kind)
@@ -198,7 +199,7 @@ def findings_text(s: Series) -> str:
     return out
 
 
-def findings_json(series: Sequence[Series]) -> list[dict]:
+def findings_json(series: Sequence[Series]) -> list[dict[str, object]]:
     return [{k: v for k, v in findings(s).items() if not k.startswith("_")} for s in series]
 
 
@@ -216,7 +217,7 @@ def make_compare(paths: Sequence[str | Path], *, html: Path | None = None,
     return out
 
 
-def compare_rows(c: Comparison) -> list[dict]:
+def compare_rows(c: Comparison) -> list[dict[str, object]]:
     return [{"op": r.op, "dtype": r.dtype, "bytes": r.bytes, "ranks": r.ranks,
              "a": c.baseline.label, "b": r.other.label, "a_p50_us": r.a.time_us.p50,
              "b_p50_us": r.b.time_us.p50, "ratio": r.verdict.ratio,

@@ -65,7 +65,7 @@ class StudyAnswer:
                              "verdict": v.verdict if v else "best"})
             groups.append({"kind": g.kind, "what": g.what, "nodes": g.nodes,
                            "metric": METRIC[g.kind], "rows": rows})
-        return jsonable({
+        answer: dict[str, Any] = jsonable({  # jsonable keeps an object an object
             "study": self.manifest.study, "directory": str(self.directory),
             "headline": self.headline, "counts": self.counts(), "groups": groups,
             "cells": [{"id": c.id, "label": c.label, "status": c.entry.status,
@@ -79,6 +79,7 @@ class StudyAnswer:
             "slow": None if self.slow is None else list(self.slow),
             "slow_text": list(self.slow_text),
             "warnings": self.warnings})
+        return answer
 
 
 def _forecast(directory: Path, cells: list[StudyCell]) -> tuple[Forecast | None, str | None]:

@@ -6,7 +6,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from fabbench.report.study.answer import StudyAnswer
-from fabbench.report.study.groups import METRIC, THROUGHPUT_SHORT, UNIT
+from fabbench.report.study.groups import METRIC, THROUGHPUT_SHORT, UNIT, CellGroup
 from fabbench.report.study.link_whatif import LinkWhatIf
 
 _STYLE = {"faster": "green", "slower": "red", "same": "dim"}
@@ -20,7 +20,7 @@ def _num(x: float | None) -> str:
     return "-" if x is None else f"{x:.3g}"
 
 
-def group_table(g) -> Table:
+def group_table(g: CellGroup) -> Table:
     table = Table(title=f"{g.title}: {METRIC[g.kind]}", title_justify="left")
     cols = ["cell", "transport", f"median {UNIT[g.kind]}", "n", THROUGHPUT_SHORT[g.kind]]
     cols += ["link %"] if g.kind == "collectives" else ["comm share"]
@@ -60,10 +60,10 @@ def whatif_table(w: LinkWhatIf) -> Table:
     return table
 
 
-def lines(a: StudyAnswer) -> list:
+def lines(a: StudyAnswer) -> list[str | Table]:
     """Renderables, in order: headline, tables, cells that did not run, warnings."""
     counts = ", ".join(f"{n} {k}" for k, n in sorted(a.counts().items()))
-    out: list = [f"[bold]study {a.manifest.study}[/] ({a.directory}): {counts}",
+    out: list[str | Table] = [f"[bold]study {a.manifest.study}[/] ({a.directory}): {counts}",
                  "[bold]Answer:[/]"]
     out += [f"  • {escape(line)}" for line in a.headline] or ["  (no cell ran)"]
     out += [group_table(g) for g in a.groups]

@@ -34,7 +34,7 @@ class StudyCell:
         return self.series[-1].run if self.series else None
 
 
-def _labels(cells: list[StudyCell], axes: dict[str, list]) -> None:
+def _labels(cells: list[StudyCell], axes: dict[str, list[Any]]) -> None:
     """A cell's label names what varies between cells beside workload and nodes."""
     for c in cells:
         a = c.axes

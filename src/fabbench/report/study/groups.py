@@ -104,7 +104,7 @@ def train_record(c: StudyCell) -> Train | None:
 
 
 def train_groups(cells: list[StudyCell]) -> list[CellGroup]:
-    groups: dict[tuple, CellGroup] = {}
+    groups: dict[tuple[str, str, int], CellGroup] = {}
     for c in cells:
         rec = train_record(c)
         if rec is None:
@@ -145,7 +145,7 @@ def _cross_node_scaling(groups: list[CellGroup]) -> None:
 
 def collective_groups(cells: list[StudyCell]) -> list[CellGroup]:
     """Per op: the largest size every cell of the workload and node count measured."""
-    by_key: dict[tuple, list[StudyCell]] = {}
+    by_key: dict[tuple[str, int], list[StudyCell]] = {}
     for c in cells:
         if any(s.collectives for s in c.series):
             by_key.setdefault((c.axes["workload"], c.axes["nodes"]), []).append(c)
@@ -252,7 +252,7 @@ def cell_groups(cells: list[StudyCell]) -> list[CellGroup]:
     here, whose spec names a metric): per study workload and node count, each cell's row from
     its records of the workload's kind (the spec's ``study`` hook, else :func:`metric_row`),
     in the registry's order."""
-    groups: dict[tuple, CellGroup] = {}
+    groups: dict[tuple[str, str, str, int], CellGroup] = {}
     order = list(catalog.WORKLOADS)
     for c in cells:
         spec: WorkloadSpec | None = catalog.WORKLOADS.get(c.entry.kind)

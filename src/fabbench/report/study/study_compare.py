@@ -26,7 +26,7 @@ from fabbench.study.manifest import StudyManifest
 
 @dataclass
 class MatchedCells:
-    key: tuple
+    key: tuple[object, ...]  # _key's: the axes that match a cell of A to one of B
     what: str       # a network ("gpt-tiny"), a study workload's name, "allreduce 1M"
     a: StudyCell
     b: StudyCell
@@ -54,7 +54,7 @@ class StudyComparison:
         return [p for p in self.pairs if p.verdict.significant]
 
     def to_json(self) -> dict[str, Any]:
-        return jsonable({
+        comparison: dict[str, Any] = jsonable({  # jsonable keeps an object an object
             "a": str(self.a), "b": str(self.b),
             "rows": [{"what": p.what, "a_cell": p.a.id, "b_cell": p.b.id, "label": p.label,
                       "a_median": p.a_median, "b_median": p.b_median, "ratio": p.verdict.ratio,
@@ -68,9 +68,10 @@ class StudyComparison:
                                                               "b": self.sites.b.to_json(),
                                                               "lines": self.sites.lines()}}
                if self.sites else {})})
+        return comparison
 
 
-def _key(c: StudyCell, with_link: bool) -> tuple:
+def _key(c: StudyCell, with_link: bool) -> tuple[object, ...]:
     a = c.axes
     key = (a["workload"], a["fabric"], a["primitive"], a["gpudirect"], a["nodes"])
     return (*key, a["link"]) if with_link else key

@@ -4,7 +4,9 @@ forecast's scaling against nodes and link speed."""
 
 from __future__ import annotations
 
-from fabbench.report.plots import _STYLE, Plot, _grid, plt
+import matplotlib.pyplot as plt
+
+from fabbench.report.plots import _STYLE, Plot, _grid
 from fabbench.report.study.answer import StudyAnswer
 from fabbench.report.study.groups import METRIC, UNIT
 

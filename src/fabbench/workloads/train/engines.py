@@ -86,7 +86,8 @@ class DdpEngine(Engine):
         t.backward_and_step(t.loss(self.ddp))
 
     def buckets(self, t: TrainerInterface) -> tuple[list[int], float]:
-        data = self.ddp._get_ddp_logging_data() if getattr(self, "ddp", None) is not None else {}
+        data = (self.ddp._get_ddp_logging_data()  # type: ignore[no-untyped-call]  # torch: unannotated
+                if getattr(self, "ddp", None) is not None else {})
         found = data.get("bucket_sizes")
         # torch >= 2.x starts with one bucket and re-cuts them after the first step; its
         # logging data says so only when it refreshed the sizes
