@@ -66,9 +66,10 @@ import tempfile
 from pathlib import Path
 
 from fabbench.results.reader import read_results
-from fabbench.results.records import Ceiling, Collective, Train
+from fabbench.results.records import Ceiling, Collective
 from fabbench.scaling import costs
 from fabbench.scaling.predict import ModelOptions, build
+from fabbench.workloads.train.record import Train
 
 ALLREDUCE_TARGET = 0.15
 SCALING_TARGET = 0.10

@@ -6,7 +6,7 @@ the same model, the same ranks, the same threads and the same synthetic batch.
         [--precision fp32|bf16|fp16] [--warmup 2] [--json] [--per-step]
 
 Each rank builds both: the bare loop (a DDP model, SGD, zero_grad/forward/loss/backward/step,
-the whole loop timed once, slowest rank) and fabbench's (workloads.train.Trainer and its timed
+the whole loop timed once, slowest rank) and fabbench's (workloads.train.run.Trainer and its timed
 step loop, exactly as ``fabbench run --workload train`` runs it). The two alternate, round after
 round (bare, fabbench, bare, fabbench, ...), so that drift on a shared machine hits both alike.
 Reported per round and as the median: bare samples/s; fabbench's reported figure (p50 of the
@@ -36,17 +36,17 @@ import time
 def _rank_main(args: argparse.Namespace) -> None:
     import torch
 
-    from fabbench.catalog import TrainConfig
     from fabbench.comm.torchdist import TorchComm
     from fabbench.networks import build
     from fabbench.plan import Plan
-    from fabbench.workloads.train.protocol import (
+    from fabbench.workloads.train.run import (
         Trainer,
         _slowest,
         _timed,
         set_threads,
         timed_steps,
     )
+    from fabbench.workloads.train.section import TrainConfig
 
     rank, size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     comm = TorchComm(args.primitive, rank=rank, size=size, local_rank=rank, device=args.device,

@@ -1,7 +1,7 @@
 """Every workload fabbench knows, each declared once as a fabbench.workload_spec.WorkloadSpec:
 its name, what it measures, the object that runs it, the record kind it writes, the section of
 its own options, how ``fabbench report`` shows its records and what a study's report ranks its
-cells by. fabbench's collectives and train are declared here with their option sections, its halo
+cells by. fabbench's collectives are declared here with their option section, its train, halo
 and pairs in packages of their own (loaded by name, ``own``); a package installed beside fabbench
 adds its own through the ``fabbench.workloads`` entry-point group (an entry naming its spec),
 read when this module is imported. The tables other modules read are derived
@@ -26,9 +26,7 @@ from typing import Any
 from fabbench import value_rules as rules
 from fabbench.comm.primitives import ALL_DTYPES, ALL_OPS
 from fabbench.errors import UsageError
-from fabbench.networks.models import MODELS
 from fabbench.option_fields import (
-    COUNTS,
     FLOAT,
     INT,
     SWITCH,
@@ -43,9 +41,8 @@ from fabbench.timing.engine import PROTOCOLS
 from fabbench.units import parse_sizes
 from fabbench.workload_spec import Findings, StudyMetric, WorkloadFloors, WorkloadSpec
 
-PRECISIONS = ("fp32", "bf16", "fp16")
 CUDA_GRAPH = ("auto", "off", "on")  # off first: the one every primitive can take
-MAX_LOCAL_RANKS = 512
+MAX_LOCAL_RANKS = rules.MAX_LOCAL_RANKS
 ENTRY_POINTS = "fabbench.workloads"  # the entry-point group a workload package declares in
 
 
@@ -97,50 +94,6 @@ class CollectivesConfig:
                              f"{self.min_samples}")
 
 
-@dataclass(frozen=True, kw_only=True)
-class TrainConfig:
-    """``--workload train``: data-parallel training of a synthetic-data model."""
-
-    model: str = option("resnet50", TEXT, "--model", "A model of `fabbench models`.",
-                        choices=tuple(MODELS))
-    batch_size: int = option(32, INT, "--batch-size", "Samples per rank per step.",
-                             check=at_least(1, "batch size"))
-    image_size: int | None = option(
-        None, INT, "--image-size", "Image side in pixels (multiple of 32), or tokens per "
-        "sequence for a transformer. Default: the model's (224; the context).",
-        check=at_least(1, "--image-size"))
-    steps: int = option(20, INT, "--steps", "Timed steps.", check=at_least(2, "steps"))
-    warmup_steps: int = option(5, INT, "--warmup-steps", "Untimed steps first.",
-                               check=at_least(1, "warm-up steps"))
-    scaling: tuple[int, ...] | None = option(
-        None, COUNTS, "--scaling", "Rank counts run one after another, e.g. 1,2,4 (1 is "
-        "added); efficiency T_n/(n*T_1).",
-        check=lambda v: None if all(1 <= n <= MAX_LOCAL_RANKS for n in v) else
-        f"scaling rank counts must be between 1 and {MAX_LOCAL_RANKS}")
-    bucket_mb: float = option(25.0, FLOAT, "--bucket-mb", "DDP bucket size "
-                              "(bucket_cap_mb), also the mpi engine's, MiB.",
-                              check=Bounds("bucket size must be > 0 MiB", 0, low_open=True))
-    fusion_mb: float | None = option(
-        None, FLOAT, "--fusion-mb", "Horovod fusion threshold, MiB. Default: Horovod's.",
-        check=Bounds("fusion threshold must be >= 0 MiB", 0))
-    precision: str = option("fp32", TEXT, "--precision", "fp32, bf16 (autocast) or fp16 "
-                            "(autocast + loss scaling, GPU).", choices=PRECISIONS)
-
-    def __post_init__(self) -> None:
-        validate(self)
-        spec = MODELS[self.model]
-        spec.check_input(self.input_size)
-        if spec.batchnorm and self.batch_size * (self.input_size // spec.input_multiple) ** 2 < 2:
-            raise UsageError(f"{self.model} has batch norm: batch size {self.batch_size} at image "
-                             f"size {self.input_size} leaves one value per channel; use a batch "
-                             "of at least 2 or a larger image")
-
-    @property
-    def input_size(self) -> int:
-        """The model's input: image side in pixels or sequence length in tokens."""
-        return self.image_size or MODELS[self.model].default_input
-
-
 def own(module: str) -> WorkloadSpec:
     """The spec of one of fabbench's own workloads that is declared in a package of its own
     (its module's ``SPEC``), loaded by name as an installed package's entry is: the package
@@ -161,14 +114,7 @@ BUILTIN = (
                  metric=StudyMetric(name="time", unit="µs", value="time_us.p50",
                                     throughput="busbw GB/s",
                                     throughput_short="busbw GB/s")),
-    WorkloadSpec(name="train", summary="data-parallel training of a network",
-                 entry="fabbench.workloads.train:WORKLOAD", record="train", section=TrainConfig,
-                 lines="fabbench.results.lines:TRAIN",
-                 floors=WorkloadFloors(metrics=("samples_per_s", "step_time"),
-                                       baseline="samples_per_s"),
-                 metric=StudyMetric(name="step time", unit="ms", value="step_ms",
-                                    throughput="samples/s (all ranks)",
-                                    throughput_short="samples/s")),
+    own("fabbench.workloads.train"),
     own("fabbench.workloads.halo"),
     own("fabbench.workloads.pairs"),
 )

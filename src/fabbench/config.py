@@ -23,7 +23,6 @@ from fabbench import value_rules as rules
 from fabbench.catalog import (
     MAX_LOCAL_RANKS,
     CollectivesConfig,
-    TrainConfig,
 )
 from fabbench.comm.primitives import HOROVOD_OVER, PRIMITIVES
 from fabbench.errors import UsageError
@@ -80,7 +79,8 @@ SECTIONS: Mapping[str, type] = catalog.SECTIONS  # RunConfig.<workload>: its opt
 class RunConfig:
     """One ``fabbench run``: the common settings, then one section per workload that has one
     (catalog.SECTIONS), read as ``config.train`` and given as ``RunConfig(train=TrainConfig(
-    ...))``; a section not given is its defaults."""
+    ...))``; a section not given is its defaults. A section declared in a workload's package
+    (train's, halo's, ...) is read through ``__getattr__``, typed by ``section``."""
 
     fabric: str = option(
         "auto", TEXT, "--fabric", "ethernet, infiniband, omnipath, shm, auto, a site profile's "
@@ -141,14 +141,10 @@ class RunConfig:
     def collectives(self) -> CollectivesConfig:
         return section(self, "collectives", CollectivesConfig)
 
-    @property
-    def train(self) -> TrainConfig:
-        return section(self, "train", TrainConfig)
-
     def __getattr__(self, name: str) -> Any:
-        """The section of a workload declared in a package of its own (``config.toy``), its
-        type the package's: ``section(config, "toy", ToyConfig)`` gives it typed; the
-        catalog's are the properties above."""
+        """The section of a workload declared in a package of its own (``config.train``,
+        ``config.toy``), its type the package's: ``section(config, "toy", ToyConfig)`` gives it
+        typed; the catalog's are the properties above."""
         return section_of(self, name)
 
     def to_argv(self) -> list[str]:

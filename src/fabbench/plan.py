@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fabbench import catalog, config
-from fabbench.catalog import TrainConfig
 from fabbench.comm import primitives
 from fabbench.comm.primitives import DTYPES, HOROVOD_OVER, OPS
 from fabbench.config import RunConfig
@@ -32,9 +31,9 @@ DEFAULT_SIZES = {"cpu": "8:64M", "cuda": "8:1G"}
 # the configuration's common fields a plan holds under the same name (their rules apply as they
 # are; --out is the claim's to check when the run starts)
 _COMMON = tuple(f for f in config.fields() if f.section is None and f.name != "out")
-# the configuration's sections a plan holds (train's scaling series decided, and what a
-# workload's spec ``decide``s); the collectives' it holds decided, in its own fields (ops, sizes,
-# policy)
+# the configuration's sections a plan holds (what a workload's spec ``decide``s decided: train's
+# scaling series, the pairs' schedule); the collectives' it holds decided, in its own fields
+# (ops, sizes, policy)
 SECTIONS: Mapping[str, type] = {n: c for n, c in config.SECTIONS.items() if n != "collectives"}
 
 
@@ -67,20 +66,15 @@ class Plan:
     # more than one host
     ceiling: bool | None = None
     ceiling_s: float = 2.0
-    # the workloads' sections by name, as decided: the train's scaling series includes 1
-    # (runner.run); None, no series
+    # the workloads' sections by name, as decided (runner.make_plan: each spec's ``decide``)
     sections: Mapping[str, Any] = field(default_factory=dict)
 
     def __init__(self, *, sections: Mapping[str, Any] | None = None, **given: Any) -> None:
         config.hold_sections(self, SECTIONS, sections, given)
         self._check()
 
-    @property
-    def train(self) -> TrainConfig:
-        return config.section(self, "train", TrainConfig)
-
     def __getattr__(self, name: str) -> Any:
-        """A workload package's section (``plan.toy``)."""
+        """A workload package's section (``plan.train``, ``plan.toy``)."""
         return config.section_of(self, name)
 
     def _check(self) -> None:
@@ -118,19 +112,10 @@ class Plan:
                                  f"(it supports: {', '.join(DTYPES[self.primitive])})")
         if not self.sizes:
             raise UsageError("no sizes to run")
-        if catalog.runs(self.workload, "train"):
-            self._check_train()
         for part in catalog.parts(self.workload):  # each workload's own rules
             own = catalog.WORKLOADS[part].check
             if own is not None:
                 own(self)
-
-    def _check_train(self) -> None:
-        if self.train.fusion_mb is not None and not primitives.get(self.primitive).fusion:
-            raise UsageError("--fusion-mb is Horovod's fusion threshold: use it with "
-                             "--primitive horovod (DDP and mpi take --bucket-mb)")
-        if self.train.precision == "fp16" and self.device != "cuda":
-            raise UsageError("fp16 mixed precision needs --device cuda (on CPU use bf16)")
 
     @classmethod
     def of(cls, c: RunConfig, *, fabric: str, primitive: str, device: str, ranks: int,
@@ -140,7 +125,7 @@ class Plan:
         (``fabric`` named, not auto; the primitive, device, ranks, ...; ``decided``, workloads'
         sections as their specs decided them, in place of ``c``'s); the sizes and operations it
         leaves open are the primitive's and device's defaults."""
-        coll, train = c.collectives, c.train
+        coll = c.collectives
         own = catalog.WORKLOADS.get(c.workload)
         sizes = coll.sizes or (own.sizes if own and own.sizes else DEFAULT_SIZES[device])
         return cls(
@@ -154,9 +139,7 @@ class Plan:
                                 cuda_graph=graphed(coll, primitive, device)),
             out=out, iface=iface, rdma_device=c.rdma_device, run_id=run_id, argv=argv,
             workload=c.workload, ceiling=c.ceiling, ceiling_s=c.ceiling_s,
-            sections={**{n: getattr(c, n) for n in SECTIONS}, **(decided or {}),
-                      "train": dataclasses.replace(train, scaling=tuple(
-                          sorted({*train.scaling, 1})) if train.scaling else None)})
+            sections={**{n: getattr(c, n) for n in SECTIONS}, **(decided or {})})
 
     @property
     def backend(self) -> str:
@@ -184,7 +167,7 @@ class Plan:
         """A plan of ``to_json``, also one a results file of an older fabbench holds: a
         timing knob since removed (stable_rel) and the run-time state plans once carried
         (now RunState's) are left out; the workloads' options it held flat, each under its
-        own name, are read into their sections (its "no scaling series", [], is None)."""
+        own name, are read into their sections."""
         data = copy.deepcopy(dict(json_object))
         known = {f.name for f in dataclasses.fields(TimingPolicy)}
         data["policy"] = TimingPolicy(**{k: v for k, v in data["policy"].items() if k in known})
@@ -192,8 +175,6 @@ class Plan:
             if name not in data:  # an older plan: the section's fields flat
                 data[name] = {f.name: data.pop(f.name) for f in dataclasses.fields(section)
                               if f.name in data}
-        if "train" in data:
-            data["train"]["scaling"] = data["train"].get("scaling") or None
         sections = {name: section(**_tuples(data.pop(name)))
                     for name, section in SECTIONS.items()}
         fields = {f.name for f in dataclasses.fields(cls)} - {"sections"}

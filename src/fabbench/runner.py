@@ -25,9 +25,10 @@ from fabbench.plan import Plan, RunState
 from fabbench.procs import Terminated, signals_deferred
 from fabbench.results.claim import claim
 from fabbench.results.reader import read_results, salvage
-from fabbench.results.records import Collective, Run, Summary, Train
+from fabbench.results.records import Collective, Run, Summary
 from fabbench.results.writer import ResultWriter
 from fabbench.sysinfo.gpus import gpus_visible, require_gpu
+from fabbench.workload_spec import WorkloadSpec
 from fabbench.workloads.collectives import point_key
 
 if TYPE_CHECKING:
@@ -134,8 +135,9 @@ def run(c: RunConfig, argv: tuple[str, ...] = (), judge: Floors | None = None) -
     held = claim(plan.out)  # one run per results file; held until the ranks are done
     try:
         state = dataclasses.replace(state, claimed=True)
-        if plan.train.scaling:
-            return _run_scaling(plan, state)
+        series = _series(plan)
+        if series is not None:
+            return _run_series(plan, state, *series)
         code, error = _launch(plan, state, resolved)
         return Outcome(code, plan, launched=True, error=error)
     finally:
@@ -169,32 +171,36 @@ def _launch(plan: Plan, state: RunState, resolved: Resolved) -> tuple[int, str |
     return code, error
 
 
-def _run_scaling(plan: Plan, state: RunState) -> Outcome:
+def _series(plan: Plan) -> tuple[WorkloadSpec, tuple[int, ...]] | None:
+    """The workload whose series the plan asks for (a spec's ``series`` hook: train's
+    --scaling), and its rank counts; None for one launch."""
+    for spec in catalog.WORKLOADS.values():
+        if spec.series is not None:
+            counts = spec.series.counts(plan)
+            if counts:
+                return spec, counts
+    return None
+
+
+def _run_series(plan: Plan, state: RunState, spec: WorkloadSpec, counts: tuple[int, ...]
+                ) -> Outcome:
     """One local launch per rank count, smallest first, all appended to the same results file
     (one run record, its measurements and its summary per rank count; run ids end in -n<ranks>).
-    The 1-rank run's samples/s (p50) is handed to the later runs, whose train records then carry
-    scaling_efficiency = T_n / (n * T_1)."""
-    if not catalog.runs(plan.workload, "train"):
-        raise UsageError("--scaling is for --workload train (or all)")
+    What the series makes of the 1-rank run's records (train: its samples/s, p50) is handed to
+    the later runs, whose records then carry their scaling efficiency T_n / (n * T_1)."""
+    assert spec.series is not None
     baseline: float | None = None
-    for n in plan.train.scaling or ():  # set: the caller's test
+    for n in counts:
         step = dataclasses.replace(plan, ranks=n, run_id=f"{plan.run_id}-n{n}")
         code, _ = _launch(step, dataclasses.replace(state, baseline_samples_per_s=baseline),
                           resolve(step))
         if code != 0:  # the failed run's summary says why; larger counts are not started
             return Outcome(code, plan, launched=True)
         if n == 1:
-            baseline = _train_rate(step)
+            baseline = spec.series.baseline([
+                r for r in read_results(step.out).of_kind(spec.record)
+                if r.run_id == step.run_id])
     return Outcome(0, plan, launched=True)
-
-
-def _train_rate(plan: Plan) -> float | None:
-    """samples/s (p50) of the train record of this run in its results file."""
-    rate = None
-    for rec in read_results(plan.out).of_kind(Train):
-        if rec.run_id == plan.run_id:
-            rate = rec.samples_per_s["p50"]
-    return rate
 
 
 def _refuse_cuda_unaware_mpi(plan: Plan) -> None:

@@ -25,6 +25,9 @@ from fabbench.errors import UsageError
 CONTROL = "[\\x00-\\x1f\\x7f-\\x9f\u2028\u2029]"
 NOT_CONTROL = "[^" + CONTROL[1:]  # any other character
 _CONTROL = re.compile(CONTROL)
+# the most ranks a run starts on one host or emulated cluster (--ranks), and so the largest
+# count of a scaling series
+MAX_LOCAL_RANKS = 512
 
 
 def has_control(value: str) -> bool:

@@ -14,7 +14,7 @@ import importlib
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _ENTRY = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
@@ -28,13 +28,15 @@ class StudyMetric:
     HTML report and ``throughput_short`` on the console. fabbench's own kinds are grouped by
     builders of their own (report.study.groups: the median of the record's own samples); a
     package's cells by the median of ``value`` over the cell's records of its kind, each
-    record a sample."""
+    record a sample. With ``scaling``, its groups show each cell's scaling efficiency
+    T_n / (n T_1): the record's own, else from the study's 1-node cell of the same setting."""
 
     name: str
     unit: str
     value: str
     throughput: str
     throughput_short: str
+    scaling: bool = False
 
     def __post_init__(self) -> None:
         for field_name in ("name", "unit", "value", "throughput", "throughput_short"):
@@ -99,7 +101,9 @@ class WorkloadFloors:
     may name (``ops``), whether a baseline's rule names the point's op and size, whether its
     figures are each node's (``per_node``: a rule may judge node by node, and a baseline's
     rules do), and ``points``, its records' figures (None: fabbench.floors.points makes them
-    itself)."""
+    itself). A rule's op is checked against ``ops``; with no ``ops`` and ``rule_op``, its op is
+    a name of the workload's own (train's: the network's) and any is taken. Without ``sized``
+    its figures carry no size, and a rule naming one is refused."""
 
     metrics: tuple[str, ...]
     baseline: str
@@ -108,11 +112,27 @@ class WorkloadFloors:
     rule_size: bool = False
     per_node: bool = False
     points: Callable[[Sequence[Any]], Iterable[FloorFigures]] | None = None
+    sized: bool = True
 
     def __post_init__(self) -> None:
         if self.baseline not in self.metrics:
             raise ValueError(f"WorkloadFloors.baseline {self.baseline!r} is not one of its metrics "
                              f"{self.metrics}")
+
+
+class RankSeries(Protocol):
+    """A run launched once per rank count, one after another into the same results file (train's
+    ``--scaling``): a workload's ``series`` hook, which fabbench.runner asks of the plan."""
+
+    def counts(self, plan: Any) -> tuple[int, ...]:
+        """The rank counts to launch, smallest first (1 among them); () for no series. A
+        UsageError where the plan asks for a series its workload does not run."""
+        ...
+
+    def baseline(self, records: Sequence[Any]) -> float | None:
+        """What the later launches compare with (RunState.baseline_samples_per_s), from the
+        1-rank launch's records of the workload's kind."""
+        ...
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -160,6 +180,8 @@ class WorkloadSpec:
     # holds, and a few words for the run's `picked`, or None; None: nothing is left open
     decide: Callable[[Any, bool], tuple[Any, str | None]] | None = field(default=None,
                                                                          compare=False)
+    # the run launched once per rank count (a RankSeries); None: one launch
+    series: RankSeries | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if not _NAME.fullmatch(self.name):

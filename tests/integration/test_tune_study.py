@@ -17,7 +17,8 @@ import pytest
 
 from conftest import fabbench, needs_mpirun
 from fabbench.results.reader import read_results
-from fabbench.results.records import Run, Train
+from fabbench.results.records import Run
+from fabbench.workloads.train.record import Train
 
 pytestmark = [pytest.mark.integration, needs_mpirun, pytest.mark.timeout(900)]
 

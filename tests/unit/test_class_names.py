@@ -57,11 +57,30 @@ def test_the_walk_sees_the_real_package():
     assert "Record" in found and "Verdict" in found
 
 
+# the modules every workload package has, by the same name in each (issue 61): named by their
+# package, as an __init__.py is
+RECIPE = ("section", "spec", "record", "line", "rules", "scaling", "study", "floors", "run")
+
+
+def _recipe_module(path: Path) -> bool:
+    """A workload package's module of the recipe: fabbench/workloads/<package>/<name>.py."""
+    parts = path.relative_to(SRC).parts
+    return len(parts) == 4 and parts[:2] == ("fabbench", "workloads") and \
+        path.stem in RECIPE
+
+
 def test_no_module_name_is_used_twice_under_src():
     """One module per name too (issue 45): a `text.py` in three packages says nothing of which
-    text; packages' `__init__.py` aside."""
+    text; packages' `__init__.py` and a workload package's modules of the recipe aside."""
     found: dict[str, list[str]] = {}
     for path in sorted(SRC.rglob("*.py")):
-        if path.name != "__init__.py":
+        if path.name != "__init__.py" and not _recipe_module(path):
             found.setdefault(path.stem, []).append(str(path.relative_to(SRC)))
     assert not duplicates(found)
+
+
+def test_only_a_workload_package_module_of_the_recipe_may_share_its_name():
+    assert _recipe_module(SRC / "fabbench/workloads/train/record.py")
+    assert not _recipe_module(SRC / "fabbench/workloads/train/engines.py")
+    assert not _recipe_module(SRC / "fabbench/floors/rules.py")
+    assert not _recipe_module(SRC / "fabbench/workloads/train/deeper/record.py")

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from fabbench.errors import UsageError
-from fabbench.results.records import Train
 from fabbench.scaling import whatif
 from fabbench.scaling.predict import ModelOptions, build
+from fabbench.workloads.train.record import Train
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
 G = 1e9 / 8  # 1 Gb/s in bytes/s

@@ -9,12 +9,13 @@ import json
 
 import pytest
 
-from fabbench.catalog import TrainConfig
+from fabbench import catalog
 from fabbench.config import RunConfig
 from fabbench.errors import UsageError
 from fabbench.plan import PLAN_ENV, STATE_ENV, Plan, RunState, rank_env
 from fabbench.workloads.halo import HaloConfig
 from fabbench.workloads.pairs import PairsConfig
+from fabbench.workloads.train import TrainConfig
 
 STATE_FIELDS = {"picked", "skip", "resumed", "claimed", "baseline_samples_per_s"}
 
@@ -83,8 +84,10 @@ def test_a_flat_plan_an_older_fabbench_wrote_reads_into_its_sections():
 def test_a_plan_holds_the_train_and_halo_sections_of_its_configuration():
     c = RunConfig(workload="all", train=TrainConfig(model="gpt-tiny", scaling=(4, 2)),
                   halo=HaloConfig(halo_iters=7))
+    decided = {"train": catalog.WORKLOADS["train"].decide(c.train, False)[0]}
     plan = Plan.of(c, fabric="ethernet", primitive="gloo", device="cpu", ranks=2, iface=None,
-                   out="r.jsonl", run_id="r")
+                   out="r.jsonl", run_id="r", decided=decided)
+    # the scaling series as train's spec decides it: the counts sorted, 1 added
     assert plan.train == dataclasses.replace(c.train, scaling=(1, 2, 4)) and plan.halo == c.halo
     assert plan.to_json()["halo"] == {"cells_per_rank": 64**3, "halo_iters": 7}
 

@@ -24,6 +24,7 @@ from fabbench.timing.engine import TimingPolicy
 from fabbench.timing.stats import STABLE_RULE, is_stable, median_ci95_rel, summarize
 from fabbench.workloads.halo.halo_record import Halo
 from fabbench.workloads.pairs.pair_record import Pairs
+from fabbench.workloads.train.record import Buckets, Net, Train
 
 V1 = Path(__file__).parents[1] / "fixtures" / "runs"  # fabbench/1 files (old field names)
 RUN_ID = "20260101T000000Z-abcdef"
@@ -73,7 +74,7 @@ def examples() -> dict[str, records.Record]:
             gpudirect=records.GpuDirect(requested="auto", obtained=None, verify="report",
                                         evidence="no network connection")),
         "collective": _collective(1 << 20, 500.0),
-        "train": records.Train(
+        "train": Train(
             run_id=RUN_ID, model="resnet50", parameters=25557032,
             reference_parameters=25557032, family="image", input_size=224, batch_per_rank=32,
             global_batch=64, ranks=2, engine="ddp", primitive="gloo", horovod_over=None,
@@ -83,8 +84,8 @@ def examples() -> dict[str, records.Record]:
             comm_fraction=0.0625, allreduce_ms=30.0, step_ms_samples=(640.0, 641.0),
             compute_ms_samples=(600.0, 601.0), grad_bytes=102228128,
             wire_bytes_per_rank=102228128,
-            buckets=records.Buckets(cap_mb=25.0, count=1, bytes=[102228128], source="estimated"),
-            net=records.Net(iface="lo", interval_s=0.1, samples=3, seconds=1.0, tx_bytes=10,
+            buckets=Buckets(cap_mb=25.0, count=1, bytes=[102228128], source="estimated"),
+            net=Net(iface="lo", interval_s=0.1, samples=3, seconds=1.0, tx_bytes=10,
                             rx_bytes=10, tx_gbit_s=0.1, rx_gbit_s=0.1, peak_gbit_s=0.2,
                             link_gbit_s=None, utilization=None, peak_utilization=None),
             grads_identical=True, grads_finite_nonzero=True, params_identical=True,

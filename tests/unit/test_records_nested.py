@@ -20,6 +20,7 @@ from fabbench.errors import InvalidRecord
 from fabbench.results import SCHEMA_FILES, lines, records
 from fabbench.results.reader import read_results
 from fabbench.results.writer import ResultWriter
+from fabbench.workloads.train.record import Buckets, Net
 from unit.test_records import PROVENANCE, RUN_ID, examples
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
@@ -151,8 +152,8 @@ def _described(schema: dict[str, Any]) -> dict[type[records.Nested], dict[str, A
             records.Provenance: run["provenance"], records.Nic: defs.get("nic"),
             records.Port: defs.get("rdma_port"), records.Endpoint: defs["endpoint"],
             records.CeilingDirection: defs["ceiling"]["properties"]["directions"]["items"],
-            records.Times: defs["times"], records.Buckets: defs["train"]["properties"]["buckets"],
-            records.Net: defs["train"]["properties"]["net"],
+            records.Times: defs["times"], Buckets: defs["train"]["properties"]["buckets"],
+            Net: defs["train"]["properties"]["net"],
             # the schema leaves these open: {"type": "object"}
             records.Timing: None, records.Cpu: None, records.Gpu: None, records.Versions: None,
             records.EmulatedCluster: None, records.EmulatedLink: None,

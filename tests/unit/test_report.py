@@ -18,6 +18,7 @@ from fabbench.report import tables
 from fabbench.report.runs_report import make_report
 from fabbench.results.link import link_of
 from fabbench.results.runs import load
+from fabbench.workloads.train.record import Train
 from unit.test_records import replaced
 
 RESULTS = Path(__file__).parents[1] / "fixtures" / "runs"
@@ -36,7 +37,7 @@ def test_load_labels_runs_uniquely_and_names_hosts_when_they_differ():
     series = load([SITE_A, SITE_B, SITE_A])
     assert [s.label for s in series] == ["nodeA: infiniband/mpi", "nodeB: infiniband/mpi",
                                          "nodeA: infiniband/mpi #2"]
-    assert len(series[0].collectives) == 8 and len(series[0].train) == 1
+    assert len(series[0].collectives) == 8 and len(series[0].of_kind(Train)) == 1
 
 
 def test_a_directory_stands_for_its_results_files():

@@ -298,15 +298,16 @@ def test_whatif_study_and_its_emulated_cells():
 
 
 def _train_series(step_ms: float, compute_ms: float):
-    from fabbench.results.records import Run, Train
+    from fabbench.results.records import Run
     from fabbench.results.runs import Series
+    from fabbench.workloads.train.record import Train
 
     rec = Train.read({"model": "gpt-tiny", "ranks": 2, "step_ms": step_ms,
                       "compute_ms": compute_ms, "comm_ms": step_ms - compute_ms,
                       "parameters": 953856, "grad_bytes": 3815424,
                       "buckets": {"bytes": [3815424]}, "batch_per_rank": 2,
                       "samples_per_s": {"p50": 1.0, "mean": 1.0, "ci95": 0.0}})
-    return Series(path=Path("x"), run=Run.read({}), train=[rec])
+    return Series(path=Path("x"), run=Run.read({}), others={"train": [rec]})
 
 
 def test_whatif_forecast_beside_measurement():

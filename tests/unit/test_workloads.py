@@ -38,8 +38,8 @@ def test_the_registry_imports_no_workload_until_asked():
     import sys
 
     code = ("import sys, fabbench.workloads.interface; "
-            "print([m for m in ('fabbench.workloads.train', 'fabbench.workloads.halo.exchange', "
-            "'torch') if m in sys.modules])")
+            "print([m for m in ('fabbench.workloads.train.run', "
+            "'fabbench.workloads.halo.exchange', 'torch') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, timeout=60).stdout
     assert out.strip() == "[]"
@@ -74,7 +74,7 @@ def test_a_study_takes_the_same_workload_kinds():
     assert KINDS == ("collectives", "train", "halo", "pairs")
     assert dict(names.ENTRIES) == {
         "collectives": "fabbench.workloads.collectives:WORKLOAD",
-        "train": "fabbench.workloads.train:WORKLOAD",
+        "train": "fabbench.workloads.train.run:WORKLOAD",
         "halo": "fabbench.workloads.halo.exchange:WORKLOAD",
         "pairs": "fabbench.workloads.pairs.tournament:WORKLOAD"}
 

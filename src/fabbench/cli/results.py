@@ -91,11 +91,12 @@ def report(paths: Paths, html: Html = None, plots: Plots = None, csv: Csv = None
         return
     from fabbench.report.runs_report import findings_json, make_report
     from fabbench.report.tables import collective_rows, train_rows
+    from fabbench.workloads.train.record import Train
 
     out = make_report(paths, html=html, plots_dir=plots, csv=csv, title=title, floors=floors)
     if json_out:
         print(json.dumps({"collectives": collective_rows(out.series),
-                          "train": train_rows(out.series),
+                          Train.kind: train_rows(out.series),
                           "findings": findings_json(out.series), "warnings": out.warnings,
                           "written": [str(p) for p in out.written]}, indent=1))
         return

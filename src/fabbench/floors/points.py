@@ -96,8 +96,8 @@ class Point:
 
 
 def points_of(series: Iterable[Series]) -> Iterator[Point]:
-    """The points of fabbench runs: every collective record, every train record, and the
-    figures of each workload that declares its own (``WorkloadFloors.points``)."""
+    """The points of fabbench runs: every collective record, and the figures of each workload
+    that declares its own (``WorkloadFloors.points``: train's, each record's)."""
     for s in series:
         run = s.run
         link = _link(s)
@@ -115,11 +115,6 @@ def points_of(series: Iterable[Series]) -> Iterator[Point]:
                         {"busbw": c.busbw_gbyte_s, "algbw": c.algbw_gbyte_s,
                          "time": c.time_us.p50},
                         evidence=f"p50 of {c.samples or len(c.samples_us or ())} samples")
-        for t in s.train:
-            yield replace(common, workload="train", op=t.model, transport=t.transport,
-                        ranks=t.ranks, metrics={"samples_per_s": t.samples_per_s["p50"],
-                                                "step_time": t.step_ms},
-                        evidence=f"p50 of {t.steps or '?'} steps")
         for name, floors in FLOORS.items():
             if floors.points is not None:
                 for f in floors.points(s.of_kind(catalog.WORKLOADS[name].record)):

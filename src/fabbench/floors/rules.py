@@ -235,12 +235,14 @@ def _rule(raw: Mapping[str, Any], where: str) -> Rule:
         raise UsageError(f"{where}: unknown workload {workload!r} (floors judge: "
                          f"{', '.join(WORKLOAD_METRICS)})")
     op = _text(raw, "op", where)
-    if op is not None and workload != "train" and op not in WORKLOAD_OPS[workload]:
+    # a workload with no ops whose rules name one (train: the network) takes any name
+    named = bool(WORKLOAD_OPS[workload]) or not FLOORS[workload].rule_op
+    if op is not None and named and op not in WORKLOAD_OPS[workload]:
         known = ", ".join(WORKLOAD_OPS[workload]) or "none"
         raise UsageError(f"{where}: unknown op {op!r} for a {workload} rule (ops: {known})")
     sizes = _sizes(raw, where)
-    if sizes is not None and workload == "train":
-        raise UsageError(f"{where}: a train rule matches no size; leave size out")
+    if sizes is not None and not FLOORS[workload].sized:
+        raise UsageError(f"{where}: a {workload} rule matches no size; leave size out")
     transport = _classes(raw, "transport", where) if "transport" in raw else None
     if transport == ():
         raise UsageError(f"{where}: transport = [] selects nothing")

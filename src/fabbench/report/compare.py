@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from fabbench.errors import UsageError
 from fabbench.report.significance import MIN_TEST_SAMPLES, Verdict, compare_many, median_ratio
 from fabbench.report.tables import OP_ORDER, unstable
-from fabbench.results.records import Collective, Run, Train
+from fabbench.results.records import Collective, Run
 from fabbench.results.runs import Series
+from fabbench.workloads.train.record import Train
 
 # launcher bookkeeping that differs on every run and says nothing about the set-up
 _VOLATILE_ENV = re.compile(
@@ -105,8 +106,8 @@ def compare(series: list[Series]) -> Comparison:
                 f"{only} points are in only one of {base.label} and {other.label} (different "
                 "ops, sizes, dtypes, ranks or --timing: a batch figure and an osu figure of "
                 "the same point are not compared)")
-        a_train = {(t.model, t.ranks): t for t in base.train}
-        b_train = {(t.model, t.ranks): t for t in other.train}
+        a_train = {(t.model, t.ranks): t for t in base.of_kind(Train)}
+        b_train = {(t.model, t.ranks): t for t in other.of_kind(Train)}
         for model, ranks in sorted(a_train.keys() | b_train.keys()):
             result.train.append(TrainRow(model, ranks, a_train.get((model, ranks)),
                                          b_train.get((model, ranks)), other))

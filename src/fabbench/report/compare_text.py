@@ -6,7 +6,7 @@ from rich.table import Table
 
 from fabbench.report.compare import Comparison
 from fabbench.report.long_table import LongTable
-from fabbench.results.records import Train
+from fabbench.workloads.train.record import Train
 
 _STYLE = {"faster": "green", "slower": "red", "same": "dim"}
 

@@ -25,9 +25,9 @@ from fabbench.report.tables import (
     warnings_of,
 )
 from fabbench.results.link import format_gbit_s, link_of
-from fabbench.results.records import Train
 from fabbench.results.runs import Series
 from fabbench.timing.stats import STABLE_REL
+from fabbench.workloads.train.record import Train
 
 if TYPE_CHECKING:
     from fabbench.report.plots import Plot  # matplotlib: imported where figures are drawn
@@ -181,7 +181,7 @@ def render(series: Sequence[Series], plots: Sequence[Plot], *, title: str,
         stable_pct=round(100 * STABLE_REL), alpha=ALPHA,
         series=list(series), links=links, warnings=warnings_of(series),
         efficiency=efficiency_lines(series), comparison=comparison, figures=figures,
-        train=[(s, t) for s in series for t in s.train],
+        train=[(s, t) for s in series for t in s.of_kind(Train)],
         tables=[(s, op, _table_rows(s, op)) for s in series for op in ops_of([s])],
         provenance=[json.dumps(s.run.provenance.to_json(), indent=1, sort_keys=True)
                     for s in series],

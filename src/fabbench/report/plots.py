@@ -20,10 +20,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
 from fabbench.report.tables import ops_of, unstable  # noqa: E402
-from fabbench.results.records import Train  # noqa: E402
 from fabbench.results.runs import Series  # noqa: E402
 from fabbench.timing.stats import STABLE_RULE  # noqa: E402
 from fabbench.units import format_size  # noqa: E402
+from fabbench.workloads.train.record import Train  # noqa: E402
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -151,7 +151,7 @@ def training(series: Sequence[Series]) -> list[Plot]:
     """samples/s (p50, ± ci95) vs ranks: a line per fabric/primitive and model."""
     curves: dict[str, list[Train]] = defaultdict(list)
     for s in series:
-        for r in s.train:
+        for r in s.of_kind(Train):
             curves[f"{s.base_label} {r.model}"].append(r)
     if not curves:
         return []
@@ -170,7 +170,7 @@ def training(series: Sequence[Series]) -> list[Plot]:
         ax.set_xlabel("ranks")
         ax.set_ylabel("samples/s")
         _legend(fig, axes)
-    return [Plot("train", "training throughput vs ranks", fig, sorted(curves))]
+    return [Plot(Train.kind, "training throughput vs ranks", fig, sorted(curves))]
 
 
 def ratios(comparison: Comparison) -> list[Plot]:

@@ -12,6 +12,7 @@ from fabbench.report.significance import why_unstable
 from fabbench.results.link import LinkRate, MeasuredCeiling, ceiling_of, format_gbit_s, link_of
 from fabbench.results.records import Collective
 from fabbench.results.runs import Series
+from fabbench.workloads.train.record import Train
 
 # nccl-tests names and columns
 NCCL_TYPE = {"float32": "float", "float64": "double", "float16": "half", "bfloat16": "bfloat16"}
@@ -181,7 +182,7 @@ def collective_rows(series: Iterable[Series]) -> list[dict[str, Any]]:
 def train_rows(series: Iterable[Series]) -> list[dict[str, Any]]:
     rows = []
     for s in series:
-        for r in s.train:
+        for r in s.of_kind(Train):
             sps = r.samples_per_s
             rows.append({**_common(s), "model": r.model, "parameters": r.parameters,
                          "batch_per_rank": r.batch_per_rank, "ranks": r.ranks,

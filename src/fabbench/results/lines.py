@@ -1,9 +1,9 @@
 """Each measurement record as the console shows it: the line a run streams as it measures, and
-`fabbench report` prints again from the file (train and ceiling records here; a workload's own
-beside it, named by its spec; collectives have the nccl-tests table of report/tables.py, pairs
-theirs in workloads/pairs/pair_line.py). A record is the typed record the writer wrote (a run,
-as it measures) or the loader read (the report); a field a file does not have (None) shows as
-"-"."""
+`fabbench report` prints again from the file (ceiling records here; a workload's own beside it,
+named by its spec: train's in workloads/train/line.py; collectives have the nccl-tests table of
+report/tables.py, pairs theirs in workloads/pairs/pair_line.py). A record is the typed record
+the writer wrote (a run, as it measures) or the loader read (the report); a field a file does
+not have (None) shows as "-"."""
 
 from __future__ import annotations
 
@@ -11,13 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from fabbench.results.records import Ceiling, Record, Times, Train
+from fabbench.results.records import Ceiling, Record, Times
 
 R = TypeVar("R", bound=Record, contravariant=True)
-
-TRAIN_HEADER = (f"#{'model':>12} {'ranks':>5} {'batch':>6} {'samples/s':>12} {'±ci95':>8} "
-                f"{'step ms':>10} {'compute ms':>10} {'comm ms':>9} {'eff':>6} {'grads':>7}  "
-                "engine")
 
 
 def figure_cell(value: float | Times | None, spec: str, width: int) -> str:
@@ -30,16 +26,6 @@ def figure_cell(value: float | Times | None, spec: str, width: int) -> str:
 
 def check_cell(value: bool | None, good: str, bad: str, width: int) -> str:
     return f"{'-' if value is None else good if value else bad:>{width}}"
-
-
-def train(rec: Train) -> str:
-    engine = "/".join(x for x in (rec.engine, rec.transport) if x) or "-"
-    sps = rec.samples_per_s
-    return (f" {rec.model:>12} {rec.ranks:>5} {rec.batch_per_rank:>6} "
-            f"{sps['p50']:>12.2f} {figure_cell(sps.get('ci95'), '.2f', 8)} "
-            f"{rec.step_ms:>10.2f} {figure_cell(rec.compute_ms, '.2f', 10)} "
-            f"{rec.comm_ms:>9.2f} {figure_cell(rec.scaling_efficiency, '.3f', 6)} "
-            f"{check_cell(rec.grads_identical, 'ok', 'DIFFER', 7)}  {engine}")
 
 
 def ceiling(c: Ceiling) -> str:
@@ -59,5 +45,3 @@ class Lines(Generic[R]):
     header: str
     line: Callable[[R], str]
 
-
-TRAIN = Lines(TRAIN_HEADER, train)

@@ -523,36 +523,6 @@ class Times(Nested):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Buckets(Nested):
-    """The gradient buckets a training step all-reduces (workloads/train): the cap, how many,
-    each one's bytes, and where their sizes come from."""
-
-    cap_mb: float | None
-    count: int
-    bytes: Sequence[int]
-    source: str | None = dataclasses.field(default=None, metadata=OMITTED)
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Net(Nested):
-    """The interface counters sampled while a training run stepped (workloads/train/
-    netsampler.py); the schema requires none of them."""
-
-    iface: str | None
-    interval_s: float | None
-    samples: int | None
-    seconds: float | None
-    tx_bytes: int | None
-    rx_bytes: int | None
-    tx_gbit_s: float | None
-    rx_gbit_s: float | None
-    peak_gbit_s: float | None
-    link_gbit_s: float | None
-    utilization: float | None
-    peak_utilization: float | None
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
 class EmulatedLink(Nested):
     """One emulated node's shaped link (emulate/spec.py's Link, as the run record keeps it);
     the schema leaves the object open, so a file may lack any field."""
@@ -835,51 +805,6 @@ class Collective(Measured):
     stable: bool           # by stable_rule (timing.stats.STABLE_RULE)
     stable_rule: str
     median_ci95_rel: float | None  # None: too few samples for the interval
-
-
-@kind("train")
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Train(Record):
-    """A data-parallel training measurement (one rank count)."""
-
-    model: str
-    parameters: int
-    reference_parameters: int | None
-    family: str | None
-    input_size: int | None
-    batch_per_rank: int
-    global_batch: int | None
-    ranks: int
-    engine: str | None
-    primitive: str | None
-    horovod_over: str | None
-    transport: str | None
-    device: str | None
-    precision: str | None
-    threads_per_rank: int | None
-    steps: int | None
-    warmup_steps: int | None
-    samples_per_s: Mapping[str, float]           # p50, mean, ci95 (all ranks)
-    samples_per_s_per_rank: Mapping[str, float] | None
-    step_ms: float
-    step_ms_mean: float | None
-    compute_ms: float | None
-    compute_ms_mean: float | None
-    comm_ms: float
-    comm_fraction: float | None
-    allreduce_ms: float | None
-    step_ms_samples: Sequence[float] | None
-    compute_ms_samples: Sequence[float] | None
-    grad_bytes: int | None
-    wire_bytes_per_rank: int | None
-    buckets: Buckets | None
-    net: Net | None  # interface counters: tx/rx/peak/link in _gbit_s
-    grads_identical: bool | None
-    grads_finite_nonzero: bool | None
-    params_identical: bool | None
-    grads_differ_without_exchange: bool | None
-    baseline_samples_per_s: float | None
-    scaling_efficiency: float | None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -9,11 +9,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar, overload
 
 from fabbench.errors import UsageError
 from fabbench.results.columns import ColumnRecords
 from fabbench.results.reader import read_results
-from fabbench.results.records import Ceiling, Collective, Record, Run, Summary, Train
+from fabbench.results.records import Ceiling, Collective, Record, Run, Summary
+
+R = TypeVar("R", bound=Record)
 
 
 @dataclass
@@ -23,7 +26,6 @@ class Series:
     path: Path
     run: Run
     collectives: list[Collective] = field(default_factory=list)
-    train: list[Train] = field(default_factory=list)
     ceilings: list[Ceiling] = field(default_factory=list)
     # the records of the kinds that have no list above (of a workload declared in a package
     # of its own), by kind; of_kind reads every kind. A kind read as columns (a health
@@ -33,8 +35,16 @@ class Series:
     warnings: list[str] = field(default_factory=list)
     label: str = ""
 
-    def of_kind(self, kind: str) -> Sequence[Record]:
-        """The run's records of one kind (by its name), in file order."""
+    @overload
+    def of_kind(self, kind: type[R]) -> list[R]: ...
+    @overload
+    def of_kind(self, kind: str) -> Sequence[Record]: ...
+
+    def of_kind(self, kind: type[R] | str) -> list[R] | Sequence[Record]:
+        """The run's records of one kind, by its name or, typed, by its class (train's
+        ``Train``), in file order."""
+        if not isinstance(kind, str):
+            return [r for r in self.of_kind(kind.kind) if isinstance(r, kind)]
         for cls, name in _LISTS.items():
             if cls.kind == kind:
                 return list(getattr(self, name))
@@ -63,8 +73,7 @@ class Series:
 
 
 # the list of a Series each kind of record goes to
-_LISTS: dict[type[Record], str] = {Collective: "collectives", Train: "train",
-                                   Ceiling: "ceilings"}
+_LISTS: dict[type[Record], str] = {Collective: "collectives", Ceiling: "ceilings"}
 
 
 def expand(paths: Iterable[str | Path]) -> list[Path]:

@@ -15,11 +15,11 @@ from typing import Any
 from fabbench.errors import UsageError
 from fabbench.results.link import ceiling_of, link_of
 from fabbench.results.reader import collector_paused
-from fabbench.results.records import Train
 from fabbench.results.runs import Series, load
 from fabbench.scaling import costs, hierarchy, whatif
 from fabbench.scaling.fit import Fit, fit_records
 from fabbench.scaling.quantities import format_bandwidth, parse_bandwidth, parse_duration
+from fabbench.workloads.train.record import Train
 
 MODEL = "alpha-beta (fit) + Zhang et al. 2020 (training) + Won et al. 2021 (hierarchy)"
 SIZES = (8, 64 << 10, 1 << 20, 16 << 20, 256 << 20)
@@ -179,7 +179,7 @@ class Forecast:
             "fits": [f.to_json() for f in self.fits],
             "allreduce": [r.to_json() for r in self.allreduce],
             "hierarchical": None if self.hierarchical is None else self.hierarchical.to_json(),
-            "train": [t.to_json() for t in self.train], "assumptions": list(self.assumptions),
+            Train.kind: [t.to_json() for t in self.train], "assumptions": list(self.assumptions),
             "warnings": list(self.warnings)})
         return out
 
@@ -191,7 +191,7 @@ def build(paths: Iterable[str | Path], options: ModelOptions) -> Forecast:
 def _build(paths: list[str | Path], options: ModelOptions) -> Forecast:
     series = load(paths)
     collectives = [c for s in series for c in s.collectives]
-    trains = [t for s in series for t in s.train]
+    trains = [t for s in series for t in s.of_kind(Train)]
     warnings = [w for s in series for w in s.warnings]
     if not collectives and not trains:
         raise UsageError(f"{', '.join(map(str, paths))}: no collective or train records: "

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fabbench.errors import UsageError
-from fabbench.results.records import Train
+from fabbench.workloads.train.record import Train
 
 FLUSH_S = 5e-3        # Zhang et al.: buckets flushed at 5 ms ...
 FLUSH_BYTES = 64e6    # ... or 64 MB

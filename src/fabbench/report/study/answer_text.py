@@ -6,7 +6,13 @@ from rich.markup import escape
 from rich.table import Table
 
 from fabbench.report.study.answer import StudyAnswer
-from fabbench.report.study.groups import METRIC, THROUGHPUT_SHORT, UNIT, CellGroup
+from fabbench.report.study.groups import (
+    METRIC,
+    SCALING,
+    THROUGHPUT_SHORT,
+    UNIT,
+    CellGroup,
+)
 from fabbench.report.study.link_whatif import LinkWhatIf
 
 _STYLE = {"faster": "green", "slower": "red", "same": "dim"}
@@ -24,7 +30,7 @@ def group_table(g: CellGroup) -> Table:
     table = Table(title=f"{g.title}: {METRIC[g.kind]}", title_justify="left")
     cols = ["cell", "transport", f"median {UNIT[g.kind]}", "n", THROUGHPUT_SHORT[g.kind]]
     cols += ["link %"] if g.kind == "collectives" else ["comm share"]
-    cols += ["scaling"] if g.kind == "train" else []
+    cols += ["scaling"] if SCALING[g.kind] else []
     cols += ["vs best", "95% CI", "p", "verdict"]
     for c in cols:
         table.add_column(c, justify="left" if c in ("cell", "transport", "verdict") else "right",
@@ -35,7 +41,7 @@ def group_table(g: CellGroup) -> Table:
         row = [r.cell.label, r.transport, f"{r.median:.2f}", str(len(r.samples)),
                _num(r.throughput)]
         row += [_num(r.link_pct)] if g.kind == "collectives" else [_pct(r.comm_share)]
-        row += [_pct(r.scaling)] if g.kind == "train" else []
+        row += [_pct(r.scaling)] if SCALING[g.kind] else []
         row += ["best" if r.best else f"{d:+.1f}%",
                 "-" if lo is None else f"{lo:+.1f}…{hi:+.1f}%",
                 "-" if v is None or v.p_value is None else f"{v.p_value:.3g}",

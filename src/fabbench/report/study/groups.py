@@ -3,9 +3,9 @@ size, on one node count), ranked by median, each against the group's best with a
 and a significance test; a headline per group in plain words.
 
 Statistics are report.significance's (bootstrap interval of the ratio of medians, Mann-Whitney U)
-over the samples each record keeps: per-step times of `train`, per-sample times of `collective`
-(at the largest size every cell of the group measured), and the samples a workload's own
-``study`` hook gives.
+over the samples each record keeps: per-sample times of `collective` (at the largest size every
+cell of the group measured), and the samples a workload's own ``study`` hook gives (train's:
+per-step times).
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from fabbench.report.significance import Verdict, compare_samples, median_ratio
 from fabbench.report.study.cells import StudyCell
 from fabbench.report.tables import share_pct
 from fabbench.results.link import link_of
-from fabbench.results.records import Train
 from fabbench.units import format_size
 from fabbench.workload_spec import StudyRow, WorkloadSpec
 
@@ -30,6 +29,8 @@ METRIC = {kind: m.name for kind, m in catalog.METRICS.items()}
 UNIT = {kind: m.unit for kind, m in catalog.METRICS.items()}
 THROUGHPUT = {kind: m.throughput for kind, m in catalog.METRICS.items()}
 THROUGHPUT_SHORT = {kind: m.throughput_short for kind, m in catalog.METRICS.items()}
+# the kinds whose groups show a scaling efficiency
+SCALING = {kind: m.scaling for kind, m in catalog.METRICS.items()}
 
 
 def on_nodes(what: str, nodes: int) -> str:
@@ -93,34 +94,6 @@ def rank(group: CellGroup) -> None:
         if r is not best:
             r.verdict = verdict_of(best, r)
     group.rows.sort(key=lambda r: r.median)
-
-
-def train_record(c: StudyCell) -> Train | None:
-    """The cell's train record at its full rank count (a --scaling file holds several)."""
-    recs = [t for s in c.series for t in s.train]
-    if not recs:
-        return None
-    return max(recs, key=lambda t: t.ranks)
-
-
-def train_groups(cells: list[StudyCell]) -> list[CellGroup]:
-    groups: dict[tuple[str, str, int], CellGroup] = {}
-    for c in cells:
-        rec = train_record(c)
-        if rec is None:
-            continue
-        key = (c.axes["workload"], rec.model, c.axes["nodes"])
-        g = groups.setdefault(key, CellGroup("train", rec.model, c.axes["nodes"]))
-        step = rec.step_ms
-        share = rec.comm_fraction
-        if share is None and step > 0 and rec.compute_ms is not None:
-            share = max(0.0, step - rec.compute_ms) / step
-        g.rows.append(CellResult(
-            cell=c, median=step, samples=list(rec.step_ms_samples or []),
-            throughput=rec.samples_per_s["p50"], comm_share=share,
-            scaling=rec.scaling_efficiency, transport=rec.transport or "?"))
-    _cross_node_scaling(list(groups.values()))
-    return list(groups.values())
 
 
 def _cross_node_scaling(groups: list[CellGroup]) -> None:
@@ -251,7 +224,8 @@ def cell_groups(cells: list[StudyCell]) -> list[CellGroup]:
     """The cells of every workload ranked cell by cell (those with no builder of their own
     here, whose spec names a metric): per study workload and node count, each cell's row from
     its records of the workload's kind (the spec's ``study`` hook, else :func:`metric_row`),
-    in the registry's order."""
+    in the registry's order; where the metric shows scaling, a row without its own is given
+    it from the study's 1-node cells."""
     groups: dict[tuple[str, str, str, int], CellGroup] = {}
     order = list(catalog.WORKLOADS)
     for c in cells:
@@ -269,14 +243,15 @@ def cell_groups(cells: list[StudyCell]) -> list[CellGroup]:
             cell=c, median=row.median, samples=list(row.samples), throughput=row.throughput,
             comm_share=row.comm_share, scaling=row.scaling,
             transport=row.transport or (c.run.transport if c.run and c.run.transport else "?")))
+    _cross_node_scaling([g for g in groups.values() if SCALING[g.kind]])
     return sorted(groups.values(), key=lambda g: order.index(g.kind))
 
 
 # the kinds grouped by builders of their own, above
-BUILT = ("train", "collectives")
+BUILT = ("collectives",)
 
 
 def all_groups(cells: list[StudyCell]) -> list[CellGroup]:
-    """Every group of a study's cells: the training's, those ranked cell by cell, then the
-    collectives' per operation and size."""
-    return train_groups(cells) + cell_groups(cells) + collective_groups(cells)
+    """Every group of a study's cells: those ranked cell by cell (the training's first), then
+    the collectives' per operation and size."""
+    return cell_groups(cells) + collective_groups(cells)

@@ -10,8 +10,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from fabbench.emulate.cluster_spec import parse_rate
-from fabbench.report.study.groups import CellGroup, on_nodes, train_record
+from fabbench.report.study.groups import CellGroup, on_nodes
 from fabbench.scaling import whatif as scaling_whatif
+from fabbench.workloads.train.record import Train
+from fabbench.workloads.train.study import largest
 
 MATTERS = 0.05  # a forecast slowdown of 5 % or more: the network is forecast to matter
 
@@ -63,11 +65,11 @@ def _rate_gbit_s(link: str) -> float:
 def whatif_rows(g: CellGroup) -> tuple[list[WhatIfRow], list[str]]:
     """Rows for a train group whose cells ran on emulated links (empty otherwise)."""
     linked = [r for r in g.rows if r.cell.axes.get("link")]
-    if g.kind != "train" or len(linked) < 2:
+    if len(linked) < 2:
         return [], []
     fastest = max(linked, key=lambda r: _rate_gbit_s(r.cell.axes["link"]))
-    rec = train_record(fastest.cell)
-    if rec is None:  # not in a train group: train_groups takes only cells with a record
+    rec = largest([t for s in fastest.cell.series for t in s.of_kind(Train)])
+    if rec is None:  # not a train group: its cells hold no train record
         return [], []
     profile = scaling_whatif.profile_from_record(rec)
     nodes = g.nodes

@@ -32,7 +32,7 @@ DDP_FIRST_BUCKET = 2**20  # DDP's first bucket is capped at 1 MiB (dist._DEFAULT
 
 
 class TrainerInterface(Protocol):
-    """What an engine reads and calls of the trainer that holds it (workloads.train.protocol's
+    """What an engine reads and calls of the trainer that holds it (workloads.train.run's
     Trainer): declared here so that this module does not import that one."""
 
     torch: Any
@@ -75,6 +75,7 @@ class Engine(ABC):
 
 class DdpEngine(Engine):
     name = "ddp"
+    ddp: Any  # torch's DistributedDataParallel, made by start (its logging data is untyped)
 
     def start(self, t: TrainerInterface) -> None:
         from torch.nn.parallel import DistributedDataParallel as DDP
@@ -86,7 +87,7 @@ class DdpEngine(Engine):
         t.backward_and_step(t.loss(self.ddp))
 
     def buckets(self, t: TrainerInterface) -> tuple[list[int], float]:
-        data = (self.ddp._get_ddp_logging_data()  # type: ignore[no-untyped-call]  # torch: unannotated
+        data = (self.ddp._get_ddp_logging_data()
                 if getattr(self, "ddp", None) is not None else {})
         found = data.get("bucket_sizes")
         # torch >= 2.x starts with one bucket and re-cuts them after the first step; its

@@ -1,15 +1,99 @@
-"""The train record: what one training run measured, as the results file holds it, and its
-line in the streamed table."""
+"""The train workload's record: the results contract's ``train`` kind (its fields are
+schema.json's ``$defs/train``, the published contract; a unit test compares the two) with its
+gradient buckets and interface counters, and the record made from what one training run
+measured. Registered when the workload's package is loaded, as fabbench.catalog loads it."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from fabbench.networks import get as get_model
-from fabbench.plan import Plan
-from fabbench.results import records
+from fabbench.results.records import OMITTED, Nested, Record, kind
+from fabbench.workloads.train import section
+
+if TYPE_CHECKING:
+    from fabbench.plan import Plan
+
+__all__ = ["Buckets", "Net", "Train", "train_record"]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Buckets(Nested):
+    """The gradient buckets a training step all-reduces (workloads/train): the cap, how many,
+    each one's bytes, and where their sizes come from."""
+
+    cap_mb: float | None
+    count: int
+    bytes: Sequence[int]
+    source: str | None = dataclasses.field(default=None, metadata=OMITTED)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Net(Nested):
+    """The interface counters sampled while a training run stepped (workloads/train/
+    netsampler.py); the schema requires none of them."""
+
+    iface: str | None
+    interval_s: float | None
+    samples: int | None
+    seconds: float | None
+    tx_bytes: int | None
+    rx_bytes: int | None
+    tx_gbit_s: float | None
+    rx_gbit_s: float | None
+    peak_gbit_s: float | None
+    link_gbit_s: float | None
+    utilization: float | None
+    peak_utilization: float | None
+
+
+@kind("train")
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Train(Record):
+    """A data-parallel training measurement (one rank count)."""
+
+    model: str
+    parameters: int
+    reference_parameters: int | None
+    family: str | None
+    input_size: int | None
+    batch_per_rank: int
+    global_batch: int | None
+    ranks: int
+    engine: str | None
+    primitive: str | None
+    horovod_over: str | None
+    transport: str | None
+    device: str | None
+    precision: str | None
+    threads_per_rank: int | None
+    steps: int | None
+    warmup_steps: int | None
+    samples_per_s: Mapping[str, float]           # p50, mean, ci95 (all ranks)
+    samples_per_s_per_rank: Mapping[str, float] | None
+    step_ms: float
+    step_ms_mean: float | None
+    compute_ms: float | None
+    compute_ms_mean: float | None
+    comm_ms: float
+    comm_fraction: float | None
+    allreduce_ms: float | None
+    step_ms_samples: Sequence[float] | None
+    compute_ms_samples: Sequence[float] | None
+    grad_bytes: int | None
+    wire_bytes_per_rank: int | None
+    buckets: Buckets | None
+    net: Net | None  # interface counters: tx/rx/peak/link in _gbit_s
+    grads_identical: bool | None
+    grads_finite_nonzero: bool | None
+    params_identical: bool | None
+    grads_differ_without_exchange: bool | None
+    baseline_samples_per_s: float | None
+    scaling_efficiency: float | None
 
 
 def ci95(values: list[float]) -> float:
@@ -28,11 +112,11 @@ def train_record(plan: Plan, *, baseline_samples_per_s: float | None, ranks: int
                  full: list[float], compute: list[float], alone: list[float],
                  buckets: list[int], cap_mb: float, bucket_source: str,
                  net: dict[str, Any], grads: list[str], usable: bool, weights: list[str],
-                 without: list[str]) -> records.Train:
+                 without: list[str]) -> Train:
     """The record from the measured step times (the slowest rank's, seconds),
     the bucket schedule, the interface summary and every rank's digests; its scaling
     efficiency against ``baseline_samples_per_s`` (a 1-rank run's) when given."""
-    train = plan.train
+    train = section.of(plan)
     spec = get_model(train.model)
     n = ranks
     global_batch = train.batch_size * n
@@ -42,7 +126,7 @@ def train_record(plan: Plan, *, baseline_samples_per_s: float | None, ranks: int
     efficiency = None
     if baseline_samples_per_s:
         efficiency = total["p50"] / (n * baseline_samples_per_s)
-    return records.Train(
+    return Train(
         run_id=plan.run_id, model=train.model, parameters=parameters,
         reference_parameters=spec.reference_parameters, family=spec.family,
         input_size=train.input_size, batch_per_rank=train.batch_size,
@@ -61,9 +145,9 @@ def train_record(plan: Plan, *, baseline_samples_per_s: float | None, ranks: int
         compute_ms_samples=[round(t * 1e3, 4) for t in compute],
         grad_bytes=grad_bytes,
         wire_bytes_per_rank=int(2 * (n - 1) / n * grad_bytes),  # ring all-reduce
-        buckets=records.Buckets(cap_mb=cap_mb, count=len(buckets), bytes=buckets,
+        buckets=Buckets(cap_mb=cap_mb, count=len(buckets), bytes=buckets,
                                 source=bucket_source),
-        net=records.Net.of(net),
+        net=Net.of(net),
         grads_identical=len(set(grads)) == 1,
         grads_finite_nonzero=usable,
         params_identical=len(set(weights)) == 1,
