@@ -9,9 +9,12 @@ import json
 import shlex
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fabbench.errors import UsageError
+
+if TYPE_CHECKING:
+    import jinja2
 
 
 def sh(value: Any) -> str:
@@ -50,11 +53,12 @@ def environment():
 
 
 @functools.cache
-def _beside(folder: Path) -> Any:
+def _beside(folder: Path) -> jinja2.Environment:
     """The environment with ``folder``'s templates found first, then fabbench's."""
     import jinja2
 
-    env = environment()
+    env: jinja2.Environment = environment()
+    assert env.loader is not None  # fabbench's templates
     return env.overlay(loader=jinja2.ChoiceLoader([jinja2.FileSystemLoader(folder), env.loader]))
 
 
