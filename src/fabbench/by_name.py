@@ -4,7 +4,8 @@ name refused, an unknown name refused with the known ones listed."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Generic, Protocol, TypeVar
+from contextlib import contextmanager
+from typing import Generic, Protocol, Self, TypeVar
 
 from fabbench.errors import UsageError
 
@@ -47,3 +48,12 @@ class ByName(Generic[T]):
 
     def __contains__(self, name: object) -> bool:
         return name in self._by_name
+
+    @contextmanager
+    def scoped(self) -> Iterator[Self]:
+        """Things registered inside the block are gone after it (a test's own)."""
+        before = dict(self._by_name)
+        try:
+            yield self
+        finally:
+            self._by_name = before

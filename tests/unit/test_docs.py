@@ -169,6 +169,6 @@ def test_every_module_architecture_names_exists():
 def test_architecture_says_where_each_new_thing_goes():
     text = (REPO / "docs" / "architecture.md").read_text()
     headings = " ".join(re.findall(r"^#+ (.*)$", text, flags=re.M)).lower()
-    for thing in ("fabric", "primitive", "workload", "launcher", "container runtime",
-                  "record kind"):
+    for thing in ("fabric", "primitive", "workload", "launcher", "scheduler",
+                  "container runtime", "record kind"):
         assert f"a new {thing}" in headings, thing

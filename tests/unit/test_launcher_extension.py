@@ -1,7 +1,8 @@
 """A launcher added through the public extension point alone (``launch.launchers.register``):
 one class, in this file, and nothing else of fabbench edited. fabbench then places a rank it
-started (discover, world), builds its argv for a local run and a Slurm step, and asks it the
-doctor's question; a second launcher of its name is refused, and it is gone after the test."""
+started (discover, world), builds its argv for a local run and a Slurm step (launch.schedulers),
+and asks it the doctor's question; a second launcher of its name is refused, and it is gone after
+the test."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ from collections.abc import Mapping, Sequence
 import pytest
 
 from fabbench.errors import UsageError
-from fabbench.launch import launchers
+from fabbench.launch import launchers, schedulers
 from fabbench.launch.discover import discover
 from fabbench.launch.launchers import Launcher, LaunchSpec, RankVars, Ready, Where, register
 from fabbench.launch.launchers.srun import Srun
+from fabbench.launch.schedulers import Place
 from fabbench.launch.settings import resolve
 from fabbench.launch.world import node_name
 from fabbench.plan import Plan
@@ -69,8 +71,9 @@ def test_its_argv_here_and_in_slurm_and_its_doctor_check(toyrun):
     spec = launchers.get("toyrun").local(plan, resolve(plan), Where(), PROGRAM, {"A": "1"})
     assert spec.commands == [["toyrun", "-n", "3", *PROGRAM]] and spec.env[0]["A"] == "1"
     assert launchers.schedulable("toyrun")
-    argv, env = launchers.scheduled("slurm", "toyrun", nodes=2, per_node=4, program=PROGRAM,
-                                    master_addr="n1", port=20011)
+    argv, env = schedulers.get("slurm").launch(
+        Place(scheduler="slurm", nodes=2, master_addr="n1"), launchers.get("toyrun"), nodes=2,
+        per_node=4, program=PROGRAM, port=20011, forward={})
     assert argv == ["srun", "--kill-on-bad-exit=1", "--nodes=2", "--ntasks-per-node=4",
                     *PROGRAM]
     assert env == {"TOY_ADDR": "n1:20011"}

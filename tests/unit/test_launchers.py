@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from dataclasses import dataclass, field
 
 import pytest
@@ -171,35 +170,6 @@ def test_port_rule_in_python_and_in_bash_agree(job):
     for index in range(ports.PORTS_PER_JOB):
         assert ports.rendezvous_port(job, index) == int(base) + index
         assert 1024 < ports.rendezvous_port(job, index) < 65536
-
-
-def test_scheduled_slurm_and_mpijob():
-    program = [sys.executable, "-m", "fabbench", "run"]
-    argv, env = launchers.scheduled("slurm", "mpirun", nodes=2, per_node=4, program=program,
-                                master_addr="n1", port=20011)
-    assert argv == ["srun", "--kill-on-bad-exit=1", "--nodes=2", "--ntasks-per-node=4",
-                    "--mpi=pmix", *program] and env == {}
-    argv, env = launchers.scheduled("slurm", "spawn", nodes=2, per_node=1, program=program,
-                                master_addr="n1", port=20011)
-    assert argv == ["srun", "--kill-on-bad-exit=1", "--nodes=2", "--ntasks-per-node=1",
-                    *program]
-    assert env == {"MASTER_ADDR": "n1", "MASTER_PORT": "20011"}
-    argv, env = launchers.scheduled("mpijob", "spawn", nodes=2, per_node=2, program=program,
-                                master_addr="w0", port=20000, hostfile="/etc/mpi/hostfile")
-    assert argv == ["mpirun", "--hostfile", "/etc/mpi/hostfile", "-np", "4", "--map-by",
-                    "ppr:2:node", "--bind-to", "none", *ROOT, "-x", "MASTER_ADDR",
-                    "-x", "MASTER_PORT", *program]
-    # what every rank gets besides (the image's reference): mpirun exports it to the workers
-    argv, env = launchers.scheduled("mpijob", "mpirun", nodes=2, per_node=1, program=program,
-                                master_addr="w0", port=20000, hostfile="/etc/mpi/hostfile",
-                                forward={"FABBENCH_IMAGE_REF": "r/fabbench:1"})
-    assert argv == ["mpirun", "--hostfile", "/etc/mpi/hostfile", "-np", "2", "--map-by",
-                    "ppr:1:node", "--bind-to", "none", *ROOT, "-x", "FABBENCH_IMAGE_REF",
-                    *program]
-    assert env == {"FABBENCH_IMAGE_REF": "r/fabbench:1"}
-    with pytest.raises(UsageError, match="horovodrun has its own rendezvous"):
-        launchers.scheduled("slurm", "horovodrun", nodes=1, per_node=1, program=program,
-                        master_addr="n1", port=1)
 
 
 def test_mpirun_over_the_operators_hostfile_and_torchrun():

@@ -8,6 +8,7 @@ import functools
 import json
 import shlex
 from collections.abc import Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fabbench.errors import UsageError
@@ -51,10 +52,23 @@ def environment() -> jinja2.Environment:
     return env
 
 
-def render(template: str, **context: Any) -> str:
+@functools.cache
+def _beside(folder: Path) -> jinja2.Environment:
+    """The environment with ``folder``'s templates found first, then fabbench's."""
     import jinja2
 
+    env: jinja2.Environment = environment()
+    assert env.loader is not None  # fabbench's templates
+    return env.overlay(loader=jinja2.ChoiceLoader([jinja2.FileSystemLoader(folder), env.loader]))
+
+
+def render(template: str, *, folder: Path | None = None, **context: Any) -> str:
+    """``template`` filled in; ``folder``: a folder of templates of one's own (a scheduler's,
+    launch.schedulers), searched before fabbench's."""
+    import jinja2
+
+    env = environment() if folder is None else _beside(folder)
     try:
-        return environment().get_template(template).render(**context)
+        return env.get_template(template).render(**context)
     except jinja2.UndefinedError as exc:  # a bug in a template or its context, not user input
         raise RuntimeError(f"template {template}: {exc}") from exc

@@ -1,15 +1,16 @@
 """Kubernetes manifests for a K8sJob: an Indexed Job and a headless Service for torch primitives
 (the rendezvous at index 0's pod, <name>-0.<name>; torchrun in a pod of several ranks), an MPIJob
 (kubeflow.org/v2beta1, mpirun with the operator's hostfile; the workers run the image's sshd,
-containers/sshd.sh, as root) for MPI and Horovod, each launch composed by launch.launchers. Every
-pod is told its Kubernetes node (FABBENCH_NODE_NAME). The chart (charts/fabbench) renders the
-same jobs."""
+containers/sshd.sh, as root) for MPI and Horovod, each launch composed by launch.launchers, each
+template its scheduler's (launch.schedulers: indexed_job, mpijob). Every pod is told its
+Kubernetes node (FABBENCH_NODE_NAME). The chart (charts/fabbench) renders the same jobs."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from fabbench import __version__
+from fabbench.launch import schedulers
 from fabbench.launch.launchers.pod import HOSTFILE, Pod
 from fabbench.launch.words import Shell
 from fabbench.render.context import PREFLIGHT_FLOORS, Benchmark, K8sJob
@@ -61,8 +62,10 @@ def render_k8s(job: K8sJob) -> str:
         "floors": job.preflight, "script": k8s_arg(PREFLIGHT_SCRIPT),
         "args": pod_argv(job, fab, job.preflight_benchmark, "--floors", PREFLIGHT_FLOORS)}
     words = pod_argv(job, fab)
-    template = "k8s-mpijob.yaml.j2" if bench.launch == "mpi" else "k8s-job.yaml.j2"
-    return render(template, **context, command=words[:1], args=words[1:])
+    job_of = schedulers.rendered("k8s", bench.launch)  # an MPIJob, an Indexed Job
+    assert job_of.template is not None  # every scheduler of `render k8s` has one
+    return render(job_of.template, folder=job_of.templates, **context, command=words[:1],
+                  args=words[1:])
 
 
 # The check before the job: its init container's script, run by /bin/sh -c with the launch of

@@ -12,6 +12,7 @@ from typing import Any
 
 from fabbench import __version__
 from fabbench.errors import UsageError
+from fabbench.launch import schedulers
 from fabbench.render import names
 from fabbench.render.jinja_env import render
 from fabbench.study.spec import BUILTIN_DIR, Study, find_study, load_study
@@ -58,4 +59,6 @@ def study_job(study: str, *, nodes: int | None, tasks_per_node: int | None, runt
 
 
 def render_study_slurm(job: StudyJob) -> str:
-    return render("slurm-study.sbatch.j2", job=job, version=__version__)
+    slurm = schedulers.get("slurm")
+    assert slurm.study_template is not None  # Slurm's own
+    return render(slurm.study_template, folder=slurm.templates, job=job, version=__version__)

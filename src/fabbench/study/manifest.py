@@ -26,6 +26,7 @@ import jsonschema
 
 from fabbench import catalog
 from fabbench.errors import UsageError
+from fabbench.launch import schedulers
 from fabbench.study.host import Place
 
 FORMAT = "fabbench-study/1"
@@ -33,14 +34,20 @@ FORMATS = (FORMAT,)
 NAME = "study.json"
 
 
-@functools.cache
 def _validator() -> jsonschema.Draft202012Validator:
     """The manifest's validator; a cell's kind is one of the workloads fabbench knows (its
-    own and the installed packages', fabbench.catalog)."""
+    own and the installed packages', fabbench.catalog), its place's scheduler one that a study
+    runs in (launch.schedulers, where a scheduler may be registered later)."""
+    return _compiled(schedulers.studied())
+
+
+@functools.cache
+def _compiled(places: tuple[str, ...]) -> jsonschema.Draft202012Validator:
     text = resources.files("fabbench.study").joinpath("manifest.schema.json").read_text()
     schema = json.loads(text)
     schema["properties"]["cells"]["items"]["properties"]["kind"]["enum"] = list(
         catalog.WORKLOADS)
+    schema["properties"]["place"]["properties"]["scheduler"]["enum"] = list(places)
     return jsonschema.Draft202012Validator(schema)
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from fabbench import __version__
 from fabbench.emulate.site import current as emulated_site
 from fabbench.errors import RunError, UsageError
-from fabbench.launch import launchers, ports
+from fabbench.launch import launchers, schedulers
 from fabbench.procs import dies_with_this_process, stop_groups
 from fabbench.results import output_files
 from fabbench.study import manifest
@@ -82,7 +82,7 @@ def cell_entry(cell: Cell, argv: list[str]) -> CellEntry:
 def command(cell: Cell, out: Path, place: Place, index: int) -> tuple[list[str], dict[str, str]]:
     """The launch of one cell and the environment it adds: `fabbench run` starting its own
     ranks here (or `fabbench emulate ... -- run` on emulated nodes), or, in an allocation, the
-    ranks started by the scheduler as launch.launchers says. Empty when the scheduler cannot start
+    ranks started by the place's scheduler (launch.schedulers). Empty when it cannot start
     the cell's launcher (why_not skips such a cell, saying so). The image reference this
     process was told (FABBENCH_IMAGE_REF) goes on to every rank: an MPIJob's workers get only
     what mpirun exports."""
@@ -96,15 +96,13 @@ def command(cell: Cell, out: Path, place: Place, index: int) -> tuple[list[str],
         return ([*fabbench, "emulate", "run", "--nodes", str(cell.nodes), "--link", cell.link,
                  "--ranks-per-node", str(cell.ranks_per_node), "--max-time",
                  f"{cell.deadline_s:g}", "--", *run], {})
-    if place.scheduler == "local":
-        return [*fabbench, *run, "--ranks", str(cell.ranks)], {}
-    launcher = launcher_of(cell)
-    if not launchers.schedulable(launcher):
+    scheduler = schedulers.get(place.scheduler)
+    launcher = launchers.get(launcher_of(cell))
+    if not scheduler.starts(launcher):
         return [], {}
-    return launchers.scheduled(
-        place.scheduler, launcher, nodes=cell.nodes, per_node=cell.ranks_per_node,
-        program=[*fabbench, *run], master_addr=place.master_addr or socket.gethostname(),
-        port=ports.rendezvous_port(int(place.job_id or 0), index), hostfile=place.hostfile,
+    return scheduler.launch(
+        place, launcher, nodes=cell.nodes, per_node=cell.ranks_per_node,
+        program=[*fabbench, *run], port=scheduler.port(place, index),
         forward={k: os.environ[k] for k in (IMAGE_REF_ENV,) if os.environ.get(k)})
 
 

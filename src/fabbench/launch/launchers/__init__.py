@@ -12,7 +12,8 @@ Who starts the ranks of a primitive (comm.primitives names its launcher) and whe
 
 and the launchers whose ranks fabbench only recognises (srun, torchrun, kubernetes, mvapich,
 hydra/PMI, pmix): launch.discover reads each one's variables. Around a rank's command, the
-container runtime (launch.runtimes); the rendezvous ports, launch.ports.
+container runtime (launch.runtimes); the rendezvous ports, launch.ports; the schedulers whose
+jobs start them (Slurm, an MPIJob, an Indexed Job), launch.schedulers.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from fabbench.errors import UsageError
 from fabbench.launch.launchers import horovodrun, mpirun, pmi, pod, spawn, srun, torchrun
 from fabbench.launch.launchers.launcher import (
     REGISTRY,
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 __all__ = ["REGISTRY", "RANK_MODULE", "Launcher", "LaunchSpec", "PodLaunch", "RankVars", "Ready",
            "LauncherRegistry", "Where", "get", "horovodrun", "launch_spec", "mpirun", "pmi", "pod",
-           "ranks_across", "register", "schedulable", "scheduled", "spawn", "srun", "torchrun"]
+           "ranks_across", "register", "schedulable", "spawn", "srun", "torchrun"]
 
 RANK_MODULE = (sys.executable, "-m", "fabbench.launch.rank")
 
@@ -73,30 +73,7 @@ def ranks_across(cluster: Cluster, launcher: str, program: Sequence[str],
 
 
 def schedulable(launcher: str) -> bool:
-    """Can a scheduler (Slurm, Kubernetes) start ranks of this launcher's kind?"""
+    """Can a scheduler (Slurm, Kubernetes) start ranks of this launcher's kind? (How each does:
+    launch.schedulers.)"""
     return get(launcher).render_family is not None
 
-
-def scheduled(scheduler: str, launcher: str, *, nodes: int, per_node: int,
-              program: Sequence[str], master_addr: str, port: int, hostfile: str | None = None,
-              forward: Mapping[str, str] = MappingProxyType({})
-              ) -> tuple[list[str], dict[str, str]]:
-    """The launch of ``program`` in a Slurm allocation ("slurm": an srun step) or in an MPI
-    operator's launcher pod ("mpijob": mpirun over the workers' hostfile), and the environment
-    it adds (the rendezvous of spawned ranks at ``master_addr``:``port``, then ``forward``:
-    variables every rank gets, which mpirun exports with -x).
-
-    Raises UsageError for a launcher a scheduler cannot start (horovodrun)."""
-    how = get(launcher)
-    if not schedulable(launcher):
-        raise UsageError(f"{launcher} has its own rendezvous: {scheduler} cannot start it")
-    env = {**how.rendezvous(master_addr, port), **forward}
-    if scheduler == "mpijob":
-        if hostfile is None:
-            raise UsageError("an MPIJob launch needs the operator's hostfile")
-        return [*mpirun.over_hostfile(hostfile, nodes * per_node, per_node=per_node,
-                                      exports=list(env), as_root=True),
-                *program], env
-    if scheduler == "slurm":
-        return [*how.slurm(nodes, per_node), *program], env
-    raise UsageError(f"unknown scheduler {scheduler!r}")

@@ -11,8 +11,7 @@ branches on a launcher's name.
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, TypeVar
 
@@ -147,15 +146,6 @@ class LauncherRegistry(ByName[Launcher]):
 
     def __init__(self) -> None:
         super().__init__("launcher")
-
-    @contextmanager
-    def scoped(self) -> Iterator[LauncherRegistry]:
-        """Launchers registered inside the block are gone after it (a test's own)."""
-        before = dict(self._by_name)
-        try:
-            yield self
-        finally:
-            self._by_name = before
 
 
 REGISTRY = LauncherRegistry()
