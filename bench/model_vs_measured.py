@@ -66,9 +66,10 @@ import tempfile
 from pathlib import Path
 
 from fabbench.results.reader import read_results
-from fabbench.results.records import Ceiling, Collective, Train
+from fabbench.results.records import Ceiling, Train
 from fabbench.scaling import costs
 from fabbench.scaling.predict import ModelOptions, build
+from fabbench.workloads.collectives.record import Collective
 
 ALLREDUCE_TARGET = 0.15
 SCALING_TARGET = 0.10

@@ -22,7 +22,6 @@ from fabbench import catalog
 from fabbench import value_rules as rules
 from fabbench.catalog import (
     MAX_LOCAL_RANKS,
-    CollectivesConfig,
     TrainConfig,
 )
 from fabbench.comm.primitives import HOROVOD_OVER, PRIMITIVES
@@ -136,10 +135,6 @@ class RunConfig:
     def __init__(self, *, sections: Mapping[str, Any] | None = None, **given: Any) -> None:
         hold_sections(self, SECTIONS, sections, given)
         validate(self)
-
-    @property
-    def collectives(self) -> CollectivesConfig:
-        return section(self, "collectives", CollectivesConfig)
 
     @property
     def train(self) -> TrainConfig:

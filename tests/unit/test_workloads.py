@@ -73,7 +73,7 @@ def test_a_study_takes_the_same_workload_kinds():
 
     assert KINDS == ("collectives", "train", "halo", "pairs")
     assert dict(names.ENTRIES) == {
-        "collectives": "fabbench.workloads.collectives:WORKLOAD",
+        "collectives": "fabbench.workloads.collectives.run:WORKLOAD",
         "train": "fabbench.workloads.train:WORKLOAD",
         "halo": "fabbench.workloads.halo.exchange:WORKLOAD",
         "pairs": "fabbench.workloads.pairs.tournament:WORKLOAD"}

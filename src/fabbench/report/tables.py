@@ -10,8 +10,8 @@ from typing import Any
 from fabbench.console import ONE_RANK
 from fabbench.report.significance import why_unstable
 from fabbench.results.link import LinkRate, MeasuredCeiling, ceiling_of, format_gbit_s, link_of
-from fabbench.results.records import Collective
 from fabbench.results.runs import Series
+from fabbench.workloads.collectives.record import Collective
 
 # nccl-tests names and columns
 NCCL_TYPE = {"float32": "float", "float64": "double", "float16": "half", "bfloat16": "bfloat16"}

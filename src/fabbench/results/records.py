@@ -810,33 +810,6 @@ class Measured(Record):
     samples_us: Sequence[float] | None = dataclasses.field(metadata=after("time_us"))
 
 
-@kind("collective")
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Collective(Measured):
-    """One measured point of the collectives sweep (op, dtype, size)."""
-
-    op: str
-    bytes: int
-    count: int | None
-    dtype: str
-    ranks: int
-    transport: str
-    iters: int
-    # a sample's operations replayed as one CUDA graph (--cuda-graph); absent: eager calls
-    cuda_graph: bool | None = dataclasses.field(default=None,
-                                                metadata=after("timing", OMITTED))
-    algbw_gbyte_s: float
-    busbw_gbyte_s: float
-    busbw_mean_gbyte_s: float | None
-    correct: bool | None
-    wrong: int | None
-    wrong_ranks: Sequence[int] | None
-    rank_samples_us: Sequence[Sequence[float]] | None  # each rank's own samples
-    stable: bool           # by stable_rule (timing.stats.STABLE_RULE)
-    stable_rule: str
-    median_ci95_rel: float | None  # None: too few samples for the interval
-
-
 @kind("train")
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Train(Record):
