@@ -4,10 +4,10 @@ data in a TOML file, validated once, before anything runs.
     name = "quick"
     [matrix]                # the axes (every combination is a cell); fabric = ["*"]: every profile
     fabric = ["ethernet"]   # also primitive, gpudirect, nodes, link (emulated link rates)
-    workload = ["allreduce"]
+    workload = ["stencil"]
     [run]                   # options of every cell, as `fabbench run` takes them
-    [workload.allreduce]    # a workload: its kind and its own options
-    kind = "collectives"
+    [workload.stencil]      # a workload: its kind (a --workload name) and its own options
+    kind = "halo"
     [[exclude]] / [[override]]   # combinations left out; options for the cells a match selects
 
 A bad file is refused with its path, line and key (``UsageError``). Names are looked up in the

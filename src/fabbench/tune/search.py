@@ -39,6 +39,7 @@ from fabbench.study.run import launch_logged, results_ok
 from fabbench.tune import STATE, library
 from fabbench.tune.outputs import RULES, rules_file
 from fabbench.units import format_size
+from fabbench.workloads.collectives import SPEC as COLLECTIVES
 from fabbench.workloads.collectives.record import Collective
 
 TRIAL_DEADLINE_S = 900.0
@@ -237,7 +238,7 @@ class Tuner:
         self.primitive: str = config.primitive
         if config.fabric == "auto":
             raise UsageError("tune needs --fabric: the profile whose settings it tunes")
-        if config.workload != "collectives":
+        if config.workload != COLLECTIVES.name:
             raise UsageError("tune measures collectives: leave --workload out")
         self.profile = load_profile(config.fabric)
         section = self.profile.primitives.get("mpi" if self.primitive == "horovod"
