@@ -7,9 +7,9 @@ read from a file that lacks it; the writer still passes it). Objects of stable s
 record are typed too (Nested); free-form ones stay mappings. A new kind of fabbench's own: a
 dataclass decorated with ``@kind("name")`` and its ``$defs`` entry in schema.json with the same
 fields (a unit test compares them); a new field goes in both and in the history beside
-results.SCHEMA. The run's kinds are here; a workload's kind lives in its package (halo's,
-pairs'), registered when fabbench.catalog loads the package (``kind_of`` and ``kinds`` load it
-when a kind of schema.json is not registered yet)."""
+results.SCHEMA. The run's kinds are here; a workload's kind lives in its package (the
+collectives', halo's, pairs'), registered when fabbench.catalog loads the package (``kind_of``
+and ``kinds`` load it when a kind of schema.json is not registered yet)."""
 
 from __future__ import annotations
 
