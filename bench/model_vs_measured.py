@@ -66,9 +66,10 @@ import tempfile
 from pathlib import Path
 
 from fabbench.results.reader import read_results
-from fabbench.results.records import Ceiling, Collective
+from fabbench.results.records import Ceiling
 from fabbench.scaling import costs
 from fabbench.scaling.predict import ModelOptions, build
+from fabbench.workloads.collectives.record import Collective
 from fabbench.workloads.train.record import Train
 
 ALLREDUCE_TARGET = 0.15

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from fabbench.errors import UsageError
 from fabbench.results.reader import read_results
-from fabbench.results.records import Collective
+from fabbench.workloads.collectives.record import Collective
 
 LARGE = 8 << 20
 SIZES = [8 * 4 ** i for i in range(12) if 8 * 4 ** i <= 16 << 20]

@@ -28,8 +28,8 @@ from pathlib import Path
 
 from fabbench.report.tables import unstable as why_unstable
 from fabbench.results.reader import read_results
-from fabbench.results.records import Collective
 from fabbench.timing.stats import STABLE_RULE
+from fabbench.workloads.collectives.record import Collective
 
 TIMEOUT_S = 600
 

@@ -36,12 +36,13 @@ from fabbench.emulate import ENV, make_emulation  # noqa: E402
 from fabbench.emulate.session import emulated  # noqa: E402
 from fabbench.errors import UsageError  # noqa: E402
 from fabbench.results.reader import read_results  # noqa: E402
-from fabbench.results.records import Ceiling, Collective  # noqa: E402
+from fabbench.results.records import Ceiling  # noqa: E402
 from fabbench.scaling.costs import coefficients  # noqa: E402
 from fabbench.scaling.fit import fit_records  # noqa: E402
 from fabbench.tune.publish import final_gains  # noqa: E402
 from fabbench.tune.search import final_launches, replayed  # noqa: E402
 from fabbench.units import format_size  # noqa: E402
+from fabbench.workloads.collectives.record import Collective  # noqa: E402
 
 TIMEOUT_S = 3000
 SMALL = (1 << 20, 4 << 20)  # where the α-β limit shows: α's share of the time there

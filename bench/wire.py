@@ -29,7 +29,8 @@ from fabbench.emulate.session import emulated
 from fabbench.fabrics.profile import BUILTIN_DIR
 from fabbench.results.link import ceiling_of
 from fabbench.results.reader import read_results
-from fabbench.results.records import Ceiling, Collective
+from fabbench.results.records import Ceiling
+from fabbench.workloads.collectives.record import Collective
 
 OPS = ("allreduce", "sendrecv")
 TIMEOUT_S = 900

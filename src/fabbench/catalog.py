@@ -1,8 +1,8 @@
 """Every workload fabbench knows, each declared once as a fabbench.workload_spec.WorkloadSpec:
 its name, what it measures, the object that runs it, the record kind it writes, the section of
 its own options, how ``fabbench report`` shows its records and what a study's report ranks its
-cells by. fabbench's collectives are declared here with their option section, its train, halo
-and pairs in packages of their own (loaded by name, ``own``); a package installed beside fabbench
+cells by. fabbench's own collectives, train, halo and pairs are declared in packages of their
+own (loaded by name, ``own``); a package installed beside fabbench
 adds its own through the ``fabbench.workloads`` entry-point group (an entry naming its spec),
 read when this module is imported. The tables other modules read are derived
 from the registry, ``WORKLOADS``: the configuration's sections, the record kinds a summary
@@ -18,81 +18,17 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from importlib import metadata
 from types import MappingProxyType
 from typing import Any
 
-from fabbench import value_rules as rules
-from fabbench.comm.primitives import ALL_DTYPES, ALL_OPS
 from fabbench.errors import UsageError
-from fabbench.option_fields import (
-    FLOAT,
-    INT,
-    SWITCH,
-    TEXT,
-    Bounds,
-    at_least,
-    option,
-    validate,
-)
-from fabbench.option_fields import NAMES as NAME_LIST
-from fabbench.timing.engine import PROTOCOLS
-from fabbench.units import parse_sizes
-from fabbench.workload_spec import Findings, StudyMetric, WorkloadFloors, WorkloadSpec
+from fabbench.workload_spec import Findings, StudyMetric, WorkloadSpec
 
-CUDA_GRAPH = ("auto", "off", "on")  # off first: the one every primitive can take
-MAX_LOCAL_RANKS = rules.MAX_LOCAL_RANKS
 ENTRY_POINTS = "fabbench.workloads"  # the entry-point group a workload package declares in
 
 
-# ---- fabbench's own workloads: their option sections, then their specs ----
-
-@dataclass(frozen=True, kw_only=True)
-class CollectivesConfig:
-    """``--workload collectives``: a size sweep of the primitive's collective operations."""
-
-    ops: tuple[str, ...] | None = option(
-        None, NAME_LIST, "--ops", "Comma list of allreduce, allgather, reduce_scatter, broadcast, "
-        "alltoall, sendrecv. Default: all the primitive has.", choices=ALL_OPS,
-        refusal="fabbench has no operation {value!r} (operations: {known})",
-        check=lambda v: None if v else "no operations to run")
-    sizes: str | None = option(
-        None, TEXT, "--sizes", "MIN:MAX[:FACTOR] or a comma list, units K/M/G (1024). Default "
-        "8:64M on CPU, 8:1G on GPU; 8,1M for pairs.",
-        check=rules.Checked(rules.SIZES, "--sizes", first=parse_sizes))
-    dtypes: tuple[str, ...] = option(
-        ("float32",), NAME_LIST, "--dtypes", "Comma list: float32, float64, float16, bfloat16.",
-        choices=ALL_DTYPES, refusal="fabbench does not support dtype {value!r} (dtypes: {known})",
-        check=lambda v: None if v else "no dtypes to run")
-    check: bool = option(False, SWITCH, "--check", "Verify every result; a wrong element "
-                         "fails the run.", negative="--no-check")
-    budget_s: float = option(0.1, FLOAT, "--budget", "Measured seconds per point (op, size, "
-                             "dtype).", check=Bounds("--budget must be positive, not {v:g}", 0,
-                                                     low_open=True))
-    min_samples: int = option(5, INT, "--min-samples", "Samples per point, at least.",
-                              check=at_least(1, "--min-samples"))
-    max_samples: int = option(200, INT, "--max-samples", "Samples per point, at most.",
-                              check=at_least(1, "--max-samples"))
-    timing: str = option(
-        "batch", TEXT, "--timing", "batch: a sample times back-to-back operations (as "
-        "nccl-tests); osu: OSU's counts and way, a collective timed alone with a barrier after "
-        "it (osu_allreduce), sendrecv and pairs back to back with no barrier among them "
-        "(osu_bibw -W 1). Compare a figure with another tool's under that tool's protocol.",
-        choices=PROTOCOLS, refusal="{flag} takes {known}, not {value!r}")
-    cuda_graph: str = option(
-        "auto", TEXT, "--cuda-graph", "on: a sample's operations are captured once in a CUDA "
-        "graph and replayed, timing what the library does on the GPU (as nccl-tests -G); off: "
-        "eager calls, each paying the host's per-call cost (what an eager training loop "
-        "pays); auto: on for NCCL with --timing batch, else off.", choices=CUDA_GRAPH,
-        refusal="{flag} takes {known}, not {value!r}")
-
-    def __post_init__(self) -> None:
-        validate(self)
-        if self.max_samples < self.min_samples:
-            raise UsageError(f"--max-samples {self.max_samples} is below --min-samples "
-                             f"{self.min_samples}")
-
+# ---- fabbench's own workloads, each in a package of its own ----
 
 def own(module: str) -> WorkloadSpec:
     """The spec of one of fabbench's own workloads that is declared in a package of its own
@@ -106,14 +42,7 @@ def own(module: str) -> WorkloadSpec:
 
 
 BUILTIN = (
-    WorkloadSpec(name="collectives", summary="a size sweep of the collective operations",
-                 entry="fabbench.workloads.collectives:WORKLOAD", record="collective",
-                 section=CollectivesConfig,
-                 floors=WorkloadFloors(metrics=("busbw", "algbw", "time"), baseline="busbw",
-                                       ops=(*ALL_OPS, "reduce"), rule_size=True),
-                 metric=StudyMetric(name="time", unit="µs", value="time_us.p50",
-                                    throughput="busbw GB/s",
-                                    throughput_short="busbw GB/s")),
+    own("fabbench.workloads.collectives"),
     own("fabbench.workloads.train"),
     own("fabbench.workloads.halo"),
     own("fabbench.workloads.pairs"),

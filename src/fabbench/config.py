@@ -20,10 +20,6 @@ from typing import Annotated, Any, TypeVar
 
 from fabbench import catalog
 from fabbench import value_rules as rules
-from fabbench.catalog import (
-    MAX_LOCAL_RANKS,
-    CollectivesConfig,
-)
 from fabbench.comm.primitives import HOROVOD_OVER, PRIMITIVES
 from fabbench.errors import UsageError
 from fabbench.fabrics.profile import GPUDIRECT, WIRES
@@ -101,7 +97,7 @@ class RunConfig:
     ranks: int | None = option(
         None, INT, "--ranks", "Ranks to start (outside a job). Default: 2 local ranks; under "
         "`fabbench emulate`, nodes x ranks per node.", short="-n", show_default=False,
-        placed=True, check=between(1, MAX_LOCAL_RANKS, "ranks"))
+        placed=True, check=between(1, rules.MAX_LOCAL_RANKS, "ranks"))
     device: str | None = option(None, TEXT, "--device", "cpu or cuda. Default: cuda when GPUs "
                                 "are visible.", choices=DEVICES)
     gpudirect: str = option(
@@ -137,14 +133,10 @@ class RunConfig:
         hold_sections(self, SECTIONS, sections, given)
         validate(self)
 
-    @property
-    def collectives(self) -> CollectivesConfig:
-        return section(self, "collectives", CollectivesConfig)
-
     def __getattr__(self, name: str) -> Any:
         """The section of a workload declared in a package of its own (``config.train``,
         ``config.toy``), its type the package's: ``section(config, "toy", ToyConfig)`` gives it
-        typed; the catalog's are the properties above."""
+        typed."""
         return section_of(self, name)
 
     def to_argv(self) -> list[str]:

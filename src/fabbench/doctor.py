@@ -20,7 +20,6 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from fabbench import procs, runner
-from fabbench.catalog import CollectivesConfig
 from fabbench.comm import primitives
 from fabbench.config import RunConfig
 from fabbench.errors import FabbenchError, UsageError
@@ -29,7 +28,7 @@ from fabbench.fabrics.profile import Profile, Settings, load_profile
 from fabbench.launch import launchers
 from fabbench.launch.discover import discover
 from fabbench.results.reader import read_results
-from fabbench.results.records import Collective, Run, Summary
+from fabbench.results.records import Run, Summary
 from fabbench.sysinfo.gpus import GpuState, gpu_count, gpus_visible, probe
 from fabbench.sysinfo.inventory import build_manifest, container_runtime
 from fabbench.sysinfo.sysfs import (
@@ -40,6 +39,8 @@ from fabbench.sysinfo.sysfs import (
     rdma_ports,
 )
 from fabbench.units import format_size
+from fabbench.workloads.collectives import CollectivesConfig
+from fabbench.workloads.collectives.record import Collective
 
 PASS, WARN, FAIL, SKIP = "pass", "warn", "fail", "skip"
 SHM_MIN_BYTES = 512 << 20

@@ -20,21 +20,17 @@ from typing import Any
 
 from fabbench import catalog, config
 from fabbench.comm import primitives
-from fabbench.comm.primitives import DTYPES, HOROVOD_OVER, OPS
+from fabbench.comm.primitives import HOROVOD_OVER
 from fabbench.config import RunConfig
 from fabbench.errors import UsageError
-from fabbench.timing.engine import TimingPolicy
-from fabbench.units import parse_sizes
-
-DEFAULT_SIZES = {"cpu": "8:64M", "cuda": "8:1G"}
 
 # the configuration's common fields a plan holds under the same name (their rules apply as they
 # are; --out is the claim's to check when the run starts)
 _COMMON = tuple(f for f in config.fields() if f.section is None and f.name != "out")
-# the configuration's sections a plan holds (what a workload's spec ``decide``s decided: train's
-# scaling series, the pairs' schedule); the collectives' it holds decided, in its own fields
-# (ops, sizes, policy)
-SECTIONS: Mapping[str, type] = {n: c for n, c in config.SECTIONS.items() if n != "collectives"}
+# the configuration's sections a plan holds (train's scaling series decided, and what a
+# workload's spec ``decide``s), each as its class says (``PLANNED``: the class of what its
+# ``planned`` decides for the plan, as the collectives' Sweep), else as the configuration's
+SECTIONS: Mapping[str, type] = {n: getattr(c, "PLANNED", c) for n, c in config.SECTIONS.items()}
 
 
 @dataclass(frozen=True, kw_only=True, init=False)
@@ -48,15 +44,10 @@ class Plan:
     horovod_over: str | None = None
     wire: str = "native"
     ranks: int = 2
-    workload: str = "collectives"
-    ops: tuple[str, ...]
-    sizes: tuple[int, ...]
-    dtypes: tuple[str, ...] = ("float32",)
-    check: bool = False
+    workload: str
     device: str = "cpu"
     gpudirect: str = "auto"  # on/off: the profile's [primitive.X.gpudirect.on|off]; auto: none
     timeout_s: float = 30.0
-    policy: TimingPolicy = TimingPolicy()
     out: str
     iface: str | None = None
     rdma_device: str | None = None
@@ -87,31 +78,13 @@ class Plan:
         if primitives.get(self.primitive).gpu_only and self.device != "cuda":
             raise UsageError(f"{self.primitive} moves GPU buffers only: it needs --device cuda "
                              "and a GPU")
-        if self.policy.cuda_graph and not can_graph(self.primitive, self.device):
-            graphs = [n for n in primitives.PRIMITIVES if primitives.get(n).cuda_graph]
-            raise UsageError(f"--cuda-graph on captures GPU operations in a CUDA graph: it needs "
-                             f"--primitive {' or '.join(graphs)} with --device cuda (not "
-                             f"{self.primitive} on {self.device})")
+        for held in self.sections.values():  # a section's rules against the primitive
+            check_plan = getattr(held, "check_plan", None)
+            if check_plan is not None:
+                check_plan(self.primitive, self.device)
         if self.gpudirect != "auto" and self.device != "cuda":
             raise UsageError(f"--gpudirect {self.gpudirect} is about GPU buffers: it needs "
                              "--device cuda")
-        spec = primitives.get(self.primitive)
-        for op in self.ops:
-            if op not in OPS[self.primitive]:
-                raise UsageError(f"primitive {self.primitive!r} has no operation {op!r} "
-                                 f"(it has: {', '.join(OPS[self.primitive])})")
-            if op not in spec.ops_on(self.device):
-                raise UsageError(f"{self.primitive} cannot {op} {self.device} buffers (its point-"
-                                 "to-point messages take host memory only): use --device cpu, "
-                                 f"or leave {op} out")
-        if not self.ops:
-            raise UsageError("no operations to run")
-        for dtype in self.dtypes:
-            if dtype not in DTYPES[self.primitive]:
-                raise UsageError(f"primitive {self.primitive!r} does not support dtype {dtype!r} "
-                                 f"(it supports: {', '.join(DTYPES[self.primitive])})")
-        if not self.sizes:
-            raise UsageError("no sizes to run")
         for part in catalog.parts(self.workload):  # each workload's own rules
             own = catalog.WORKLOADS[part].check
             if own is not None:
@@ -123,23 +96,23 @@ class Plan:
            decided: Mapping[str, Any] | None = None, argv: tuple[str, ...] = ()) -> Plan:
         """The plan of configuration ``c`` with what it leaves open decided by the caller
         (``fabric`` named, not auto; the primitive, device, ranks, ...; ``decided``, workloads'
-        sections as their specs decided them, in place of ``c``'s); the sizes and operations it
-        leaves open are the primitive's and device's defaults."""
-        coll = c.collectives
+        sections as their specs decided them, in place of ``c``'s); a section that is
+        ``planned`` (the collectives' sweep) is decided for the primitive and device, its sizes
+        left open the workload's own (its spec's ``sizes``) or the device's."""
         own = catalog.WORKLOADS.get(c.workload)
-        sizes = coll.sizes or (own.sizes if own and own.sizes else DEFAULT_SIZES[device])
+        sizes = own.sizes if own else None
+
+        def held(section: Any) -> Any:
+            planned = getattr(section, "planned", None)
+            return section if planned is None else \
+                planned(primitive=primitive, device=device, sizes=sizes)
+
         return cls(
             fabric=fabric, primitive=primitive, horovod_over=c.horovod_over, wire=c.wire,
-            ranks=ranks, ops=coll.ops or primitives.get(primitive).ops_on(device),
-            sizes=parse_sizes(sizes),
-            dtypes=coll.dtypes, check=coll.check, device=device, gpudirect=c.gpudirect,
-            timeout_s=c.timeout_s,
-            policy=TimingPolicy(budget_s=coll.budget_s, min_samples=coll.min_samples,
-                                max_samples=coll.max_samples, protocol=coll.timing,
-                                cuda_graph=graphed(coll, primitive, device)),
+            ranks=ranks, device=device, gpudirect=c.gpudirect, timeout_s=c.timeout_s,
             out=out, iface=iface, rdma_device=c.rdma_device, run_id=run_id, argv=argv,
             workload=c.workload, ceiling=c.ceiling, ceiling_s=c.ceiling_s,
-            sections={**{n: getattr(c, n) for n in SECTIONS}, **(decided or {})})
+            sections={**{n: held(getattr(c, n)) for n in SECTIONS}, **(decided or {})})
 
     @property
     def backend(self) -> str:
@@ -157,9 +130,21 @@ class Plan:
         return self.timeout_s + nbytes / 1e8
 
     def to_json(self) -> dict[str, Any]:
-        """The plan's JSON object, each section under its own name beside the plan's fields."""
+        """The plan's JSON object, each section under its own name beside the plan's fields;
+        a section whose class places its fields (``AFTER``: the collectives' sweep, whose fields
+        were the plan's own) has them among the plan's, each after the key it names."""
         data = dataclasses.asdict(self)
-        data.update(data.pop("sections"))
+        sections = data.pop("sections")
+        for name, cls in SECTIONS.items():
+            after: Mapping[str, str] | None = getattr(cls, "AFTER", None)
+            if after is not None:
+                flat = sections.pop(name)
+                for key, value in flat.items():
+                    keys = list(data)
+                    at = keys.index(after[key]) + 1
+                    data = {**{k: data[k] for k in keys[:at]}, key: value,
+                            **{k: data[k] for k in keys[at:]}}
+        data.update(sections)
         return data
 
     @classmethod
@@ -169,14 +154,12 @@ class Plan:
         (now RunState's) are left out; the workloads' options it held flat, each under its
         own name, are read into their sections."""
         data = copy.deepcopy(dict(json_object))
-        known = {f.name for f in dataclasses.fields(TimingPolicy)}
-        data["policy"] = TimingPolicy(**{k: v for k, v in data["policy"].items() if k in known})
         for name, section in SECTIONS.items():
-            if name not in data:  # an older plan: the section's fields flat
+            if name not in data:  # an older plan, or a placed section: its fields flat
                 data[name] = {f.name: data.pop(f.name) for f in dataclasses.fields(section)
                               if f.name in data}
-        sections = {name: section(**_tuples(data.pop(name)))
-                    for name, section in SECTIONS.items()}
+        sections = {name: section.read(data.pop(name)) if hasattr(section, "read") else
+                    section(**_tuples(data.pop(name))) for name, section in SECTIONS.items()}
         fields = {f.name for f in dataclasses.fields(cls)} - {"sections"}
         return cls(sections=sections,
                    **{k: v for k, v in _tuples(data).items() if k in fields})
@@ -215,17 +198,3 @@ PLAN_ENV, STATE_ENV = "FABBENCH_PLAN", "FABBENCH_RUN_STATE"
 
 def rank_env(plan: Plan, state: RunState) -> dict[str, str]:
     return {PLAN_ENV: json.dumps(plan.to_json()), STATE_ENV: json.dumps(state.to_json())}
-
-
-def graphed(coll: catalog.CollectivesConfig, primitive: str, device: str) -> bool:
-    """``--cuda-graph`` decided: on and off as asked (Plan._check refuses on where it cannot
-    be); auto, on where the primitive's operations can be captured, on GPU buffers, under the
-    batch protocol (the one that times operations back to back)."""
-    if coll.cuda_graph != "auto":
-        return coll.cuda_graph == "on"
-    return can_graph(primitive, device) and coll.timing == "batch"
-
-
-def can_graph(primitive: str, device: str) -> bool:
-    """The primitive's operations can be captured in a CUDA graph on ``device``'s buffers."""
-    return primitives.get(primitive).cuda_graph and device == "cuda"

@@ -25,11 +25,11 @@ from fabbench.plan import Plan, RunState
 from fabbench.procs import Terminated, signals_deferred
 from fabbench.results.claim import claim
 from fabbench.results.reader import read_results, salvage
-from fabbench.results.records import Collective, Run, Summary
+from fabbench.results.records import Run, Summary
 from fabbench.results.writer import ResultWriter
 from fabbench.sysinfo.gpus import gpus_visible, require_gpu
 from fabbench.workload_spec import WorkloadSpec
-from fabbench.workloads.collectives import point_key
+from fabbench.workloads.collectives.resume import measured
 
 if TYPE_CHECKING:
     from fabbench.floors.rules import Floors
@@ -290,9 +290,7 @@ def resume(path: str, argv: tuple[str, ...]) -> Outcome:
     mine = [r for r in records if r.run_id == plan.run_id]
     if isinstance(mine[-1], Summary) and mine[-1].ok:
         raise UsageError(f"{path}: run {plan.run_id} finished; nothing to resume")
-    if plan.workload != "collectives":
-        raise UsageError("--resume continues collectives sweeps only")
-    done = tuple(point_key(r.op, r.dtype, r.bytes) for r in mine if isinstance(r, Collective))
+    done = measured(plan, mine)
     plan = dataclasses.replace(plan, out=str(file), argv=argv)
     state = RunState(picked=tuple(runs[-1].picked or ()), skip=done, resumed=True,
                      claimed=True)

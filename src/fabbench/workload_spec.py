@@ -164,8 +164,8 @@ class WorkloadSpec:
     study: Callable[[Sequence[Any]], StudyRow | None] | None = field(default=None, compare=False)
     # what the acceptance floors judge of it; None: nothing
     floors: WorkloadFloors | None = None
-    # other workloads' section fields it runs by too ("collectives.sizes": a study cell of its
-    # kind takes that key)
+    # other workloads' sections it runs by too, by name: a study cell of its kind takes their
+    # keys (those the section's class lists in SHARED, where it has one)
     shares: tuple[str, ...] = ()
     # its --sizes when none are given; None: the device's sweep
     sizes: str | None = None

@@ -59,7 +59,8 @@ def test_the_walk_sees_the_real_package():
 
 # the modules every workload package has, by the same name in each (issue 61): named by their
 # package, as an __init__.py is
-RECIPE = ("section", "spec", "record", "line", "rules", "scaling", "study", "floors", "run")
+RECIPE = ("section", "spec", "record", "line", "rules", "scaling", "study", "floors", "run",
+          "resume")
 
 
 def _recipe_module(path: Path) -> bool:

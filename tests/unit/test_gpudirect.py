@@ -6,6 +6,7 @@ from fabbench.errors import UsageError
 from fabbench.fabrics.profile import load_profile, parse_profile
 from fabbench.launch.gpudirect import outcome
 from fabbench.plan import Plan
+from fabbench.workloads.collectives import Sweep
 
 
 def test_on_and_off_add_the_profile_settings_over_the_section():
@@ -53,7 +54,9 @@ def test_bad_gpudirect_tables_are_refused():
 
 def plan(**kw):
     return Plan(**{"fabric": "infiniband", "primitive": "nccl", "device": "cuda",
-                   "ops": ("allreduce",), "sizes": (8,), "out": "-", "run_id": "t", **kw})
+                   "workload": "collectives",
+                   "collectives": Sweep(ops=("allreduce",), sizes=(8,)), "out": "-",
+                   "run_id": "t", **kw})
 
 
 def test_plan_needs_gpu_buffers_and_a_known_mode():

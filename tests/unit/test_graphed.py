@@ -99,10 +99,12 @@ def test_a_capture_that_fails_fails_the_run_in_torchs_words():
 
 def test_slots_are_what_the_sweeps_largest_message_holds_at_most_a_graphs_operations():
     from fabbench.plan import Plan
-    from fabbench.workloads.collectives import slots
+    from fabbench.workloads.collectives import Sweep
+    from fabbench.workloads.collectives.run import slots
 
-    plan = Plan(fabric="ethernet", primitive="nccl", device="cuda", ops=("allgather",),
-                sizes=(8, 32768, 1 << 26), out="-", run_id="t")
+    plan = Plan(fabric="ethernet", primitive="nccl", device="cuda", workload="collectives",
+                collectives=Sweep(ops=("allgather",), sizes=(8, 32768, 1 << 26)), out="-",
+                run_id="t")
     assert [slots(plan, n) for n in (8, 1 << 20, 1 << 21, 1 << 26)] == [GRAPH_OPS, 64, 32, 1]
 
 

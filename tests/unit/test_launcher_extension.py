@@ -19,6 +19,7 @@ from fabbench.launch.schedulers import Place
 from fabbench.launch.settings import resolve
 from fabbench.launch.world import node_name
 from fabbench.plan import Plan
+from fabbench.workloads.collectives import Sweep
 
 PROGRAM = ["prog", "--flag"]
 
@@ -66,8 +67,9 @@ def test_a_rank_it_started_is_placed(toyrun):
 
 
 def test_its_argv_here_and_in_slurm_and_its_doctor_check(toyrun):
-    plan = Plan(fabric="ethernet", primitive="gloo", ops=("allreduce",), sizes=(8,),
-                out="r.jsonl", run_id="r", ranks=3)
+    plan = Plan(fabric="ethernet", primitive="gloo", workload="collectives",
+                collectives=Sweep(ops=("allreduce",), sizes=(8,)), out="r.jsonl", run_id="r",
+                ranks=3)
     spec = launchers.get("toyrun").local(plan, resolve(plan), Where(), PROGRAM, {"A": "1"})
     assert spec.commands == [["toyrun", "-n", "3", *PROGRAM]] and spec.env[0]["A"] == "1"
     assert launchers.schedulable("toyrun")

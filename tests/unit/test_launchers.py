@@ -19,6 +19,7 @@ from fabbench.launch.launchers import Where
 from fabbench.launch.launchers.pod import Pod
 from fabbench.launch.launchers.torchrun import Torchrun
 from fabbench.launch.words import Shell, fill
+from fabbench.workloads.collectives import Sweep
 
 ROOT = ["--allow-run-as-root"] if os.geteuid() == 0 else []
 PROGRAM = ["prog", "--flag"]
@@ -137,8 +138,9 @@ def test_launch_spec_forwards_variables_to_every_rank(primitive, tmp_path, monke
     from fabbench.launch.settings import resolve
     from fabbench.plan import PLAN_ENV, STATE_ENV, Plan
 
-    plan = Plan(fabric="ethernet", primitive=primitive, ops=("allreduce",), sizes=(8,),
-                out="r.jsonl", run_id="r", argv=("fabbench", "run"))
+    plan = Plan(fabric="ethernet", primitive=primitive, workload="collectives",
+                collectives=Sweep(ops=("allreduce",), sizes=(8,)), out="r.jsonl", run_id="r",
+                argv=("fabbench", "run"))
     forward = {"FABBENCH_LOOP_DEVICE": "cpu", "FABBENCH_LOOP_BATCH_S": "0.005"}
     for cluster in (None, _cluster(tmp_path)):
         monkeypatch.setattr(emulate, "current", lambda c=cluster: c)

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from fabbench.errors import UsageError
-from fabbench.results.records import Collective
 from fabbench.scaling.costs import Params, busbw_gbyte_s, time_s
 from fabbench.scaling.fit import fit_points, fit_records
+from fabbench.workloads.collectives.record import Collective
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
 SIZES = [8 * 4**k for k in range(12)]  # 8 B .. 32 MiB

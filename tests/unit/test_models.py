@@ -10,6 +10,7 @@ from fabbench.errors import UsageError
 from fabbench.networks import MODELS, build, get, parameter_count
 from fabbench.networks.models import ModelSpec
 from fabbench.plan import Plan
+from fabbench.workloads.collectives import Sweep
 from fabbench.workloads.halo import HaloConfig
 from fabbench.workloads.train import TrainConfig
 
@@ -50,8 +51,9 @@ def test_registry_refuses_duplicates_and_unknown_names():
 
 def _plan(workload="train", train=None, halo=None, **kw):
     """A plan of ``workload`` whose train and halo sections have the fields given."""
-    return Plan(fabric="ethernet", primitive="gloo", ops=("allreduce",), sizes=(8,), out="x",
-                run_id="r", workload=workload, train=TrainConfig(**train or {}),
+    return Plan(fabric="ethernet", primitive="gloo",
+                collectives=Sweep(ops=("allreduce",), sizes=(8,)), out="x", run_id="r",
+                workload=workload, train=TrainConfig(**train or {}),
                 halo=HaloConfig(**halo or {}), **kw)
 
 

@@ -10,8 +10,9 @@ import pytest
 
 from fabbench.errors import UsageError
 from fabbench.report.late import late_ranks
-from fabbench.results.records import Collective
 from fabbench.timing.engine import TimingPolicy, measure
+from fabbench.workloads.collectives import Sweep
+from fabbench.workloads.collectives.record import Collective
 from fabbench.workloads.faults import Fault
 from fabbench.workloads.pairs.pair_record import SLOW_SHARE, Pairs, best_pairs
 from fabbench.workloads.pairs.slow_node import analyse
@@ -220,8 +221,8 @@ def test_horovod_has_no_pairs():
     from fabbench.plan import Plan
 
     with pytest.raises(UsageError, match="point-to-point"):
-        Plan(fabric="ethernet", primitive="horovod", workload="pairs", ops=("allreduce",),
-             sizes=(8,), out="x.jsonl", run_id="r")
+        Plan(fabric="ethernet", primitive="horovod", workload="pairs",
+             collectives=Sweep(ops=("allreduce",), sizes=(8,)), out="x.jsonl", run_id="r")
 
 
 def _plan(monkeypatch, cluster, ranks=None, pair_schedule="auto"):

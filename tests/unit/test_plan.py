@@ -13,6 +13,7 @@ from fabbench import catalog
 from fabbench.config import RunConfig
 from fabbench.errors import UsageError
 from fabbench.plan import PLAN_ENV, STATE_ENV, Plan, RunState, rank_env
+from fabbench.workloads.collectives import Sweep
 from fabbench.workloads.halo import HaloConfig
 from fabbench.workloads.pairs import PairsConfig
 from fabbench.workloads.train import TrainConfig
@@ -21,8 +22,9 @@ STATE_FIELDS = {"picked", "skip", "resumed", "claimed", "baseline_samples_per_s"
 
 
 def _plan() -> Plan:
-    return Plan(fabric="ethernet", primitive="gloo", ops=("allreduce",), sizes=(8, 1024),
-                out="r.jsonl", run_id="r", argv=("fabbench", "run"))
+    return Plan(fabric="ethernet", primitive="gloo", workload="collectives",
+                collectives=Sweep(ops=("allreduce",), sizes=(8, 1024)), out="r.jsonl",
+                run_id="r", argv=("fabbench", "run"))
 
 
 def test_a_plan_carries_no_run_time_state():
@@ -74,11 +76,24 @@ def test_a_flat_plan_an_older_fabbench_wrote_reads_into_its_sections():
     # the pairs' schedule, decided, was a field of the plan; it is the pairs section's now
     assert plan.pairs == PairsConfig(pair_schedule="rounds") and "pair_schedule" not in \
         plan.to_json() and plan.to_json()["pairs"] == {"pair_schedule": "rounds"}
-    assert (plan.workload, plan.sizes, plan.argv) == ("all", (8, 1024), ("fabbench", "run"))
+    assert (plan.workload, plan.collectives.sizes, plan.argv) == ("all", (8, 1024),
+                                                                ("fabbench", "run"))
     assert Plan.read(plan.to_json()) == plan
     # its "no scaling series" was []; today's is None
     no_series = json.loads(FLAT_PLAN) | {"scaling": []}
     assert Plan.read(no_series).train.scaling is None
+
+
+def test_the_sweep_is_a_section_of_the_plan_and_sits_in_its_json_as_its_fields_did():
+    """Plan has no field of the collectives' sweep: it holds their section decided, and its JSON
+    (a run record's plan) has the sweep's fields where they were, key for key."""
+    assert not {"ops", "sizes", "dtypes", "check", "policy"} & \
+        {f.name for f in dataclasses.fields(Plan)}
+    plan = Plan.read(json.loads(FLAT_PLAN))
+    assert plan.collectives == Sweep(ops=("allreduce",), sizes=(8, 1024))
+    sections = ("pair_schedule", "cells_per_rank", "halo_iters", *TrainConfig.__annotations__)
+    old = [k for k in json.loads(FLAT_PLAN) if k not in sections]
+    assert list(plan.to_json())[:len(old)] == old
 
 
 def test_a_plan_holds_the_train_and_halo_sections_of_its_configuration():
@@ -98,12 +113,12 @@ def _decided(args: list[str], primitive: str, device: str) -> Plan:
 
 
 def test_cuda_graph_auto_is_on_for_nccl_batches_only():
-    assert _decided([], "nccl", "cuda").policy.cuda_graph
-    assert not _decided(["--cuda-graph", "off"], "nccl", "cuda").policy.cuda_graph
-    assert not _decided(["--timing", "osu"], "nccl", "cuda").policy.cuda_graph
-    assert not _decided([], "gloo", "cuda").policy.cuda_graph
-    assert not _decided([], "mpi", "cpu").policy.cuda_graph
-    assert _decided(["--cuda-graph", "on"], "nccl", "cuda").policy.cuda_graph
+    assert _decided([], "nccl", "cuda").collectives.policy.cuda_graph
+    assert not _decided(["--cuda-graph", "off"], "nccl", "cuda").collectives.policy.cuda_graph
+    assert not _decided(["--timing", "osu"], "nccl", "cuda").collectives.policy.cuda_graph
+    assert not _decided([], "gloo", "cuda").collectives.policy.cuda_graph
+    assert not _decided([], "mpi", "cpu").collectives.policy.cuda_graph
+    assert _decided(["--cuda-graph", "on"], "nccl", "cuda").collectives.policy.cuda_graph
     for args, primitive, device in ((["--cuda-graph", "on"], "gloo", "cuda"),
                                     (["--cuda-graph", "on"], "mpi", "cpu"),
                                     (["--cuda-graph", "on", "--timing", "osu"], "nccl", "cuda")):

@@ -22,6 +22,7 @@ from fabbench.results.reader import read_results
 from fabbench.results.writer import ResultWriter
 from fabbench.timing.engine import TimingPolicy
 from fabbench.timing.stats import STABLE_RULE, is_stable, median_ci95_rel, summarize
+from fabbench.workloads.collectives.record import Collective
 from fabbench.workloads.halo.halo_record import Halo
 from fabbench.workloads.pairs.pair_record import Pairs
 from fabbench.workloads.train.record import Buckets, Net, Train
@@ -40,12 +41,12 @@ PROVENANCE = {
     "container": None, "scheduler": None, "env": {}}
 
 
-def _collective(nbytes: int, t_us: float) -> records.Collective:
+def _collective(nbytes: int, t_us: float) -> Collective:
     samples = [t_us * (1 + 0.01 * ((i * 7) % 5 - 2)) for i in range(20)]
     rel = median_ci95_rel(samples)
     times = summarize(samples)
     algbw = nbytes / (times["p50"] * 1e-6) / 1e9
-    return records.Collective(
+    return Collective(
         run_id=RUN_ID, op="allreduce", bytes=nbytes, count=nbytes // 4, dtype="float32",
         ranks=2, transport="tcp", iters=200, samples=20, batch=10, warmup=3, timing="batch",
         cuda_graph=False, time_us=records.Times.of(times),
@@ -171,7 +172,7 @@ def test_each_kind_written_through_the_writer_reads_back_the_same(tmp_path):
     assert [r.to_json() for r in back.records] == written and not back.warnings
     assert back.of_kind(records.Run)[0].schema == SCHEMA == "fabbench/2"
     assert writer.counts == dict.fromkeys(records.KINDS, 1)
-    assert back.of_kind(records.Collective)[0].busbw_gbyte_s > 0
+    assert back.of_kind(Collective)[0].busbw_gbyte_s > 0
 
 
 def _broken(name: str) -> records.Record:
@@ -259,7 +260,7 @@ def test_a_number_that_overflows_to_infinity_is_refused_naming_the_field(capsys,
 
 def test_a_fabbench_1_file_is_read_with_the_current_names():
     results = read_results(V1 / "siteA-ib.jsonl")
-    run, point = results.of_kind(records.Run)[0], results.of_kind(records.Collective)[0]
+    run, point = results.of_kind(records.Run)[0], results.of_kind(Collective)[0]
     assert run.schema == "fabbench/1"
     assert point.busbw_gbyte_s > 0 and point.algbw_gbyte_s > 0
     assert not point.extra  # busbw_gbps and algbw_gbps were renamed, not kept beside
@@ -275,7 +276,7 @@ def test_the_loader_returns_the_writers_typed_records_and_absent_fields_are_none
     # fabbench/1 did not record these: None, not a default made up on load
     assert run.schema == "fabbench/1" and run.plan is None and run.gpudirect is None
     assert run.wire == "native" and not run.extra  # recorded by this fabbench/1 writer
-    point = results.of_kind(records.Collective)[0]
+    point = results.of_kind(Collective)[0]
     assert point.busbw_gbyte_s > 0 and point.rank_samples_us is None
 
 
@@ -299,7 +300,7 @@ def test_every_field_an_older_or_the_current_schema_lets_a_file_lack_is_optional
 def test_a_fabbench_1_point_is_judged_by_the_one_rule_on_load():
     from fabbench.timing.stats import STABLE_RULE, is_stable, median_ci95_rel
 
-    points = read_results(V1 / "siteA-ib.jsonl").of_kind(records.Collective)
+    points = read_results(V1 / "siteA-ib.jsonl").of_kind(Collective)
     assert points and all(p.stable_rule == STABLE_RULE for p in points)
     for p in points:
         assert p.samples == len(p.samples_us)

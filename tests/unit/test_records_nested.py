@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from fabbench.console import stream_header
 from fabbench.errors import InvalidRecord
 from fabbench.results import SCHEMA_FILES, lines, records
 from fabbench.results.reader import read_results
 from fabbench.results.writer import ResultWriter
+from fabbench.workloads.collectives.line import stream_header
 from fabbench.workloads.train.record import Buckets, Net
 from unit.test_records import PROVENANCE, RUN_ID, examples
 

@@ -13,6 +13,7 @@ from fabbench.plan import Plan
 from fabbench.render import Benchmark
 from fabbench.render.context import render_family
 from fabbench.render.from_options import benchmark
+from fabbench.workloads.collectives import Sweep
 
 
 def entry(name: str, **kw) -> Primitive:
@@ -51,8 +52,9 @@ def test_horovod_follows_its_controller():
 
 
 def test_plan_render_and_train_read_the_registry():
-    plan = Plan(fabric="ethernet", primitive="horovod", horovod_over="gloo", ops=("allreduce",),
-                sizes=(8,), out="-", run_id="r")
+    plan = Plan(fabric="ethernet", primitive="horovod", horovod_over="gloo",
+                workload="collectives", collectives=Sweep(ops=("allreduce",), sizes=(8,)),
+                out="-", run_id="r")
     assert (plan.backend, plan.launcher) == ("gloo", "horovodrun")
     bench = benchmark(fabric="ethernet", primitive="horovod", gpus_per_node=0)
     assert (bench.backend, bench.launch) == ("mpi", "mpi")
@@ -78,21 +80,21 @@ def test_gloo_sends_point_to_point_from_host_memory_only():
     assert primitives.get("nccl").point_to_point_on("cuda")
     assert not primitives.get("nccl").point_to_point_on("cpu")  # GPU buffers only
     with pytest.raises(UsageError, match="gloo cannot sendrecv cuda buffers .* use --device cpu"):
-        Plan(fabric="ethernet", primitive="gloo", device="cuda", ops=("sendrecv",), sizes=(8,),
-             out="-", run_id="r")
+        Plan(fabric="ethernet", primitive="gloo", device="cuda", workload="collectives",
+             collectives=Sweep(ops=("sendrecv",), sizes=(8,)), out="-", run_id="r")
     with pytest.raises(UsageError, match="which gloo does not have on cuda buffers: use "
                                          "--primitive mpi or nccl"):
         Plan(fabric="ethernet", primitive="gloo", device="cuda", workload="pairs",
-             ops=("allreduce",), sizes=(8,), out="-", run_id="r")
+             collectives=Sweep(ops=("allreduce",), sizes=(8,)), out="-", run_id="r")
     with pytest.raises(UsageError, match="host_only_ops must be among its ops"):
         Primitive(name="x", ops=("allreduce",), dtypes=("float32",), communicator="m:C",
                   launchers={"x": "spawn"}, train_engine="ddp", host_only_ops=("sendrecv",))
 
 
 def test_a_gpu_run_leaves_out_by_default_what_the_primitive_cannot_do_there():
-    from fabbench.catalog import CollectivesConfig
+    from fabbench.workloads.collectives import CollectivesConfig
 
     plan = Plan.of(RunConfig(primitive="gloo", device="cuda",
                              collectives=CollectivesConfig()), fabric="ethernet",
                    primitive="gloo", device="cuda", ranks=2, iface=None, out="-", run_id="r")
-    assert "sendrecv" not in plan.ops and "allreduce" in plan.ops
+    assert "sendrecv" not in plan.collectives.ops and "allreduce" in plan.collectives.ops

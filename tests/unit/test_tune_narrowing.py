@@ -10,13 +10,13 @@ import random
 
 import pytest
 
-from fabbench.catalog import CollectivesConfig
 from fabbench.config import RunConfig
 from fabbench.errors import UsageError
 from fabbench.results.writer import ResultWriter
 from fabbench.tune import library, publish, search
 from fabbench.tune.library import Param
 from fabbench.tune.outputs import read_rules, rules_file
+from fabbench.workloads.collectives import CollectivesConfig
 from unit.test_records import _collective, examples, replaced
 
 M, S = 1 << 20, 16 << 20

@@ -73,7 +73,7 @@ def test_a_study_takes_the_same_workload_kinds():
 
     assert KINDS == ("collectives", "train", "halo", "pairs")
     assert dict(names.ENTRIES) == {
-        "collectives": "fabbench.workloads.collectives:WORKLOAD",
+        "collectives": "fabbench.workloads.collectives.run:WORKLOAD",
         "train": "fabbench.workloads.train.run:WORKLOAD",
         "halo": "fabbench.workloads.halo.exchange:WORKLOAD",
         "pairs": "fabbench.workloads.pairs.tournament:WORKLOAD"}
@@ -126,3 +126,37 @@ def test_the_workload_help_names_every_workload_with_its_summary():
     for name, spec in names.WORKLOADS.items():
         assert f"{name} ({spec.summary})" in text
     assert text.endswith("or all (collectives then train).")
+
+
+def test_outside_their_package_only_the_all_sequence_and_the_default_name_the_collectives():
+    """Issue 61: the collectives are a package like the others; a module outside it asks the
+    registry (or the package's SPEC.name), never spells the kind, save the "all" sequence
+    (catalog.py) and the --workload default (config.py). 17 modules did before."""
+    from pathlib import Path
+
+    import fabbench
+
+    src = Path(fabbench.__file__).parent
+    package = src / "workloads" / "collectives"
+    holding = sorted(p.relative_to(src).as_posix() for p in src.rglob("*.py")
+                     if package not in p.parents and '"collectives"' in p.read_text())
+    assert holding == ["catalog.py", "config.py"]
+
+
+def test_the_collectives_resume_skips_the_points_of_its_run_only():
+    from fabbench.plan import Plan
+    from fabbench.results.records import Record
+    from fabbench.workloads.collectives import Collective, Sweep
+    from fabbench.workloads.collectives.resume import measured
+
+    def plan(workload: str) -> Plan:
+        return Plan(fabric="ethernet", primitive="gloo", workload=workload, out="x",
+                    run_id="r", collectives=Sweep(ops=("allreduce",), sizes=(8,)))
+
+    points = [Collective.read({"run_id": run, "op": "allreduce", "dtype": "float32",
+                               "bytes": n}) for run, n in (("r", 8), ("old", 16), ("r", 64))]
+    other: list[Record] = [Record.read({"run_id": "r"})]
+    assert measured(plan("collectives"), [*points, *other]) == (
+        "allreduce/float32/8", "allreduce/float32/64")
+    with pytest.raises(UsageError, match="--resume continues collectives sweeps only"):
+        measured(plan("halo"), points)

@@ -30,7 +30,7 @@ from fabbench.timing.engine import TimingPolicy
 
 if TYPE_CHECKING:
     from fabbench.plan import Plan
-    from fabbench.results.records import Collective
+    from fabbench.workloads.collectives.record import Collective
 
 LOOPS = Path(__file__).resolve().parent / "loops"
 PY_LOOP = LOOPS / "py_loop.py"
@@ -133,9 +133,9 @@ def reference_program(reference: str, op: str) -> list[str]:
 
 
 def plan_for(path: FidelityPath, ranks: int | None, sizes: Iterable[int], op: str) -> Plan:
-    from fabbench.catalog import CollectivesConfig
     from fabbench.config import RunConfig
     from fabbench.runner import make_plan
+    from fabbench.workloads.collectives import CollectivesConfig
 
     plan, _ = make_plan(RunConfig(fabric=path.fabric, primitive=path.primitive,
                                   horovod_over=path.horovod_over, wire=path.wire, ranks=ranks,
@@ -200,7 +200,7 @@ def run_fabbench(path: FidelityPath, op: str, sizes: list[int], ranks: int | Non
     """`fabbench run` as a user runs it (``--timing``: the protocol); each point's figure from
     its results file: the p50 (batch), or OSU's own statistic (osu: osu_average_us)."""
     from fabbench.results.reader import read_results
-    from fabbench.results.records import Collective
+    from fabbench.workloads.collectives.record import Collective
 
     with tempfile.TemporaryDirectory(prefix="fabbench-fidelity-") as tmp:
         out = Path(tmp, "r.jsonl")

@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 from fabbench.errors import UsageError
 from fabbench.floors.points import Point
+from fabbench.workloads.collectives import SPEC as COLLECTIVES
 
 T = TypeVar("T")
 
@@ -58,16 +59,17 @@ class OsuTest:
 
 
 _COLL = "the mean over ranks of each rank's mean time"
+_SWEEP = COLLECTIVES.name  # the workload whose figures OSU's collective tests are
 # OSU's titles, "# OSU MPI%s <name> v<version>" (%s: "-CUDA", "-ROCM", ... or ""), by <name>
 OSU_TESTS = {
-    "Allreduce Latency Test": OsuTest("osu_allreduce", "collectives", "allreduce", "time", _COLL),
-    "Allgather Latency Test": OsuTest("osu_allgather", "collectives", "allgather", "time", _COLL),
-    "Broadcast Latency Test": OsuTest("osu_bcast", "collectives", "broadcast", "time", _COLL),
-    "Reduce_scatter Latency Test": OsuTest("osu_reduce_scatter", "collectives",
+    "Allreduce Latency Test": OsuTest("osu_allreduce", _SWEEP, "allreduce", "time", _COLL),
+    "Allgather Latency Test": OsuTest("osu_allgather", _SWEEP, "allgather", "time", _COLL),
+    "Broadcast Latency Test": OsuTest("osu_bcast", _SWEEP, "broadcast", "time", _COLL),
+    "Reduce_scatter Latency Test": OsuTest("osu_reduce_scatter", _SWEEP,
                                            "reduce_scatter", "time", _COLL),
     "All-to-All Personalized Exchange Latency Test": OsuTest(
-        "osu_alltoall", "collectives", "alltoall", "time", _COLL),
-    "Reduce Latency Test": OsuTest("osu_reduce", "collectives", "reduce", "time", _COLL),
+        "osu_alltoall", _SWEEP, "alltoall", "time", _COLL),
+    "Reduce Latency Test": OsuTest("osu_reduce", _SWEEP, "reduce", "time", _COLL),
     "Bandwidth Test": OsuTest("osu_bw", "pairs", "sendrecv", "bw",
                               "one direction, a window of messages in flight"),
     "Bi-Directional Bandwidth Test": OsuTest("osu_bibw", "pairs", "sendrecv", "bw",
@@ -289,7 +291,7 @@ class _NcclRun:
         metrics = _metrics({"time": num(5), "algbw": num(6), "busbw": num(7)}, notes)
         return Point(source="nccl-tests", file=str(self.path),
                      run=f"{self.path.name}:{self.start} {program}",
-                     workload="collectives", op=op, bytes=size,
+                     workload=COLLECTIVES.name, op=op, bytes=size,
                      dtype=NCCL_DTYPES.get(dtype, dtype), primitive="nccl", ranks=ranks,
                      nodes=nodes, metrics=metrics, evidence="; ".join(notes))
 
@@ -420,7 +422,7 @@ class _JsonRun:
             notes.append(f"root {root}")
         metrics = _metrics(figures, notes)
         return Point(source="nccl-tests", file=str(self.path), run=self.label,
-                     workload="collectives", op=self.op, bytes=r["size"],
+                     workload=COLLECTIVES.name, op=self.op, bytes=r["size"],
                      dtype=NCCL_DTYPES.get(r["type"], r["type"]), primitive="nccl",
                      ranks=self.ranks, nodes=self.nodes, metrics=metrics,
                      evidence="; ".join(notes))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import fnmatch
 import functools
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from fabbench import catalog
 from fabbench.errors import UsageError
@@ -96,8 +96,8 @@ class Point:
 
 
 def points_of(series: Iterable[Series]) -> Iterator[Point]:
-    """The points of fabbench runs: every collective record, and the figures of each workload
-    that declares its own (``WorkloadFloors.points``: train's, each record's)."""
+    """The points of fabbench runs: the figures of each workload that declares its own
+    (``WorkloadFloors.points``: the collectives' and train's, each record's)."""
     for s in series:
         run = s.run
         link = _link(s)
@@ -107,22 +107,15 @@ def points_of(series: Iterable[Series]) -> Iterator[Point]:
         point = functools.partial(Point, source="fabbench", file=str(s.path), run=run.run_id,
                                   primitive=run.primitive, fabric=run.fabric, gpudirect=gdr,
                                   nodes=run.nodes, ceiling_gbit_s=ceiling, nominal_gbit_s=link)
-        common = point(workload="")
-        for c in s.collectives:  # made, not replace()d: a file may hold 100,000 of them
-            yield point(workload="collectives", op=c.op, bytes=c.bytes,
-                        dtype=c.dtype, transport=c.transport, ranks=c.ranks,
-                        metrics={"time": c.time_us.p50} if c.ranks == 1 else
-                        {"busbw": c.busbw_gbyte_s, "algbw": c.algbw_gbyte_s,
-                         "time": c.time_us.p50},
-                        evidence=f"p50 of {c.samples or len(c.samples_us or ())} samples")
         for name, floors in FLOORS.items():
             if floors.points is not None:
+                # made, not replace()d: a file may hold 100,000 of them
                 for f in floors.points(s.of_kind(catalog.WORKLOADS[name].record)):
-                    yield replace(common, workload=name, op=f.op, bytes=f.bytes, dtype=f.dtype,
-                                  transport=f.transport,
-                                  ranks=run.ranks if f.ranks is None else f.ranks,
-                                  node=f.node, metrics=f.metrics, evidence=f.evidence,
-                                  peers=f.peers)
+                    yield point(workload=name, op=f.op, bytes=f.bytes, dtype=f.dtype,
+                                transport=f.transport,
+                                ranks=run.ranks if f.ranks is None else f.ranks,
+                                node=f.node, metrics=f.metrics, evidence=f.evidence,
+                                peers=f.peers)
 
 
 def _link(s: Series) -> float | None:

@@ -18,6 +18,7 @@ from fabbench.launch import notices, rundir
 from fabbench.launch.launchers import LaunchSpec
 from fabbench.plan import Plan
 from fabbench.procs import dies_with_this_process, signals_unwind, stop_groups, stop_marked
+from fabbench.workloads.collectives import Sweep
 
 # after a rank showed a fault (its watchdog fired, or it died), how long the library's own abort
 # may take to end the run before the launcher ends it (an MPI abort across nodes can hang for
@@ -28,9 +29,10 @@ FAULT_GRACE_S = 5.0
 def wall_limit(plan: Plan) -> float:
     """A bound for the whole run: start-up, then each point's budget and deadline."""
     own = catalog.WORKLOADS.get(plan.workload)
+    sweep: Sweep = plan.collectives
     points = own.points(plan) if own and own.points else \
-        len(plan.ops) * len(plan.dtypes) * len(plan.sizes)
-    per_point = plan.policy.budget_s * 3 + max(plan.op_timeout(s) for s in plan.sizes)
+        len(sweep.ops) * len(sweep.dtypes) * len(sweep.sizes)
+    per_point = sweep.policy.budget_s * 3 + max(plan.op_timeout(s) for s in sweep.sizes)
     ceiling = 0 if plan.ceiling is False else 2 * (3 * plan.ceiling_s + 30) + 30
     return 2 * plan.timeout_s + 60 + points * per_point + ceiling
 

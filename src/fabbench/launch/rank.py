@@ -184,7 +184,7 @@ class RankRun:
             state = dataclasses.replace(state, picked=(*state.picked, resolved.iface.note()))
             plan = dataclasses.replace(plan, iface=resolved.iface.name)
         os.environ["FABBENCH_LOCAL_RANK"] = str(me.local_rank)
-        graph_environment(plan.policy.cuda_graph, os.environ)
+        graph_environment(plan.collectives.policy.cuda_graph, os.environ)
         chosen = workloads.load(plan.workload)  # imported now, before the library starts
         for workload in chosen:
             workload.prepare(plan)
@@ -263,8 +263,8 @@ class RankRun:
             profile_source=str(resolved.profile.source), profile_env=resolved.env(),
             profile_link=records.ProfileLink.of({"hardware": resolved.profile.hardware,
                                                  **resolved.profile.link.to_json()}),
-            timing=records.Timing.of({**plan.policy.__dict__, **graph_timing(
-                plan.policy.cuda_graph, os.environ)}), resumed=self.state.resumed,
+            timing=records.Timing.of({**plan.collectives.policy.__dict__, **graph_timing(
+                plan.collectives.policy.cuda_graph, os.environ)}), resumed=self.state.resumed,
             plan=plan.to_json(), timing_method=comm.timing_method,
             library_report=None if report is None else records.ConnectionReport.of(report),
             provenance=records.Provenance.of(provenance),

@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from fabbench.errors import UsageError
 from fabbench.report.significance import MIN_TEST_SAMPLES, Verdict, compare_many, median_ratio
 from fabbench.report.tables import OP_ORDER, unstable
-from fabbench.results.records import Collective, Run
+from fabbench.results.records import Run
 from fabbench.results.runs import Series
+from fabbench.workloads.collectives.record import Collective
 from fabbench.workloads.train.record import Train
 
 # launcher bookkeeping that differs on every run and says nothing about the set-up

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fabbench.results.records import Collective
+from fabbench.workloads.collectives.record import Collective
 
 LATE_SHARE = 0.5
 SYNCHRONISING = ("allreduce", "allgather", "reduce_scatter", "alltoall")

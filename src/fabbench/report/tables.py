@@ -10,8 +10,8 @@ from typing import Any
 from fabbench.console import ONE_RANK
 from fabbench.report.significance import why_unstable
 from fabbench.results.link import LinkRate, MeasuredCeiling, ceiling_of, format_gbit_s, link_of
-from fabbench.results.records import Collective
 from fabbench.results.runs import Series
+from fabbench.workloads.collectives.record import Collective
 from fabbench.workloads.train.record import Train
 
 # nccl-tests names and columns

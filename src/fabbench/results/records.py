@@ -7,9 +7,9 @@ read from a file that lacks it; the writer still passes it). Objects of stable s
 record are typed too (Nested); free-form ones stay mappings. A new kind of fabbench's own: a
 dataclass decorated with ``@kind("name")`` and its ``$defs`` entry in schema.json with the same
 fields (a unit test compares them); a new field goes in both and in the history beside
-results.SCHEMA. The run's kinds are here; a workload's kind lives in its package (halo's,
-pairs'), registered when fabbench.catalog loads the package (``kind_of`` and ``kinds`` load it
-when a kind of schema.json is not registered yet)."""
+results.SCHEMA. The run's kinds are here; a workload's kind lives in its package (the
+collectives', halo's, pairs'), registered when fabbench.catalog loads the package (``kind_of``
+and ``kinds`` load it when a kind of schema.json is not registered yet)."""
 
 from __future__ import annotations
 
@@ -780,31 +780,6 @@ class Measured(Record):
     samples_us: Sequence[float] | None = dataclasses.field(metadata=after("time_us"))
 
 
-@kind("collective")
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Collective(Measured):
-    """One measured point of the collectives sweep (op, dtype, size)."""
-
-    op: str
-    bytes: int
-    count: int | None
-    dtype: str
-    ranks: int
-    transport: str
-    iters: int
-    # a sample's operations replayed as one CUDA graph (--cuda-graph); absent: eager calls
-    cuda_graph: bool | None = dataclasses.field(default=None,
-                                                metadata=after("timing", OMITTED))
-    algbw_gbyte_s: float
-    busbw_gbyte_s: float
-    busbw_mean_gbyte_s: float | None
-    correct: bool | None
-    wrong: int | None
-    wrong_ranks: Sequence[int] | None
-    rank_samples_us: Sequence[Sequence[float]] | None  # each rank's own samples
-    stable: bool           # by stable_rule (timing.stats.STABLE_RULE)
-    stable_rule: str
-    median_ci95_rel: float | None  # None: too few samples for the interval
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -7,14 +7,14 @@ through here."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import TypeVar, overload
+from typing import Any, TypeVar, overload
 
 from fabbench.errors import UsageError
 from fabbench.results.columns import ColumnRecords
 from fabbench.results.reader import read_results
-from fabbench.results.records import Ceiling, Collective, Record, Run, Summary
+from fabbench.results.records import Ceiling, Record, Run, Summary
 
 R = TypeVar("R", bound=Record)
 
@@ -25,8 +25,10 @@ class Series:
 
     path: Path
     run: Run
-    collectives: list[Collective] = field(default_factory=list)
-    ceilings: list[Ceiling] = field(default_factory=list)
+    # each list holds the records of the kind its metadata names; the collectives' are
+    # fabbench.workloads.collectives.record.Collective (a layer above)
+    collectives: list[Any] = field(default_factory=list, metadata={"kind": "collective"})
+    ceilings: list[Ceiling] = field(default_factory=list, metadata={"kind": "ceiling"})
     # the records of the kinds that have no list above (of a workload declared in a package
     # of its own), by kind; of_kind reads every kind. A kind read as columns (a health
     # check's pairs, results.columns) is a ColumnRecords: its analysis reads the columns.
@@ -45,9 +47,9 @@ class Series:
         ``Train``), in file order."""
         if not isinstance(kind, str):
             return [r for r in self.of_kind(kind.kind) if isinstance(r, kind)]
-        for cls, name in _LISTS.items():
-            if cls.kind == kind:
-                return list(getattr(self, name))
+        name = _LISTS.get(kind)
+        if name is not None:
+            return list(getattr(self, name))
         found = self.others.get(kind, ())
         return found if isinstance(found, ColumnRecords) else list(found)
 
@@ -72,8 +74,9 @@ class Series:
         return ", ".join(found) or self.run.transport or "?"
 
 
-# the list of a Series each kind of record goes to
-_LISTS: dict[type[Record], str] = {Collective: "collectives", Ceiling: "ceilings"}
+# the list of a Series each kind of record goes to, by kind
+_LISTS: dict[str, str] = {f.metadata["kind"]: f.name for f in fields(Series)
+                          if "kind" in f.metadata}
 
 
 def expand(paths: Iterable[str | Path]) -> list[Path]:
@@ -106,7 +109,7 @@ def split_runs(path: Path) -> list[Series]:
         elif isinstance(record, Summary):
             series[-1].summary = record
         else:
-            name = _LISTS.get(type(record))
+            name = _LISTS.get(record.kind)
             if name is None:
                 listed = series[-1].others.setdefault(record.kind, [])
                 assert isinstance(listed, list)  # a columnar kind's lines are all columns

@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 
 from fabbench.errors import UsageError
-from fabbench.results.records import Collective
 from fabbench.scaling.costs import BUSBW_ALGORITHM, Params, coefficients
+from fabbench.workloads.collectives.record import Collective
 
 MIN_SIZES = 2  # distinct sizes a fit needs (two unknowns)
 

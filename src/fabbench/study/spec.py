@@ -4,10 +4,10 @@ data in a TOML file, validated once, before anything runs.
     name = "quick"
     [matrix]                # the axes (every combination is a cell); fabric = ["*"]: every profile
     fabric = ["ethernet"]   # also primitive, gpudirect, nodes, link (emulated link rates)
-    workload = ["allreduce"]
+    workload = ["stencil"]
     [run]                   # options of every cell, as `fabbench run` takes them
-    [workload.allreduce]    # a workload: its kind and its own options
-    kind = "collectives"
+    [workload.stencil]      # a workload: its kind (a --workload name) and its own options
+    kind = "halo"
     [[exclude]] / [[override]]   # combinations left out; options for the cells a match selects
 
 A bad file is refused with its path, line and key (``UsageError``). Names are looked up in the
@@ -29,7 +29,7 @@ from typing import Any
 import tomllib
 
 from fabbench import catalog
-from fabbench.config import STUDY_KEYS, RunConfig, study_value
+from fabbench.config import STUDY_KEYS, Field, RunConfig, study_value
 from fabbench.errors import UsageError
 from fabbench.fabrics.profile import GPUDIRECT
 from fabbench.study.locate import line_of
@@ -51,11 +51,21 @@ _OWN_KEYS = {"ranks_per_node": ((int,), None), "deadline": ((int, float), None),
 # retry = "transient": a cell that failed from a fault on the wire (a peer that timed out, a
 # connection reset: study.run.transient) runs once more; "none" (the default) never
 RETRIES = ("none", "transient")
+
+
+def _shared(f: Field, shares: tuple[str, ...]) -> bool:
+    """Whether a workload that shares the sections ``shares`` takes the section field ``f``."""
+    if f.section not in shares:
+        return False
+    return f.name in getattr(catalog.SECTIONS[f.section], "SHARED", (f.name,))
+
+
 KEYS: Mapping[str, tuple[tuple[type, ...], tuple[str, ...] | None]] = MappingProxyType({
     **_OWN_KEYS,
     **{key: (_TOML[f.option.kind.name], None if f.section is None else
-             # its section's, and those of the workloads that share the field (WorkloadSpec.shares)
-             (f.section, *(w.name for w in catalog.WORKLOADS.values() if f.path in w.shares)))
+             # its section's, and those of the workloads that share the section (WorkloadSpec.
+             # shares), where the section lets them take the field (its SHARED; all without)
+             (f.section, *(w.name for w in catalog.WORKLOADS.values() if _shared(f, w.shares))))
        for key, f in STUDY_KEYS.items()
        if not f.option.placed and key not in (*AXES, "kind")}})
 DEFAULT_DEADLINE_S = 600.0

@@ -34,11 +34,13 @@ from fabbench.procs import signals_unwind
 from fabbench.report.significance import Verdict, compare_samples, median_ratio
 from fabbench.results import output_files
 from fabbench.results.reader import read_results
-from fabbench.results.records import Ceiling, Collective, Run, Summary
+from fabbench.results.records import Ceiling, Run, Summary
 from fabbench.study.run import launch_logged, results_ok
 from fabbench.tune import STATE, library
 from fabbench.tune.outputs import RULES, rules_file
 from fabbench.units import format_size
+from fabbench.workloads.collectives import SPEC as COLLECTIVES
+from fabbench.workloads.collectives.record import Collective
 
 TRIAL_DEADLINE_S = 900.0
 NARROWINGS = 2  # final stages after the first, each with the tuned settings narrowed
@@ -236,7 +238,7 @@ class Tuner:
         self.primitive: str = config.primitive
         if config.fabric == "auto":
             raise UsageError("tune needs --fabric: the profile whose settings it tunes")
-        if config.workload != "collectives":
+        if config.workload != COLLECTIVES.name:
             raise UsageError("tune measures collectives: leave --workload out")
         self.profile = load_profile(config.fabric)
         section = self.profile.primitives.get("mpi" if self.primitive == "horovod"

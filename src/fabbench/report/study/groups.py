@@ -22,6 +22,7 @@ from fabbench.report.tables import share_pct
 from fabbench.results.link import link_of
 from fabbench.units import format_size
 from fabbench.workload_spec import StudyRow, WorkloadSpec
+from fabbench.workloads.collectives import SPEC as COLLECTIVES
 
 # what a group's median is, its unit and its throughput column, by workload kind (from
 # fabbench.catalog: the workloads whose cells a study ranks)
@@ -132,7 +133,7 @@ def collective_groups(cells: list[StudyCell]) -> list[CellGroup]:
             if not common:
                 continue
             size, dtype = max(common)
-            g = CellGroup("collectives", f"{op} {format_size(size)}", nodes)
+            g = CellGroup(COLLECTIVES.name, f"{op} {format_size(size)}", nodes)
             for c in members:
                 r = points[c.id][(size, dtype)]
                 link = link_of(c.run) if c.run else None
@@ -248,7 +249,7 @@ def cell_groups(cells: list[StudyCell]) -> list[CellGroup]:
 
 
 # the kinds grouped by builders of their own, above
-BUILT = ("collectives",)
+BUILT = (COLLECTIVES.name,)
 
 
 def all_groups(cells: list[StudyCell]) -> list[CellGroup]:

@@ -18,6 +18,7 @@ from fabbench.report.significance import ALPHA
 from fabbench.report.study.answer import StudyAnswer
 from fabbench.report.study.groups import METRIC, SCALING, THROUGHPUT, UNIT
 from fabbench.report.tables import efficiency_lines
+from fabbench.workloads.collectives import SPEC as COLLECTIVES
 
 _TEMPLATE = PAGE_HEAD + """.best{background:#eaf7ee}.failed{color:#b3261e;font-weight:600}
 .ok{color:#0a7a2b;font-weight:600}.skipped{color:#666}
@@ -36,13 +37,13 @@ p &lt; {{ alpha }} and the bootstrap 95 % interval of the ratio of medians exclu
 
 {% for g in groups %}<h2>{{ g.title }}: {{ metric[g.kind] }}</h2>
 <table><tr><th class="l">cell</th><th class="l">transport</th><th>{{ metric[g.kind] }} ({{ unit[g.kind] }}, median)</th><th>samples</th>
-<th>{{ through[g.kind] }}</th>{% if g.kind != "collectives" %}<th>exposed comm. share</th>{% endif %}
-{% if scaling[g.kind] %}<th>scaling efficiency</th>{% endif %}{% if g.kind == "collectives" %}<th>link %</th>{% endif %}
+<th>{{ through[g.kind] }}</th>{% if g.kind != sweep %}<th>exposed comm. share</th>{% endif %}
+{% if scaling[g.kind] %}<th>scaling efficiency</th>{% endif %}{% if g.kind == sweep %}<th>link %</th>{% endif %}
 <th>vs best</th><th>95 % CI</th><th>p</th><th class="l">verdict</th></tr>
 {% for r in g.rows %}{% set d = r.diff() %}<tr{% if r.best %} class="best"{% endif %}><td class="l"><b>{{ r.cell.label }}</b> <code>{{ r.cell.id }}</code></td>
 <td class="l">{{ r.transport }}</td><td>{{ "%.2f"|format(r.median) }}</td><td>{{ r.samples|length }}</td>
-<td>{{ num(r.throughput) }}</td>{% if g.kind != "collectives" %}<td>{{ pct(r.comm_share) }}</td>{% endif %}
-{% if scaling[g.kind] %}<td>{{ pct(r.scaling) }}</td>{% endif %}{% if g.kind == "collectives" %}<td>{{ num(r.link_pct) }}</td>{% endif %}
+<td>{{ num(r.throughput) }}</td>{% if g.kind != sweep %}<td>{{ pct(r.comm_share) }}</td>{% endif %}
+{% if scaling[g.kind] %}<td>{{ pct(r.scaling) }}</td>{% endif %}{% if g.kind == sweep %}<td>{{ num(r.link_pct) }}</td>{% endif %}
 <td>{% if r.best %}best{% else %}{{ "%+.1f"|format(d[0]) }} %{% endif %}</td>
 <td>{% if d[1] is not none %}{{ "%+.1f"|format(d[1]) }} … {{ "%+.1f"|format(d[2]) }} %{% else %}-{% endif %}</td>
 <td>{% if r.verdict and r.verdict.p_value is not none %}{{ "%.3g"|format(r.verdict.p_value) }}{% else %}-{% endif %}</td>
@@ -140,7 +141,8 @@ def render(a: StudyAnswer, plots: Sequence[Plot], *, title: str) -> str:
         title=title, version=__version__,
         generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), alpha=ALPHA,
         m=a.manifest, headline=a.headline, warnings=a.warnings, groups=a.groups,
-        metric=METRIC, unit=UNIT, through=THROUGHPUT, scaling=SCALING, figures=figures, wire=wire_lines(a),
+        metric=METRIC, unit=UNIT, through=THROUGHPUT, scaling=SCALING, sweep=COLLECTIVES.name,
+        figures=figures, wire=wire_lines(a),
         forecast=a.forecast, forecast_error=a.forecast_error, cells=a.cells, num=_num,
         whatif=a.whatif,
         pct=_pct)

@@ -17,6 +17,7 @@ from fabbench.comm import primitives
 from fabbench.errors import UsageError
 from fabbench.option_fields import TEXT, option, validate
 from fabbench.workload_spec import Findings, FloorFigures, WorkloadFloors, WorkloadSpec
+from fabbench.workloads.collectives import SPEC as SWEEP
 from fabbench.workloads.pairs.pair_record import Pairs
 
 __all__ = ["PAIR_SCHEDULES", "SPEC", "PairsConfig", "decide", "findings", "floor_figures"]
@@ -151,17 +152,16 @@ def findings(records: Sequence[Pairs]) -> Findings | None:
 
 def points(plan: Any) -> int:
     """At most one round per rank (a bye with an odd number), each of every size and dtype."""
-    count: int = plan.ranks * len(plan.dtypes) * len(plan.sizes)  # a Plan (untyped hook)
+    count: int = plan.ranks * len(plan.collectives.dtypes) * len(plan.collectives.sizes)
     return count
 
 
 SPEC = WorkloadSpec(
     name="pairs", summary="node pairs in rounds: finds the slow node",
     entry="fabbench.workloads.pairs.tournament:WORKLOAD", record="pairs", section=PairsConfig,
-    # sendrecv timed as the collectives time theirs, over their sizes, dtypes and budget
-    shares=tuple(f"collectives.{name}" for name in (
-        "sizes", "dtypes", "check", "budget_s", "min_samples", "max_samples", "timing",
-        "cuda_graph")),
+    # sendrecv timed as the collectives time theirs, over their sizes, dtypes and budget: the
+    # fields of their section it shares (CollectivesConfig.SHARED), read as plan.collectives
+    shares=(SWEEP.name,),
     sizes="8,1M",  # the latency at the smallest size, the bandwidth at the largest
     points=points, check=check, findings=findings, decide=decide,
     floors=WorkloadFloors(metrics=("bw", "time"), baseline="bw", ops=("sendrecv",),

@@ -72,10 +72,10 @@ def _measure_pair(comm: Communicator, plan: Plan, peer: int, nbytes: int, dtype:
     count = nbytes // DTYPE_SIZES[dtype]
     send = comm.array(fill(comm.rank, 0, count), dtype)
     recv = comm.array(np.zeros(count), dtype)
-    m = measure(comm.exchange(peer, send, recv), comm.pair(peer), plan.policy, arm,
+    m = measure(comm.exchange(peer, send, recv), comm.pair(peer), plan.collectives.policy, arm,
                 plan.op_timeout(nbytes), what, pause_s, nbytes=nbytes, bandwidth=True)
     correct = None
-    if plan.check:  # fresh buffers, one exchange, the peer's values expected
+    if plan.collectives.check:  # fresh buffers, one exchange, the peer's values expected
         recv = comm.array(np.zeros(count), dtype)
         arm(plan.op_timeout(nbytes), f"{what} (check)")
         comm.exchange(peer, send, recv)()
@@ -96,8 +96,8 @@ def run_pairs(comm: Communicator, plan: Plan, transport: str, hosts: list[str],
     where = {pair: number for number, pairs in enumerate(rounds) for pair in pairs}
     first: dict[tuple[str, int], dict[tuple[int, int], float]] = {}  # (dtype, bytes): pair: GB/s
     for number, pairs in enumerate(rounds):
-        for dtype in plan.dtypes:
-            for nbytes in plan.sizes:
+        for dtype in plan.collectives.dtypes:
+            for nbytes in plan.collectives.sizes:
                 size = _size(nbytes, dtype)
                 if size == 0:
                     continue
@@ -106,8 +106,8 @@ def run_pairs(comm: Communicator, plan: Plan, transport: str, hosts: list[str],
                                        serial=schedule(plan) == "serial"):
                     first.setdefault((dtype, size), {})[(rec.a, rec.b)] = rec.bw_gbyte_s
                     yield rec
-    for dtype in plan.dtypes:
-        size = max((_size(n, dtype) for n in plan.sizes), default=0)
+    for dtype in plan.collectives.dtypes:
+        size = max((_size(n, dtype) for n in plan.collectives.sizes), default=0)
         for a, b in slow_pairs(first.get((dtype, size), {})):
             yield from _pairs_once(comm, plan, [(a, b)], ranks, me, unit, size, dtype, arm,
                                    fault, where[(a, b)], len(rounds), hosts, transport,
@@ -177,7 +177,7 @@ def _record(found: dict[str, Any], number: int, rounds: int, ranks: list[int], h
         a_host=hosts[ranks[a]], b_host=hosts[ranks[b]], bytes=size, dtype=dtype,
         transport=transport, iters=found["batch"] * len(samples),
         samples=len(samples), batch=found["batch"], warmup=found["warmup"],
-        timing=plan.policy.protocol,
+        timing=plan.collectives.policy.protocol,
         time_us=records.Times.of(times), samples_us=[round(s, 3) for s in samples],
         bw_gbyte_s=size / (times["p50"] * 1e-6) / 1e9, correct=found["correct"],
         recheck=recheck)

@@ -1,4 +1,5 @@
-"""The collectives sweep: for each op, dtype and size, time it and (with --check) verify it."""
+"""The collectives sweep as a rank runs it: for each op, dtype and size, time it and (with
+--check) verify it."""
 
 from __future__ import annotations
 
@@ -9,12 +10,16 @@ from typing import Any
 import numpy as np
 
 from fabbench.comm.base import GRAPH_OPS, Communicator
-from fabbench.console import line as point_line
-from fabbench.console import stream_header
 from fabbench.plan import Plan
 from fabbench.results import records
 from fabbench.timing.engine import measure
 from fabbench.timing.stats import STABLE_RULE, is_stable, median_ci95_rel, summarize
+from fabbench.workloads.collectives.line import line as point_line
+from fabbench.workloads.collectives.line import stream_header
+from fabbench.workloads.collectives.record import Collective
+from fabbench.workloads.collectives.resume import point_key
+from fabbench.workloads.collectives.section import Sweep
+from fabbench.workloads.collectives.spec import SPEC
 from fabbench.workloads.faults import Fault
 from fabbench.workloads.interface import RankContext
 from fabbench.workloads.ops import OPS, expected, send_data
@@ -50,23 +55,20 @@ def slots(plan: Plan, nbytes: int) -> int:
     """How many copies of a point's buffers the operations of a CUDA graph cycle through: as
     many as fit in the sweep's largest message (nccl-tests shifts its buffers through its
     largest size likewise), at most a graph's or a batch's operations (each takes the next)."""
-    return max(1, min(plan.policy.max_batch, GRAPH_OPS, max(plan.sizes) // nbytes))
-
-
-def point_key(op: str, dtype: str, nbytes: int) -> str:
-    """How --resume names a measured point."""
-    return f"{op}/{dtype}/{nbytes}"
+    options: Sweep = plan.collectives
+    return max(1, min(options.policy.max_batch, GRAPH_OPS, max(options.sizes) // nbytes))
 
 
 def sweep(comm: Communicator, plan: Plan, transport: str, arm: Callable[[float, str], None],
-          fault: Fault | None = None, skip: Collection[str] = ()) -> Iterator[records.Collective]:
+          fault: Fault | None = None, skip: Collection[str] = ()) -> Iterator[Collective]:
     """Yield one collective record per measured point, skipping the points in ``skip``
     (point_key; already measured by the run being resumed)."""
     n = comm.size
-    for op_name in plan.ops:
+    options: Sweep = plan.collectives
+    for op_name in options.ops:
         op = OPS[op_name]
-        for dtype in plan.dtypes:
-            for nbytes in plan.sizes:
+        for dtype in options.dtypes:
+            for nbytes in options.sizes:
                 counts = op.counts(nbytes, dtype, n)
                 if counts is None:
                     continue
@@ -79,8 +81,8 @@ def sweep(comm: Communicator, plan: Plan, transport: str, arm: Callable[[float, 
                 what = f"{op_name} of {size} bytes ({dtype})"
                 pause = fault.pause_s(comm.rank, op_name, size) if fault is not None else 0.0
                 call = comm.graphed(op_name, send, recv, slots(plan, size)) \
-                    if plan.policy.cuda_graph else comm.bind(op_name, send, recv)
-                m = measure(call, comm, plan.policy, arm,
+                    if options.policy.cuda_graph else comm.bind(op_name, send, recv)
+                m = measure(call, comm, options.policy, arm,
                             plan.op_timeout(size), what, pause, nbytes=size,
                             bandwidth=op.exchange)
                 del send, recv, call
@@ -89,7 +91,7 @@ def sweep(comm: Communicator, plan: Plan, transport: str, arm: Callable[[float, 
                 correct: bool | None = None
                 wrong: int | None = None
                 bad: list[int] = []
-                if plan.check:
+                if options.check:
                     arm(plan.op_timeout(size), f"{what} (check)")
                     correct, wrong, bad = check_once(comm, op_name, counts, dtype,
                                                      corrupt=fault is not None
@@ -97,11 +99,11 @@ def sweep(comm: Communicator, plan: Plan, transport: str, arm: Callable[[float, 
                 times = summarize(m.samples_us)
                 algbw = size / (times["p50"] * 1e-6) / 1e9
                 rel = median_ci95_rel(m.samples_us)
-                yield records.Collective(
+                yield Collective(
                     run_id=plan.run_id, op=op_name, bytes=size, count=max(counts), dtype=dtype,
                     ranks=n, transport=transport, iters=m.iters, samples=len(m.samples_us),
-                    batch=m.batch, warmup=m.warmup, timing=plan.policy.protocol,
-                    cuda_graph=plan.policy.cuda_graph, time_us=records.Times.of(times),
+                    batch=m.batch, warmup=m.warmup, timing=options.policy.protocol,
+                    cuda_graph=options.policy.cuda_graph, time_us=records.Times.of(times),
                     samples_us=[round(s, 3) for s in m.samples_us], rank_samples_us=own,
                     algbw_gbyte_s=algbw, busbw_gbyte_s=algbw * op.busbw_factor(n),
                     busbw_mean_gbyte_s=size / (times["mean"] * 1e-6) / 1e9 * op.busbw_factor(n),
@@ -112,7 +114,7 @@ def sweep(comm: Communicator, plan: Plan, transport: str, arm: Callable[[float, 
 class _Collectives:
     """The sweep as a workload (workloads.interface)."""
 
-    name = "collectives"
+    name = SPEC.name
 
     def prepare(self, plan: Plan) -> None:
         pass
@@ -126,7 +128,7 @@ class _Collectives:
         return text.getvalue().rstrip("\n")
 
     def line(self, record: records.Record) -> str:
-        assert isinstance(record, records.Collective)
+        assert isinstance(record, Collective)
         return point_line(record)
 
     def wrong(self, record: records.Record) -> bool:
