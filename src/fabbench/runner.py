@@ -63,7 +63,7 @@ def make_plan(c: RunConfig, *, local_launch: bool, argv: tuple[str, ...] = ()
     out = c.out or str(Path("results") / f"{run_id}-{Path(fabric).stem}-{primitive}.jsonl")
     decided = {}
     for name, workload in catalog.WORKLOADS.items():  # what each workload's options leave open
-        if workload.decide is not None:
+        if workload.defines("decide"):
             decided[name], note = workload.decide(getattr(c, name), cluster is not None)
             if note is not None and catalog.runs(c.workload, name):
                 picked.append(note)

@@ -13,8 +13,8 @@ from fabbench.catalog import TrainConfig
 from fabbench.config import RunConfig
 from fabbench.errors import UsageError
 from fabbench.plan import PLAN_ENV, STATE_ENV, Plan, RunState, rank_env
-from fabbench.workloads.halo import HaloConfig
-from fabbench.workloads.pairs import PairsConfig
+from fabbench.workloads.halo.section import HaloConfig
+from fabbench.workloads.pairs.section import PairsConfig
 
 STATE_FIELDS = {"picked", "skip", "resumed", "claimed", "baseline_samples_per_s"}
 

@@ -120,9 +120,9 @@ def points_of(series: Iterable[Series]) -> Iterator[Point]:
                         ranks=t.ranks, metrics={"samples_per_s": t.samples_per_s["p50"],
                                                 "step_time": t.step_ms},
                         evidence=f"p50 of {t.steps or '?'} steps")
-        for name, floors in FLOORS.items():
-            if floors.points is not None:
-                for f in floors.points(s.of_kind(catalog.WORKLOADS[name].record)):
+        for name in FLOORS:
+            if (workload := catalog.WORKLOADS[name]).defines("floor_points"):
+                for f in workload.floor_points(s.of_kind(workload.record)):
                     yield replace(common, workload=name, op=f.op, bytes=f.bytes, dtype=f.dtype,
                                   transport=f.transport,
                                   ranks=run.ranks if f.ranks is None else f.ranks,

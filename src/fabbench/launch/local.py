@@ -28,7 +28,7 @@ FAULT_GRACE_S = 5.0
 def wall_limit(plan: Plan) -> float:
     """A bound for the whole run: start-up, then each point's budget and deadline."""
     own = catalog.WORKLOADS.get(plan.workload)
-    points = own.points(plan) if own and own.points else \
+    points = own.points(plan) if own and own.defines("points") else \
         len(plan.ops) * len(plan.dtypes) * len(plan.sizes)
     per_point = plan.policy.budget_s * 3 + max(plan.op_timeout(s) for s in plan.sizes)
     ceiling = 0 if plan.ceiling is False else 2 * (3 * plan.ceiling_s + 30) + 30

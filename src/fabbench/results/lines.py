@@ -1,7 +1,7 @@
 """Each measurement record as the console shows it: the line a run streams as it measures, and
 `fabbench report` prints again from the file (train and ceiling records here; a workload's own
 beside it, named by its spec; collectives have the nccl-tests table of report/tables.py, pairs
-theirs in workloads/pairs/pair_line.py). A record is the typed record the writer wrote (a run,
+theirs in workloads/pairs/line.py). A record is the typed record the writer wrote (a run,
 as it measures) or the loader read (the report); a field a file does not have (None) shows as
 "-"."""
 

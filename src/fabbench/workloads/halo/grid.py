@@ -33,7 +33,8 @@ def rank_of(coords: Sequence[int], dims: tuple[int, int, int]) -> int:
 
 
 def side_of(cells_per_rank: int) -> int:
-    return max(2, round(cells_per_rank ** (1 / 3)))
+    root: float = cells_per_rank ** (1 / 3)  # int ** float: typeshed's Any (a complex below 0)
+    return max(2, round(root))
 
 
 def bytes_per_iter(side: int, dims: tuple[int, int, int]) -> int:
