@@ -154,7 +154,8 @@ def admitted(found: object, where: str) -> Workload[Any]:
             raise ValueError(f"{where} names {found.__name__}, a Workload class that is not "
                              "registered (decorate it with fabbench.workload_base.register)")
         return workload
-    raise ValueError(f"{where} names {type(found).__name__}, not a Workload class")
+    what = found.__name__ if isinstance(found, type) else type(found).__name__
+    raise ValueError(f"{where} names {what}, not a Workload class")
 
 
 def own(entry: str) -> Workload[Any]:
