@@ -31,8 +31,8 @@ REPO = Path(__file__).resolve().parents[1]
 PATHS = ("src/fabbench/results", "src/fabbench/config.py", "src/fabbench/option_fields.py",
          "src/fabbench/study", "src/fabbench/scaling",
          # the workloads' record kinds, in their packages since issue 45 (results/ before)
-         "src/fabbench/workloads/halo/halo_record.py",
-         "src/fabbench/workloads/pairs/pair_record.py")
+         "src/fabbench/workloads/halo/record.py",
+         "src/fabbench/workloads/pairs/record.py")
 BARE = {"dict", "list", "tuple", "set", "frozenset", "Dict", "List", "Tuple", "Set",
         "Mapping", "MutableMapping", "Sequence", "MutableSequence", "Iterable", "Collection"}
 

@@ -1,61 +1,76 @@
-"""Every workload fabbench knows, each declared once as a fabbench.workload_spec.WorkloadSpec:
-its name, what it measures, the object that runs it, the record kind it writes, the section of
-its own options, how ``fabbench report`` shows its records and what a study's report ranks its
-cells by. fabbench's own collectives, train, halo and pairs are declared in packages of their
-own (loaded by name, ``own``); a package installed beside fabbench
-adds its own through the ``fabbench.workloads`` entry-point group (an entry naming its spec),
-read when this module is imported. The tables other modules read are derived
-from the registry, ``WORKLOADS``: the configuration's sections, the record kinds a summary
-counts, the study kinds and report metrics. "all" stands for several workloads run one after
+"""Every workload fabbench knows, each one class (fabbench.workload_base.Workload, registered by
+name): its name, what it measures, how it runs, the record kind it writes, the section of its
+own options, how ``fabbench report`` shows its records and what a study's report ranks its cells
+by. fabbench's own collectives, train, halo and pairs sit in packages of their own (loaded by
+name, ``own``); the halo and pairs are classes, the collectives and train still WorkloadSpecs
+(TRANSITIONAL, issue 61: the registry takes a spec through workload_base.FromSpec); a package
+installed beside fabbench adds its own through the ``fabbench.workloads`` entry-point group (an
+entry naming its class), read when this module is imported. The tables other modules read are
+derived from the registry, ``WORKLOADS``: the configuration's sections, the record kinds a
+summary counts, the study kinds and report metrics. "all" stands for several workloads run one after
 the other (collectives, then train), spelled here once and asked of ``parts``/``runs``.
 
 A layer of its own between the vocabulary (the primitives, networks and timing protocols its
-sections name) and the configuration (which takes its sections); workload modules, which import
-torch and the communicators, are named by their entries and imported only when a rank runs one.
+sections name) and the configuration (which takes its sections); a workload's loop, which imports
+torch and the communicators, is imported by its class only when a rank runs it.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata
 from types import MappingProxyType
 from typing import Any
 
 from fabbench.errors import UsageError
-from fabbench.workload_spec import Findings, StudyMetric, WorkloadSpec
+from fabbench.workload_base import REGISTRY, FromSpec, Workload
+from fabbench.workload_spec import Findings, StudyMetric, WorkloadSpec, load_entry
 
 ENTRY_POINTS = "fabbench.workloads"  # the entry-point group a workload package declares in
 
 
 # ---- fabbench's own workloads, each in a package of its own ----
 
-def own(module: str) -> WorkloadSpec:
-    """The spec of one of fabbench's own workloads that is declared in a package of its own
-    (its module's ``SPEC``), loaded by name as an installed package's entry is: the package
-    sits in a layer above this one (it takes records, the plan and the communicator), and
-    nothing here imports it by a statement."""
-    spec = getattr(importlib.import_module(module), "SPEC", None)
-    if not isinstance(spec, WorkloadSpec):
-        raise ValueError(f"{module}.SPEC is {type(spec).__name__}, not a WorkloadSpec")
-    return spec
+def admitted(found: object, where: str) -> Workload[Any]:
+    """The workload that ``found`` (what ``where`` names) is: the registered instance of a
+    Workload class, or (TRANSITIONAL) a WorkloadSpec's; anything else is an error naming
+    ``where``."""
+    if isinstance(found, WorkloadSpec):
+        return FromSpec(found)
+    if isinstance(found, type) and issubclass(found, Workload):
+        workload = REGISTRY.of(found)
+        if workload is None:
+            raise ValueError(f"{where} names {found.__name__}, a Workload class that is not "
+                             "registered (decorate it with fabbench.workload_base.register)")
+        return workload
+    what = found.__name__ if isinstance(found, type) else type(found).__name__
+    raise ValueError(f"{where} names {what}, not a Workload class")
+
+
+def own(entry: str) -> Workload[Any]:
+    """One of fabbench's own workloads that is a class in a package of its own ("module:Class"),
+    loaded by name as an installed package's entry is: the package sits in a layer above this
+    one (it takes records, the plan and the communicator), and nothing here imports it by a
+    statement; importing its module registers it."""
+    return admitted(load_entry(entry), entry)
 
 
 BUILTIN = (
-    own("fabbench.workloads.collectives"),
-    own("fabbench.workloads.train"),
-    own("fabbench.workloads.halo"),
-    own("fabbench.workloads.pairs"),
+    own("fabbench.workloads.collectives:SPEC"),
+    own("fabbench.workloads.train:SPEC"),
+    own("fabbench.workloads.halo.workload:HaloWorkload"),
+    own("fabbench.workloads.pairs.workload:PairsWorkload"),
 )
 SEQUENCES: Mapping[str, tuple[str, ...]] = MappingProxyType({"all": ("collectives", "train")})
 
 
 # ---- the registry: fabbench's own, then the installed packages' ----
 
-def installed() -> list[WorkloadSpec]:
-    """The specs installed packages declare in the ``fabbench.workloads`` entry-point group,
-    sorted by entry name; an entry that cannot be loaded, or names no WorkloadSpec, is an error
-    naming the package (a workload package that is half installed is never skipped quietly)."""
+def installed() -> list[Workload[Any]]:
+    """The workloads installed packages declare in the ``fabbench.workloads`` entry-point group
+    (each entry naming its class), sorted by entry name; an entry that cannot be loaded, or
+    names no registered Workload class, is an error naming the package (a workload package that
+    is half installed is never skipped quietly)."""
     specs = []
     for ep in sorted(metadata.entry_points(group=ENTRY_POINTS), key=lambda e: e.name):
         where = f"the {ENTRY_POINTS} entry point {ep.name!r} ({ep.value}" + \
@@ -64,16 +79,16 @@ def installed() -> list[WorkloadSpec]:
             spec = ep.load()
         except Exception as exc:  # the package's own error, named with it
             raise ValueError(f"{where} cannot be loaded: {type(exc).__name__}: {exc}") from exc
-        if not isinstance(spec, WorkloadSpec):
-            raise ValueError(f"{where} names {type(spec).__name__}, not a WorkloadSpec")
-        specs.append(spec)
+        specs.append(admitted(spec, where))
     return specs
 
 
-def _registry(*specs: WorkloadSpec) -> Mapping[str, WorkloadSpec]:
-    """The specs by name, in the order given; a name given twice (or taken by a sequence) and
-    a record kind written by two workloads are refused."""
-    out: dict[str, WorkloadSpec] = {}
+def _registry(*given: Workload[Any] | WorkloadSpec) -> Mapping[str, Workload[Any]]:
+    """The workloads by name, in the order given (a WorkloadSpec taken as its FromSpec); a name
+    given twice (or taken by a sequence) and a record kind written by two workloads are
+    refused."""
+    specs = [FromSpec(w) if isinstance(w, WorkloadSpec) else w for w in given]
+    out: dict[str, Workload[Any]] = {}
     kinds: dict[str, str] = {}
     for spec in specs:
         if spec.name in out or spec.name in SEQUENCES:
@@ -86,8 +101,7 @@ def _registry(*specs: WorkloadSpec) -> Mapping[str, WorkloadSpec]:
     return MappingProxyType(out)
 
 
-WORKLOADS: Mapping[str, WorkloadSpec] = _registry(*BUILTIN, *installed())
-ENTRIES: Mapping[str, str] = MappingProxyType({n: w.entry for n, w in WORKLOADS.items()})
+WORKLOADS: Mapping[str, Workload[Any]] = _registry(*BUILTIN, *installed())
 #: The option section of each workload that has one: RunConfig.<name>.
 SECTIONS: Mapping[str, type] = MappingProxyType(
     {n: w.section for n, w in WORKLOADS.items() if w.section is not None})
@@ -113,7 +127,7 @@ def findings(of_kind: Callable[[str], Sequence[Any]]) -> dict[str, Findings | No
     run has none of them or the hook finds nothing."""
     out: dict[str, Findings | None] = {}
     for name, spec in WORKLOADS.items():
-        if spec.findings is not None:
+        if spec.defines("findings"):
             records = of_kind(spec.record)
             out[name] = spec.findings(records) if records else None
     return out

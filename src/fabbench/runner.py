@@ -28,7 +28,7 @@ from fabbench.results.reader import read_results, salvage
 from fabbench.results.records import Run, Summary
 from fabbench.results.writer import ResultWriter
 from fabbench.sysinfo.gpus import gpus_visible, require_gpu
-from fabbench.workload_spec import WorkloadSpec
+from fabbench.workload_base import Workload
 from fabbench.workloads.collectives.resume import measured
 
 if TYPE_CHECKING:
@@ -64,7 +64,7 @@ def make_plan(c: RunConfig, *, local_launch: bool, argv: tuple[str, ...] = ()
     out = c.out or str(Path("results") / f"{run_id}-{Path(fabric).stem}-{primitive}.jsonl")
     decided = {}
     for name, workload in catalog.WORKLOADS.items():  # what each workload's options leave open
-        if workload.decide is not None:
+        if workload.defines("decide"):
             decided[name], note = workload.decide(getattr(c, name), cluster is not None)
             if note is not None and catalog.runs(c.workload, name):
                 picked.append(note)
@@ -171,7 +171,7 @@ def _launch(plan: Plan, state: RunState, resolved: Resolved) -> tuple[int, str |
     return code, error
 
 
-def _series(plan: Plan) -> tuple[WorkloadSpec, tuple[int, ...]] | None:
+def _series(plan: Plan) -> tuple[Workload[Any], tuple[int, ...]] | None:
     """The workload whose series the plan asks for (a spec's ``series`` hook: train's
     --scaling), and its rank counts; None for one launch."""
     for spec in catalog.WORKLOADS.values():
@@ -182,7 +182,7 @@ def _series(plan: Plan) -> tuple[WorkloadSpec, tuple[int, ...]] | None:
     return None
 
 
-def _run_series(plan: Plan, state: RunState, spec: WorkloadSpec, counts: tuple[int, ...]
+def _run_series(plan: Plan, state: RunState, spec: Workload[Any], counts: tuple[int, ...]
                 ) -> Outcome:
     """One local launch per rank count, smallest first, all appended to the same results file
     (one run record, its measurements and its summary per rank count; run ids end in -n<ranks>).

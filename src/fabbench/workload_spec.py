@@ -1,11 +1,10 @@
-"""What a workload declares about itself, as data: a :class:`WorkloadSpec`. fabbench's own
-workloads are declared in fabbench.catalog; a package adds one by declaring a spec and naming it
-in its ``fabbench.workloads`` entry point (docs/architecture.md, "A new workload"). Everything
-fabbench shows of a workload is derived from its spec: the ``--workload`` choice and its help,
-the options of ``fabbench run`` (the section's fields), a study's workload kinds and keys, the
-record counts of a run's summary, the lines ``fabbench report`` prints and what a study's report
-ranks cells by. This module imports nothing of fabbench's, so a workload package's light module
-(imported whenever fabbench starts) may import it."""
+"""What a workload declares, as data: the figures a study cell's row, the acceptance floors and
+a run's findings take from its records (StudyMetric, StudyRow, FloorFigures, WorkloadFloors,
+Findings), which a workload's class (fabbench.workload_base.Workload) names and makes; and,
+TRANSITIONAL (issue 61), :class:`WorkloadSpec`, the declaration of a workload not yet converted
+to a class (data and hooks, an ``entry`` naming the object that runs it), which the registry
+takes through workload_base.FromSpec. This module imports nothing of fabbench's, so a workload
+package's light module (imported whenever fabbench starts) may import it."""
 
 from __future__ import annotations
 
@@ -111,6 +110,7 @@ class WorkloadFloors:
     rule_op: bool = True
     rule_size: bool = False
     per_node: bool = False
+    # TRANSITIONAL: a WorkloadSpec's figures (a Workload makes them in ``floor_points``)
     points: Callable[[Sequence[Any]], Iterable[FloorFigures]] | None = None
     sized: bool = True
 
@@ -137,69 +137,61 @@ class RankSeries(Protocol):
 
 @dataclass(frozen=True, kw_only=True)
 class WorkloadSpec:
-    """One workload, as data and hooks; each field's comment says what it is, and None where a
-    field is optional says what holds without it. docs/architecture.md, "A new workload"."""
+    """TRANSITIONAL (issue 61): one workload, as data and hooks, not yet a class of its own
+    (fabbench.workload_base.Workload, whose attributes and methods these fields are)."""
 
-    # the --workload choice and a study's workload kind
+    # each field but ``entry`` and ``lines`` is the attribute or method of that name of
+    # fabbench.workload_base.Workload, which says what it is; a hook None: what the method
+    # does where a class does not override it
     name: str
-    # what it measures, in a few words (the --workload help)
     summary: str
-    # "module:attribute" of the object that runs it (fabbench.workloads.interface.Workload),
-    # imported only when a rank chooses it
+    # "module:attribute" of the object that runs it (prepare, run, header, line, wrong, as a
+    # Workload's methods), imported only when a rank chooses it
     entry: str
-    # the kind of record it writes (fabbench.results.records', or one its package registers)
     record: str
-    # the dataclass of its own options (fabbench.option_fields.option fields): RunConfig.<name>,
-    # the "<Name> workload" panel of `fabbench run --help`, study keys; None: none of its own
     section: type | None = None
     # "module:attribute" of the fabbench.results.lines.Lines that shows its records in
-    # `fabbench report`; None: a table of its own
+    # `fabbench report` (a Workload's header and line, with report_lines); None: a table of
+    # its own
     lines: str | None = None
-    # what a study's report ranks its cells by; None: not ranked
     metric: StudyMetric | None = None
-    # its rules between its options and the decided plan, called with the plan (UsageError)
     check: Callable[[Any], None] | None = field(default=None, compare=False)
-    # a study cell's StudyRow from the cell's records of its kind; None: the median of
-    # metric.value over them, each record a sample
     study: Callable[[Sequence[Any]], StudyRow | None] | None = field(default=None, compare=False)
-    # what the acceptance floors judge of it; None: nothing
     floors: WorkloadFloors | None = None
-    # other workloads' sections it runs by too, by name: a study cell of its kind takes their
-    # keys (those the section's class lists in SHARED, where it has one)
     shares: tuple[str, ...] = ()
-    # its --sizes when none are given; None: the device's sweep
     sizes: str | None = None
-    # the most points a run of it measures, from the plan (the run's deadline allows for them);
-    # None: each operation at each size and dtype
     points: Callable[[Any], int] | None = field(default=None, compare=False)
-    # Findings from one run's records of its kind; None: nothing beyond their figures
     findings: Callable[[Sequence[Any]], Findings | None] | None = field(default=None,
                                                                        compare=False)
-    # what its section leaves open ("auto") decided for a run, from the section and whether the
-    # ranks run on an emulated cluster (nodes sharing this host's CPUs): the section the plan
-    # holds, and a few words for the run's `picked`, or None; None: nothing is left open
     decide: Callable[[Any, bool], tuple[Any, str | None]] | None = field(default=None,
                                                                          compare=False)
     # the run launched once per rank count (a RankSeries); None: one launch
     series: RankSeries | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
-        if not _NAME.fullmatch(self.name):
-            raise ValueError(f"WorkloadSpec.name must match {_NAME.pattern}, not {self.name!r}")
-        if not self.summary.strip():
-            raise ValueError(f"WorkloadSpec {self.name!r}: summary must not be empty")
+        check_declared("WorkloadSpec", name=self.name, summary=self.summary, record=self.record,
+                       section=self.section)
         for what in ("entry", "lines"):
             value = getattr(self, what)
             if (value is not None or what == "entry") and not _ENTRY.fullmatch(value or ""):
                 raise ValueError(f"WorkloadSpec {self.name!r}: {what} must be "
                                  f"'module:attribute', not {value!r}")
-        if not _NAME.fullmatch(self.record):
-            raise ValueError(f"WorkloadSpec {self.name!r}: record must match {_NAME.pattern}, "
-                             f"not {self.record!r}")
-        if self.section is not None and not (
-                dataclasses.is_dataclass(self.section) and isinstance(self.section, type)):
-            raise ValueError(f"WorkloadSpec {self.name!r}: section must be a dataclass, not "
-                             f"{self.section!r}")
+
+
+def check_declared(what: str, *, name: str, summary: str, record: str,
+                   section: type | None) -> None:
+    """What every workload declares, checked (ValueError naming ``what``, its class): its name
+    and record kind words of lower-case letters, digits and '_', a summary, a dataclass for a
+    section."""
+    if not _NAME.fullmatch(name):
+        raise ValueError(f"{what}.name must match {_NAME.pattern}, not {name!r}")
+    if not summary.strip():
+        raise ValueError(f"{what} {name!r}: summary must not be empty")
+    if not _NAME.fullmatch(record):
+        raise ValueError(f"{what} {name!r}: record must match {_NAME.pattern}, not {record!r}")
+    if section is not None and not (dataclasses.is_dataclass(section)
+                                    and isinstance(section, type)):
+        raise ValueError(f"{what} {name!r}: section must be a dataclass, not {section!r}")
 
 
 def load_entry(entry: str) -> Any:

@@ -1,13 +1,13 @@
-"""A new workload added through its descriptor alone (issues 33, 45): a package in a temporary
-folder declares a WorkloadSpec (its options section, its record kind with its own schema, its
-lines, its metric, its rule against the plan, its floors) in the ``fabbench.workloads``
-entry-point group, and nothing of fabbench is changed. Its rule refuses a run in one line; the
-floors make a baseline of its run and judge the run by it.
+"""A new workload added as one class (issues 33, 45, 61): a package in a temporary folder holds
+tests/unit/toy_workload.py, a Workload subclass (its options section, its record kind with its
+own schema, its line, its metric, its rule against the plan, its floors), registered and named
+in the ``fabbench.workloads`` entry-point group, and nothing of fabbench is changed. Its rule
+refuses a run in one line; the floors make a baseline of its run and judge the run by it.
 With the folder on PYTHONPATH, the workload is in ``fabbench run --help`` (its choice and its
 own option panel) and in a study's keys (accepted for its kind, refused for another); it runs on
 real ranks (gloo, two local processes) and writes its records, the summary counting them;
 ``fabbench report`` shows them with the package's lines; a study of it runs, its manifest names
-its kind and the study's report ranks its cell by the spec's metric. Without the package, a
+its kind and the study's report ranks its cell by the class's metric. Without the package, a
 file holding its records is one line, exit code 2; a package whose entry point names nothing
 usable is an error naming the entry point."""
 
@@ -23,106 +23,9 @@ from conftest import fabbench
 
 pytestmark = [pytest.mark.together, pytest.mark.integration, pytest.mark.timeout(300)]
 
-SPEC_MODULE = '''
-"""A workload package: barriers timed one by one, declared to fabbench by its spec alone."""
-
-from dataclasses import dataclass
-
-from fabbench.errors import UsageError
-from fabbench.option_fields import INT, at_least, option, validate
-from fabbench.results.records import Record, kind
-from fabbench.workload_spec import FloorFigures, StudyMetric, WorkloadFloors, WorkloadSpec
-
-
-@dataclass(frozen=True, kw_only=True)
-class ToyConfig:
-    toy_rounds: int = option(3, INT, "--toy-rounds", "Barriers to time.",
-                             check=at_least(1, "--toy-rounds"))
-
-    def __post_init__(self) -> None:
-        validate(self)
-
-
-@kind("toy", schema={
-    "type": "object", "additionalProperties": False,
-    "required": ["round", "ranks", "time_us"],
-    "properties": {"kind": {}, "run_id": {}, "round": {"type": "integer", "minimum": 0},
-                   "ranks": {"type": "integer", "minimum": 1},
-                   "time_us": {"type": "number", "minimum": 0}}})
-@dataclass(frozen=True, kw_only=True)
-class ToyRecord(Record):
-    round: int
-    ranks: int
-    time_us: float
-
-
-def check(plan):
-    """A rule between its option and the decided plan."""
-    if plan.toy.toy_rounds > plan.ranks * 50:
-        raise UsageError(f"--toy-rounds {plan.toy.toy_rounds} is more than 50 per rank")
-
-
-def figures(records):
-    """The floors' figure of a run: its median barrier time."""
-    if records:
-        times = sorted(r.time_us for r in records)
-        yield FloorFigures(metrics={"time": times[len(times) // 2]}, ranks=records[0].ranks,
-                           evidence=f"median of {len(times)} barriers")
-
-
-SPEC = WorkloadSpec(name="toy", summary="barriers timed one by one",
-                    entry="toy_fabbench.run:WORKLOAD", record="toy", section=ToyConfig,
-                    lines="toy_fabbench.run:LINES",
-                    metric=StudyMetric(name="barrier time", unit="µs", value="time_us",
-                                       throughput="barriers/s", throughput_short="barriers/s"),
-                    check=check,
-                    floors=WorkloadFloors(metrics=("time",), baseline="time", rule_op=False,
-                                          points=figures))
-'''
-
-RUN_MODULE = '''
-"""The toy workload itself, imported by a rank that runs it."""
-
-import time
-
-from fabbench.results.lines import Lines
-from toy_fabbench import ToyRecord
-
-
-def _line(r):
-    get = r.get if isinstance(r, dict) else lambda name: getattr(r, name)
-    return f"  toy-round {get('round'):>3} {get('ranks'):>5} {get('time_us'):>12.1f}"
-
-
-LINES = Lines("#   toy round ranks   barrier us", _line)
-
-
-class Toy:
-    name = "toy"
-
-    def prepare(self, plan):
-        pass
-
-    def run(self, ctx):
-        for i in range(ctx.plan.toy.toy_rounds):
-            ctx.arm(ctx.plan.timeout_s, "a toy barrier")
-            start = time.perf_counter()
-            ctx.comm.barrier()
-            yield ToyRecord(run_id=ctx.plan.run_id, round=i, ranks=ctx.comm.size,
-                            time_us=(time.perf_counter() - start) * 1e6)
-
-    def header(self, run):
-        return LINES.header
-
-    def line(self, record):
-        return LINES.line(record)
-
-    def wrong(self, record):
-        return False
-
-
-WORKLOAD = Toy()
-'''
+# the toy workload, one file (a Workload subclass with all it declares), which the unit test
+# installs beside fabbench too
+TOY = Path(__file__).resolve().parents[1] / "unit" / "toy_workload.py"
 
 STUDY = '''
 name = "toy"
@@ -140,12 +43,11 @@ toy_rounds = 2
 '''
 
 
-def package(root: Path, entry: str = "toy_fabbench:SPEC") -> dict[str, str]:
+def package(root: Path, entry: str = "toy_fabbench:ToyWorkload") -> dict[str, str]:
     """The toy package installed in ``root`` (its modules and an egg-less dist-info with the
     entry point, as pip would leave them): the environment that puts it on the path."""
     (root / "toy_fabbench").mkdir(parents=True)
-    (root / "toy_fabbench" / "__init__.py").write_text(SPEC_MODULE)
-    (root / "toy_fabbench" / "run.py").write_text(RUN_MODULE)
+    (root / "toy_fabbench" / "__init__.py").write_text(TOY.read_text())
     info = root / "toy_fabbench-0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-fabbench\nVersion: 0.1\n")
@@ -183,7 +85,7 @@ def test_the_workload_runs_writes_its_records_and_the_report_shows_them(toy, tmp
     summary = records[-1]
     assert summary["ok"] and summary["counts"]["toy"] == 4
     assert records[0]["plan"]["workload"] == "toy" and records[0]["plan"]["toy"] == {
-        "toy_rounds": 4}
+        "toy_rounds": 4, "toy_barrier": "plain"}  # its decide: auto, on real ranks
 
     report = fabbench("report", str(out_file), env=toy)
     assert report.returncode == 0, report.stderr
@@ -231,15 +133,15 @@ def test_a_study_takes_its_keys_for_its_kind_only_and_runs_it(toy, tmp_path):
     (cell,) = manifest["cells"]
     assert cell["kind"] == "toy" and cell["status"] == "ok"
     assert "--toy-rounds" in cell["argv"]
-    # the study's report ranks the cell by the spec's metric: the median of its records' figure
+    # the study's report ranks the cell by the class's metric: the median of its records' figure
     report = fabbench("report", str(tmp_path / "study"), env=toy, timeout=120)
     assert report.returncode == 0, report.stdout + report.stderr
     assert "t on 1 node: barrier time" in report.stdout and "gloo/tcp" in report.stdout
 
 
-def test_an_entry_point_that_names_no_spec_is_an_error_naming_it(tmp_path):
+def test_an_entry_point_that_names_no_workload_class_is_an_error_naming_it(tmp_path):
     env = package(tmp_path, entry="toy_fabbench:ToyConfig")
     out = fabbench("run", "--help", env=env)
     assert out.returncode != 0
     assert "the fabbench.workloads entry point 'toy' (toy_fabbench:ToyConfig, package " \
-        "toy-fabbench) names type, not a WorkloadSpec" in out.stderr
+        "toy-fabbench) names ToyConfig, not a Workload class" in out.stderr

@@ -15,8 +15,8 @@ import pytest
 from fabbench.errors import UsageError
 from fabbench.results import columns, reader
 from fabbench.results.runs import split_runs
-from fabbench.workloads import pairs
 from fabbench.workloads.pairs import slow_node
+from fabbench.workloads.pairs.floors import floor_figures
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "pairs" / "local-pairs.jsonl"
 
@@ -136,7 +136,7 @@ def test_the_verdict_and_the_floors_figures_from_columns_are_the_records(tmp_pat
     assert made is not None and expected is not None
     assert made.to_json() == expected.to_json()
     assert slow_node.table(made) == slow_node.table(expected)
-    for got, want in zip(pairs.floor_figures(rows), pairs.floor_figures(records), strict=True):
+    for got, want in zip(floor_figures(rows), floor_figures(records), strict=True):
         assert (got.node, got.metrics, got.evidence, got.transport, got.dtype) == \
             (want.node, want.metrics, want.evidence, want.transport, want.dtype)
         assert dict(got.peers) == dict(want.peers)

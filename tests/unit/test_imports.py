@@ -26,6 +26,7 @@ LAYERS: Sequence[Sequence[str]] = (
     ("fabbench", "fabbench.errors", "fabbench.procs"),
     ("fabbench.units", "fabbench.option_fields", "fabbench.workload_spec", "fabbench.by_name",
      "fabbench.value_rules"),  # the value rules `render` and the chart's schema share
+    ("fabbench.workload_base",),  # what a workload is: one class, registered by name
     ("fabbench.timing", "fabbench.sysinfo", "fabbench.console", "fabbench.emulate"),
     ("fabbench.fabrics", "fabbench.networks", "fabbench.comm"),
     ("fabbench.catalog",),  # every workload's spec and option section, and installed ones

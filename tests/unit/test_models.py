@@ -11,7 +11,7 @@ from fabbench.networks import MODELS, build, get, parameter_count
 from fabbench.networks.models import ModelSpec
 from fabbench.plan import Plan
 from fabbench.workloads.collectives import Sweep
-from fabbench.workloads.halo import HaloConfig
+from fabbench.workloads.halo.section import HaloConfig
 from fabbench.workloads.train import TrainConfig
 
 
@@ -84,7 +84,7 @@ def test_plan_round_trips_with_train_fields():
 
 
 def test_bucket_plan_and_process_grid():
-    from fabbench.workloads.halo import bytes_per_iter, process_grid
+    from fabbench.workloads.halo.grid import bytes_per_iter, process_grid
     from fabbench.workloads.train.buckets import bucket_plan
 
     assert bucket_plan([4, 4, 4, 4], 8) == [8, 8]

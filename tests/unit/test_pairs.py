@@ -14,7 +14,7 @@ from fabbench.timing.engine import TimingPolicy, measure
 from fabbench.workloads.collectives import Sweep
 from fabbench.workloads.collectives.record import Collective
 from fabbench.workloads.faults import Fault
-from fabbench.workloads.pairs.pair_record import SLOW_SHARE, Pairs, best_pairs
+from fabbench.workloads.pairs.record import SLOW_SHARE, Pairs, best_pairs
 from fabbench.workloads.pairs.slow_node import analyse
 from fabbench.workloads.pairs.tournament import endpoints, round_robin, slow_pairs
 
@@ -228,7 +228,7 @@ def test_horovod_has_no_pairs():
 def _plan(monkeypatch, cluster, ranks=None, pair_schedule="auto"):
     from fabbench import runner
     from fabbench.config import RunConfig
-    from fabbench.workloads.pairs import PairsConfig
+    from fabbench.workloads.pairs.section import PairsConfig
 
     monkeypatch.setattr(runner.emulate, "current", lambda: cluster)
     config = RunConfig(fabric="ethernet", primitive="gloo", workload="pairs", ranks=ranks,

@@ -14,8 +14,8 @@ from fabbench.config import RunConfig
 from fabbench.errors import UsageError
 from fabbench.plan import PLAN_ENV, STATE_ENV, Plan, RunState, rank_env
 from fabbench.workloads.collectives import Sweep
-from fabbench.workloads.halo import HaloConfig
-from fabbench.workloads.pairs import PairsConfig
+from fabbench.workloads.halo.section import HaloConfig
+from fabbench.workloads.pairs.section import PairsConfig
 from fabbench.workloads.train import TrainConfig
 
 STATE_FIELDS = {"picked", "skip", "resumed", "claimed", "baseline_samples_per_s"}

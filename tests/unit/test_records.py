@@ -23,8 +23,8 @@ from fabbench.results.writer import ResultWriter
 from fabbench.timing.engine import TimingPolicy
 from fabbench.timing.stats import STABLE_RULE, is_stable, median_ci95_rel, summarize
 from fabbench.workloads.collectives.record import Collective
-from fabbench.workloads.halo.halo_record import Halo
-from fabbench.workloads.pairs.pair_record import Pairs
+from fabbench.workloads.halo.record import Halo
+from fabbench.workloads.pairs.record import Pairs
 from fabbench.workloads.train.record import Buckets, Net, Train
 
 V1 = Path(__file__).parents[1] / "fixtures" / "runs"  # fabbench/1 files (old field names)
@@ -136,8 +136,8 @@ def test_a_reader_alone_knows_the_kinds_the_workload_packages_declare(tmp_path):
                          timeout=60)
     assert out.returncode == 0, out.stderr
     kinds = dict(reversed(item.split(":")) for item in out.stdout.split())
-    assert kinds["halo"] == "fabbench.workloads.halo.halo_record", kinds
-    assert kinds["pairs"] == "fabbench.workloads.pairs.pair_record", kinds
+    assert kinds["halo"] == "fabbench.workloads.halo.record", kinds
+    assert kinds["pairs"] == "fabbench.workloads.pairs.record", kinds
     assert list(kinds) == [k for k in records.kinds() if k in kinds]
 
 

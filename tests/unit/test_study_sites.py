@@ -135,7 +135,7 @@ def test_a_studys_own_report_names_the_slow_node_its_pairs_cell_found(tmp_path):
     from fabbench.report.study.answer import answer
     from fabbench.results.reader import read_results
     from fabbench.workloads.pairs import slow_node as pairs_rule
-    from fabbench.workloads.pairs.pair_record import Pairs
+    from fabbench.workloads.pairs.record import Pairs
 
     d = study_dir(tmp_path / "fleet", "../pairs/local-pairs.jsonl", None, PAIRS_STUDY)
     verdict = pairs_rule.analyse(read_results(RUNS.parent / "pairs" / "local-pairs.jsonl")

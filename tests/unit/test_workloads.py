@@ -1,4 +1,4 @@
-"""fabbench.catalog and workloads.interface: the workload specs and the tables derived
+"""fabbench.catalog and workloads.interface: the registered workloads and the tables derived
 from them, names, the one sequence ("all"), loading by name, refusals."""
 
 from __future__ import annotations
@@ -9,9 +9,12 @@ import pytest
 
 from fabbench import catalog as names
 from fabbench.errors import UsageError
+from fabbench.workload_base import FromSpec, Workload
 from fabbench.workload_spec import StudyMetric, WorkloadSpec
 from fabbench.workloads import interface
-from fabbench.workloads.halo import HaloConfig
+from fabbench.workloads.halo.section import HaloConfig
+from fabbench.workloads.halo.workload import HaloWorkload
+from fabbench.workloads.pairs.workload import PairsWorkload
 
 
 def test_names_and_parts():
@@ -72,11 +75,11 @@ def test_a_study_takes_the_same_workload_kinds():
     from fabbench.study.spec import KINDS
 
     assert KINDS == ("collectives", "train", "halo", "pairs")
-    assert dict(names.ENTRIES) == {
-        "collectives": "fabbench.workloads.collectives.run:WORKLOAD",
-        "train": "fabbench.workloads.train.run:WORKLOAD",
-        "halo": "fabbench.workloads.halo.exchange:WORKLOAD",
-        "pairs": "fabbench.workloads.pairs.tournament:WORKLOAD"}
+    assert type(names.WORKLOADS["halo"]) is HaloWorkload
+    assert type(names.WORKLOADS["pairs"]) is PairsWorkload
+    # TRANSITIONAL: the two still declared as specs, through the adapter
+    assert [w.spec.entry for w in names.WORKLOADS.values() if isinstance(w, FromSpec)] == [
+        "fabbench.workloads.collectives.run:WORKLOAD", "fabbench.workloads.train.run:WORKLOAD"]
 
 
 def test_every_workload_writes_a_known_record_kind():
@@ -89,7 +92,7 @@ def test_every_workload_writes_a_known_record_kind():
 def test_the_registry_refuses_a_name_twice_and_a_bad_spec():
     spec = WorkloadSpec(name="toy", summary="a toy", entry="pkg.toy:WORKLOAD", record="toy")
     with pytest.raises(ValueError, match="'toy' registered twice"):
-        names._registry(spec, spec)
+        names._registry(spec, FromSpec(spec))
     with pytest.raises(ValueError, match="'all' registered twice"):
         names._registry(dataclasses.replace(spec, name="all"))
     with pytest.raises(ValueError, match="'toy' and 'other' both write 'toy' records"):
@@ -160,3 +163,38 @@ def test_the_collectives_resume_skips_the_points_of_its_run_only():
         "allreduce/float32/8", "allreduce/float32/64")
     with pytest.raises(UsageError, match="--resume continues collectives sweeps only"):
         measured(plan("halo"), points)
+
+
+def test_the_registry_takes_a_registered_class_and_refuses_anything_else():
+    """An entry names a Workload class that its module registered: the registered instance is
+    the workload; an unregistered class, or anything else, is an error naming the entry."""
+    assert names.admitted(HaloWorkload, "e") is names.WORKLOADS["halo"]
+
+    class Unregistered(Workload[object]):
+        name, summary, record = "unregistered", "a toy", "unregistered"
+
+    with pytest.raises(ValueError, match="e names Unregistered, a Workload class that is not "
+                                         "registered"):
+        names.admitted(Unregistered, "e")
+    with pytest.raises(ValueError, match="e names HaloConfig, not a Workload class"):
+        names.admitted(HaloConfig(), "e")
+
+
+def test_a_class_defines_the_hooks_it_overrides_and_a_spec_those_it_gives():
+    halo, pairs = names.WORKLOADS["halo"], names.WORKLOADS["pairs"]
+    assert [h for h in ("check", "study", "floor_points", "points", "findings", "decide")
+            if halo.defines(h)] == ["check", "study", "floor_points"]
+    assert [h for h in ("check", "study", "floor_points", "points", "findings", "decide")
+            if pairs.defines(h)] == ["check", "floor_points", "points", "findings", "decide"]
+    coll = names.WORKLOADS["collectives"]
+    assert not coll.defines("study") and coll.defines("floor_points")
+    assert coll.floors is not None and coll.report_lines is False
+    assert names.WORKLOADS["train"].report_lines is True
+
+
+def test_a_class_is_checked_as_a_spec_is():
+    class Bad(Workload[object]):
+        name, summary, record = "Bad", "a toy", "bad"
+
+    with pytest.raises(ValueError, match="Bad.name must match"):
+        Bad()

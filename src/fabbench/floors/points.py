@@ -107,10 +107,10 @@ def points_of(series: Iterable[Series]) -> Iterator[Point]:
         point = functools.partial(Point, source="fabbench", file=str(s.path), run=run.run_id,
                                   primitive=run.primitive, fabric=run.fabric, gpudirect=gdr,
                                   nodes=run.nodes, ceiling_gbit_s=ceiling, nominal_gbit_s=link)
-        for name, floors in FLOORS.items():
-            if floors.points is not None:
+        for name in FLOORS:
+            if (workload := catalog.WORKLOADS[name]).defines("floor_points"):
                 # made, not replace()d: a file may hold 100,000 of them
-                for f in floors.points(s.of_kind(catalog.WORKLOADS[name].record)):
+                for f in workload.floor_points(s.of_kind(workload.record)):
                     yield point(workload=name, op=f.op, bytes=f.bytes, dtype=f.dtype,
                                 transport=f.transport,
                                 ranks=run.ranks if f.ranks is None else f.ranks,

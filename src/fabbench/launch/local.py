@@ -30,7 +30,7 @@ def wall_limit(plan: Plan) -> float:
     """A bound for the whole run: start-up, then each point's budget and deadline."""
     own = catalog.WORKLOADS.get(plan.workload)
     sweep: Sweep = plan.collectives
-    points = own.points(plan) if own and own.points else \
+    points = own.points(plan) if own and own.defines("points") else \
         len(sweep.ops) * len(sweep.dtypes) * len(sweep.sizes)
     per_point = sweep.policy.budget_s * 3 + max(plan.op_timeout(s) for s in sweep.sizes)
     ceiling = 0 if plan.ceiling is False else 2 * (3 * plan.ceiling_s + 30) + 30

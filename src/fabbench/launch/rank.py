@@ -156,7 +156,7 @@ class RankRun:
     me: RankEnv
     started: float  # time.monotonic() when the rank began: the summary's wall time
     resolved: Resolved
-    chosen: list[workloads.Workload]
+    chosen: list[workloads.Workload[Any]]
     writer: ResultWriter | None  # rank 0's
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(MEASURED, 0))
     dog: Watchdog = field(init=False)

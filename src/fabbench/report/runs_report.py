@@ -15,14 +15,12 @@ from fabbench.report.late import late_ranks
 from fabbench.results import lines, output_files
 from fabbench.results.reader import collector_paused
 from fabbench.results.runs import Series, expand, load
-from fabbench.workload_spec import load_entry
 from fabbench.workloads.collectives import SPEC as COLLECTIVES
-from fabbench.workloads.pairs.pair_record import Pairs, best_pairs
+from fabbench.workloads.pairs.record import Pairs, best_pairs
 
 if TYPE_CHECKING:
     from fabbench.floors.points import Point
     from fabbench.report.plots import Plot
-    from fabbench.results.records import Record
 
 
 @dataclass
@@ -115,19 +113,18 @@ def _report(paths: Sequence[str | Path], to: Targets, *, title: str | None,
 
 
 def workload_tables(s: Series) -> str:
-    """The records of one run's workloads that show as lines (each workload spec's
-    ``lines``) as the run streamed them, and its ceiling records when
+    """The records of one run's workloads that show as lines (each workload's
+    ``report_lines``) as the run streamed them, and its ceiling records when
     no collective table carries the ceiling."""
     out = ""
     if s.ceilings and not s.collectives:
         out += "".join(f"{lines.ceiling(c)}\n" for c in s.ceilings)
     where = f"{s.run.ranks} ranks on {s.run.nodes} node(s)"
     for spec in catalog.WORKLOADS.values():
-        recs = s.of_kind(spec.record) if spec.lines else []
+        recs = s.of_kind(spec.record) if spec.report_lines else []
         if recs:
-            shown: lines.Lines[Record] = load_entry(spec.lines or "")
-            out += (f"# {s.label}: {spec.name}, {where}\n{shown.header}\n"
-                    + "".join(f"{shown.line(r)}\n" for r in recs))
+            out += (f"# {s.label}: {spec.name}, {where}\n{spec.header(s.run)}\n"
+                    + "".join(f"{spec.line(r)}\n" for r in recs))
     return out
 
 

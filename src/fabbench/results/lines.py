@@ -1,9 +1,9 @@
 """Each measurement record as the console shows it: the line a run streams as it measures, and
 `fabbench report` prints again from the file (ceiling records here; a workload's own beside it,
-named by its spec: train's in workloads/train/line.py; collectives have the nccl-tests table of
-report/tables.py, pairs theirs in workloads/pairs/pair_line.py). A record is the typed record
-the writer wrote (a run, as it measures) or the loader read (the report); a field a file does
-not have (None) shows as "-"."""
+named by its spec or class: train's in workloads/train/line.py; collectives have the nccl-tests
+table of report/tables.py, pairs theirs in workloads/pairs/line.py). A record is the typed
+record the writer wrote (a run, as it measures) or the loader read (the report); a field a file
+does not have (None) shows as "-"."""
 
 from __future__ import annotations
 

@@ -110,7 +110,7 @@ def answer(directory: str | Path, *, forecast: bool = True) -> StudyAnswer:
             warnings.append(f"cell {c.id} did not finish ({c.entry.status}); "
                             "fabbench study run --resume continues the study")
     out = StudyAnswer(directory, doc, cells, groups, lines, warnings)
-    judged = [w.record for w in catalog.WORKLOADS.values() if w.findings]
+    judged = [w.record for w in catalog.WORKLOADS.values() if w.defines("findings")]
     if any(s.of_kind(kind) for c in ran for s in c.series for kind in judged):
         net = site_network(ran)
         out.slow, out.slow_text = net.slow, net.slow_text

@@ -21,7 +21,8 @@ from fabbench.report.study.cells import StudyCell
 from fabbench.report.tables import share_pct
 from fabbench.results.link import link_of
 from fabbench.units import format_size
-from fabbench.workload_spec import StudyRow, WorkloadSpec
+from fabbench.workload_base import Workload
+from fabbench.workload_spec import StudyRow
 from fabbench.workloads.collectives import SPEC as COLLECTIVES
 
 # what a group's median is, its unit and its throughput column, by workload kind (from
@@ -209,7 +210,7 @@ def _figure(record: Any, path: str) -> float | None:
     return float(value)
 
 
-def metric_row(spec: WorkloadSpec, records: list[Any]) -> StudyRow | None:
+def metric_row(spec: Workload[Any], records: list[Any]) -> StudyRow | None:
     """A cell's row where its workload has no ``study`` hook: the median of its metric's
     value over the cell's records, each record a sample."""
     assert spec.metric is not None
@@ -230,11 +231,11 @@ def cell_groups(cells: list[StudyCell]) -> list[CellGroup]:
     groups: dict[tuple[str, str, str, int], CellGroup] = {}
     order = list(catalog.WORKLOADS)
     for c in cells:
-        spec: WorkloadSpec | None = catalog.WORKLOADS.get(c.entry.kind)
+        spec: Workload[Any] | None = catalog.WORKLOADS.get(c.entry.kind)
         if spec is None or spec.name in BUILT or spec.metric is None:
             continue
         records = [r for s in c.series for r in s.of_kind(spec.record)]
-        row = spec.study(records) if spec.study else metric_row(spec, records)
+        row = spec.study(records) if spec.defines("study") else metric_row(spec, records)
         if row is None:
             continue
         what = row.what or c.axes["workload"]

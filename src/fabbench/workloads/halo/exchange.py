@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from fabbench import config
@@ -23,8 +23,6 @@ from fabbench.comm.base import Communicator
 from fabbench.plan import Plan
 from fabbench.results import records
 from fabbench.timing.stats import summarize
-from fabbench.workloads.halo import HaloConfig
-from fabbench.workloads.halo.console_line import LINES
 from fabbench.workloads.halo.grid import (
     bytes_per_iter,
     coords_of,
@@ -32,8 +30,8 @@ from fabbench.workloads.halo.grid import (
     rank_of,
     side_of,
 )
-from fabbench.workloads.halo.halo_record import Halo
-from fabbench.workloads.interface import RankContext
+from fabbench.workloads.halo.record import Halo
+from fabbench.workloads.halo.section import HaloConfig
 
 
 class HaloExchange:
@@ -139,28 +137,3 @@ def run_halo(comm: Communicator, plan: Plan, transport: str,
         bytes_per_iter=sent, messages_per_iter=sum(2 for d in halo.dims if d > 1),
         exchange_gbyte_s=sent / (ex["p50"] * 1e-6) / 1e9 if sent and ex["p50"] > 0 else 0.0,
         correct=not any(wrong), wrong=sum(wrong))
-
-
-class _Halo:
-    """The halo exchange as a workload (workloads.interface): one record."""
-
-    name = "halo"
-
-    def prepare(self, plan: Plan) -> None:
-        pass
-
-    def run(self, ctx: RankContext) -> Iterator[records.Record]:
-        yield run_halo(ctx.comm, ctx.plan, ctx.transport, ctx.arm)
-
-    def header(self, run: records.Run) -> str:
-        return LINES.header
-
-    def line(self, record: records.Record) -> str:
-        assert isinstance(record, Halo)
-        return LINES.line(record)
-
-    def wrong(self, record: records.Record) -> bool:
-        return getattr(record, "correct", None) is False
-
-
-WORKLOAD = _Halo()

@@ -33,7 +33,7 @@ def rank_of(coords: Sequence[int], dims: tuple[int, int, int]) -> int:
 
 
 def side_of(cells_per_rank: int) -> int:
-    root: float = cells_per_rank ** (1 / 3)  # typeshed: int ** float is Any (complex if < 0)
+    root: float = cells_per_rank ** (1 / 3)  # int ** float: typeshed's Any (a complex below 0)
     return max(2, round(root))
 
 

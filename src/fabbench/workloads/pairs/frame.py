@@ -1,5 +1,5 @@
 """One run's pairs records as arrays: the better figure of each pair, size and dtype
-(pair_record.best_pairs) in best_pairs' order, made from Python records (a small file) or by
+(pairs.record.best_pairs) in best_pairs' order, made from Python records (a small file) or by
 SQL from the columns DuckDB read (results.columns: a 1,024-node check's million records), so
 that slow_node's rule and the floors' figures are one computation over numpy arrays whichever
 way the records were read. The order statistics that the rule needs per node ("the median of the
@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from fabbench.results.columns import ColumnRecords
-from fabbench.workloads.pairs.pair_record import Pairs, best_pairs
+from fabbench.workloads.pairs.record import Pairs, best_pairs
 
 __all__ = ["ByPair", "PairsFrame", "Rows", "by_unit", "frame", "median"]
 

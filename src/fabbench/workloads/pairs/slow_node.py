@@ -5,7 +5,7 @@ Each pair's bandwidth is its p50 at the largest size. A node is slow when every 
 is below SLOW_SHARE of the median of the pairs without it, and even the slowest of those is faster
 than its fastest pair by the same margin: one bad link produces that, noise does not. Otherwise
 (several bad nodes, a noisy network, two nodes) no node is named and the report says why. A
-rechecked pair is judged by its better figure (pair_record.best_pairs). Latency is shown, not
+rechecked pair is judged by its better figure (pairs.record.best_pairs). Latency is shown, not
 judged."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from fabbench.workloads.pairs import frame
-from fabbench.workloads.pairs.pair_record import SLOW_SHARE, Pairs
+from fabbench.workloads.pairs.record import SLOW_SHARE, Pairs
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -24,17 +24,15 @@ from fabbench.results import records
 from fabbench.timing.engine import measure
 from fabbench.timing.stats import summarize
 from fabbench.workloads.faults import Fault
-from fabbench.workloads.interface import RankContext
 from fabbench.workloads.ops import DTYPE_SIZES, fill
-from fabbench.workloads.pairs import PairsConfig
-from fabbench.workloads.pairs.pair_line import LINES
-from fabbench.workloads.pairs.pair_record import SLOW_SHARE, Pairs
+from fabbench.workloads.pairs.record import SLOW_SHARE, Pairs
+from fabbench.workloads.pairs.section import PairsConfig
 
 OP = "sendrecv"
 
 
 def schedule(plan: Plan) -> str:
-    """The plan's schedule, decided (pairs.decide): rounds or serial."""
+    """The plan's schedule, decided (PairsWorkload.decide): rounds or serial."""
     return section(plan, "pairs", PairsConfig).pair_schedule
 
 
@@ -182,27 +180,3 @@ def _record(found: dict[str, Any], number: int, rounds: int, ranks: list[int], h
         bw_gbyte_s=size / (times["p50"] * 1e-6) / 1e9, correct=found["correct"],
         recheck=recheck)
 
-
-class _Pairs:
-    """Node pairs in rounds as a workload (workloads.interface)."""
-
-    name = "pairs"
-
-    def prepare(self, plan: Plan) -> None:
-        pass
-
-    def run(self, ctx: RankContext) -> Iterator[records.Record]:
-        return run_pairs(ctx.comm, ctx.plan, ctx.transport, list(ctx.hosts), ctx.arm, ctx.fault)
-
-    def header(self, run: records.Run) -> str:
-        return LINES.header
-
-    def line(self, record: records.Record) -> str:
-        assert isinstance(record, Pairs)
-        return LINES.line(record)
-
-    def wrong(self, record: records.Record) -> bool:
-        return getattr(record, "correct", None) is False
-
-
-WORKLOAD = _Pairs()

@@ -3,8 +3,8 @@ report`."""
 
 from __future__ import annotations
 
-from fabbench.results.lines import Lines, check_cell, figure_cell
-from fabbench.workloads.halo.halo_record import Halo
+from fabbench.results.lines import check_cell, figure_cell
+from fabbench.workloads.halo.record import Halo
 
 HEADER = (f"#{'cells/rank':>12} {'grid':>9} {'ranks':>5} {'iter us':>11} {'exch us':>11} "
           f"{'bytes/iter':>11} {'GB/s':>8} {'check':>6}  transport")
@@ -18,6 +18,3 @@ def line(rec: Halo) -> str:
             f"{rec.bytes_per_iter:>11} {figure_cell(rec.exchange_gbyte_s, '.3f', 8)} "
             f"{check_cell(rec.correct, 'ok', 'WRONG', 6)}  "
             f"{'-' if transport is None else transport}")
-
-
-LINES = Lines(HEADER, line)
