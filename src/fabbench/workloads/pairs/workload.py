@@ -14,6 +14,7 @@ from fabbench.comm import primitives
 from fabbench.errors import UsageError
 from fabbench.workload_base import Workload, register
 from fabbench.workload_spec import Findings, FloorFigures, WorkloadFloors
+from fabbench.workloads.collectives import SPEC as SWEEP
 from fabbench.workloads.pairs.line import HEADER
 from fabbench.workloads.pairs.line import line as line_of
 from fabbench.workloads.pairs.record import Pairs
@@ -35,10 +36,9 @@ class PairsWorkload(Workload[Pairs]):
     summary = "node pairs in rounds: finds the slow node"
     record = "pairs"
     section = PairsConfig
-    # sendrecv timed as the collectives time theirs, over their sizes, dtypes and budget
-    shares = tuple(f"collectives.{field}" for field in (
-        "sizes", "dtypes", "check", "budget_s", "min_samples", "max_samples", "timing",
-        "cuda_graph"))
+    # sendrecv timed as the collectives time theirs, over their sizes, dtypes and budget: the
+    # fields of their section it shares (CollectivesConfig.SHARED), read as plan.collectives
+    shares = (SWEEP.name,)
     sizes = "8,1M"  # the latency at the smallest size, the bandwidth at the largest
     floors = WorkloadFloors(metrics=("bw", "time"), baseline="bw", ops=("sendrecv",),
                             rule_size=True, per_node=True)
@@ -83,7 +83,7 @@ class PairsWorkload(Workload[Pairs]):
     def points(self, plan: Plan) -> int:
         """At most one round per rank (a bye with an odd number), each of every size and
         dtype."""
-        return plan.ranks * len(plan.dtypes) * len(plan.sizes)
+        return plan.ranks * len(plan.collectives.dtypes) * len(plan.collectives.sizes)
 
     def floor_points(self, records: Sequence[Pairs]) -> Iterable[FloorFigures]:
         from fabbench.workloads.pairs.floors import floor_figures  # numpy: with records only
