@@ -20,6 +20,8 @@ communicator) only by its ``run``, when a rank runs it.
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Generic, Literal, TypeVar
 
@@ -31,12 +33,10 @@ from fabbench.workload_spec import (
     StudyMetric,
     StudyRow,
     WorkloadFloors,
-    WorkloadSpec,
-    check_declared,
-    load_entry,
 )
 
 R = TypeVar("R")
+_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 # the methods whose base "nothing" a caller tells from a workload's own (``defines``)
 Hook = Literal["check", "study", "floor_points", "points", "findings", "decide"]
 
@@ -136,6 +136,22 @@ class Workload(Generic[R]):
         return getattr(type(self), hook) is not getattr(Workload, hook)
 
 
+def check_declared(what: str, *, name: str, summary: str, record: str,
+                   section: type | None) -> None:
+    """What every workload declares, checked (ValueError naming ``what``, its class): its name
+    and record kind words of lower-case letters, digits and '_', a summary, a dataclass for a
+    section."""
+    if not _NAME.fullmatch(name):
+        raise ValueError(f"{what}.name must match {_NAME.pattern}, not {name!r}")
+    if not summary.strip():
+        raise ValueError(f"{what} {name!r}: summary must not be empty")
+    if not _NAME.fullmatch(record):
+        raise ValueError(f"{what} {name!r}: record must match {_NAME.pattern}, not {record!r}")
+    if section is not None and not (dataclasses.is_dataclass(section)
+                                    and isinstance(section, type)):
+        raise ValueError(f"{what} {name!r}: section must be a dataclass, not {section!r}")
+
+
 W = TypeVar("W", bound="type[Workload[Any]]")
 
 
@@ -162,69 +178,3 @@ def register(cls: W) -> W:
     REGISTRY.add(cls())
     return cls
 
-
-class FromSpec(Workload[Any]):
-    """TRANSITIONAL (issue 61): a workload still declared as a fabbench.workload_spec.
-    WorkloadSpec (the collectives' and train's, until they are converted to a class of their
-    own), as a Workload: its data as the class attributes, its hooks as the methods, its entry
-    (imported on the first call that needs it, as ``load_entry`` did) running it. Goes when the
-    last spec does."""
-
-    def __init__(self, spec: WorkloadSpec) -> None:
-        self.spec = spec
-        self.name, self.summary, self.record = spec.name, spec.summary, spec.record
-        self.section, self.metric, self.floors = spec.section, spec.metric, spec.floors
-        self.shares, self.sizes, self.report_lines = spec.shares, spec.sizes, bool(spec.lines)
-        self.series = spec.series
-        self._entry: Any = None
-        super().__init__()
-
-    def _runs(self) -> Any:
-        if self._entry is None:
-            self._entry = load_entry(self.spec.entry)
-        return self._entry
-
-    def _lines(self) -> Any:
-        return load_entry(self.spec.lines) if self.spec.lines else self._runs()
-
-    def prepare(self, plan: Any) -> None:
-        self._runs().prepare(plan)
-
-    def run(self, ctx: Any) -> Iterator[Any]:
-        return iter(self._runs().run(ctx))
-
-    def header(self, run: Any) -> str | None:
-        lines = self._lines()
-        return lines.header(run) if callable(lines.header) else str(lines.header)
-
-    def line(self, record: Any) -> str:
-        return str(self._lines().line(record))
-
-    def wrong(self, record: Any) -> bool:
-        return bool(self._runs().wrong(record))
-
-    def check(self, plan: Any) -> None:
-        if self.spec.check is not None:
-            self.spec.check(plan)
-
-    def points(self, plan: Any) -> int:
-        assert self.spec.points is not None
-        return self.spec.points(plan)
-
-    def decide(self, section: Any, emulated: bool) -> tuple[Any, str | None]:
-        return self.spec.decide(section, emulated) if self.spec.decide else (section, None)
-
-    def study(self, records: Sequence[Any]) -> StudyRow | None:
-        return self.spec.study(records) if self.spec.study else None
-
-    def floor_points(self, records: Sequence[Any]) -> Iterable[FloorFigures]:
-        made = self.spec.floors.points if self.spec.floors else None
-        return made(records) if made else ()
-
-    def findings(self, records: Sequence[Any]) -> Findings | None:
-        return self.spec.findings(records) if self.spec.findings else None
-
-    def defines(self, hook: Hook) -> bool:
-        if hook == "floor_points":
-            return self.spec.floors is not None and self.spec.floors.points is not None
-        return getattr(self.spec, hook) is not None

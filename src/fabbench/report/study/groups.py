@@ -23,7 +23,7 @@ from fabbench.results.link import link_of
 from fabbench.units import format_size
 from fabbench.workload_base import Workload
 from fabbench.workload_spec import StudyRow
-from fabbench.workloads.collectives import SPEC as COLLECTIVES
+from fabbench.workloads.collectives.workload import CollectivesWorkload
 
 # what a group's median is, its unit and its throughput column, by workload kind (from
 # fabbench.catalog: the workloads whose cells a study ranks)
@@ -134,7 +134,7 @@ def collective_groups(cells: list[StudyCell]) -> list[CellGroup]:
             if not common:
                 continue
             size, dtype = max(common)
-            g = CellGroup(COLLECTIVES.name, f"{op} {format_size(size)}", nodes)
+            g = CellGroup(CollectivesWorkload.name, f"{op} {format_size(size)}", nodes)
             for c in members:
                 r = points[c.id][(size, dtype)]
                 link = link_of(c.run) if c.run else None
@@ -224,8 +224,8 @@ def metric_row(spec: Workload[Any], records: list[Any]) -> StudyRow | None:
 
 def cell_groups(cells: list[StudyCell]) -> list[CellGroup]:
     """The cells of every workload ranked cell by cell (those with no builder of their own
-    here, whose spec names a metric): per study workload and node count, each cell's row from
-    its records of the workload's kind (the spec's ``study`` hook, else :func:`metric_row`),
+    here, whose class names a metric): per study workload and node count, each cell's row from
+    its records of the workload's kind (the workload's ``study``, else :func:`metric_row`),
     in the registry's order; where the metric shows scaling, a row without its own is given
     it from the study's 1-node cells."""
     groups: dict[tuple[str, str, str, int], CellGroup] = {}
@@ -250,7 +250,7 @@ def cell_groups(cells: list[StudyCell]) -> list[CellGroup]:
 
 
 # the kinds grouped by builders of their own, above
-BUILT = (COLLECTIVES.name,)
+BUILT = (CollectivesWorkload.name,)
 
 
 def all_groups(cells: list[StudyCell]) -> list[CellGroup]:
