@@ -3,9 +3,10 @@ registry that knows the workloads by name (``@register``, as launch/launchers/ r
 launchers). A workload package's ``workload.py`` subclasses it: class attributes for what it
 declares (its name, summary, record kind, option section, study metric, floors, default sizes,
 the other sections' fields it runs by), methods for what it does (the rank's loop, its console
-line, its rules against the plan, a study cell's row, the floors' figures, its point count, its
-findings, what it decides of its section). fabbench.catalog builds every table the rest of
-fabbench reads from the registered workloads (docs/architecture.md, "A new workload").
+line, its rules against the plan, a study cell's row or a study's groups, the floors' figures,
+its point count, its findings, what it decides of its section). fabbench.catalog builds every
+table the rest of fabbench reads from the registered workloads (docs/architecture.md, "A new
+workload").
 
 A method a workload does not override does what its docstring says holds without it, and
 ``defines`` says which it overrides (the report's findings name only the workloads that have
@@ -30,6 +31,8 @@ from fabbench.workload_spec import (
     Findings,
     FloorFigures,
     RankSeries,
+    StudyCellRecords,
+    StudyGroup,
     StudyMetric,
     StudyRow,
     WorkloadFloors,
@@ -38,7 +41,7 @@ from fabbench.workload_spec import (
 R = TypeVar("R")
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 # the methods whose base "nothing" a caller tells from a workload's own (``defines``)
-Hook = Literal["check", "study", "floor_points", "points", "findings", "decide"]
+Hook = Literal["check", "study", "study_groups", "floor_points", "points", "findings", "decide"]
 
 
 class Workload(Generic[R]):
@@ -121,6 +124,13 @@ class Workload(Generic[R]):
         """A study cell's row from the cell's records of its kind (None: no row); without it,
         the median of ``metric.value`` over them, each record a sample."""
         return None
+
+    def study_groups(self, cells: Sequence[StudyCellRecords[R]]) -> list[StudyGroup]:
+        """The groups of a study's cells of one workload and node count, each cell with records
+        of its kind, where its cells answer questions of their own (the collectives': one per
+        operation, at the largest size every cell measured); without it, one group cell by cell
+        of ``study`` rows."""
+        return []
 
     def floor_points(self, records: Sequence[R]) -> Iterable[FloorFigures]:
         """The figures the acceptance floors judge, from one run's records of its kind."""

@@ -1,14 +1,17 @@
-"""What a workload declares, as data: the figures a study cell's row, the acceptance floors and
-a run's findings take from its records (StudyMetric, StudyRow, FloorFigures, WorkloadFloors,
-Findings) and its run launched once per rank count (RankSeries), which a workload's class
-(fabbench.workload_base.Workload) names and makes. This module imports nothing of fabbench's, so
-a workload package's light module (imported whenever fabbench starts) may import it."""
+"""What a workload declares, as data: the figures a study's report, the acceptance floors and a
+run's findings take from its records (StudyMetric, StudyRow, StudyCellRecords, StudyGroup,
+FloorFigures, WorkloadFloors, Findings) and its run launched once per rank count (RankSeries),
+which a workload's class (fabbench.workload_base.Workload) names and makes. This module imports
+nothing of fabbench's, so a workload package's light module (imported whenever fabbench starts)
+may import it."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
+
+R = TypeVar("R")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -16,10 +19,10 @@ class StudyMetric:
     """What a study's report ranks a workload's cells by, lower is better: ``value``, the
     field of a record that holds one figure (a dotted path: "time_us.p50"), named (``name``,
     "step time") in ``unit`` ("ms"), beside a throughput column, headed ``throughput`` in the
-    HTML report and ``throughput_short`` on the console. fabbench's own kinds are grouped by
-    builders of their own (report.study.groups: the median of the record's own samples); a
-    package's cells by the median of ``value`` over the cell's records of its kind, each
-    record a sample. With ``scaling``, its groups show each cell's scaling efficiency
+    HTML report and ``throughput_short`` on the console. A workload's cells are grouped by its
+    ``study_groups`` (the collectives': per operation and size) or cell by cell by its
+    ``study`` rows; without either, by the median of ``value`` over the cell's records of its
+    kind, each record a sample. With ``scaling``, its groups show each cell's scaling efficiency
     T_n / (n T_1): the record's own, else from the study's 1-node cell of the same setting."""
 
     name: str
@@ -37,10 +40,10 @@ class StudyMetric:
 
 @dataclass(frozen=True, kw_only=True)
 class StudyRow:
-    """One study cell's figures for its group, which a workload's ``study`` hook makes of the
-    cell's records of its kind: the ``median`` the group ranks by (in the metric's unit) over
-    ``samples``, the group's name ``what`` (a network's; None: the study's workload name), and
-    what the report shows beside it."""
+    """One study cell's figures for its group, which a workload's ``study`` (or
+    ``study_groups``) makes of the cell's records of its kind: the ``median`` the group ranks
+    by (in the metric's unit) over ``samples``, the group's name ``what`` (a network's; None:
+    the study's workload name), and what the report shows beside it."""
 
     median: float
     samples: Sequence[float]
@@ -48,7 +51,28 @@ class StudyRow:
     throughput: float | None = None
     comm_share: float | None = None  # exposed communication / the median's time
     scaling: float | None = None     # T_n / (n T_1)
+    link_pct: float | None = None    # the throughput as a share of the link, in %
     transport: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class StudyCellRecords(Generic[R]):
+    """One study cell as a workload's ``study_groups`` reads it: its ``id`` (the manifest's),
+    its ``records`` of the workload's kind (every run of its results file, in file order) and
+    the record of its last run (fabbench.results.records.Run; None: none)."""
+
+    id: str
+    records: Sequence[R]
+    run: Any = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class StudyGroup:
+    """One group of a study's cells that a workload's ``study_groups`` makes: the question they
+    answer (``what``: "allreduce 1 MiB") and each cell's row by its id, in the cells' order."""
+
+    what: str
+    rows: Mapping[str, StudyRow]
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -183,9 +183,9 @@ def test_the_registry_takes_a_registered_class_and_refuses_anything_else():
 
 
 def test_a_class_defines_the_hooks_it_overrides():
-    hooks = ("check", "study", "floor_points", "points", "findings", "decide")
+    hooks = ("check", "study", "study_groups", "floor_points", "points", "findings", "decide")
     defined = {name: [h for h in hooks if w.defines(h)] for name, w in names.WORKLOADS.items()}
-    assert defined == {"collectives": ["floor_points"],
+    assert defined == {"collectives": ["study_groups", "floor_points"],
                        "train": ["check", "study", "floor_points", "decide"],
                        "halo": ["check", "study", "floor_points"],
                        "pairs": ["check", "floor_points", "points", "findings", "decide"]}
@@ -200,3 +200,42 @@ def test_a_class_is_checked_when_it_is_made():
 
     with pytest.raises(ValueError, match="Bad.name must match"):
         Bad()
+
+
+def _sweep_cell(name: str, points: list[tuple[str, int]]) -> object:
+    """A study cell of the collectives on one node with the points (op, bytes) measured."""
+    from pathlib import Path
+
+    from fabbench.report.study.cells import StudyCell
+    from fabbench.results.records import Run
+    from fabbench.results.runs import Series
+    from fabbench.study.manifest import CellEntry
+    from fabbench.workloads.collectives import Collective
+
+    axes = {"workload": "sweep", "nodes": 1, "fabric": "ethernet", "primitive": name,
+            "gpudirect": "auto", "link": None}
+    entry = CellEntry(id=name, axes=axes, kind="collectives", options={}, argv=[],
+                      file=f"cells/{name}.jsonl", log=None)
+    records = [Collective.read({"op": op, "bytes": n, "dtype": "float32", "ranks": 2,
+                                "transport": "tcp", "time_us": {"p50": n / 8},
+                                "samples_us": [n / 8], "busbw_gbyte_s": 1.0})
+               for op, n in points]
+    run = Run.read({"fabric": "ethernet", "ranks": 2, "emulation": {  # a 16 Gb/s link
+        "interface": "eth0", "links": [{"node": "n0", "speed_gbit_s": 16.0}]}})
+    return StudyCell(entry, [Series(path=Path("x"), run=run, collectives=records)],
+                     name)
+
+
+def test_a_workload_s_own_study_groups_replace_its_cell_by_cell_group():
+    """The collectives make their groups (study_groups: per operation, at the largest size
+    every cell measured) and are not ranked cell by cell besides: the report's groups are the
+    class's. Fails where cell_groups also takes a workload with study_groups (a "collectives"
+    group of metric rows), or where the report does not ask the class."""
+    from fabbench.report.study.groups import all_groups
+
+    gloo = _sweep_cell("gloo", [("allreduce", 8), ("allreduce", 64), ("broadcast", 8)])
+    mpi = _sweep_cell("mpi", [("allreduce", 8), ("allreduce", 64), ("allreduce", 1024)])
+    groups = all_groups([gloo, mpi])
+    assert [(g.kind, g.what, g.nodes) for g in groups] == [("collectives", "allreduce 64", 1)]
+    assert [(r.cell.id, r.median, r.transport, r.link_pct) for r in groups[0].rows] == [
+        ("gloo", 8.0, "tcp", 50.0), ("mpi", 8.0, "tcp", 50.0)]  # 1 GB/s of 16 Gb/s

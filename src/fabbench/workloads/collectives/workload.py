@@ -1,5 +1,6 @@
 """The collectives sweep as a workload: what it declares (its options, record, floors and what a
-study ranks its cells by), its console lines and the acceptance floors' figures. The sweep itself
+study ranks its cells by), its console lines, a study's groups and the acceptance floors'
+figures. The sweep itself
 (the communicator, numpy) is collectives.run, imported by ``run`` only."""
 
 from __future__ import annotations
@@ -9,12 +10,19 @@ from typing import TYPE_CHECKING
 
 from fabbench.comm.primitives import ALL_OPS
 from fabbench.workload_base import Workload, register
-from fabbench.workload_spec import FloorFigures, StudyMetric, WorkloadFloors
+from fabbench.workload_spec import (
+    FloorFigures,
+    StudyCellRecords,
+    StudyGroup,
+    StudyMetric,
+    WorkloadFloors,
+)
 from fabbench.workloads.collectives.floors import floor_figures
 from fabbench.workloads.collectives.line import header as header_of
 from fabbench.workloads.collectives.line import line as line_of
 from fabbench.workloads.collectives.record import Collective
 from fabbench.workloads.collectives.section import CollectivesConfig
+from fabbench.workloads.collectives.study import study_groups
 
 if TYPE_CHECKING:
     from fabbench.results.records import Run
@@ -47,6 +55,9 @@ class CollectivesWorkload(Workload[Collective]):
 
     def line(self, record: Collective) -> str:
         return line_of(record)
+
+    def study_groups(self, cells: Sequence[StudyCellRecords[Collective]]) -> list[StudyGroup]:
+        return study_groups(cells)
 
     def floor_points(self, records: Sequence[Collective]) -> Iterable[FloorFigures]:
         return floor_figures(records)
