@@ -1,11 +1,10 @@
 """Every workload fabbench knows, each one class (fabbench.workload_base.Workload, registered by
 name): its name, what it measures, how it runs, the record kind it writes, the section of its
 own options, how ``fabbench report`` shows its records and what a study's report ranks its cells
-by. fabbench's own collectives, train, halo and pairs sit in packages of their own (loaded by
-name, ``own``); the halo and pairs are classes, the collectives and train still WorkloadSpecs
-(TRANSITIONAL, issue 61: the registry takes a spec through workload_base.FromSpec); a package
-installed beside fabbench adds its own through the ``fabbench.workloads`` entry-point group (an
-entry naming its class), read when this module is imported. The tables other modules read are
+by. fabbench's own collectives, train, halo and pairs sit in packages of their own, each a class
+in its package's workload.py (loaded by name, ``own``); a package installed beside fabbench adds
+its own through the ``fabbench.workloads`` entry-point group (an entry naming its class), read
+when this module is imported. The tables other modules read are
 derived from the registry, ``WORKLOADS``: the configuration's sections, the record kinds a
 summary counts, the study kinds and report metrics. "all" stands for several workloads run one after
 the other (collectives, then train), spelled here once and asked of ``parts``/``runs``.
@@ -17,14 +16,15 @@ torch and the communicators, is imported by its class only when a rank runs it.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata
 from types import MappingProxyType
 from typing import Any
 
 from fabbench.errors import UsageError
-from fabbench.workload_base import REGISTRY, FromSpec, Workload
-from fabbench.workload_spec import Findings, StudyMetric, WorkloadSpec, load_entry
+from fabbench.workload_base import REGISTRY, Workload
+from fabbench.workload_spec import Findings, StudyMetric
 
 ENTRY_POINTS = "fabbench.workloads"  # the entry-point group a workload package declares in
 
@@ -33,10 +33,7 @@ ENTRY_POINTS = "fabbench.workloads"  # the entry-point group a workload package 
 
 def admitted(found: object, where: str) -> Workload[Any]:
     """The workload that ``found`` (what ``where`` names) is: the registered instance of a
-    Workload class, or (TRANSITIONAL) a WorkloadSpec's; anything else is an error naming
-    ``where``."""
-    if isinstance(found, WorkloadSpec):
-        return FromSpec(found)
+    Workload class; anything else is an error naming ``where``."""
     if isinstance(found, type) and issubclass(found, Workload):
         workload = REGISTRY.of(found)
         if workload is None:
@@ -52,12 +49,13 @@ def own(entry: str) -> Workload[Any]:
     loaded by name as an installed package's entry is: the package sits in a layer above this
     one (it takes records, the plan and the communicator), and nothing here imports it by a
     statement; importing its module registers it."""
-    return admitted(load_entry(entry), entry)
+    module, _, cls = entry.partition(":")
+    return admitted(getattr(importlib.import_module(module), cls), entry)
 
 
 BUILTIN = (
-    own("fabbench.workloads.collectives:SPEC"),
-    own("fabbench.workloads.train:SPEC"),
+    own("fabbench.workloads.collectives.workload:CollectivesWorkload"),
+    own("fabbench.workloads.train.workload:TrainWorkload"),
     own("fabbench.workloads.halo.workload:HaloWorkload"),
     own("fabbench.workloads.pairs.workload:PairsWorkload"),
 )
@@ -71,33 +69,31 @@ def installed() -> list[Workload[Any]]:
     (each entry naming its class), sorted by entry name; an entry that cannot be loaded, or
     names no registered Workload class, is an error naming the package (a workload package that
     is half installed is never skipped quietly)."""
-    specs = []
+    found = []
     for ep in sorted(metadata.entry_points(group=ENTRY_POINTS), key=lambda e: e.name):
         where = f"the {ENTRY_POINTS} entry point {ep.name!r} ({ep.value}" + \
             (f", package {ep.dist.name}" if ep.dist else "") + ")"
         try:
-            spec = ep.load()
+            loaded = ep.load()
         except Exception as exc:  # the package's own error, named with it
             raise ValueError(f"{where} cannot be loaded: {type(exc).__name__}: {exc}") from exc
-        specs.append(admitted(spec, where))
-    return specs
+        found.append(admitted(loaded, where))
+    return found
 
 
-def _registry(*given: Workload[Any] | WorkloadSpec) -> Mapping[str, Workload[Any]]:
-    """The workloads by name, in the order given (a WorkloadSpec taken as its FromSpec); a name
-    given twice (or taken by a sequence) and a record kind written by two workloads are
-    refused."""
-    specs = [FromSpec(w) if isinstance(w, WorkloadSpec) else w for w in given]
+def _registry(*given: Workload[Any]) -> Mapping[str, Workload[Any]]:
+    """The workloads by name, in the order given; a name given twice (or taken by a sequence)
+    and a record kind written by two workloads are refused."""
     out: dict[str, Workload[Any]] = {}
     kinds: dict[str, str] = {}
-    for spec in specs:
-        if spec.name in out or spec.name in SEQUENCES:
-            raise ValueError(f"workload {spec.name!r} registered twice")
-        if spec.record in kinds:
-            raise ValueError(f"workloads {kinds[spec.record]!r} and {spec.name!r} both write "
-                             f"{spec.record!r} records")
-        out[spec.name] = spec
-        kinds[spec.record] = spec.name
+    for workload in given:
+        if workload.name in out or workload.name in SEQUENCES:
+            raise ValueError(f"workload {workload.name!r} registered twice")
+        if workload.record in kinds:
+            raise ValueError(f"workloads {kinds[workload.record]!r} and {workload.name!r} both "
+                             f"write {workload.record!r} records")
+        out[workload.name] = workload
+        kinds[workload.record] = workload.name
     return MappingProxyType(out)
 
 
@@ -126,10 +122,10 @@ def findings(of_kind: Callable[[str], Sequence[Any]]) -> dict[str, Findings | No
     (``of_kind``: the run's records of a kind, by its name), by workload name; None where the
     run has none of them or the hook finds nothing."""
     out: dict[str, Findings | None] = {}
-    for name, spec in WORKLOADS.items():
-        if spec.defines("findings"):
-            records = of_kind(spec.record)
-            out[name] = spec.findings(records) if records else None
+    for name, workload in WORKLOADS.items():
+        if workload.defines("findings"):
+            records = of_kind(workload.record)
+            out[name] = workload.findings(records) if records else None
     return out
 
 

@@ -28,7 +28,7 @@ from fabbench.errors import UsageError
 # are; --out is the claim's to check when the run starts)
 _COMMON = tuple(f for f in config.fields() if f.section is None and f.name != "out")
 # the configuration's sections a plan holds (train's scaling series decided, and what a
-# workload's spec ``decide``s), each as its class says (``PLANNED``: the class of what its
+# workload ``decide``s), each as its class says (``PLANNED``: the class of what its
 # ``planned`` decides for the plan, as the collectives' Sweep), else as the configuration's
 SECTIONS: Mapping[str, type] = {n: getattr(c, "PLANNED", c) for n, c in config.SECTIONS.items()}
 
@@ -57,7 +57,7 @@ class Plan:
     # more than one host
     ceiling: bool | None = None
     ceiling_s: float = 2.0
-    # the workloads' sections by name, as decided (runner.make_plan: each spec's ``decide``)
+    # the workloads' sections by name, as decided (runner.make_plan: each workload's ``decide``)
     sections: Mapping[str, Any] = field(default_factory=dict)
 
     def __init__(self, *, sections: Mapping[str, Any] | None = None, **given: Any) -> None:
@@ -96,9 +96,9 @@ class Plan:
            decided: Mapping[str, Any] | None = None, argv: tuple[str, ...] = ()) -> Plan:
         """The plan of configuration ``c`` with what it leaves open decided by the caller
         (``fabric`` named, not auto; the primitive, device, ranks, ...; ``decided``, workloads'
-        sections as their specs decided them, in place of ``c``'s); a section that is
+        sections as their workloads decided them, in place of ``c``'s); a section that is
         ``planned`` (the collectives' sweep) is decided for the primitive and device, its sizes
-        left open the workload's own (its spec's ``sizes``) or the device's."""
+        left open the workload's own (its class's ``sizes``) or the device's."""
         own = catalog.WORKLOADS.get(c.workload)
         sizes = own.sizes if own else None
 

@@ -172,7 +172,7 @@ def _launch(plan: Plan, state: RunState, resolved: Resolved) -> tuple[int, str |
 
 
 def _series(plan: Plan) -> tuple[Workload[Any], tuple[int, ...]] | None:
-    """The workload whose series the plan asks for (a spec's ``series`` hook: train's
+    """The workload whose series the plan asks for (a workload's ``series``: train's
     --scaling), and its rank counts; None for one launch."""
     for spec in catalog.WORKLOADS.values():
         if spec.series is not None:

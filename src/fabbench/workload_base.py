@@ -3,9 +3,10 @@ registry that knows the workloads by name (``@register``, as launch/launchers/ r
 launchers). A workload package's ``workload.py`` subclasses it: class attributes for what it
 declares (its name, summary, record kind, option section, study metric, floors, default sizes,
 the other sections' fields it runs by), methods for what it does (the rank's loop, its console
-line, its rules against the plan, a study cell's row, the floors' figures, its point count, its
-findings, what it decides of its section). fabbench.catalog builds every table the rest of
-fabbench reads from the registered workloads (docs/architecture.md, "A new workload").
+line, its rules against the plan, a study cell's row or a study's groups, the floors' figures,
+its point count, its findings, what it decides of its section). fabbench.catalog builds every
+table the rest of fabbench reads from the registered workloads (docs/architecture.md, "A new
+workload").
 
 A method a workload does not override does what its docstring says holds without it, and
 ``defines`` says which it overrides (the report's findings name only the workloads that have
@@ -20,6 +21,8 @@ communicator) only by its ``run``, when a rank runs it.
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Generic, Literal, TypeVar
 
@@ -28,17 +31,17 @@ from fabbench.workload_spec import (
     Findings,
     FloorFigures,
     RankSeries,
+    StudyCellRecords,
+    StudyGroup,
     StudyMetric,
     StudyRow,
     WorkloadFloors,
-    WorkloadSpec,
-    check_declared,
-    load_entry,
 )
 
 R = TypeVar("R")
+_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 # the methods whose base "nothing" a caller tells from a workload's own (``defines``)
-Hook = Literal["check", "study", "floor_points", "points", "findings", "decide"]
+Hook = Literal["check", "study", "study_groups", "floor_points", "points", "findings", "decide"]
 
 
 class Workload(Generic[R]):
@@ -60,8 +63,8 @@ class Workload(Generic[R]):
     metric: StudyMetric | None = None
     # what the acceptance floors judge of it (its figures: ``floor_points``); None: nothing
     floors: WorkloadFloors | None = None
-    # other workloads' section fields it runs by too ("collectives.sizes": a study cell of its
-    # kind takes that key)
+    # other workloads' sections it runs by too, by name: a study cell of its kind takes their
+    # keys (those the section's class lends in SHARED, where it has one; all without)
     shares: tuple[str, ...] = ()
     # its --sizes when none are given; None: the device's sweep
     sizes: str | None = None
@@ -122,6 +125,13 @@ class Workload(Generic[R]):
         the median of ``metric.value`` over them, each record a sample."""
         return None
 
+    def study_groups(self, cells: Sequence[StudyCellRecords[R]]) -> list[StudyGroup]:
+        """The groups of a study's cells of one workload and node count, each cell with records
+        of its kind, where its cells answer questions of their own (the collectives': one per
+        operation, at the largest size every cell measured); without it, one group cell by cell
+        of ``study`` rows."""
+        return []
+
     def floor_points(self, records: Sequence[R]) -> Iterable[FloorFigures]:
         """The figures the acceptance floors judge, from one run's records of its kind."""
         return ()
@@ -134,6 +144,22 @@ class Workload(Generic[R]):
     def defines(self, hook: Hook) -> bool:
         """Does this workload have ``hook`` of its own, where callers tell it from nothing?"""
         return getattr(type(self), hook) is not getattr(Workload, hook)
+
+
+def check_declared(what: str, *, name: str, summary: str, record: str,
+                   section: type | None) -> None:
+    """What every workload declares, checked (ValueError naming ``what``, its class): its name
+    and record kind words of lower-case letters, digits and '_', a summary, a dataclass for a
+    section."""
+    if not _NAME.fullmatch(name):
+        raise ValueError(f"{what}.name must match {_NAME.pattern}, not {name!r}")
+    if not summary.strip():
+        raise ValueError(f"{what} {name!r}: summary must not be empty")
+    if not _NAME.fullmatch(record):
+        raise ValueError(f"{what} {name!r}: record must match {_NAME.pattern}, not {record!r}")
+    if section is not None and not (dataclasses.is_dataclass(section)
+                                    and isinstance(section, type)):
+        raise ValueError(f"{what} {name!r}: section must be a dataclass, not {section!r}")
 
 
 W = TypeVar("W", bound="type[Workload[Any]]")
@@ -162,69 +188,3 @@ def register(cls: W) -> W:
     REGISTRY.add(cls())
     return cls
 
-
-class FromSpec(Workload[Any]):
-    """TRANSITIONAL (issue 61): a workload still declared as a fabbench.workload_spec.
-    WorkloadSpec (the collectives' and train's, until they are converted to a class of their
-    own), as a Workload: its data as the class attributes, its hooks as the methods, its entry
-    (imported on the first call that needs it, as ``load_entry`` did) running it. Goes when the
-    last spec does."""
-
-    def __init__(self, spec: WorkloadSpec) -> None:
-        self.spec = spec
-        self.name, self.summary, self.record = spec.name, spec.summary, spec.record
-        self.section, self.metric, self.floors = spec.section, spec.metric, spec.floors
-        self.shares, self.sizes, self.report_lines = spec.shares, spec.sizes, bool(spec.lines)
-        self.series = spec.series
-        self._entry: Any = None
-        super().__init__()
-
-    def _runs(self) -> Any:
-        if self._entry is None:
-            self._entry = load_entry(self.spec.entry)
-        return self._entry
-
-    def _lines(self) -> Any:
-        return load_entry(self.spec.lines) if self.spec.lines else self._runs()
-
-    def prepare(self, plan: Any) -> None:
-        self._runs().prepare(plan)
-
-    def run(self, ctx: Any) -> Iterator[Any]:
-        return iter(self._runs().run(ctx))
-
-    def header(self, run: Any) -> str | None:
-        lines = self._lines()
-        return lines.header(run) if callable(lines.header) else str(lines.header)
-
-    def line(self, record: Any) -> str:
-        return str(self._lines().line(record))
-
-    def wrong(self, record: Any) -> bool:
-        return bool(self._runs().wrong(record))
-
-    def check(self, plan: Any) -> None:
-        if self.spec.check is not None:
-            self.spec.check(plan)
-
-    def points(self, plan: Any) -> int:
-        assert self.spec.points is not None
-        return self.spec.points(plan)
-
-    def decide(self, section: Any, emulated: bool) -> tuple[Any, str | None]:
-        return self.spec.decide(section, emulated) if self.spec.decide else (section, None)
-
-    def study(self, records: Sequence[Any]) -> StudyRow | None:
-        return self.spec.study(records) if self.spec.study else None
-
-    def floor_points(self, records: Sequence[Any]) -> Iterable[FloorFigures]:
-        made = self.spec.floors.points if self.spec.floors else None
-        return made(records) if made else ()
-
-    def findings(self, records: Sequence[Any]) -> Findings | None:
-        return self.spec.findings(records) if self.spec.findings else None
-
-    def defines(self, hook: Hook) -> bool:
-        if hook == "floor_points":
-            return self.spec.floors is not None and self.spec.floors.points is not None
-        return getattr(self.spec, hook) is not None

@@ -58,9 +58,9 @@ def test_the_walk_sees_the_real_package():
 
 
 # the modules every workload package has, one name each part (issue 61: the recipe of
-# docs/architecture.md, "A new workload"; spec.py: a WorkloadSpec not yet a class, transitional)
-WORKLOAD_PARTS = ("workload", "section", "record", "line", "floors", "study", "spec", "rules",
-                  "scaling", "run", "resume")
+# docs/architecture.md, "A new workload")
+WORKLOAD_PARTS = ("workload", "section", "record", "line", "floors", "study", "rules", "scaling",
+                  "run", "resume")
 
 
 def recipe_part(path: Path) -> bool:

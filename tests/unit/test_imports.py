@@ -29,7 +29,7 @@ LAYERS: Sequence[Sequence[str]] = (
     ("fabbench.workload_base",),  # what a workload is: one class, registered by name
     ("fabbench.timing", "fabbench.sysinfo", "fabbench.console", "fabbench.emulate"),
     ("fabbench.fabrics", "fabbench.networks", "fabbench.comm"),
-    ("fabbench.catalog",),  # every workload's spec and option section, and installed ones
+    ("fabbench.catalog",),  # every workload (one class each) and installed ones
     ("fabbench.config",),  # the run configuration: every option of `fabbench run`, once
     ("fabbench.results",),  # records, the one loader, a run's link: what every reader shares
     ("fabbench.plan",),

@@ -1,6 +1,6 @@
 """The train workload is a package like the halo's and the pairs' (issue 61): what is its own
 (options, rule, record, console line, scaling series, study row, floors' figures) lives in
-fabbench.workloads.train, and the rest of fabbench asks its spec instead of naming it."""
+fabbench.workloads.train, and the rest of fabbench asks its class instead of naming it."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from fabbench.report.study.groups import SCALING, all_groups
 from fabbench.results.records import Run
 from fabbench.results.runs import Series
 from fabbench.study.manifest import CellEntry
-from fabbench.workloads.train import SPEC, TrainConfig
+from fabbench.workloads.train import TrainConfig
 from fabbench.workloads.train.record import Train
 from fabbench.workloads.train.scaling import SERIES
 
@@ -36,7 +36,7 @@ def test_train_is_named_as_a_string_only_in_its_package_and_two_modules():
 
 def _plan(workload: str, scaling: tuple[int, ...] | None) -> Plan:
     c = RunConfig(workload=workload, train=TrainConfig(model="gpt-tiny", scaling=scaling))
-    train, _ = SPEC.decide(c.train, False) if SPEC.decide else (c.train, None)
+    train, _ = catalog.WORKLOADS["train"].decide(c.train, False)
     return Plan.of(c, fabric="ethernet", primitive="gloo", device="cpu", ranks=2, iface=None,
                    out="r.jsonl", run_id="r", decided={"train": train})
 

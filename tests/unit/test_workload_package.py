@@ -59,8 +59,8 @@ out["decided"] = [four.toy.toy_barrier, list(state.picked)]
 out["quiet"] = plan(toy_barrier="quiet")[0].toy.toy_barrier
 eight, _ = plan(toy_rounds=8)
 out["per_round_s"] = (wall_limit(eight) - wall_limit(four)) / 4
-out["per_point_s"] = (four.collectives.policy.budget_s * 3
-                     + max(four.op_timeout(s) for s in four.collectives.sizes))
+sweep = four.collectives  # the sweep a plan holds decided, whose budget a point takes
+out["per_point_s"] = sweep.policy.budget_s * 3 + max(four.op_timeout(s) for s in sweep.sizes)
 try:
     plan(toy_rounds=101)
 except UsageError as exc:

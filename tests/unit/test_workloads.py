@@ -3,18 +3,18 @@ from them, names, the one sequence ("all"), loading by name, refusals."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from fabbench import catalog as names
 from fabbench.errors import UsageError
-from fabbench.workload_base import FromSpec, Workload
-from fabbench.workload_spec import StudyMetric, WorkloadSpec
+from fabbench.workload_base import Workload
+from fabbench.workload_spec import StudyMetric
 from fabbench.workloads import interface
+from fabbench.workloads.collectives.workload import CollectivesWorkload
 from fabbench.workloads.halo.section import HaloConfig
 from fabbench.workloads.halo.workload import HaloWorkload
 from fabbench.workloads.pairs.workload import PairsWorkload
+from fabbench.workloads.train.workload import TrainWorkload
 
 
 def test_names_and_parts():
@@ -41,7 +41,8 @@ def test_the_registry_imports_no_workload_until_asked():
     import sys
 
     code = ("import sys, fabbench.workloads.interface; "
-            "print([m for m in ('fabbench.workloads.train.run', "
+            "print([m for m in ('fabbench.workloads.collectives.run', "
+            "'fabbench.workloads.train.run', 'fabbench.workloads.train.engines', "
             "'fabbench.workloads.halo.exchange', 'torch') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, timeout=60).stdout
@@ -75,11 +76,9 @@ def test_a_study_takes_the_same_workload_kinds():
     from fabbench.study.spec import KINDS
 
     assert KINDS == ("collectives", "train", "halo", "pairs")
-    assert type(names.WORKLOADS["halo"]) is HaloWorkload
-    assert type(names.WORKLOADS["pairs"]) is PairsWorkload
-    # TRANSITIONAL: the two still declared as specs, through the adapter
-    assert [w.spec.entry for w in names.WORKLOADS.values() if isinstance(w, FromSpec)] == [
-        "fabbench.workloads.collectives.run:WORKLOAD", "fabbench.workloads.train.run:WORKLOAD"]
+    # every workload one class, the registered instance of its package's workload.py
+    assert [type(w) for w in names.WORKLOADS.values()] == [
+        CollectivesWorkload, TrainWorkload, HaloWorkload, PairsWorkload]
 
 
 def test_every_workload_writes_a_known_record_kind():
@@ -89,24 +88,27 @@ def test_every_workload_writes_a_known_record_kind():
         assert spec.record in KINDS, spec.name
 
 
-def test_the_registry_refuses_a_name_twice_and_a_bad_spec():
-    spec = WorkloadSpec(name="toy", summary="a toy", entry="pkg.toy:WORKLOAD", record="toy")
+def _toy(name: str = "toy", summary: str = "a toy",
+         section: type | None = None) -> Workload[object]:
+    """A workload class declaring ``name`` (writing "toy" records), made: not registered."""
+    declared = {"name": name, "summary": summary, "record": "toy", "section": section}
+    return type("Toy", (Workload,), declared)()
+
+
+def test_the_registry_refuses_a_name_twice_and_a_bad_declaration():
+    toy = _toy()
     with pytest.raises(ValueError, match="'toy' registered twice"):
-        names._registry(spec, FromSpec(spec))
+        names._registry(toy, _toy())
     with pytest.raises(ValueError, match="'all' registered twice"):
-        names._registry(dataclasses.replace(spec, name="all"))
+        names._registry(_toy("all"))
     with pytest.raises(ValueError, match="'toy' and 'other' both write 'toy' records"):
-        names._registry(spec, dataclasses.replace(spec, name="other"))
-    with pytest.raises(ValueError, match="entry must be 'module:attribute'"):
-        WorkloadSpec(name="toy", summary="a toy", entry="pkg.toy.WORKLOAD", record="toy")
-    with pytest.raises(ValueError, match="lines must be 'module:attribute'"):
-        WorkloadSpec(name="toy", summary="a toy", entry="pkg.toy:W", record="toy", lines="x")
-    with pytest.raises(ValueError, match="name must match"):
-        WorkloadSpec(name="Toy", summary="a toy", entry="pkg.toy:WORKLOAD", record="toy")
+        names._registry(toy, _toy("other"))
+    with pytest.raises(ValueError, match="Toy.name must match"):
+        _toy("Toy")
     with pytest.raises(ValueError, match="summary must not be empty"):
-        WorkloadSpec(name="toy", summary=" ", entry="pkg.toy:WORKLOAD", record="toy")
+        _toy(summary=" ")
     with pytest.raises(ValueError, match="section must be a dataclass"):
-        WorkloadSpec(name="toy", summary="a toy", entry="pkg.toy:W", record="toy", section=dict)
+        _toy(section=dict)
     with pytest.raises(ValueError, match="unit must not be empty"):
         StudyMetric(name="time", unit="", value="t", throughput="GB/s", throughput_short="GB/s")
 
@@ -133,8 +135,8 @@ def test_the_workload_help_names_every_workload_with_its_summary():
 
 def test_outside_their_package_only_the_all_sequence_and_the_default_name_the_collectives():
     """Issue 61: the collectives are a package like the others; a module outside it asks the
-    registry (or the package's SPEC.name), never spells the kind, save the "all" sequence
-    (catalog.py) and the --workload default (config.py). 17 modules did before."""
+    registry (or the package's class, CollectivesWorkload.name), never spells the kind, save the
+    "all" sequence (catalog.py) and the --workload default (config.py). 17 modules did before."""
     from pathlib import Path
 
     import fabbench
@@ -180,21 +182,60 @@ def test_the_registry_takes_a_registered_class_and_refuses_anything_else():
         names.admitted(HaloConfig(), "e")
 
 
-def test_a_class_defines_the_hooks_it_overrides_and_a_spec_those_it_gives():
-    halo, pairs = names.WORKLOADS["halo"], names.WORKLOADS["pairs"]
-    assert [h for h in ("check", "study", "floor_points", "points", "findings", "decide")
-            if halo.defines(h)] == ["check", "study", "floor_points"]
-    assert [h for h in ("check", "study", "floor_points", "points", "findings", "decide")
-            if pairs.defines(h)] == ["check", "floor_points", "points", "findings", "decide"]
-    coll = names.WORKLOADS["collectives"]
-    assert not coll.defines("study") and coll.defines("floor_points")
-    assert coll.floors is not None and coll.report_lines is False
-    assert names.WORKLOADS["train"].report_lines is True
+def test_a_class_defines_the_hooks_it_overrides():
+    hooks = ("check", "study", "study_groups", "floor_points", "points", "findings", "decide")
+    defined = {name: [h for h in hooks if w.defines(h)] for name, w in names.WORKLOADS.items()}
+    assert defined == {"collectives": ["study_groups", "floor_points"],
+                       "train": ["check", "study", "floor_points", "decide"],
+                       "halo": ["check", "study", "floor_points"],
+                       "pairs": ["check", "floor_points", "points", "findings", "decide"]}
+    coll, train = names.WORKLOADS["collectives"], names.WORKLOADS["train"]
+    assert coll.floors is not None and coll.report_lines is False and coll.series is None
+    assert train.report_lines is True and train.series is not None
 
 
-def test_a_class_is_checked_as_a_spec_is():
+def test_a_class_is_checked_when_it_is_made():
     class Bad(Workload[object]):
         name, summary, record = "Bad", "a toy", "bad"
 
     with pytest.raises(ValueError, match="Bad.name must match"):
         Bad()
+
+
+def _sweep_cell(name: str, points: list[tuple[str, int]]) -> object:
+    """A study cell of the collectives on one node with the points (op, bytes) measured."""
+    from pathlib import Path
+
+    from fabbench.report.study.cells import StudyCell
+    from fabbench.results.records import Run
+    from fabbench.results.runs import Series
+    from fabbench.study.manifest import CellEntry
+    from fabbench.workloads.collectives import Collective
+
+    axes = {"workload": "sweep", "nodes": 1, "fabric": "ethernet", "primitive": name,
+            "gpudirect": "auto", "link": None}
+    entry = CellEntry(id=name, axes=axes, kind="collectives", options={}, argv=[],
+                      file=f"cells/{name}.jsonl", log=None)
+    records = [Collective.read({"op": op, "bytes": n, "dtype": "float32", "ranks": 2,
+                                "transport": "tcp", "time_us": {"p50": n / 8},
+                                "samples_us": [n / 8], "busbw_gbyte_s": 1.0})
+               for op, n in points]
+    run = Run.read({"fabric": "ethernet", "ranks": 2, "emulation": {  # a 16 Gb/s link
+        "interface": "eth0", "links": [{"node": "n0", "speed_gbit_s": 16.0}]}})
+    return StudyCell(entry, [Series(path=Path("x"), run=run, collectives=records)],
+                     name)
+
+
+def test_a_workload_s_own_study_groups_replace_its_cell_by_cell_group():
+    """The collectives make their groups (study_groups: per operation, at the largest size
+    every cell measured) and are not ranked cell by cell besides: the report's groups are the
+    class's. Fails where cell_groups also takes a workload with study_groups (a "collectives"
+    group of metric rows), or where the report does not ask the class."""
+    from fabbench.report.study.groups import all_groups
+
+    gloo = _sweep_cell("gloo", [("allreduce", 8), ("allreduce", 64), ("broadcast", 8)])
+    mpi = _sweep_cell("mpi", [("allreduce", 8), ("allreduce", 64), ("allreduce", 1024)])
+    groups = all_groups([gloo, mpi])
+    assert [(g.kind, g.what, g.nodes) for g in groups] == [("collectives", "allreduce 64", 1)]
+    assert [(r.cell.id, r.median, r.transport, r.link_pct) for r in groups[0].rows] == [
+        ("gloo", 8.0, "tcp", 50.0), ("mpi", 8.0, "tcp", 50.0)]  # 1 GB/s of 16 Gb/s

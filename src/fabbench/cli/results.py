@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from fabbench.cli.options import Json
-from fabbench.workloads.collectives import SPEC as COLLECTIVES
+from fabbench.workloads.collectives.workload import CollectivesWorkload
 
 Paths = Annotated[list[Path], typer.Argument(
     help="Results files (JSON Lines) or directories holding them.", show_default=False)]
@@ -96,7 +96,7 @@ def report(paths: Paths, html: Html = None, plots: Plots = None, csv: Csv = None
 
     out = make_report(paths, html=html, plots_dir=plots, csv=csv, title=title, floors=floors)
     if json_out:
-        print(json.dumps({COLLECTIVES.name: collective_rows(out.series),
+        print(json.dumps({CollectivesWorkload.name: collective_rows(out.series),
                           Train.kind: train_rows(out.series),
                           "findings": findings_json(out.series), "warnings": out.warnings,
                           "written": [str(p) for p in out.written]}, indent=1))

@@ -23,7 +23,7 @@ from fabbench.floors.points import FLOORS, METRICS, Point, points_of
 from fabbench.floors.rules import FORMAT
 from fabbench.results.runs import Series
 from fabbench.units import format_size
-from fabbench.workloads.collectives import SPEC as COLLECTIVES
+from fabbench.workloads.collectives.workload import CollectivesWorkload
 
 # what a baseline judges, per workload: the metric of its points (each workload's floors)
 BASELINE_METRIC = {name: floors.baseline for name, floors in FLOORS.items()}
@@ -82,12 +82,13 @@ def make(series: Sequence[Series], *, below: float = 0.10, spread: float = 3.0,
     for p in points_of(series):
         metric = BASELINE_METRIC[p.workload]
         figure = p.metrics.get(metric)
-        if figure is None or (p.workload == COLLECTIVES.name and (p.bytes or 0) < min_bytes):
+        small = p.workload == CollectivesWorkload.name and (p.bytes or 0) < min_bytes
+        if figure is None or small:
             continue
         groups.setdefault(_key(p), []).append(figure)
         runs_of.setdefault(_key(p), set()).add(p.run)
     if not groups:
-        others = [n for n in FLOORS if n != COLLECTIVES.name]
+        others = [n for n in FLOORS if n != CollectivesWorkload.name]
         raise UsageError("no figure to make a baseline of (collectives of at least "
                          f"{format_size(min_bytes)}, {', '.join(others[:-1])} or "
                          f"{others[-1]} records)")

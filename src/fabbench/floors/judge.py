@@ -18,7 +18,7 @@ from fabbench.console import NO_BUS
 from fabbench.floors.points import METRICS, Point
 from fabbench.floors.rules import Floors, Rule
 from fabbench.units import format_size
-from fabbench.workloads.collectives import SPEC as COLLECTIVES
+from fabbench.workloads.collectives.workload import CollectivesWorkload
 
 PASS, FAIL, NOT_JUDGED = "pass", "fail", "not judged"
 
@@ -172,7 +172,7 @@ def _holds(rule: Rule, p: Point) -> tuple[bool | None, float | None, float | Non
     assert rule.metric is not None
     figure = p.metrics.get(rule.metric)
     if figure is None:
-        if p.ranks == 1 and p.workload == COLLECTIVES.name:
+        if p.ranks == 1 and p.workload == CollectivesWorkload.name:
             return None, None, None, None, f"{NO_BUS}: no {rule.metric} to judge"
         return None, None, None, None, f"{p.source} recorded no {rule.metric} here"
     floor, how = rule.floor(p)

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from fabbench.errors import UsageError
 from fabbench.floors.points import Point
-from fabbench.workloads.collectives import SPEC as COLLECTIVES
+from fabbench.workloads.collectives.workload import CollectivesWorkload
 
 T = TypeVar("T")
 
@@ -59,7 +59,7 @@ class OsuTest:
 
 
 _COLL = "the mean over ranks of each rank's mean time"
-_SWEEP = COLLECTIVES.name  # the workload whose figures OSU's collective tests are
+_SWEEP = CollectivesWorkload.name  # the workload whose figures OSU's collective tests are
 # OSU's titles, "# OSU MPI%s <name> v<version>" (%s: "-CUDA", "-ROCM", ... or ""), by <name>
 OSU_TESTS = {
     "Allreduce Latency Test": OsuTest("osu_allreduce", _SWEEP, "allreduce", "time", _COLL),
@@ -291,7 +291,7 @@ class _NcclRun:
         metrics = _metrics({"time": num(5), "algbw": num(6), "busbw": num(7)}, notes)
         return Point(source="nccl-tests", file=str(self.path),
                      run=f"{self.path.name}:{self.start} {program}",
-                     workload=COLLECTIVES.name, op=op, bytes=size,
+                     workload=CollectivesWorkload.name, op=op, bytes=size,
                      dtype=NCCL_DTYPES.get(dtype, dtype), primitive="nccl", ranks=ranks,
                      nodes=nodes, metrics=metrics, evidence="; ".join(notes))
 
@@ -422,7 +422,7 @@ class _JsonRun:
             notes.append(f"root {root}")
         metrics = _metrics(figures, notes)
         return Point(source="nccl-tests", file=str(self.path), run=self.label,
-                     workload=COLLECTIVES.name, op=self.op, bytes=r["size"],
+                     workload=CollectivesWorkload.name, op=self.op, bytes=r["size"],
                      dtype=NCCL_DTYPES.get(r["type"], r["type"]), primitive="nccl",
                      ranks=self.ranks, nodes=self.nodes, metrics=metrics,
                      evidence="; ".join(notes))

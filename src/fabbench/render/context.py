@@ -16,7 +16,7 @@ from fabbench.errors import UsageError
 from fabbench.launch import launchers, ports, results_log, runtimes
 from fabbench.render import names
 from fabbench.sysinfo.inventory import IMAGE_REF_ENV
-from fabbench.workloads.collectives import SPEC as COLLECTIVES
+from fabbench.workloads.collectives.workload import CollectivesWorkload
 
 RUNTIMES = tuple(runtimes.RUNTIMES)  # the container runtimes (launch.runtimes)
 MAX_BENCHMARKS = 10  # rendezvous ports: ten per job (see slurm.sbatch.j2)
@@ -24,7 +24,7 @@ IMAGE_REPOSITORY = "fabbench"  # the image's name as .ci/publish.sh tags it
 REFERENCE_FLOORS = "reference"  # `fabbench floors verify --floors reference`: the shipped floors
 # The check before a Kubernetes job (--preflight; the chart's preflight.sizes, .budget and
 # .timeout defaults): what it runs, and what it keeps of the job's configuration
-PREFLIGHT = {"kind": COLLECTIVES.name, "ops": "allreduce", "sizes": "16M", "budget": 0.5,
+PREFLIGHT = {"kind": CollectivesWorkload.name, "ops": "allreduce", "sizes": "16M", "budget": 0.5,
              "timeout": 60}
 PREFLIGHT_KEEPS = ("fabric", "wire", "gpudirect", "iface", "rdma_device", "primitive",
                    "horovod_over", "device")

@@ -15,7 +15,7 @@ from fabbench.report.late import late_ranks
 from fabbench.results import lines, output_files
 from fabbench.results.reader import collector_paused
 from fabbench.results.runs import Series, expand, load
-from fabbench.workloads.collectives import SPEC as COLLECTIVES
+from fabbench.workloads.collectives.workload import CollectivesWorkload
 from fabbench.workloads.pairs.record import Pairs, best_pairs
 
 if TYPE_CHECKING:
@@ -160,7 +160,7 @@ def foreign_text(points: Sequence[Point], series: Sequence[Series]) -> str:
         groups.setdefault((p.source, p.file, p.run, p.op), []).append(p)
     out = ""
     for (source, file, run, op), rows in groups.items():
-        bw = "busbw" if rows[0].workload == COLLECTIVES.name else "bw"
+        bw = "busbw" if rows[0].workload == CollectivesWorkload.name else "bw"
         out += (f"# {source}: {op or rows[0].workload} ({run}; {file}; no transport claimed)\n"
                 f"#{'size':>11} {bw + ' GB/s':>11} {'time us':>11}  vs fabbench\n")
         for p in rows:

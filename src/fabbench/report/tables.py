@@ -12,6 +12,7 @@ from fabbench.report.significance import why_unstable
 from fabbench.results.link import LinkRate, MeasuredCeiling, ceiling_of, format_gbit_s, link_of
 from fabbench.results.runs import Series
 from fabbench.workloads.collectives.record import Collective
+from fabbench.workloads.collectives.study import share_pct
 from fabbench.workloads.train.record import Train
 
 # nccl-tests names and columns
@@ -68,14 +69,6 @@ def unstable(point: Collective) -> str | None:
 def busbw_text(rec: Collective) -> str:
     """busbw as a table shows it: "-" for a world of one rank (ONE_RANK)."""
     return "-" if rec.ranks == 1 else f"{rec.busbw_gbyte_s:.3f}"
-
-
-def share_pct(link: LinkRate | MeasuredCeiling | None, rec: Collective) -> float | None:
-    """busbw as a percentage of the link (or the ceiling): None unknown, or a world of one
-    rank, which has no busbw (ONE_RANK)."""
-    if link is None or rec.ranks == 1:
-        return None
-    return 100 * link.efficiency(rec.busbw_gbyte_s)
 
 
 def link_pct(link: LinkRate | MeasuredCeiling | None, rec: Collective) -> str:

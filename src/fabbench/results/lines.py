@@ -1,19 +1,13 @@
 """Each measurement record as the console shows it: the line a run streams as it measures, and
 `fabbench report` prints again from the file (ceiling records here; a workload's own beside it,
-named by its spec or class: train's in workloads/train/line.py; collectives have the nccl-tests
+shown by its class's ``line``: train's in workloads/train/line.py; collectives have the nccl-tests
 table of report/tables.py, pairs theirs in workloads/pairs/line.py). A record is the typed
 record the writer wrote (a run, as it measures) or the loader read (the report); a field a file
 does not have (None) shows as "-"."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Generic, TypeVar
-
-from fabbench.results.records import Ceiling, Record, Times
-
-R = TypeVar("R", bound=Record, contravariant=True)
+from fabbench.results.records import Ceiling, Times
 
 
 def figure_cell(value: float | Times | None, spec: str, width: int) -> str:
@@ -35,13 +29,4 @@ def ceiling(c: Ceiling) -> str:
         return f"# ceiling {c.tool} {c.mode} {where}: not measured: {c.error}"
     rates = " + ".join(f"{d.gbit_s:.3f}" for d in c.directions)
     return f"# ceiling {c.tool} {c.mode} {where}: {rates} Gbit/s"
-
-
-@dataclass(frozen=True)
-class Lines(Generic[R]):
-    """How a workload's records show on the console and in ``fabbench report``: a header line,
-    then one line per record (a workload's spec names its Lines, fabbench.workload_spec)."""
-
-    header: str
-    line: Callable[[R], str]
 

@@ -54,7 +54,8 @@ RETRIES = ("none", "transient")
 
 
 def _shared(f: Field, shares: tuple[str, ...]) -> bool:
-    """Whether a workload that shares the sections ``shares`` takes the section field ``f``."""
+    """Whether a workload that shares the sections ``shares`` (Workload.shares, by name) takes
+    the section field ``f``: those its section's class lends (SHARED), all where it names none."""
     if f.section not in shares:
         return False
     return f.name in getattr(catalog.SECTIONS[f.section], "SHARED", (f.name,))
@@ -63,8 +64,8 @@ def _shared(f: Field, shares: tuple[str, ...]) -> bool:
 KEYS: Mapping[str, tuple[tuple[type, ...], tuple[str, ...] | None]] = MappingProxyType({
     **_OWN_KEYS,
     **{key: (_TOML[f.option.kind.name], None if f.section is None else
-             # its section's, and those of the workloads that share the section (WorkloadSpec.
-             # shares), where the section lets them take the field (its SHARED; all without)
+             # its section's, and those of the workloads that run by the field too (their
+             # Workload.shares)
              (f.section, *(w.name for w in catalog.WORKLOADS.values() if _shared(f, w.shares))))
        for key, f in STUDY_KEYS.items()
        if not f.option.placed and key not in (*AXES, "kind")}})

@@ -39,8 +39,8 @@ from fabbench.study.run import launch_logged, results_ok
 from fabbench.tune import STATE, library
 from fabbench.tune.outputs import RULES, rules_file
 from fabbench.units import format_size
-from fabbench.workloads.collectives import SPEC as COLLECTIVES
 from fabbench.workloads.collectives.record import Collective
+from fabbench.workloads.collectives.workload import CollectivesWorkload
 
 TRIAL_DEADLINE_S = 900.0
 NARROWINGS = 2  # final stages after the first, each with the tuned settings narrowed
@@ -238,7 +238,7 @@ class Tuner:
         self.primitive: str = config.primitive
         if config.fabric == "auto":
             raise UsageError("tune needs --fabric: the profile whose settings it tunes")
-        if config.workload != COLLECTIVES.name:
+        if config.workload != CollectivesWorkload.name:
             raise UsageError("tune measures collectives: leave --workload out")
         self.profile = load_profile(config.fabric)
         section = self.profile.primitives.get("mpi" if self.primitive == "horovod"

@@ -14,7 +14,7 @@ from fabbench.report.study.groups import (
     CellGroup,
 )
 from fabbench.report.study.link_whatif import LinkWhatIf
-from fabbench.workloads.collectives import SPEC as COLLECTIVES
+from fabbench.workloads.collectives.workload import CollectivesWorkload
 
 _STYLE = {"faster": "green", "slower": "red", "same": "dim"}
 
@@ -30,7 +30,7 @@ def _num(x: float | None) -> str:
 def group_table(g: CellGroup) -> Table:
     table = Table(title=f"{g.title}: {METRIC[g.kind]}", title_justify="left")
     cols = ["cell", "transport", f"median {UNIT[g.kind]}", "n", THROUGHPUT_SHORT[g.kind]]
-    cols += ["link %"] if g.kind == COLLECTIVES.name else ["comm share"]
+    cols += ["link %"] if g.kind == CollectivesWorkload.name else ["comm share"]
     cols += ["scaling"] if SCALING[g.kind] else []
     cols += ["vs best", "95% CI", "p", "verdict"]
     for c in cols:
@@ -41,7 +41,7 @@ def group_table(g: CellGroup) -> Table:
         v = r.verdict
         row = [r.cell.label, r.transport, f"{r.median:.2f}", str(len(r.samples)),
                _num(r.throughput)]
-        row += [_num(r.link_pct)] if g.kind == COLLECTIVES.name else [_pct(r.comm_share)]
+        row += [_num(r.link_pct)] if g.kind == CollectivesWorkload.name else [_pct(r.comm_share)]
         row += [_pct(r.scaling)] if SCALING[g.kind] else []
         row += ["best" if r.best else f"{d:+.1f}%",
                 "-" if lo is None else f"{lo:+.1f}…{hi:+.1f}%",

@@ -3,9 +3,9 @@ size, on one node count), ranked by median, each against the group's best with a
 and a significance test; a headline per group in plain words.
 
 Statistics are report.significance's (bootstrap interval of the ratio of medians, Mann-Whitney U)
-over the samples each record keeps: per-sample times of `collective` (at the largest size every
-cell of the group measured), and the samples a workload's own ``study`` hook gives (train's:
-per-step times).
+over the samples each record keeps: those of a workload's own ``study_groups`` (the
+collectives': per-sample times at the largest size every cell of the group measured) or
+``study`` rows (train's: per-step times).
 """
 
 from __future__ import annotations
@@ -18,12 +18,8 @@ from typing import Any
 from fabbench import catalog
 from fabbench.report.significance import Verdict, compare_samples, median_ratio
 from fabbench.report.study.cells import StudyCell
-from fabbench.report.tables import share_pct
-from fabbench.results.link import link_of
-from fabbench.units import format_size
 from fabbench.workload_base import Workload
-from fabbench.workload_spec import StudyRow
-from fabbench.workloads.collectives import SPEC as COLLECTIVES
+from fabbench.workload_spec import StudyCellRecords, StudyRow
 
 # what a group's median is, its unit and its throughput column, by workload kind (from
 # fabbench.catalog: the workloads whose cells a study ranks)
@@ -118,31 +114,32 @@ def _cross_node_scaling(groups: list[CellGroup]) -> None:
                 r.scaling = r.throughput / (g.nodes * base.throughput)
 
 
-def collective_groups(cells: list[StudyCell]) -> list[CellGroup]:
-    """Per op: the largest size every cell of the workload and node count measured."""
-    by_key: dict[tuple[str, int], list[StudyCell]] = {}
-    for c in cells:
-        if any(s.collectives for s in c.series):
-            by_key.setdefault((c.axes["workload"], c.axes["nodes"]), []).append(c)
+def workload_groups(cells: list[StudyCell]) -> list[CellGroup]:
+    """The groups of the workloads that make their own (``study_groups``: the collectives', per
+    operation and size) and name a metric, in the registry's order: per study workload and node
+    count, of the cells with records of the workload's kind, in the cells' order."""
     groups = []
-    for (_, nodes), members in by_key.items():
-        ops = sorted({r.op for c in members for s in c.series for r in s.collectives})
-        for op in ops:
-            points = {c.id: {(r.bytes, r.dtype): r for s in c.series for r in s.collectives
-                             if r.op == op} for c in members}
-            common = set.intersection(*(set(p) for p in points.values()))
-            if not common:
-                continue
-            size, dtype = max(common)
-            g = CellGroup(COLLECTIVES.name, f"{op} {format_size(size)}", nodes)
-            for c in members:
-                r = points[c.id][(size, dtype)]
-                link = link_of(c.run) if c.run else None
-                g.rows.append(CellResult(
-                    cell=c, median=r.time_us.p50, samples=list(r.samples_us or []),
-                    throughput=r.busbw_gbyte_s,
-                    link_pct=share_pct(link, r), transport=r.transport))
-            groups.append(g)
+    for workload in catalog.WORKLOADS.values():
+        if workload.metric is None or not workload.defines("study_groups"):
+            continue
+        by_key: dict[tuple[str, int], list[tuple[StudyCell, StudyCellRecords[Any]]]] = {}
+        for c in cells:
+            records = [r for s in c.series for r in s.of_kind(workload.record)]
+            if records:
+                by_key.setdefault((c.axes["workload"], c.axes["nodes"]), []).append(
+                    (c, StudyCellRecords(id=c.id, records=records, run=c.run)))
+        for (_, nodes), members in by_key.items():
+            for made in workload.study_groups([m for _, m in members]):
+                g = CellGroup(workload.name, made.what, nodes)
+                for c, _ in members:
+                    row = made.rows.get(c.id)
+                    if row is not None:
+                        g.rows.append(CellResult(
+                            cell=c, median=row.median, samples=list(row.samples),
+                            throughput=row.throughput, comm_share=row.comm_share,
+                            scaling=row.scaling, link_pct=row.link_pct,
+                            transport=row.transport if row.transport is not None else "?"))
+                groups.append(g)
     return groups
 
 
@@ -223,16 +220,16 @@ def metric_row(spec: Workload[Any], records: list[Any]) -> StudyRow | None:
 
 
 def cell_groups(cells: list[StudyCell]) -> list[CellGroup]:
-    """The cells of every workload ranked cell by cell (those with no builder of their own
-    here, whose spec names a metric): per study workload and node count, each cell's row from
-    its records of the workload's kind (the spec's ``study`` hook, else :func:`metric_row`),
+    """The cells of every workload ranked cell by cell (those with no ``study_groups`` of their
+    own, whose class names a metric): per study workload and node count, each cell's row from
+    its records of the workload's kind (the workload's ``study``, else :func:`metric_row`),
     in the registry's order; where the metric shows scaling, a row without its own is given
     it from the study's 1-node cells."""
     groups: dict[tuple[str, str, str, int], CellGroup] = {}
     order = list(catalog.WORKLOADS)
     for c in cells:
         spec: Workload[Any] | None = catalog.WORKLOADS.get(c.entry.kind)
-        if spec is None or spec.name in BUILT or spec.metric is None:
+        if spec is None or spec.metric is None or spec.defines("study_groups"):
             continue
         records = [r for s in c.series for r in s.of_kind(spec.record)]
         row = spec.study(records) if spec.defines("study") else metric_row(spec, records)
@@ -249,11 +246,7 @@ def cell_groups(cells: list[StudyCell]) -> list[CellGroup]:
     return sorted(groups.values(), key=lambda g: order.index(g.kind))
 
 
-# the kinds grouped by builders of their own, above
-BUILT = (COLLECTIVES.name,)
-
-
 def all_groups(cells: list[StudyCell]) -> list[CellGroup]:
     """Every group of a study's cells: those ranked cell by cell (the training's first), then
-    the collectives' per operation and size."""
-    return cell_groups(cells) + collective_groups(cells)
+    those the workloads make of their own (the collectives' per operation and size)."""
+    return cell_groups(cells) + workload_groups(cells)

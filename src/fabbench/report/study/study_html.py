@@ -18,7 +18,7 @@ from fabbench.report.significance import ALPHA
 from fabbench.report.study.answer import StudyAnswer
 from fabbench.report.study.groups import METRIC, SCALING, THROUGHPUT, UNIT
 from fabbench.report.tables import efficiency_lines
-from fabbench.workloads.collectives import SPEC as COLLECTIVES
+from fabbench.workloads.collectives.workload import CollectivesWorkload
 
 _TEMPLATE = PAGE_HEAD + """.best{background:#eaf7ee}.failed{color:#b3261e;font-weight:600}
 .ok{color:#0a7a2b;font-weight:600}.skipped{color:#666}
@@ -141,7 +141,7 @@ def render(a: StudyAnswer, plots: Sequence[Plot], *, title: str) -> str:
         title=title, version=__version__,
         generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), alpha=ALPHA,
         m=a.manifest, headline=a.headline, warnings=a.warnings, groups=a.groups,
-        metric=METRIC, unit=UNIT, through=THROUGHPUT, scaling=SCALING, sweep=COLLECTIVES.name,
+        metric=METRIC, unit=UNIT, through=THROUGHPUT, scaling=SCALING, sweep=CollectivesWorkload.name,
         figures=figures, wire=wire_lines(a),
         forecast=a.forecast, forecast_error=a.forecast_error, cells=a.cells, num=_num,
         whatif=a.whatif,

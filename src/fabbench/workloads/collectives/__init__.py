@@ -1,14 +1,21 @@
 """The collectives sweep (each operation at each size and dtype, timed and optionally checked),
-declared as a package: its options and the sweep a plan holds decided (section.py), its spec
-(spec.py, which fabbench.catalog registers by this package's name), its record, the results
-contract's ``collective`` kind (record.py, registered by loading this package), its console
-lines (line.py), what ``--resume`` skips (resume.py) and the rank's sweep (run.py: the
-communicator, numpy; imported only when a rank runs it, the spec's ``entry``)."""
+one module per part, as every workload package has them:
+
+  workload.py  the workload (``CollectivesWorkload``): what it declares, its console lines and
+               the acceptance floors' figures; registered by name, which fabbench.catalog loads;
+  section.py   its options (``RunConfig.collectives``) and the sweep a plan holds decided
+               (``plan.collectives``), which the pairs run by too;
+  record.py    its record, the results contract's ``collective`` kind;
+  line.py      the run's header and a point's nccl-tests-style line, as the run measures;
+  floors.py    the acceptance floors' figures, by operation, size and dtype;
+  resume.py    what ``--resume`` skips: the points the resumed run measured already;
+  run.py       the sweep the ranks run (the communicator, numpy), imported by the workload's
+               ``run`` only.
+"""
 
 from __future__ import annotations
 
 from fabbench.workloads.collectives.record import Collective
 from fabbench.workloads.collectives.section import CollectivesConfig, Sweep
-from fabbench.workloads.collectives.spec import SPEC
 
-__all__ = ["SPEC", "Collective", "CollectivesConfig", "Sweep"]
+__all__ = ["Collective", "CollectivesConfig", "Sweep"]

@@ -4,14 +4,11 @@ fabbench.console.ONE_RANK)."""
 
 from __future__ import annotations
 
-import sys
-from typing import TextIO
-
 from fabbench.console import ONE_RANK
 from fabbench.results.records import Run
 from fabbench.workloads.collectives.record import Collective
 
-__all__ = ["HEADER", "UNITS", "line", "stream_header"]
+__all__ = ["HEADER", "UNITS", "header", "line"]
 
 HEADER = (f"#{'op':>15} {'size':>10} {'count':>11} {'type':>9} {'p50 us':>11} {'algbw':>8} "
           f"{'busbw':>8} {'#wrong':>7}  transport")
@@ -27,15 +24,16 @@ def line(rec: Collective) -> str:
             f"{wrong:>7}  {rec.transport}")
 
 
-def stream_header(run: Run, out: TextIO = sys.stdout) -> None:
-    print(f"# fabbench {run.run_id}: fabric {run.fabric} (wire {run.wire}), "
-          f"primitive {run.primitive}, {run.ranks} ranks on {run.nodes} node(s)", file=out)
+def header(run: Run) -> str:
+    """The run's header: what ran where (GPUDirect's outcome on a GPU, a note for a world of one
+    rank), then the table's heading and units, shown once before the first point."""
+    text = [f"# fabbench {run.run_id}: fabric {run.fabric} (wire {run.wire}), "
+            f"primitive {run.primitive}, {run.ranks} ranks on {run.nodes} node(s)"]
     gdr = run.gpudirect
     if run.device == "cuda" and gdr:
         got = gdr.obtained or "not reported"
-        print(f"# GPUDirect RDMA: asked {gdr.requested}, got {got} ({gdr.evidence}); "
-              f"timing: {run.timing_method}", file=out)
+        text.append(f"# GPUDirect RDMA: asked {gdr.requested}, got {got} ({gdr.evidence}); "
+                    f"timing: {run.timing_method}")
     if run.ranks == 1:
-        print(f"# {ONE_RANK}", file=out)
-    print(HEADER, file=out)
-    print(UNITS, file=out, flush=True)
+        text.append(f"# {ONE_RANK}")
+    return "\n".join([*text, HEADER, UNITS])

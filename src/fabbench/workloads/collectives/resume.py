@@ -9,7 +9,6 @@ from fabbench.errors import UsageError
 from fabbench.plan import Plan
 from fabbench.results.records import Record
 from fabbench.workloads.collectives.record import Collective
-from fabbench.workloads.collectives.spec import SPEC
 
 __all__ = ["measured", "point_key"]
 
@@ -22,7 +21,7 @@ def point_key(op: str, dtype: str, nbytes: int) -> str:
 def measured(plan: Plan, records: Iterable[Record]) -> tuple[str, ...]:
     """The points of ``plan``'s run among ``records`` (a results file's, the run's own); a
     UsageError when the run is no collectives sweep (only a sweep's points can be skipped)."""
-    if plan.workload != SPEC.name:
+    if plan.workload != "collectives":  # its workload's name (workload.py, which runs it)
         raise UsageError("--resume continues collectives sweeps only")
     return tuple(point_key(r.op, r.dtype, r.bytes) for r in records
                  if isinstance(r, Collective) and r.run_id == plan.run_id)

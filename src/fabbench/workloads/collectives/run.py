@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import io
 from collections.abc import Callable, Collection, Iterator
 from typing import Any
 
@@ -14,14 +13,10 @@ from fabbench.plan import Plan
 from fabbench.results import records
 from fabbench.timing.engine import measure
 from fabbench.timing.stats import STABLE_RULE, is_stable, median_ci95_rel, summarize
-from fabbench.workloads.collectives.line import line as point_line
-from fabbench.workloads.collectives.line import stream_header
 from fabbench.workloads.collectives.record import Collective
 from fabbench.workloads.collectives.resume import point_key
 from fabbench.workloads.collectives.section import Sweep
-from fabbench.workloads.collectives.spec import SPEC
 from fabbench.workloads.faults import Fault
-from fabbench.workloads.interface import RankContext
 from fabbench.workloads.ops import OPS, expected, send_data
 
 
@@ -109,30 +104,3 @@ def sweep(comm: Communicator, plan: Plan, transport: str, arm: Callable[[float, 
                     busbw_mean_gbyte_s=size / (times["mean"] * 1e-6) / 1e9 * op.busbw_factor(n),
                     correct=correct, wrong=wrong, wrong_ranks=bad,
                     stable=is_stable(rel), stable_rule=STABLE_RULE, median_ci95_rel=rel)
-
-
-class _Collectives:
-    """The sweep as a workload (workloads.interface)."""
-
-    name = SPEC.name
-
-    def prepare(self, plan: Plan) -> None:
-        pass
-
-    def run(self, ctx: RankContext) -> Iterator[records.Record]:
-        return sweep(ctx.comm, ctx.plan, ctx.transport, ctx.arm, ctx.fault, ctx.state.skip)
-
-    def header(self, run: records.Run) -> str:
-        text = io.StringIO()
-        stream_header(run, text)
-        return text.getvalue().rstrip("\n")
-
-    def line(self, record: records.Record) -> str:
-        assert isinstance(record, Collective)
-        return point_line(record)
-
-    def wrong(self, record: records.Record) -> bool:
-        return getattr(record, "correct", None) is False
-
-
-WORKLOAD = _Collectives()

@@ -2,7 +2,8 @@
 timed) as the user gives them, ``CollectivesConfig`` (``RunConfig.collectives``), and as a run
 holds them decided, ``Sweep`` (``plan.collectives``): the operations and sizes the primitive and
 device leave open named, the timing policy made. The pairs time their exchanges by the same
-section (their spec names it in ``shares``), so ``--sizes`` means one thing everywhere."""
+section (their workload names its fields in ``shares``), so ``--sizes`` means one thing
+everywhere."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from fabbench.units import parse_sizes
 __all__ = ["CUDA_GRAPH", "DEFAULT_SIZES", "CollectivesConfig", "Sweep", "can_graph", "graphed"]
 
 CUDA_GRAPH = ("auto", "off", "on")  # off first: the one every primitive can take
-# --sizes when neither the user nor the workload's spec gives them, by device
+# --sizes when neither the user nor the workload's class gives them, by device
 DEFAULT_SIZES = {"cpu": "8:64M", "cuda": "8:1G"}
 
 
@@ -124,9 +125,8 @@ class CollectivesConfig:
         "pays); auto: on for NCCL with --timing batch, else off.", choices=CUDA_GRAPH,
         refusal="{flag} takes {known}, not {value!r}")
 
-    # the fields a workload that names this section in its spec's ``shares`` takes too (the
-    # pairs': they time sendrecv over the sweep's sizes and dtypes); the operations are the
-    # sweep's own
+    # the fields a workload that names this section in its ``shares`` takes too (the pairs':
+    # they time sendrecv over the sweep's sizes and dtypes); the operations are the sweep's own
     SHARED: ClassVar[tuple[str, ...]] = ("sizes", "dtypes", "check", "budget_s", "min_samples",
                                          "max_samples", "timing", "cuda_graph")
     # what a plan holds of this section: decided by ``planned``

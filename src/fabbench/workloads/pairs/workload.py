@@ -14,7 +14,7 @@ from fabbench.comm import primitives
 from fabbench.errors import UsageError
 from fabbench.workload_base import Workload, register
 from fabbench.workload_spec import Findings, FloorFigures, WorkloadFloors
-from fabbench.workloads.collectives import SPEC as SWEEP
+from fabbench.workloads.collectives.workload import CollectivesWorkload
 from fabbench.workloads.pairs.line import HEADER
 from fabbench.workloads.pairs.line import line as line_of
 from fabbench.workloads.pairs.record import Pairs
@@ -36,9 +36,9 @@ class PairsWorkload(Workload[Pairs]):
     summary = "node pairs in rounds: finds the slow node"
     record = "pairs"
     section = PairsConfig
-    # sendrecv timed as the collectives time theirs, over their sizes, dtypes and budget: the
-    # fields of their section it shares (CollectivesConfig.SHARED), read as plan.collectives
-    shares = (SWEEP.name,)
+    # sendrecv timed as the collectives time theirs, over their sizes, dtypes and budget: their
+    # section, by name (the fields it lends: CollectivesConfig.SHARED), read as plan.collectives
+    shares = (CollectivesWorkload.name,)
     sizes = "8,1M"  # the latency at the smallest size, the bandwidth at the largest
     floors = WorkloadFloors(metrics=("bw", "time"), baseline="bw", ops=("sendrecv",),
                             rule_size=True, per_node=True)

@@ -21,4 +21,4 @@ def floor_figures(records: Sequence[Train]) -> Iterator[FloorFigures]:
 
 
 FLOORS = WorkloadFloors(metrics=("samples_per_s", "step_time"), baseline="samples_per_s",
-                        sized=False, points=floor_figures)
+                        sized=False)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from fabbench.results.lines import Lines, check_cell, figure_cell
+from fabbench.results.lines import check_cell, figure_cell
 from fabbench.workloads.train.record import Train
 
-__all__ = ["HEADER", "LINES", "line"]
+__all__ = ["HEADER", "line"]
 
 HEADER = (f"#{'model':>12} {'ranks':>5} {'batch':>6} {'samples/s':>12} {'±ci95':>8} "
           f"{'step ms':>10} {'compute ms':>10} {'comm ms':>9} {'eff':>6} {'grads':>7}  "
@@ -21,5 +21,3 @@ def line(rec: Train) -> str:
             f"{rec.comm_ms:>9.2f} {figure_cell(rec.scaling_efficiency, '.3f', 6)} "
             f"{check_cell(rec.grads_identical, 'ok', 'DIFFER', 7)}  {engine}")
 
-
-LINES = Lines(HEADER, line)

@@ -1,4 +1,4 @@
-"""The train workload's rules between its options and the decided plan (the spec's ``check``):
+"""The train workload's rules between its options and the decided plan (the workload's ``check``):
 each a UsageError in one line, before any rank starts."""
 
 from __future__ import annotations

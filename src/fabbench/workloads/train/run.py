@@ -1,5 +1,5 @@
-"""The training workload as a rank runs it (WORKLOAD, the spec's entry), and its measurement
-protocol, the same for every engine, on every rank:
+"""The training workload as a rank runs it (``run_train``, which the workload's ``run`` imports),
+and its measurement protocol, the same for every engine, on every rank:
   1. compute-only: ``warmup_steps`` then ``steps`` local steps (forward, backward, optimizer) of
      the bare model, no gradient exchange;
   2. the model state is made equal on every rank again (the engine's start);
@@ -17,24 +17,19 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 from fabbench.comm.base import Communicator
 from fabbench.networks import get as get_model
 from fabbench.networks import models as model_registry
 from fabbench.plan import Plan
-from fabbench.results import records
 from fabbench.workloads.train import section
-from fabbench.workloads.train.engines import engine_for, prepare_env
-from fabbench.workloads.train.line import LINES
+from fabbench.workloads.train.engines import engine_for
 from fabbench.workloads.train.netsampler import NetSampler
 from fabbench.workloads.train.record import Train, train_record
 
-if TYPE_CHECKING:
-    from fabbench.workloads.interface import RankContext
-
-__all__ = ["WORKLOAD", "Trainer", "run_train"]
+__all__ = ["Trainer", "run_train"]
 
 LEARNING_RATE = 1e-6
 
@@ -262,32 +257,3 @@ def run_train(comm: Communicator, plan: Plan, transport: str,
         grad_bytes=sum(trainer.grad_sizes()), full=full, compute=compute, alone=alone,
         buckets=buckets, cap_mb=cap_mb, bucket_source=trainer.engine.source, net=net.summary(),
         grads=grads, usable=usable, weights=weights, without=without)
-
-
-class _Train:
-    """Training as a workload (workloads.interface): one record, wrong when the ranks ended with
-    different gradients or parameters, or gradients that are all zero or not finite."""
-
-    name = "train"
-
-    def prepare(self, plan: Plan) -> None:
-        prepare_env(plan)  # settings read when the library starts (Horovod's)
-
-    def run(self, ctx: RankContext) -> Iterator[records.Record]:
-        yield run_train(ctx.comm, ctx.plan, ctx.transport, ctx.arm,
-                        baseline_samples_per_s=ctx.state.baseline_samples_per_s)
-
-    def header(self, run: records.Run) -> str:
-        return LINES.header
-
-    def line(self, record: records.Record) -> str:
-        assert isinstance(record, Train)
-        return LINES.line(record)
-
-    def wrong(self, record: records.Record) -> bool:
-        assert isinstance(record, Train)
-        return not (record.grads_identical and record.params_identical
-                    and record.grads_finite_nonzero)
-
-
-WORKLOAD = _Train()

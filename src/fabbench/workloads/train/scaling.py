@@ -1,7 +1,7 @@
 """train's scaling series (``--scaling 1,2,4``): the same run launched once per rank count,
 smallest first, into one results file, the later launches' records carrying their scaling
 efficiency T_n / (n T_1) against the 1-rank launch's samples/s. fabbench.runner launches the
-series the spec's ``series`` hook names; ``decide`` gives the plan its counts with 1 among them."""
+series the workload's ``series`` names; ``decide`` gives the plan its counts with 1 among them."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A study cell's row for the train workload's group (the spec's ``study`` hook): its record at
+"""A study cell's row for the train workload's group (the workload's ``study``): its record at
 the cell's full rank count, grouped by the network it trained."""
 
 from __future__ import annotations
