@@ -12,11 +12,11 @@ differences between the two libraries are closed here:
   has every pattern searched by Python's re (a keyword of jsonschema-rs's that calls it; every
   record's check then costs about a quarter more);
 - a value of no exact JSON type (a float subclass such as numpy's, a str subclass, a key that is
-  not a string; a writer's record may hold one, a reader's, made by json, does not) makes
-  jsonschema-rs raise ValueError, and the check answer None (the walk decides), or, where
-  ``type`` asks for a number, counts as no number: a stricter verdict (walked too), which under
-  ``not``, ``oneOf``, an ``if``'s condition or ``contains`` could turn laxer, so a schema that
-  asks for a number's type there gets no fast check;
+  not a string; a writer's record may hold one, a reader's, made by json, does not): the check
+  answers None (the walk decides). jsonschema-rs would raise ValueError, count a float subclass
+  as no number, or read a str subclass inside a list or object as no string (its maxLength
+  unchecked: laxer); a schema that asks for a number's type under ``not``, ``oneOf``, an
+  ``if``'s condition or ``contains`` still gets no fast check;
 - a schema with a keyword outside TRUSTED, a ``$ref`` to another document or an ``$id`` below
   its root gets no fast check (None): the walk decides every record;
 - a reader's check (``lenient``: fields a schema does not list are not refused) judges a
@@ -187,10 +187,13 @@ def judged(schema: Mapping[str, Any], *, lenient: bool) -> tuple[dict[str, Any],
     return made, python
 
 
-def fast_check(schema: Mapping[str, Any], *, lenient: bool) -> Check | None:
+def fast_check(schema: Mapping[str, Any], *, lenient: bool, parsed: bool = False
+               ) -> Check | None:
     """The fast check of a JSON schema: ``check(record)`` is True where jsonschema finds the
     record valid, False where it does not, None where the check cannot tell (the caller walks
-    the record then); or None where the schema gets none (see ``judged``)."""
+    the record then); or None where the schema gets none (see ``judged``). ``parsed``: the
+    caller's records are json's (a reader's), of exact JSON types, so none is looked over for
+    a value of another type first."""
     made = judged(schema, lenient=lenient)
     if made is None:
         return None
@@ -204,8 +207,28 @@ def fast_check(schema: Mapping[str, Any], *, lenient: bool) -> Check | None:
         return None
 
     def check(record: Any) -> bool | None:
+        if not parsed and not _exact(record):  # a value of no exact JSON type: walked
+            return None
         try:
             return valid(record)
-        except ValueError:  # a value of no exact JSON type: walked
+        except ValueError:  # a value jsonschema-rs does not read: walked
             return None
     return check
+
+
+_JSON_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def _exact(value: Any) -> bool:
+    """Does a record hold values of exact JSON types only (str, int, float, bool, None, lists,
+    tuples, dicts with str keys)? jsonschema-rs reads a str subclass inside a list or an object
+    as no string (a maxLength, pattern or enum of it unchecked: a laxer verdict), so a record
+    holding one, or a float subclass (numpy's), is walked instead."""
+    exact = type(value)
+    if exact in _JSON_SCALARS:
+        return True
+    if exact is dict:
+        return all(type(k) is str for k in value) and all(map(_exact, value.values()))
+    if exact is list or exact is tuple:
+        return all(map(_exact, value))
+    return False

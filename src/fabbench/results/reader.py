@@ -183,7 +183,7 @@ def _records(path: Path, warnings: list[str], tally: _Tally | None = None) -> It
 
 def _checked(path: Path, number: int, record: dict[str, Any], version: str) -> Record:
     """The typed record of a parsed line of schema ``version``, or its one-line refusal."""
-    why = problem(record, version, unknown_fields=True)
+    why = problem(record, version, unknown_fields=True, parsed=True)
     if why is not None:
         raise UsageError(f"{path}:{number}: {why}")
     record = _rename(record, RENAMED.get(version, {}).get(record["kind"], {}))

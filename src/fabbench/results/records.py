@@ -202,18 +202,20 @@ def _own_validator(name: str) -> jsonschema.protocols.Validator:
 
 
 @functools.cache
-def _fast(schema: str, own: str | None, lenient: bool) -> Check | None:
+def _fast(schema: str, own: str | None, lenient: bool, parsed: bool = False) -> Check | None:
     """The fast check (results.fast_check: jsonschema-rs) of a schema version, or of a workload
     package's kind (``own``); ``lenient``: a reader's, fields the schema does not list not
-    refused."""
-    return fast_check(_own_schema(own) if own else _schema(schema), lenient=lenient)
+    refused; ``parsed``: records json made."""
+    return fast_check(_own_schema(own) if own else _schema(schema), lenient=lenient,
+                      parsed=parsed)
 
 
 def problem(record: Mapping[str, Any], schema: str = SCHEMA, *,
-            unknown_fields: bool = False) -> str | None:
+            unknown_fields: bool = False, parsed: bool = False) -> str | None:
     """What is wrong with a record as JSON (one line naming the field), or None. A writer
     refuses fields the schema does not list; a reader passes ``unknown_fields=True`` and ignores
-    them (a newer fabbench may add fields without a new version). A record is checked by
+    them (a newer fabbench may add fields without a new version), and ``parsed=True`` where json
+    made the record (exact JSON types only). A record is checked by
     jsonschema-rs (results.fast_check); one it refuses, or cannot judge, is walked by
     jsonschema, whose verdict and best-matching error are the answer."""
     bad = None if _all_finite(record) else _finite(record)
@@ -226,7 +228,7 @@ def problem(record: Mapping[str, Any], schema: str = SCHEMA, *,
         return (f"kind: {name!r} is not a record kind this fabbench knows ({', '.join(kinds())}); "
                 "a workload package's records need that package installed")
     own = isinstance(name, str) and name in OWN_SCHEMAS
-    fast = _fast(schema, record["kind"] if own else None, unknown_fields)
+    fast = _fast(schema, record["kind"] if own else None, unknown_fields, parsed)
     if fast is not None and fast(record):
         return None
     return _walked(record, schema, own=own, unknown_fields=unknown_fields)
