@@ -39,6 +39,7 @@ def _rank_main(args: argparse.Namespace) -> None:
     from fabbench.comm.torchdist import TorchComm
     from fabbench.networks import build
     from fabbench.plan import Plan
+    from fabbench.workloads.collectives import Sweep
     from fabbench.workloads.train.run import (
         Trainer,
         _slowest,
@@ -52,8 +53,8 @@ def _rank_main(args: argparse.Namespace) -> None:
     comm = TorchComm(args.primitive, rank=rank, size=size, local_rank=rank, device=args.device,
                      timeout_s=120)
     plan = Plan(fabric="ethernet", primitive=args.primitive, ranks=size, workload="train",
-                ops=("allreduce",), sizes=(8,), out="/dev/null", run_id="fidelity",
-                device=args.device,
+                collectives=Sweep(ops=("allreduce",), sizes=(8,)), out="/dev/null",
+                run_id="fidelity", device=args.device,
                 train=TrainConfig(model=args.model, batch_size=args.batch,
                                   image_size=args.image_size, steps=args.steps,
                                   warmup_steps=args.warmup, precision=args.precision))

@@ -10,6 +10,8 @@ trees in tests."""
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
+import importlib.util
 import os
 import re
 import resource
@@ -388,6 +390,29 @@ def check_libraries(profile: Profile, wire: str, primitive: str,
     return checks
 
 
+def check_packages(primitive: str) -> list[Check]:
+    """The Python packages the primitive needs beyond fabbench's own dependencies (its
+    registry's ``module``: mpi4py, horovod), and those of the primitive it runs over, each
+    importable here: without one, every rank fails at its first line."""
+    spec = primitives.get(primitive)
+    over = spec.backend()
+    names = dict.fromkeys(m for m in (spec.module, primitives.get(over).module
+                                      if over in primitives.PRIMITIVES else None) if m)
+    return [Check(name, PASS, f"{_version(name)}, importable")
+            if importlib.util.find_spec(name) is not None else
+            Check(name, FAIL, f"the Python package {name} is not installed (the {primitive} "
+                  "primitive needs it)", f"pip install {name} (it builds against the MPI on "
+                  "PATH), or use the fabbench image, or pick another --primitive")
+            for name in names]
+
+
+def _version(name: str) -> str:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return "version unknown"
+
+
 def _check_ucx(want: str, run: Runner) -> Check:
     """UCX has the transport the profile's UCX_TLS asks for first (rc, tcp, ...)."""
     out = run(["ucx_info", "-d"])
@@ -597,6 +622,7 @@ def doctor(o: DoctorOptions, *, run: Runner = run_tool, env: Mapping[str, str] |
     if not profile.single_host or not launchers.get(spec.launcher()).mpi:
         report.checks.append(check_iface(pick_iface(profile, o.wire, o.root, o.iface), o.root,
                                          addresses))
+    report.checks += check_packages(primitive)
     report.checks += check_libraries(profile, o.wire, primitive, run)
     report.checks.append(check_launcher(primitive, env, run))
     if not o.smoke:

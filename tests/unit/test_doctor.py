@@ -4,6 +4,7 @@ tests/integration/test_doctor_smoke.py)."""
 
 from __future__ import annotations
 
+import importlib.util
 import resource
 import shutil
 from pathlib import Path
@@ -122,6 +123,18 @@ def test_libraries_from_recorded_tool_output():
     assert ofi.verdict == "pass"
     checks = d.check_libraries(INFINIBAND, "native", "mpi", tools)
     assert checks[0].verdict == "fail" and "not on PATH" in checks[0].detail  # no ompi_info
+
+
+def test_a_primitive_without_its_python_package_fails_with_a_fix(monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "mpi4py" else real(name, *a))
+    (mpi,) = d.check_packages("mpi")
+    assert (mpi.name, mpi.verdict) == ("mpi4py", "fail") and "pip install mpi4py" in mpi.fix
+    assert "the mpi primitive needs it" in mpi.detail
+    horovod = d.check_packages("horovod")  # and mpi4py: Horovod runs over its MPI controller
+    assert [c.name for c in horovod] == ["horovod", "mpi4py"] and horovod[1].verdict == "fail"
+    assert d.check_packages("gloo") == []
 
 
 def test_a_tool_that_hangs_is_cut_off():

@@ -114,6 +114,7 @@ REGISTRY = Registry()
 REGISTRY.add(Primitive(
     name="mpi", ops=ALL_OPS, dtypes=("float32", "float64"),  # MPI has no standard 16-bit float
     communicator="fabbench.comm.mpi:MpiComm", launchers={"mpi": "mpirun"}, train_engine="mpi",
+    module="mpi4py",  # the "comm" extra: a CPU-only or GPU image may leave it out
     description="MPI through mpi4py (CUDA-aware with GPU buffers)"))
 REGISTRY.add(Primitive(
     name="gloo", ops=ALL_OPS, dtypes=ALL_DTYPES, communicator="fabbench.comm.torchdist:TorchComm",
