@@ -462,7 +462,11 @@ def problems(outcome: Outcome, expect: Expect) -> list[str]:
     if summary is None and not expect.room and "no summary written" in o.stderr:
         pass
     elif expect.ok is not None and (summary is None or summary.get("ok") is not expect.ok):
-        found.append(f"summary {summary}, not ok={expect.ok}")
+        # what the file held and when the run's processes were gone: a summary missing once
+        # in CI (torchrun launcher-kill) could not be made to miss here
+        found.append(f"summary {summary}, not ok={expect.ok} (the file's records: "
+                     f"{[r.get('kind') for r in o.records]}; gone {o.gone_s} s after the "
+                     f"fault, left at the exit: {o.left_at_exit})")
     elif expect.ok is False and not re.search(expect.why, str(summary.get("error"))):
         found.append(f"the summary's error {summary.get('error')!r} does not say "
                      f"{expect.why!r}")
