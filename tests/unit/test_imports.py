@@ -27,7 +27,8 @@ LAYERS: Sequence[Sequence[str]] = (
     ("fabbench.units", "fabbench.option_fields", "fabbench.workload_spec", "fabbench.by_name",
      "fabbench.value_rules"),  # the value rules `render` and the chart's schema share
     ("fabbench.workload_base",),  # what a workload is: one class, registered by name
-    ("fabbench.timing", "fabbench.sysinfo", "fabbench.console", "fabbench.emulate"),
+    ("fabbench.timing", "fabbench.sysinfo", "fabbench.console", "fabbench.emulate",
+     "fabbench.trace"),  # a recorded job's communication: read, checked, recorded
     ("fabbench.fabrics", "fabbench.networks", "fabbench.comm"),
     ("fabbench.catalog",),  # every workload (one class each) and installed ones
     ("fabbench.config",),  # the run configuration: every option of `fabbench run`, once
