@@ -190,7 +190,7 @@ def test_line_of():
 
 
 def _host(**kw) -> Host:
-    base = {"gpus": False, "root": True, "mpirun": True, "modules": frozenset({"horovod"})}
+    base = {"gpus": False, "root": True, "mpirun": True, "modules": frozenset({"horovod", "mpi4py"})}
     return Host(**{**base, **kw})
 
 
@@ -383,6 +383,9 @@ def test_a_launcher_with_its_own_rendezvous_is_skipped_in_an_allocation(tmp_path
     assert why_not(cell, _host(), Place(scheduler="local", nodes=1)) is None
     assert "horovod is not installed" in why_not(cell, _host(modules=frozenset()),
                                                  Place(scheduler="local", nodes=1))
+    assert why_not(s.cell("allreduce-ethernet-mpi-n1"), _host(modules=frozenset({"horovod"})),
+                   Place(scheduler="local", nodes=1)) == (
+        "mpi4py is not installed (the mpi primitive's package)")
     mpi = s.cell("allreduce-ethernet-mpi-n1")
     argv, env = command(mpi, Path("/r/c.jsonl"), slurm, 3)
     assert argv[:5] == ["srun", "--kill-on-bad-exit=1", "--nodes=1", "--ntasks-per-node=2",
