@@ -19,8 +19,8 @@ from fabbench.results import SCHEMA_FILES, lines, records
 from fabbench.results.reader import read_results
 from fabbench.results.writer import ResultWriter
 from fabbench.workloads.collectives.line import header
-from fabbench.workloads.train.record import Buckets, Net
 from fabbench.workloads.replay.record import ReplayOp
+from fabbench.workloads.train.record import Buckets, Net
 from unit.test_records import PROVENANCE, RUN_ID, examples
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
