@@ -300,6 +300,8 @@ def test_every_field_an_older_or_the_current_schema_lets_a_file_lack_is_optional
     for version, name in SCHEMA_FILES.items():
         schema = json.loads(resources.files("fabbench.results").joinpath(name).read_text())
         for kind, cls in records.KINDS.items():
+            if kind not in schema["$defs"]:  # a later kind (replay): no file of it holds one
+                continue
             renames = {old.split(".")[0]: new for old, new in
                        RENAMED.get(version, {}).get(kind, {}).items() if "." not in old}
             required = {renames.get(f, f) for f in schema["$defs"][kind].get("required", ())}

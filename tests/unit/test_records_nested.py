@@ -153,7 +153,7 @@ def _described(schema: dict[str, Any]) -> dict[type[records.Nested], dict[str, A
             records.Port: defs.get("rdma_port"), records.Endpoint: defs["endpoint"],
             records.CeilingDirection: defs["ceiling"]["properties"]["directions"]["items"],
             records.Times: defs["times"], Buckets: defs["train"]["properties"]["buckets"],
-            Net: defs["train"]["properties"]["net"], ReplayOp: defs["replay_op"],
+            Net: defs["train"]["properties"]["net"], ReplayOp: defs.get("replay_op"),
             # the schema leaves these open: {"type": "object"}
             records.Timing: None, records.Cpu: None, records.Gpu: None, records.Versions: None,
             records.EmulatedCluster: None, records.EmulatedLink: None,

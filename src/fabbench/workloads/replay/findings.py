@@ -2,7 +2,8 @@
 ``findings``): what the communication costs the job's step (its exposed share), the operations
 that take the most of it, and, where the ranks ran on an emulated link of known rate, what the
 same operations would take at that link's line rate (each one's time scaled by its bus
-bandwidth's share of the link: t x busbw / link)."""
+bandwidth's share of the link: t x busbw / link); without one (a real fabric: its line rate is
+the run record's, which a study's report sets busbw against), nothing is said of a link."""
 
 from __future__ import annotations
 
@@ -57,9 +58,6 @@ def findings(rec: Replay) -> Findings:
                         f"would take {sum(ideal) / 1e3:.2f} ms a step; they took "
                         f"{total / 1e3:.2f} ms: the line rate accounts for "
                         f"{sum(ideal) / total if total else 0:.0%} of their time")
-    else:
-        text.append("no link rate in the record (ranks not on an emulated link): the table's "
-                    "busbw is not set against a line rate")
     return Findings(heading=f"replay of {rec.trace} ({rec.mode}, {rec.ranks} ranks): what the "
                             "communication costs the step",
                     table="\n".join(rows) + "\n", text=tuple(text),
