@@ -25,8 +25,9 @@ The rules (docs/replay-run.md):
   the others completed before the next gap; an asynchronous one's time ends where it is found
   completed, polled after each blocking operation, else at its wait. back-to-back mode: no
   gaps, every operation completed before the next.
-- the watchdog is armed before each operation and each wait (plan.op_timeout of its bytes), so
-  that a dead peer ends the run in seconds.
+- the watchdog is armed before each operation (and its gap) and each wait: plan.op_timeout of
+  its bytes, plus in gaps mode the longest step's compute of any rank (a peer may still be in
+  it), so that a dead peer ends the run in seconds past that.
 """
 
 from __future__ import annotations
@@ -87,6 +88,10 @@ class Replayer:
         # every rank makes every group, in the trace's order (torch's rule for new_group)
         self.groups = [dist.group.WORLD] + [dist.new_group(ranks=list(g.ranks))
                                             for g in trace.groups[1:]]
+        # a rank may wait on a peer that is still in its recorded compute: every deadline
+        # allows for the longest step's compute of any rank
+        self.slack_s = max((sum(o.gap_us for o in s.ops) * 1e-6 for r in trace.ranks
+                            for s in r.steps), default=0.0) if self.gaps else 0.0
         self.keys: list[OpKey] = []
         self._buffers: dict[tuple[str, int, str, int], tuple[Any, Any]] = {}
         mine = trace.ranks[comm.rank].steps
@@ -98,7 +103,7 @@ class Replayer:
             self.keys.append(key)
         deferred = self.gaps and op.async_op
         return Issue(key=self.keys.index(key), gap_s=op.gap_us * 1e-6 if self.gaps else 0.0,
-                     deferred=deferred, timeout_s=self.plan.op_timeout(op.bytes),
+                     deferred=deferred, timeout_s=self.plan.op_timeout(op.bytes) + self.slack_s,
                      what=f"replay: {op.op} of {op.bytes} bytes on group {op.group} "
                           f"(operation {position + 1} of the step)",
                      call=self._call(op, deferred))
@@ -170,20 +175,20 @@ class Replayer:
         (key, seconds))."""
         issues = self.steps[index % len(self.steps)]
         clock, sync = time.perf_counter, self.comm.synchronize
-        arm(self.plan.timeout_s, f"replay step {index + 1} (barrier)")
+        arm(self.plan.timeout_s + self.slack_s, f"replay step {index + 1} (barrier)")
         self.comm.barrier()
         t0 = clock()
         last, wanted, compute = t0, 0.0, 0.0
         times: list[tuple[int, float]] = []
         pending: list[tuple[Issue, float, Any]] = []
         for issue in issues:
+            arm(issue.timeout_s, issue.what)  # its gap within the deadline (slack_s)
             if issue.gap_s > 0:  # the compute so far made up to the recorded (overshoot too)
                 wanted += issue.gap_s
                 if wanted > compute:
                     time.sleep(wanted - compute)
                 now = clock()
                 compute += now - last
-            arm(issue.timeout_s, issue.what)
             start = clock()
             work = issue.call()
             if issue.deferred:
