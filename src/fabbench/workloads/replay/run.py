@@ -2,7 +2,7 @@
 operation's buffers allocated once, then warm-up and timed steps, each rank issuing its own
 recorded sequence.
 
-The rules (docs/replay-run.md):
+The rules (docs/replay.md, "Replaying a trace"):
 - groups: ``groups[0]`` is the world's group; every other group is made with
   ``torch.distributed.new_group`` on every rank, in the trace's order (torch requires every rank
   to make every group, in one order). A root (broadcast, reduce) is the group's rank, mapped

@@ -16,7 +16,7 @@ REPLAY_MODES = ("gaps", "back-to-back")
 
 @dataclass(frozen=True, kw_only=True)
 class ReplayConfig:
-    """``--workload replay``: a recorded job's communication, replayed (docs/replay-run.md)."""
+    """``--workload replay``: a recorded job's communication, replayed (docs/replay.md)."""
 
     trace: str = option("", TEXT, "--trace", "The job's recorded communication, a "
                         "fabbench-trace/1 file (docs/replay.md), read when the run is planned "
