@@ -33,3 +33,29 @@ def two_groups(steps: int = 2, gap_us: float = 2000.0) -> Trace:
         TraceStep(ops=ops(r), wall_us=4 * gap_us, comm_us=gap_us) for _ in range(steps)))
         for r in range(2))
     return Trace(world=2, groups=groups, ranks=ranks, source={"made": "tests/replay_traces.py"})
+
+
+def tensor_and_data_parallel(steps: int = 1, gap_us: float = 500.0) -> Trace:
+    """Four ranks as a job of 2-way tensor and 2-way data parallelism: the world, two tensor
+    groups (0, 1 and 2, 3) and two data groups (0, 2 and 1, 3); each step an allgather, a
+    reduce_scatter and an alltoall in the rank's tensor group, an asynchronous allreduce and a
+    reduce to the group's rank 1 in its data group, a broadcast and a barrier of the world."""
+    groups = (TraceGroup(id=0, ranks=(0, 1, 2, 3)), TraceGroup(id=1, ranks=(0, 1), name="tp0"),
+              TraceGroup(id=2, ranks=(2, 3), name="tp1"),
+              TraceGroup(id=3, ranks=(0, 2), name="dp0"),
+              TraceGroup(id=4, ranks=(1, 3), name="dp1"))
+
+    def ops(rank: int) -> tuple[TraceOp, ...]:
+        tp, dp = (1 if rank < 2 else 2), (3 if rank % 2 == 0 else 4)
+        return (TraceOp(op="allgather", group=tp, bytes=64 * KIB, gap_us=gap_us),
+                TraceOp(op="reduce_scatter", group=tp, bytes=64 * KIB, gap_us=gap_us),
+                TraceOp(op="allreduce", group=dp, bytes=256 * KIB, async_op=True,
+                        gap_us=2 * gap_us),
+                TraceOp(op="broadcast", group=0, bytes=4 * KIB, peer=0),
+                TraceOp(op="alltoall", group=tp, bytes=8 * KIB),
+                TraceOp(op="reduce", group=dp, bytes=8 * KIB, peer=1),
+                TraceOp(op="barrier", group=0, bytes=0))
+
+    return Trace(world=4, groups=groups, ranks=tuple(
+        RankTrace(rank=r, steps=tuple(TraceStep(ops=ops(r)) for _ in range(steps)))
+        for r in range(4)), source={"made": "tests/replay_traces.py"})

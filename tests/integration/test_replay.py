@@ -21,7 +21,7 @@ import pytest
 from conftest import fabbench
 from fabbench.results.reader import read_results
 from fabbench.workloads.replay.record import Replay
-from replay_traces import two_groups
+from replay_traces import tensor_and_data_parallel, two_groups
 
 pytestmark = [pytest.mark.integration]
 
@@ -94,6 +94,23 @@ def test_both_modes_replay_every_operation_and_back_to_back_comes_near_a_bare_lo
     assert report.returncode == 0, report.stderr
     assert "what the communication costs the step" in report.stdout
     assert "waited on communication beyond its" in report.stdout
+
+
+def test_four_ranks_in_tensor_and_data_parallel_groups(tmp_path):
+    path = tmp_path / "tp-dp.json"
+    tensor_and_data_parallel().write(path)
+    out = tmp_path / "four.jsonl"
+    p = fabbench("run", "--workload", "replay", "--trace", str(path), "--primitive", "gloo",
+                 "--ranks", "4", "--replay-steps", "3", "--replay-warmup", "1", "--timeout",
+                 "30", "--out", str(out), timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    rec = next(r for r in read_results(out).records if isinstance(r, Replay))
+    # each tensor and data group's operations, timed on the two ranks that issue them
+    assert sorted((o.op, o.group, o.ranks) for o in rec.ops) == sorted(
+        [(op, g, 2) for g in (1, 2) for op in ("allgather", "reduce_scatter", "alltoall")]
+        + [(op, g, 2) for g in (3, 4) for op in ("allreduce", "reduce")]
+        + [("broadcast", 0, 4), ("barrier", 0, 4)])
+    assert all(o.calls == 3 for o in rec.ops) and rec.groups == 5 and rec.ranks == 4
 
 
 @pytest.mark.needs_root

@@ -224,3 +224,32 @@ def test_a_study_cell_ranks_by_step_time_with_the_exposed_share():
     assert row is not None and row.median == 10000.0 and row.comm_share == 0.25
     assert row.samples == [10000.0] * 10 and row.throughput == pytest.approx(0.2097152)
     assert ReplayWorkload().study([]) is None
+
+
+def test_a_study_cell_of_kind_replay_takes_trace_and_mode(tmp_path):
+    from fabbench.study.spec import load_study
+
+    path = tmp_path / "t.json"
+    two_groups().write(path)
+    study = tmp_path / "s.toml"
+    study.write_text(f"""name = "replayed"
+description = "one trace, two modes"
+[matrix]
+fabric = ["ethernet"]
+primitive = ["gloo"]
+workload = ["gaps", "alone"]
+[run]
+ranks_per_node = 2
+[workload.gaps]
+kind = "replay"
+trace = "{path}"
+[workload.alone]
+kind = "replay"
+trace = "{path}"
+mode = "back-to-back"
+replay_steps = 4
+""")
+    cells = {c.id: c for c in load_study(str(study)).cells}
+    assert cells["alone-ethernet-gloo-n1"].run_args()[-6:] == [
+        "--trace", str(path), "--replay-mode", "back-to-back", "--replay-steps", "4"]
+    assert cells["gaps-ethernet-gloo-n1"].run_args()[-2:] == ["--trace", str(path)]
