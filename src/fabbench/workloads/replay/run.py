@@ -109,7 +109,8 @@ class Replayer:
                      call=self._call(op, deferred))
 
     def _buffers_of(self, op: TraceOp) -> tuple[Any, Any]:
-        """(send, recv) of a distinct (op, bytes, dtype, group), made once."""
+        """(send, recv) of a distinct (op, bytes, dtype, group), made once: one buffer for the
+        operations that work in place (allreduce, broadcast, reduce) or one way (send, recv)."""
         at = (op.op, op.bytes, op.dtype, op.group)
         if at not in self._buffers:
             n = len(self.trace.groups[op.group].ranks)
@@ -121,10 +122,14 @@ class Replayer:
                 send = count * n
             elif op.op == "alltoall":
                 send = recv = count - count % n
-            self._buffers[at] = (self._array(send, op.dtype), self._array(recv, op.dtype))
+            out = self._array(recv, op.dtype)
+            two = op.op in ("allgather", "reduce_scatter", "alltoall")
+            self._buffers[at] = (self._array(send, op.dtype) if two else out, out)
         return self._buffers[at]
 
     def _array(self, count: int, dtype: str) -> Any:
+        if count == 0:  # an empty buffer (page-aligned memory takes none)
+            return self.torch.empty(0, dtype=getattr(self.torch, dtype), device=self.comm.device)
         return torch_array(self.torch, np.ones(count), dtype, self.comm.device)
 
     def _call(self, op: TraceOp, deferred: bool) -> Callable[[], Any]:
