@@ -217,6 +217,7 @@ def test_the_findings_set_the_operations_against_an_emulated_link():
     assert f.table.splitlines()[0].split()[-2:] == ["%", "link"]
     assert f.table.splitlines()[1].split()[-1] == "40.0%"
     assert "(1 Gbit/s) these operations would take 1.60 ms a step; they took 4.10 ms" in f.text[2]
+    assert f.text[0].startswith("on the 1 Gbit/s link, the step took 10.00 ms")  # a study's cells
 
 
 def test_a_study_cell_ranks_by_step_time_with_the_exposed_share():

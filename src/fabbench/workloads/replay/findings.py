@@ -71,6 +71,11 @@ def findings(rec: Replay) -> Findings:
 def _step(rec: Replay) -> str:
     recorded = "" if rec.recorded_step_us is None else \
         f"; the job's own step took {rec.recorded_step_us / 1e3:.2f} ms"
+    where = "" if rec.link_gbit_s is None else f"on the {rec.link_gbit_s:g} Gbit/s link, "
+    return where + _said(rec, recorded)
+
+
+def _said(rec: Replay, recorded: str) -> str:
     if rec.mode == "back-to-back":
         return (f"the step's communication alone, back to back, took "
                 f"{rec.step_us.p50 / 1e3:.2f} ms (median of {rec.steps} steps){recorded}")
