@@ -58,6 +58,7 @@ BUILTIN = (
     own("fabbench.workloads.train.workload:TrainWorkload"),
     own("fabbench.workloads.halo.workload:HaloWorkload"),
     own("fabbench.workloads.pairs.workload:PairsWorkload"),
+    own("fabbench.workloads.replay.workload:ReplayWorkload"),
 )
 SEQUENCES: Mapping[str, tuple[str, ...]] = MappingProxyType({"all": ("collectives", "train")})
 

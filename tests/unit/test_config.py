@@ -39,6 +39,7 @@ NUMBERS = {
     "steps": st.integers(2, 10**4), "warmup_steps": st.integers(1, 100),
     "bucket_mb": st.floats(1e-3, 1e4), "fusion_mb": st.floats(0, 1e4),
     "cells_per_rank": st.integers(8, 10**9), "halo_iters": st.integers(1, 10**6),
+    "replay_steps": st.integers(1, 10**6), "replay_warmup": st.integers(0, 10**6),
 }
 TEXTS = {
     "fabric": [*FABRICS, "auto"],
@@ -47,6 +48,8 @@ TEXTS = {
     "iface": ["eth0", "ib0", "a b", "$(id)", "x'y"],
     "rdma_device": ["mlx5_0", "hfi1_0"],
     "model": ["resnet50", "gpt-tiny"],
+    # a trace a rendered job's plan reads (two ranks, as the jobs' tests place them)
+    "trace": [str(REPO / "tests/fixtures/replay/two-groups.json"), "/traces/a b.json"],
 }
 
 

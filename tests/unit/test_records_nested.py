@@ -19,6 +19,7 @@ from fabbench.results import SCHEMA_FILES, lines, records
 from fabbench.results.reader import read_results
 from fabbench.results.writer import ResultWriter
 from fabbench.workloads.collectives.line import header
+from fabbench.workloads.replay.record import ReplayOp
 from fabbench.workloads.train.record import Buckets, Net
 from unit.test_records import PROVENANCE, RUN_ID, examples
 
@@ -152,7 +153,7 @@ def _described(schema: dict[str, Any]) -> dict[type[records.Nested], dict[str, A
             records.Port: defs.get("rdma_port"), records.Endpoint: defs["endpoint"],
             records.CeilingDirection: defs["ceiling"]["properties"]["directions"]["items"],
             records.Times: defs["times"], Buckets: defs["train"]["properties"]["buckets"],
-            Net: defs["train"]["properties"]["net"],
+            Net: defs["train"]["properties"]["net"], ReplayOp: defs.get("replay_op"),
             # the schema leaves these open: {"type": "object"}
             records.Timing: None, records.Cpu: None, records.Gpu: None, records.Versions: None,
             records.EmulatedCluster: None, records.EmulatedLink: None,

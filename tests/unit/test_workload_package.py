@@ -101,7 +101,7 @@ def probe(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 
 def test_the_workload_is_in_every_table_the_registry_derives(probe):
-    assert probe["names"] == ["collectives", "train", "halo", "pairs", "toy", "all"]
+    assert probe["names"] == ["collectives", "train", "halo", "pairs", "replay", "toy", "all"]
     assert probe["sections"]["toy"] == "ToyConfig"
     assert probe["options"] == ["--toy-rounds", "--toy-barrier"]
     assert probe["records"][-1] == "toy" and probe["kinds"][-1] == "toy"

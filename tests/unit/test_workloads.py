@@ -14,11 +14,12 @@ from fabbench.workloads.collectives.workload import CollectivesWorkload
 from fabbench.workloads.halo.section import HaloConfig
 from fabbench.workloads.halo.workload import HaloWorkload
 from fabbench.workloads.pairs.workload import PairsWorkload
+from fabbench.workloads.replay.workload import ReplayWorkload
 from fabbench.workloads.train.workload import TrainWorkload
 
 
 def test_names_and_parts():
-    assert names.NAMES == ("collectives", "train", "halo", "pairs", "all")
+    assert names.NAMES == ("collectives", "train", "halo", "pairs", "replay", "all")
     assert names.parts("all") == ("collectives", "train")
     assert names.parts("halo") == ("halo",)
     assert names.runs("all", "train") and not names.runs("halo", "train")
@@ -29,7 +30,7 @@ def test_names_and_parts():
 def test_load_gives_each_part_in_order():
     loaded = interface.load("all")
     assert [w.name for w in loaded] == ["collectives", "train"]
-    for name in ("collectives", "train", "halo", "pairs"):
+    for name in ("collectives", "train", "halo", "pairs", "replay"):
         (workload,) = interface.load(name)
         assert workload.name == name
         for method in ("prepare", "run", "header", "line", "wrong"):
@@ -54,20 +55,21 @@ def test_the_registry_imports_no_workload_until_asked():
 def test_the_rank_counts_the_same_kinds_in_the_same_order():
     from fabbench.launch.rank import MEASURED
 
-    assert MEASURED == ("collective", "train", "halo", "ceiling", "pairs")
-    assert names.RECORDS == ("collective", "train", "halo", "pairs")
+    assert MEASURED == ("collective", "train", "halo", "ceiling", "pairs", "replay")
+    assert names.RECORDS == ("collective", "train", "halo", "pairs", "replay")
 
 
 def test_the_study_report_tables_are_the_ones_it_had():
     from fabbench.report.study import answer_text, groups, study_html, study_plots
 
     assert groups.METRIC == {"train": "step time", "halo": "iteration time",
-                             "collectives": "time"}
-    assert groups.UNIT == {"train": "ms", "halo": "µs", "collectives": "µs"}
+                             "collectives": "time", "replay": "step time"}
+    assert groups.UNIT == {"train": "ms", "halo": "µs", "collectives": "µs", "replay": "µs"}
     assert groups.THROUGHPUT == {"train": "samples/s (all ranks)", "halo": "exchange GB/s",
-                                 "collectives": "busbw GB/s"}
+                                 "collectives": "busbw GB/s",
+                                 "replay": "bytes per step / step time (GB/s)"}
     assert groups.THROUGHPUT_SHORT == {"train": "samples/s", "halo": "GB/s",
-                                       "collectives": "busbw GB/s"}
+                                       "collectives": "busbw GB/s", "replay": "GB/s"}
     for module in (study_html, study_plots, answer_text):  # no copy of its own left
         assert not {"_UNIT", "_UNITS", "_THROUGH"} & set(vars(module))
 
@@ -75,10 +77,10 @@ def test_the_study_report_tables_are_the_ones_it_had():
 def test_a_study_takes_the_same_workload_kinds():
     from fabbench.study.spec import KINDS
 
-    assert KINDS == ("collectives", "train", "halo", "pairs")
+    assert KINDS == ("collectives", "train", "halo", "pairs", "replay")
     # every workload one class, the registered instance of its package's workload.py
     assert [type(w) for w in names.WORKLOADS.values()] == [
-        CollectivesWorkload, TrainWorkload, HaloWorkload, PairsWorkload]
+        CollectivesWorkload, TrainWorkload, HaloWorkload, PairsWorkload, ReplayWorkload]
 
 
 def test_every_workload_writes_a_known_record_kind():
@@ -116,7 +118,7 @@ def test_the_registry_refuses_a_name_twice_and_a_bad_declaration():
 def test_the_configuration_sections_are_the_specs_sections():
     from fabbench.config import SECTIONS, RunConfig
 
-    assert list(SECTIONS) == ["collectives", "train", "halo", "pairs"]
+    assert list(SECTIONS) == ["collectives", "train", "halo", "pairs", "replay"]
     for name, spec in names.WORKLOADS.items():
         assert SECTIONS[name] is spec.section
         assert isinstance(getattr(RunConfig(), name), spec.section)
@@ -188,7 +190,8 @@ def test_a_class_defines_the_hooks_it_overrides():
     assert defined == {"collectives": ["study_groups", "floor_points"],
                        "train": ["check", "study", "floor_points", "decide"],
                        "halo": ["check", "study", "floor_points"],
-                       "pairs": ["check", "floor_points", "points", "findings", "decide"]}
+                       "pairs": ["check", "floor_points", "points", "findings", "decide"],
+                       "replay": ["check", "study", "points", "findings", "decide"]}
     coll, train = names.WORKLOADS["collectives"], names.WORKLOADS["train"]
     assert coll.floors is not None and coll.report_lines is False and coll.series is None
     assert train.report_lines is True and train.series is not None

@@ -14,7 +14,10 @@ The history of the versions is written beside SCHEMA."""
 #               and Infinity refused (every version); each collective point's stability rule
 #               (stable, stable_rule, median_ci95_rel); unknown fields refused; the run's
 #               gpudirect, library_report and timing_method; later the optional
-#               rank_containers of the run and recheck of a pairs record.
+#               rank_containers of the run and recheck of a pairs record; later the replay
+#               kind (--workload replay: a recorded job's communication replayed, per step and
+#               per operation), a kind added (schema-1.json has none: no fabbench/1 file holds
+#               one).
 SCHEMA = "fabbench/2"
 SCHEMA_FILES = {"fabbench/1": "schema-1.json", "fabbench/2": "schema.json"}
 SUPPORTED_SCHEMAS = tuple(SCHEMA_FILES)
