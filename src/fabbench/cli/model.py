@@ -58,7 +58,7 @@ def forecast(
     con.print(forecast_text.HEADER)
     for item in (forecast_text.fit_table(answer) if answer.fits else None,
                  forecast_text.allreduce_table(answer), forecast_text.hierarchy_table(answer),
-                 *forecast_text.train_tables(answer)):
+                 *forecast_text.train_tables(answer), *forecast_text.replay_tables(answer)):
         if item is not None:
             con.print(item)
     con.print("[bold]Model assumptions:[/]")

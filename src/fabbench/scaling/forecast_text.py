@@ -91,3 +91,28 @@ def train_tables(answer: Forecast) -> list[Table | str]:
             out.append(t)
         out += [f"  assumed: {n}" for n in w.notes]
     return out
+
+
+def replay_tables(answer: Forecast) -> list[Table | str]:
+    """Each replayed trace's step against nodes and bandwidth, under what the replay measured
+    and the model's figure at the same size."""
+    out: list[Table | str] = []
+    for r in answer.replay:
+        out.append(f"[bold]replay of {r.trace}[/] ({r.mode}, {r.ranks} ranks): step "
+                   f"{r.measured_step_ms:.4g} ms measured, {r.measured_exposed_ms:.4g} ms "
+                   f"exposed; the model at that size {r.model_step_ms:.4g} ms; compute "
+                   f"{r.compute_ms:.4g} ms a step")
+        for points, title, first in (
+                (r.by_nodes, f"step vs nodes at "
+                 f"{format_bandwidth(answer.bandwidth_bytes_per_s)}", "nodes"),
+                (r.by_bandwidth, f"step vs bandwidth at {answer.nodes} nodes", "bandwidth")):
+            t = Table(title=f"{TITLE}: replay {title}", title_justify="left", min_width=64)
+            for name in (first, "comm ms", "exposed ms", "compute share"):
+                t.add_column(name, justify="right")
+            for p in points:
+                lead = (str(p.nodes) if first == "nodes"
+                        else format_bandwidth(p.bandwidth_gbit_s * 1e9 / 8))
+                t.add_row(lead, f"{p.comm_ms:.4g}", f"{p.overhead_ms:.4g}", f"{p.scaling:.3f}")
+            out.append(t)
+        out += [f"  {n}" for n in r.notes]
+    return out

@@ -16,9 +16,10 @@ from fabbench.errors import UsageError
 from fabbench.results.link import ceiling_of, link_of
 from fabbench.results.reader import collector_paused
 from fabbench.results.runs import Series, load
-from fabbench.scaling import costs, hierarchy, whatif
+from fabbench.scaling import costs, hierarchy, replay_whatif, whatif
 from fabbench.scaling.fit import Fit, fit_records
 from fabbench.scaling.quantities import format_bandwidth, parse_bandwidth, parse_duration
+from fabbench.workloads.replay.record import Replay
 from fabbench.workloads.train.record import Train
 
 MODEL = "alpha-beta (fit) + Zhang et al. 2020 (training) + Won et al. 2021 (hierarchy)"
@@ -147,6 +148,33 @@ class TrainForecast:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ReplayForecast:
+    """One replayed trace's what-if (fabbench.scaling.replay_whatif): what the replay measured,
+    the model at the measured size beside it (where the forecast leaves the measurement), and
+    the predicted step against nodes (at the network's bandwidth) and against bandwidth (at
+    the nodes)."""
+
+    trace: str
+    mode: str
+    ranks: int
+    compute_ms: float
+    measured_step_ms: float
+    measured_exposed_ms: float
+    model_step_ms: float   # the model's step at the measured size, as the replay ran it
+    notes: tuple[str, ...]
+    by_nodes: tuple[whatif.Prediction, ...]
+    by_bandwidth: tuple[whatif.Prediction, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"trace": self.trace, "mode": self.mode, "ranks": self.ranks,
+                "compute_ms": self.compute_ms, "measured_step_ms": self.measured_step_ms,
+                "measured_exposed_ms": self.measured_exposed_ms,
+                "model_step_ms": self.model_step_ms, "notes": list(self.notes),
+                "by_nodes": [p.to_json() for p in self.by_nodes],
+                "by_bandwidth": [p.to_json() for p in self.by_bandwidth]}
+
+
+@dataclass(frozen=True, kw_only=True)
 class Forecast:
     """`fabbench forecast`'s answer: the network it assumed (per-node bandwidth, α), the fits it
     rests on, allreduce at scale, the hierarchical model (None: one rank a node, one node, or
@@ -165,6 +193,7 @@ class Forecast:
     train: tuple[TrainForecast, ...]
     assumptions: tuple[str, ...]
     warnings: tuple[str, ...]
+    replay: tuple[ReplayForecast, ...] = ()
 
     @property
     def alpha_us(self) -> float:
@@ -181,6 +210,8 @@ class Forecast:
             "hierarchical": None if self.hierarchical is None else self.hierarchical.to_json(),
             Train.kind: [t.to_json() for t in self.train], "assumptions": list(self.assumptions),
             "warnings": list(self.warnings)})
+        if self.replay:  # a key of its own where replays were read (other answers as before)
+            out[Replay.kind] = jsonable([r.to_json() for r in self.replay])
         return out
 
 
@@ -192,19 +223,24 @@ def _build(paths: list[str | Path], options: ModelOptions) -> Forecast:
     series = load(paths)
     collectives = [c for s in series for c in s.collectives]
     trains = [t for s in series for t in s.of_kind(Train)]
+    replays = [r for s in series for r in s.of_kind(Replay)]
     warnings = [w for s in series for w in s.warnings]
-    if not collectives and not trains:
-        raise UsageError(f"{', '.join(map(str, paths))}: no collective or train records: "
-                         "nothing to model (run `fabbench run` first)")
+    if not collectives and not trains and not replays:
+        raise UsageError(f"{', '.join(map(str, paths))}: no collective, train or replay "
+                         "records: nothing to model (run `fabbench run` first)")
     fits: list[Fit] = []
     if collectives:
         try:
             fits, skipped = fit_records(collectives)
             warnings += skipped
         except UsageError as exc:
-            if not trains:
+            if not trains and not replays:
                 raise
             warnings.append(str(exc))
+    if replays:
+        fitted, skipped = replay_whatif.fits(replays)
+        fits += fitted
+        warnings += skipped
     assumptions: list[str] = []
 
     # the network: per-node bandwidth and per-message latency
@@ -276,11 +312,53 @@ def _build(paths: list[str | Path], options: ModelOptions) -> Forecast:
             backward_ms=profile.backward_s * 1e3, grad_bytes=profile.grad_bytes,
             buckets=len(profile.buckets), notes=profile.notes, by_nodes=by_nodes,
             by_bandwidth=by_bw))
+    replay_out = _replays(replays, options, params, assumptions, warnings)
     return Forecast(nodes=options.nodes, ranks_per_node=options.ranks_per_node, ranks=p,
                     bandwidth_bytes_per_s=bw, alpha_s=alpha, compression=options.compression,
                     fits=tuple(fits), allreduce=tuple(rows), hierarchical=hier,
                     train=tuple(train_out), assumptions=tuple(assumptions),
-                    warnings=tuple(warnings))
+                    warnings=tuple(warnings), replay=replay_out)
+
+
+def _replays(replays: list[Replay], options: ModelOptions, params: costs.Params,
+             assumptions: list[str], warnings: list[str]) -> tuple[ReplayForecast, ...]:
+    """Each replayed trace's what-if (one per trace and mode: the record of the most ranks)."""
+    chosen: dict[tuple[str, str], Replay] = {}
+    for rec in replays:
+        key = (rec.trace_sha256, rec.mode)
+        if key not in chosen or rec.ranks > chosen[key].ranks:
+            chosen[key] = rec
+    out = []
+    for rec in chosen.values():
+        try:
+            profile = replay_whatif.ReplayProfile.of(rec)
+        except UsageError as exc:
+            warnings.append(f"{exc}; its forecast is left out")
+            continue
+        at = replay_whatif.predict(profile, rec.ranks, params, scaled=False)
+        compute_at = profile.compute_s if rec.mode == "gaps" else 0.0
+        model_step = compute_at + at.overhead_s
+        measured = profile.measured_step_s
+        off = model_step / measured - 1 if measured > 0 else math.nan
+        notes = (f"measured: {rec.ranks} ranks, a step of {measured * 1e3:.4g} ms ({rec.mode}); "
+                 f"the model at that size and mode: {model_step * 1e3:.4g} ms ({off:+.0%}); "
+                 f"the rows at other nodes or bandwidths are the model's alone",)
+        by_nodes = tuple(replay_whatif.predict(profile, n, params)
+                         for n in sorted({*NODES, options.nodes}))
+        by_bw = tuple(replay_whatif.predict(profile, options.nodes, costs.Params(
+            alpha_s=params.alpha_s, beta_s_per_byte=1 / b))
+            for b in sorted({*map(parse_bandwidth, BANDWIDTHS), params.bandwidth_bytes_per_s}))
+        out.append(ReplayForecast(
+            trace=rec.trace, mode=rec.mode, ranks=rec.ranks, compute_ms=profile.compute_s * 1e3,
+            measured_step_ms=measured * 1e3, measured_exposed_ms=profile.measured_exposed_s * 1e3,
+            model_step_ms=model_step * 1e3, notes=notes, by_nodes=by_nodes, by_bandwidth=by_bw))
+    if out:
+        assumptions.append("replay: the trace's steps simulated (docs/replay.md, Forecast): "
+                           "workers are nodes; operations on groups of every rank run over "
+                           "--nodes workers with their whole array kept, the others keep their "
+                           "group and the replay's time; compute gaps as recorded; the link "
+                           "carries one operation at a time")
+    return tuple(out)
 
 
 def _train_profiles(trains: list[Train]) -> list[Train]:
