@@ -190,7 +190,8 @@ def test_line_of():
 
 
 def _host(**kw) -> Host:
-    base = {"gpus": False, "root": True, "mpirun": True, "modules": frozenset({"horovod", "mpi4py"})}
+    base = {"gpus": False, "root": True, "mpirun": True,
+            "modules": frozenset({"horovod", "mpi4py"})}
     return Host(**{**base, **kw})
 
 
