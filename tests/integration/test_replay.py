@@ -28,7 +28,7 @@ pytestmark = [pytest.mark.integration]
 STEPS, WARMUP, GAP_US = 10, 2, 2000.0
 # the trace's compute per step: gaps of 1 + 1/2 + 1/4 + 1/4 + 1/4 + 1 times GAP_US
 COMPUTE_US = 3.25 * GAP_US
-BARE = Path(__file__).with_name("replay_bare.py")
+BARE = Path(__file__).resolve().parents[2] / "bench" / "replay_bare.py"  # the bench's too
 
 
 @pytest.fixture(scope="module")

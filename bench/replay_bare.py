@@ -1,7 +1,8 @@
 """A bare torch.distributed loop of a fabbench-trace/1 document's operations, each completed
-before the next, no gaps: what `--replay-mode back-to-back` must come near (run by torchrun from
-test_replay.py; written without fabbench, from the document's JSON). Prints, on rank 0, the
-median over the timed steps of the slowest rank's step time in microseconds."""
+before the next, no gaps: what `--replay-mode back-to-back` must come near (run by torchrun
+from tests/integration/test_replay.py and bench/replay_fidelity.py; written without fabbench,
+from the document's JSON). Prints, on rank 0, the median over the timed steps of the slowest
+rank's step time in microseconds."""
 
 import json
 import statistics
