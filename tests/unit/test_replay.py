@@ -20,7 +20,7 @@ from fabbench.trace.document import TraceOp
 from fabbench.workloads.replay.findings import findings
 from fabbench.workloads.replay.line import HEADER, line
 from fabbench.workloads.replay.record import Replay, ReplayOp
-from fabbench.workloads.replay.run import busbw, key_of, replay_record
+from fabbench.workloads.replay.run import busbw, in_flight, key_of, replay_record
 from fabbench.workloads.replay.section import ReplayConfig
 from fabbench.workloads.replay.workload import ReplayWorkload
 from replay_traces import two_groups
@@ -254,3 +254,10 @@ replay_steps = 4
     assert cells["alone-ethernet-gloo-n1"].run_args()[-6:] == [
         "--trace", str(path), "--replay-mode", "back-to-back", "--replay-steps", "4"]
     assert cells["gaps-ethernet-gloo-n1"].run_args()[-2:] == ["--trace", str(path)]
+
+
+def test_communication_in_flight_counts_overlapping_operations_once():
+    # two async buckets in flight together (0-3 and 1-2.5), a gap, a blocking op (4-5)
+    assert in_flight([(4.0, 1.0), (0.0, 3.0), (1.0, 1.5)]) == pytest.approx(4.0)
+    assert in_flight([(0.0, 1.0), (1.0, 1.0)]) == pytest.approx(2.0)  # end to end
+    assert in_flight([]) == 0.0

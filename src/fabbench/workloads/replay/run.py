@@ -32,6 +32,7 @@ The rules (docs/replay.md, "Replaying a trace"):
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -163,8 +164,8 @@ class Replayer:
                 (lambda: dist.recv(recv, src=peer, group=pg))
         raise KeyError(op.op)
 
-    def _completed(self, pending: list[tuple[Issue, float, Any]],
-                   times: list[tuple[int, float]]) -> list[tuple[Issue, float, Any]]:
+    def _completed(self, pending: list[tuple[Issue, float, Any]], times: list[tuple[int, float]],
+                   spans: list[tuple[float, float]]) -> list[tuple[Issue, float, Any]]:
         """The asynchronous operations still running; each one found completed (polled after
         every blocking operation: its time is issue to there, not to the step's end) timed."""
         if not pending or self.comm.device != "cpu":  # a GPU's work completes on its stream
@@ -172,12 +173,13 @@ class Replayer:
         now = time.perf_counter()
         done = [p for p in pending if p[2].is_completed()]
         times.extend((issue.key, now - start) for issue, start, _ in done)
+        spans.extend((start, now - start) for _, start, _ in done)
         return [p for p in pending if p not in done]
 
     def step(self, index: int, arm: Callable[[float, str], None]) -> tuple[
             float, float, float, list[tuple[int, float]]]:
-        """One step: (its seconds, its compute's, its operations' added up, each operation's
-        (key, seconds))."""
+        """One step: (its seconds, its compute's, the time at least one of its operations was
+        in flight (the trace's ``comm_us`` rule), each operation's (key, seconds))."""
         issues = self.steps[index % len(self.steps)]
         clock, sync = time.perf_counter, self.comm.synchronize
         arm(self.plan.timeout_s + self.slack_s, f"replay step {index + 1} (barrier)")
@@ -185,6 +187,7 @@ class Replayer:
         t0 = clock()
         last, wanted, compute = t0, 0.0, 0.0
         times: list[tuple[int, float]] = []
+        spans: list[tuple[float, float]] = []  # each operation's (start, seconds)
         pending: list[tuple[Issue, float, Any]] = []
         for issue in issues:
             arm(issue.timeout_s, issue.what)  # its gap within the deadline (slack_s)
@@ -203,14 +206,28 @@ class Replayer:
             sync()
             last = clock()
             times.append((issue.key, last - start))
-            pending = self._completed(pending, times)
+            spans.append((start, last - start))
+            pending = self._completed(pending, times, spans)
         for issue, start, work in pending:
             arm(issue.timeout_s, f"{issue.what}, waited at the step's end")
             work.wait()
             sync()
             times.append((issue.key, clock() - start))
+            spans.append((start, times[-1][1]))
         end = clock()
-        return end - t0, compute, sum(t for _, t in times), times
+        return end - t0, compute, in_flight(spans), times
+
+
+def in_flight(spans: Sequence[tuple[float, float]]) -> float:
+    """The time at least one of the (start, seconds) spans was running: their union's length
+    (operations in flight together count once, as the trace's ``comm_us`` counts them)."""
+    total, reach = 0.0, -math.inf
+    for start, took in sorted(spans):
+        end = start + took
+        if end > reach:
+            total += end - max(start, reach)
+            reach = end
+    return total
 
 
 def run_replay(comm: Communicator, plan: Plan, transport: str,
