@@ -27,6 +27,8 @@ a warning, and refused where the ranks' sequences of collectives disagree."""
 
 from __future__ import annotations
 
+import bisect
+import gzip
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -82,20 +84,21 @@ class Reading:
 
 def files_in(directory: Path) -> list[RankFiles]:
     """The rank files `fabbench trace` writes in a directory: et-R.json, kineto-R.json and
-    groups-R.json for R = 0, 1, ... (a missing rank refused)."""
-    ets = {int(m.group(1)): p for p in directory.glob("et-*.json")
-           if (m := re.fullmatch(r"et-(\d+)\.json", p.name))}
+    groups-R.json for R = 0, 1, ... (each may be gzipped, .json.gz; a missing rank refused)."""
+    if not directory.is_dir():
+        raise UsageError(f"{directory} is not a directory of rank files")
+
+    def of(kind: str) -> dict[int, Path]:
+        return {int(m.group(1)): p for p in directory.iterdir()
+                if (m := re.fullmatch(kind + r"-(\d+)\.json(\.gz)?", p.name))}
+
+    ets, kinetos, groups = of("et"), of("kineto"), of("groups")
     if not ets:
         raise UsageError(f"no execution traces (et-R.json) in {directory}")
     if sorted(ets) != list(range(len(ets))):
         raise UsageError(f"{directory}: execution traces of ranks {sorted(ets)}, not 0 to "
                          f"{len(ets) - 1}")
-
-    def beside(kind: str, rank: int) -> Path | None:
-        path = directory / f"{kind}-{rank}.json"
-        return path if path.exists() else None
-
-    return [RankFiles(ets[r], beside("kineto", r), beside("groups", r)) for r in sorted(ets)]
+    return [RankFiles(ets[r], kinetos.get(r), groups.get(r)) for r in sorted(ets)]
 
 
 def read(files: Sequence[RankFiles], source: Mapping[str, str] | None = None) -> Reading:
@@ -188,9 +191,11 @@ class _Rank:
     """One rank's execution trace (and Kineto trace, groups file), parsed."""
 
     def __init__(self, files: RankFiles, doc: dict[str, Any],
-                 kineto: dict[int, list[dict[str, Any]]] | None,
+                 kineto: _Kineto | None,
                  recorded: dict[str, Any] | None) -> None:
-        self.files, self.kineto, self.recorded = files, kineto, recorded
+        self.files, self.recorded = files, recorded
+        self.kineto = kineto.by_rf if kineto else None
+        self.busy = kineto.busy if kineto else {}
         self.schema = str(doc["schema"])
         self.nodes: dict[int, dict[str, Any]] = {}
         self.attrs: dict[int, dict[str, Any]] = {}
@@ -203,6 +208,11 @@ class _Rank:
             self.attrs[node["id"]] = {str(a.get("name")): a.get("value") for a in attrs
                                       if isinstance(a, dict)}
         self.rf = {i: a.get("rf_id") for i, a in self.attrs.items()}
+        self.children: dict[int, list[int]] = {}
+        for node in self.nodes.values():
+            parent = node.get("ctrl_deps")
+            if isinstance(parent, int) and parent != node["id"]:
+                self.children.setdefault(parent, []).append(node["id"])
         self.pg_configs: dict[str, list[int]] = {}
         self.param_groups = False
         for node in self.nodes.values():
@@ -225,7 +235,7 @@ class _Rank:
         if "finish_ts" not in doc:
             raise UsageError(f"{files.et}: execution trace without 'finish_ts': the observer "
                              "did not finish it (truncated?)")
-        kineto = _kineto(files.kineto) if files.kineto else None
+        kineto = _Kineto.load(files.kineto) if files.kineto else None
         recorded = None
         if files.groups:
             recorded = _json(files.groups, "groups file")
@@ -244,6 +254,16 @@ class _Rank:
             out.append(self.nodes[parent])
             parent = self.nodes[parent].get("ctrl_deps")
         return out
+
+    def _subtree(self, node_id: int) -> set[int]:
+        """The node and every node under it (by ctrl_deps)."""
+        found, todo = set(), [node_id]
+        while todo:
+            current = todo.pop()
+            if current not in found:
+                found.add(current)
+                todo += self.children.get(current, [])
+        return found
 
     def _order(self, node: dict[str, Any]) -> int:
         rf = self.rf.get(node["id"])
@@ -312,7 +332,7 @@ class _Rank:
 
     def _group(self, node: dict[str, Any], groups: Sequence[TraceGroup], rank: int,
                warnings: list[str]) -> int:
-        for ancestor in self._ancestors(node["id"]):
+        for ancestor in self._ancestors(node["id"]) if self.recorded is not None else []:
             mark = GROUP_NAME.match(ancestor["name"])
             if mark:
                 index = int(mark.group(1))
@@ -332,8 +352,8 @@ class _Rank:
             if note not in warnings:
                 warnings.append(note)
             return 0
-        for child in self.nodes.values():
-            if child.get("ctrl_deps") == node["id"] and child["name"] == "record_param_comms":
+        for child in map(self.nodes.__getitem__, self.children.get(node["id"], [])):
+            if child["name"] == "record_param_comms":
                 name = _param_group_name(child)
                 if name is not None and name in self.pg_configs:
                     ordered = sorted(self.pg_configs, key=int)
@@ -347,8 +367,7 @@ class _Rank:
             self.step_rule = "ProfilerStep#N annotations (operations outside them left out)"
             steps: list[_Span] = []
             for mark in sorted(marks, key=self._order):
-                inside = {n["id"] for n in comm
-                          if any(a["id"] == mark["id"] for a in self._ancestors(n["id"]))}
+                inside = {n["id"] for n in comm} & self._subtree(mark["id"])
                 steps.append((mark, mark, inside))
             return steps
         optimizer = [n for n in self.nodes.values() if n["name"].startswith("Optimizer.step#")
@@ -361,9 +380,7 @@ class _Rank:
         left: list[dict[str, Any]] = list(comm)
         previous: dict[str, Any] | None = None
         for step in sorted(optimizer, key=self._order):
-            last = max([self._order(step)] + [
-                self._order(n) for n in self.nodes.values()
-                if any(a["id"] == step["id"] for a in self._ancestors(n["id"]))])
+            last = max(self._order(self.nodes[i]) for i in self._subtree(step["id"]))
             inside = {n["id"] for n in left if self._order(n) <= last}
             left = [n for n in left if n["id"] not in inside]
             steps.append((previous, step, inside))
@@ -387,7 +404,9 @@ class _Rank:
             return TraceStep(ops=tuple(o for _, o in chosen))
         begin = self._step_start(start)
         finish = self._end(self._event(end)) if end is not None else None
-        ops, free, spans = [], begin, []
+        ops, free = [], begin
+        spans: list[tuple[float, float]] = []
+        in_flight: list[tuple[float, float]] = []  # earlier async ops: [start, completion]
         for node, op in chosen:
             event = self._event(node)
             if event is None:
@@ -395,11 +414,14 @@ class _Rank:
                            f"{self.files.kineto}: not the same run's Kineto trace?")
             ts, call_end = float(event["ts"]), self._end(event)
             done = max([call_end] + [self._end(w) for w in self._workers(node)])
+            waited = _idle(free, ts, in_flight, self.busy.get(event.get("tid"), []))
             ops.append(TraceOp(op=op.op, group=op.group, bytes=op.bytes, dtype=op.dtype,
                                peer=op.peer, async_op=op.async_op,
-                               gap_us=round(max(0.0, ts - free), 3),
+                               gap_us=round(max(0.0, ts - free - waited), 3),
                                dur_us=round(done - ts, 3)))
             free = call_end if op.async_op else done
+            if op.async_op:
+                in_flight.append((ts, done))
             spans.append((ts, done))
         if finish is None:
             finish = max((d for _, d in spans), default=begin)
@@ -448,9 +470,11 @@ def _union(spans: Sequence[tuple[float, float]]) -> float:
 
 def _json(path: Path, what: str) -> Any:
     try:
-        text = path.read_text()
-    except OSError as exc:
-        raise UsageError(f"cannot read {what} {path}: {exc.strerror}") from None
+        text = gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else \
+            path.read_text()
+    except (OSError, EOFError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise UsageError(f"cannot read {what} {path}: {reason}") from None
     try:
         return json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -460,19 +484,61 @@ def _json(path: Path, what: str) -> Any:
             from None
 
 
-def _kineto(path: Path) -> dict[int, list[dict[str, Any]]]:
-    """The Kineto trace's events by record-function id."""
-    doc = _json(path, "Kineto trace")
-    events = doc.get("traceEvents") if isinstance(doc, dict) else None
-    if not isinstance(events, list):
-        raise UsageError(f"{path}: not a Kineto chrome trace (no traceEvents list)")
-    by_rf: dict[int, list[dict[str, Any]]] = {}
-    for event in events:
-        if isinstance(event, dict) and event.get("ph") == "X":
+class _Kineto:
+    """A Kineto trace: its events by record-function id, and each thread's busy time (the
+    union of its events' spans, sorted)."""
+
+    def __init__(self, by_rf: dict[int, list[dict[str, Any]]],
+                 busy: dict[Any, list[tuple[float, float]]]) -> None:
+        self.by_rf, self.busy = by_rf, busy
+
+    @classmethod
+    def load(cls, path: Path) -> _Kineto:
+        doc = _json(path, "Kineto trace")
+        events = doc.get("traceEvents") if isinstance(doc, dict) else None
+        if not isinstance(events, list):
+            raise UsageError(f"{path}: not a Kineto chrome trace (no traceEvents list)")
+        by_rf: dict[int, list[dict[str, Any]]] = {}
+        spans: dict[Any, list[tuple[float, float]]] = {}
+        for event in events:
+            if not (isinstance(event, dict) and event.get("ph") == "X"
+                    and isinstance(event.get("ts"), (int, float))):
+                continue
             rf = (event.get("args") or {}).get("Record function id")
-            if isinstance(rf, int) and isinstance(event.get("ts"), (int, float)):
+            if isinstance(rf, int):
                 by_rf.setdefault(rf, []).append(event)
-    return by_rf
+            if event.get("cat") in ("cpu_op", "user_annotation"):
+                start = float(event["ts"])
+                spans.setdefault(event.get("tid"), []).append(
+                    (start, start + float(event.get("dur", 0.0))))
+        return cls(by_rf, {tid: _merged(s) for tid, s in spans.items()})
+
+
+def _merged(spans: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
+    out: list[tuple[float, float]] = []
+    for a, b in sorted(spans):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def _idle(lo: float, hi: float, in_flight: Sequence[tuple[float, float]],
+          busy: Sequence[tuple[float, float]]) -> float:
+    """The time in [lo, hi] during which an earlier async op was in flight and the issuing
+    thread ran no recorded op: taken as the thread waiting on that op (gloo's Work.wait has
+    no annotation of its own), not compute."""
+    windows = _merged([(max(a, lo), min(b, hi)) for a, b in in_flight if min(b, hi) > max(a, lo)])
+    total = 0.0
+    for a, b in windows:
+        total += b - a
+        first = bisect.bisect_left(busy, (a, a)) - 1
+        for x, y in busy[max(first, 0):]:
+            if x >= b:
+                break
+            total -= max(0.0, min(b, y) - max(a, x))
+    return total
 
 
 def _pg_configs(node: dict[str, Any]) -> dict[str, list[int]]:

@@ -69,7 +69,9 @@ class _Recorder:
             activities=[torch.profiler.ProfilerActivity.CPU], execution_trace_observer=observer)
         self.profiler.start()
         if self.steps > 0:
-            torch.optim.optimizer.register_optimizer_step_post_hook(self._stepped)
+            from torch.optim.optimizer import register_optimizer_step_post_hook
+
+            register_optimizer_step_post_hook(self._stepped)
         atexit.register(self.finish)
 
     def _stepped(self, *_: Any) -> None:
