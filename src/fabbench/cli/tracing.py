@@ -67,6 +67,8 @@ def trace(
         return
     if kineto:
         raise UsageError("--kineto goes with --read")
+    if not command:
+        raise UsageError("no command to record: fabbench trace --out DIR -- COMMAND ...")
     recording = record.record(record.claim(out), command or [], steps)
     if recording.trace is None:
         print(f"fabbench: error: {' '.join(command or [])} failed (exit {recording.code}); "

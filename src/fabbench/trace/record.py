@@ -9,6 +9,7 @@ overwritten."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -94,6 +95,9 @@ def record(out: Path, command: Sequence[str], steps: int = 0) -> Recording:
             proc.wait()
             raise
     if code != 0:
+        for empty in (raw, out):  # nothing recorded: leave no directory behind
+            with contextlib.suppress(OSError):
+                empty.rmdir()
         return Recording(code=code, trace=None)
     reading = et.read(et.files_in(raw), source={
         "recorder": "fabbench trace", "command": " ".join(command),
