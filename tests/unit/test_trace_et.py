@@ -185,6 +185,15 @@ def test_unknown_communication_op_refused(capsys, tmp_path, name):
     _refused(capsys, folder, tmp_path / "t.json", "unknown communication operation", name)
 
 
+def test_a_dtype_fabbench_does_not_replay_refused(capsys, tmp_path):
+    folder = _copy(tmp_path)
+    doc = _load(folder / "et-0.json.gz")
+    node = next(n for n in doc["nodes"] if n["name"] == "c10d::allreduce_")
+    node["inputs"]["types"][0] = "GenericList[Tensor(c10::complex<float>)]"
+    _save(folder / "et-0.json.gz", doc)
+    _refused(capsys, folder, tmp_path / "t.json", "et-0.json.gz", "complex")
+
+
 def test_ranks_that_disagree_cannot_all_be_on_group_0(capsys, tmp_path):
     folder = _copy(tmp_path, "groups")
     for rank in (0, 1):
@@ -207,7 +216,7 @@ def test_an_existing_output_is_never_overwritten(capsys, tmp_path):
     out = tmp_path / "t.json"
     out.write_text("mine\n")
     code, _, err = cli(capsys, "trace", "--read", str(FIXTURES / "ddp"), "--out", str(out))
-    assert code == 2 and "never overwritten" in err and out.read_text() == "mine\n"
+    assert code == 2 and "never overwrites" in err and out.read_text() == "mine\n"
 
 
 def test_a_recording_never_overwrites_a_trace(capsys, tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -47,6 +48,7 @@ def trace(
         fabbench trace --read et0.json --read et1.json --kineto k0.json --kineto k1.json
             --out t.json  # traces the job wrote itself
     """
+    from fabbench.results import output_files
     from fabbench.trace import et, record
 
     if out is None:
@@ -55,16 +57,16 @@ def trace(
     if read:
         if command:
             raise UsageError("give either --read or a command to record, not both")
-        if out.exists():
-            raise UsageError(f"{out} exists: a trace is never overwritten (choose a new --out)")
+        output = output_files.check("--out", out, [*read, *(kineto or [])], reads="*.json*")
         files = et.files_in(read[0]) if len(read) == 1 and read[0].is_dir() else \
             _rank_files(read, kineto or [])
         reading = et.read(files)
         for line in reading.warnings:
             print(f"fabbench: warning: {line}", file=sys.stderr)
-        reading.trace.write(out)
+        output_files.write(output, json.dumps(reading.trace.to_json(), indent=1) + "\n")
         print(f"{out}: {record.summary(reading.trace)}")
         return
+    output_files.check_name("--out", out)
     if kineto:
         raise UsageError("--kineto goes with --read")
     if not command:

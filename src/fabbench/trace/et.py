@@ -308,11 +308,13 @@ class _Rank:
         args = _arguments(node, self.attrs[node["id"]].get("op_schema"))
         if args is None:
             self._fail(f"{node['name']} (node {node['id']}) without its op_schema")
+        where = f"{self.files.et}: {node['name']}"
         tensors = [t for name, (value, kind) in args.items()
                    if ("output" in name.lower()) == (op in OUTPUT_COUNTS) and "Tensor" in kind
-                   for t in _tensors(value, kind)]
+                   for t in _tensors(value, kind, where)]
         if op in OUTPUT_COUNTS and not tensors:
-            tensors = [t for _, (v, k) in args.items() if "Tensor" in k for t in _tensors(v, k)]
+            tensors = [t for _, (v, k) in args.items() if "Tensor" in k
+                       for t in _tensors(v, k, where)]
         dtype = tensors[0][0] if tensors else "float32"
         size = sum(numel * width for _, numel, width in tensors) if op != "barrier" else 0
         group = self._group(node, groups, rank, warnings)
@@ -586,7 +588,7 @@ def _top_level(text: str) -> list[str]:
     return [*parts, current]
 
 
-def _tensors(value: Any, kind: str) -> list[tuple[str, int, int]]:
+def _tensors(value: Any, kind: str, where: str) -> list[tuple[str, int, int]]:
     """The tensors in an ET value: (dtype, elements, element size) each. A tensor is
     [id, storage id, offset, elements, element size, device]."""
     match = re.search(r"Tensor\(([^)]*)\)", kind)
@@ -603,6 +605,6 @@ def _tensors(value: Any, kind: str) -> list[tuple[str, int, int]]:
 
     walk(value)
     if found and not dtype:
-        raise UsageError(f"a tensor of type {kind!r}: fabbench replays "
+        raise UsageError(f"{where}: a tensor of type {kind!r}: fabbench replays "
                          f"{', '.join(sorted(set(DTYPE_OF.values())))}")
     return found
