@@ -1,6 +1,7 @@
 """PyTorch execution traces read into fabbench-trace/1 (fabbench.trace.et), on traces recorded
 here with `fabbench trace` (tests/fixtures/replay: 2 gloo ranks on CPU, gzipped; docs/replay.md
-says how they were made): DDP of gpt-tiny, FSDP2 of gpt-tiny, and a job of two process groups.
+says how they were made): DDP of gpt-tiny, FSDP2 of gpt-tiny, a job of two process groups and
+one of point-to-point operations.
 Each broken variant of a trace is refused in one line with exit code 2."""
 
 from __future__ import annotations
@@ -72,8 +73,22 @@ def test_two_groups_each_operation_on_the_group_the_job_used():
         assert sum(o.bytes for o in ddp) == BYTES and {o.group for o in ddp} == {1}
 
 
+def test_point_to_point_peers_are_global_ranks_and_only_the_i_calls_async():
+    trace = _read("p2p").trace
+    assert [g.ranks for g in trace.groups] == [(0, 1), (0, 1)]
+    expected = {0: [("send", 1, False), ("recv", 1, True), ("send", 0, True), ("recv", 0, True)],
+                1: [("recv", 1, False), ("send", 1, True), ("send", 0, True), ("recv", 0, True)]}
+    for rank in trace.ranks:
+        for step in rank.steps:
+            # dist.send/recv (blocking, though they call isend/irecv inside), the reply with
+            # irecv/isend, then batch_isend_irecv on the default group
+            assert [(o.op, o.group, o.async_op) for o in step.ops] == expected[rank.rank]
+            assert {o.peer for o in step.ops} == {1 - rank.rank}
+            assert {o.bytes for o in step.ops} == {4000}
+
+
 def test_times_hold_together():
-    for job in ("ddp", "fsdp", "groups"):
+    for job in ("ddp", "fsdp", "groups", "p2p"):
         for rank in _read(job).trace.ranks:
             for step in rank.steps:
                 assert step.wall_us is not None and step.comm_us is not None
@@ -205,10 +220,19 @@ def test_ranks_that_disagree_cannot_all_be_on_group_0(capsys, tmp_path):
     _refused(capsys, folder, tmp_path / "t.json", "disagree", "group 0", "fabbench trace")
 
 
+def test_a_recording_cut_short_by_the_jobs_own_profiler_refused(capsys, tmp_path):
+    folder = _copy(tmp_path, "p2p")
+    groups = json.loads((folder / "groups-1.json").read_text())
+    groups["stopped"] = "the job started its own torch.profiler"
+    (folder / "groups-1.json").write_text(json.dumps(groups))
+    _refused(capsys, folder, tmp_path / "t.json", "groups-1.json", "own torch.profiler",
+             "--read")
+
+
 def test_another_runs_kineto_trace_refused(tmp_path):
     folder = _copy(tmp_path)
     shutil.copyfile(FIXTURES / "fsdp" / "kineto-0.json.gz", folder / "kineto-0.json.gz")
-    with pytest.raises(UsageError, match="not the same run's Kineto trace"):
+    with pytest.raises(UsageError, match="the Kineto trace does not cover it"):
         et.read(et.files_in(folder))
 
 

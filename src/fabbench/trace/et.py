@@ -38,7 +38,6 @@ from typing import Any, NoReturn
 
 from fabbench.errors import UsageError
 from fabbench.trace.document import OPS, RankTrace, Trace, TraceGroup, TraceOp, TraceStep
-from fabbench.trace.rank_hook import GROUP_MARK
 
 #: c10d's operators (torch.ops.c10d) and the operation fabbench replays for each
 C10D = {"allreduce_": "allreduce", "allreduce_coalesced_": "allreduce",
@@ -56,7 +55,10 @@ DTYPE_OF = {"float": "float32", "double": "float64", "c10::Half": "float16", "ha
             "c10::BFloat16": "bfloat16", "signed char": "int8", "unsigned char": "uint8",
             "int": "int32", "long int": "int64", "long": "int64", "bool": "bool"}
 SCHEMA = re.compile(r"^1\.\d+\.\d+-chakra\.")
-GROUP_NAME = re.compile(r"^" + re.escape(GROUP_MARK).replace(r"\{\}", r"(-?\d+)") + "$")
+#: GROUP_MARK parsed (traces recorded before the call's name was added have none)
+GROUP_NAME = re.compile(r"^## fabbench group (-?\d+)(?: (\w+))? ##$")
+#: the torch.distributed calls whose point-to-point operations are async
+ASYNC_CALLS = ("isend", "irecv", "batch_isend_irecv")
 STEP_MARK = re.compile(r"^ProfilerStep#(\d+)$")
 WORKER = re.compile(r"^(gloo|nccl|mpi|ucc):")
 #: a step: the node it starts after (None: the trace's start), the node that ends it (None:
@@ -241,6 +243,10 @@ class _Rank:
             recorded = _json(files.groups, "groups file")
             if not isinstance(recorded, dict) or not isinstance(recorded.get("groups"), list):
                 raise UsageError(f"{files.groups}: not a fabbench trace groups file")
+            if recorded.get("stopped"):
+                raise UsageError(f"{files.groups}: {recorded['stopped']}, so fabbench trace "
+                                 "stopped recording there: read the job's own traces with "
+                                 "`fabbench trace --read`")
         return cls(files, doc, kineto, recorded)
 
     def _fail(self, what: str) -> NoReturn:
@@ -328,9 +334,17 @@ class _Rank:
                 self._fail(f"{node['name']} to group rank {peer} of a group of {len(members)}")
             peer = members[peer]
         async_op = any(isinstance(args[k][0], bool) and args[k][0]
-                       for k in ("async_op", "asyncOp") if k in args)
+                       for k in ("async_op", "asyncOp") if k in args) or \
+            self._call(node) in ASYNC_CALLS
         return TraceOp(op=op, group=group, bytes=size, dtype=dtype, peer=peer,
                        async_op=async_op)
+
+    def _call(self, node: dict[str, Any]) -> str:
+        """The job's own torch.distributed call that issued the op, as `fabbench trace` marked
+        it: the outermost mark (``send`` calls ``isend`` and waits; "": no mark)."""
+        marks = [m for a in self._ancestors(node["id"]) if self.recorded is not None
+                 and (m := GROUP_NAME.match(a["name"]))]
+        return (marks[-1].group(2) or "") if marks else ""
 
     def _group(self, node: dict[str, Any], groups: Sequence[TraceGroup], rank: int,
                warnings: list[str]) -> int:
@@ -371,6 +385,8 @@ class _Rank:
             for mark in sorted(marks, key=self._order):
                 inside = {n["id"] for n in comm} & self._subtree(mark["id"])
                 steps.append((mark, mark, inside))
+            if steps and not steps[-1][2]:
+                steps.pop()  # the step the profiler opened after the last one, never run
             return steps
         optimizer = [n for n in self.nodes.values() if n["name"].startswith("Optimizer.step#")
                      and not any(a["name"].startswith("Optimizer.step#")
@@ -413,7 +429,8 @@ class _Rank:
             event = self._event(node)
             if event is None:
                 self._fail(f"{node['name']} (rf_id {self.rf.get(node['id'])}) is not in "
-                           f"{self.files.kineto}: not the same run's Kineto trace?")
+                           f"{self.files.kineto}: the Kineto trace does not cover it "
+                           "(another run's, or another window of the profiler)")
             ts, call_end = float(event["ts"]), self._end(event)
             done = max([call_end] + [self._end(w) for w in self._workers(node)])
             waited = _idle(free, ts, in_flight, self.busy.get(event.get("tid"), []))

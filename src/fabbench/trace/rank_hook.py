@@ -28,8 +28,9 @@ from typing import Any
 
 ENV_DIR = "FABBENCH_TRACE_DIR"
 ENV_STEPS = "FABBENCH_TRACE_STEPS"
-#: the name of the annotation around a collective call; the reader parses it
-GROUP_MARK = "## fabbench group {} ##"
+#: the annotation around a collective call: its group's index and the call's name (the reader
+#: parses both: isend, irecv and batch_isend_irecv are async, which the ET does not say)
+GROUP_MARK = "## fabbench group {} {} ##"
 #: the torch.distributed calls that issue communication, each wrapped with its group's mark
 CALLS = ("all_reduce", "all_reduce_coalesced", "all_gather", "all_gather_coalesced",
          "all_gather_into_tensor", "_all_gather_base", "all_gather_single", "all_gather_object",
@@ -59,6 +60,8 @@ class _Recorder:
         import torch
         import torch.distributed as dist
 
+        if self.profiler is not None:  # a second init_process_group: recording already
+            return
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
         self.groups = [{"ranks": list(range(self.world)), "name": "default"}]
         self.index = {id(dist.group.WORLD): 0}
@@ -93,7 +96,9 @@ class _Recorder:
     def group_of(self, group: Any) -> int:
         return 0 if group is None else self.index.get(id(group), -1)
 
-    def finish(self) -> None:
+    def finish(self, stopped: str = "") -> None:
+        """Stop and write this rank's files (``stopped``: why before the job's end, if it
+        was cut short; the reader refuses such a recording)."""
         if self.done or self.profiler is None:
             return
         self.done = True
@@ -104,7 +109,7 @@ class _Recorder:
         with open(os.path.join(self.directory, f"groups-{self.rank}.json"), "w") as out:
             json.dump({"rank": self.rank, "world": self.world, "groups": self.groups,
                        "ddp_groups": sorted(set(self.ddp_groups)),
-                       "optimizer_steps": self.optimizer_steps}, out)
+                       "optimizer_steps": self.optimizer_steps, "stopped": stopped}, out)
 
 
 def install() -> None:
@@ -184,7 +189,8 @@ def install() -> None:
                 group = kwargs.get("group", args[at] if len(args) > at else None)
             import torch
 
-            with torch.profiler.record_function(GROUP_MARK.format(recorder.group_of(group))):
+            mark = GROUP_MARK.format(recorder.group_of(group), original.__name__)
+            with torch.profiler.record_function(mark):
                 return original(*args, **kwargs)
         return call
 
@@ -195,6 +201,28 @@ def install() -> None:
     for name in CALLS:
         patch(name, call_wrapper)
     _note_ddp(recorder)
+    _yield_to_the_jobs_profiler(recorder)
+
+
+def _yield_to_the_jobs_profiler(recorder: _Recorder) -> None:
+    """Two profilers cannot run at once (the execution-trace observer is one per process): when
+    the job starts its own torch.profiler, this rank's recording stops there, so that the job
+    runs on, and says why (the reader refuses the recording, pointing at --read)."""
+    import torch.profiler
+
+    def yielding(original: Any) -> Any:
+        @functools.wraps(original)
+        def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if recorder.profiler is not None and self is not recorder.profiler and \
+                    self is not recorder.profiler.execution_trace_observer:
+                recorder.finish(stopped="the job started its own torch.profiler")
+            return original(self, *args, **kwargs)
+        return method
+
+    profile, observer = torch.profiler.profile, torch.profiler.ExecutionTraceObserver
+    profile.start = yielding(profile.start)  # type: ignore[method-assign]
+    observer.register_callback = yielding(  # type: ignore[method-assign]
+        observer.register_callback)
 
 
 def _note_ddp(recorder: _Recorder) -> None:
