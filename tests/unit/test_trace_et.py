@@ -118,6 +118,16 @@ def test_the_written_trace_reads_back_the_same(tmp_path):
     assert Trace.read(tmp_path / "t.json") == trace
 
 
+def test_ddps_wait_on_its_first_all_gather_is_not_read_as_compute():
+    # DDP's start all-gathers the parameters' shapes (async) and waits on it at once, then
+    # broadcasts: between them only bookkeeping (about 1.5 ms here); the wait, up to 0.2 s on
+    # the rank that came first, is not the broadcast's gap
+    for rank in _read("ddp").trace.ranks:
+        gather, broadcast = rank.steps[0].ops[:2]
+        assert (gather.op, gather.async_op, broadcast.op) == ("allgather", True, "broadcast")
+        assert broadcast.gap_us < 2000
+
+
 def test_waiting_on_an_async_op_is_not_compute():
     # thread busy 0-10 and 30-40; an async op in flight 5-25: 10-25 is waiting, 25-30 compute
     busy = [(0.0, 10.0), (30.0, 40.0)]
