@@ -239,6 +239,12 @@ def test_a_recording_cut_short_by_the_jobs_own_profiler_refused(capsys, tmp_path
              "--read")
 
 
+def test_kineto_traces_of_some_ranks_only_refused(capsys, tmp_path):
+    folder = _copy(tmp_path, "p2p")
+    (folder / "kineto-1.json.gz").unlink()
+    _refused(capsys, folder, tmp_path / "t.json", "Kineto trace", "every rank's")
+
+
 def test_another_runs_kineto_trace_refused(tmp_path):
     folder = _copy(tmp_path)
     shutil.copyfile(FIXTURES / "fsdp" / "kineto-0.json.gz", folder / "kineto-0.json.gz")

@@ -108,11 +108,15 @@ def read(files: Sequence[RankFiles], source: Mapping[str, str] | None = None) ->
     what is wrong (UsageError)."""
     world = len(files)
     ranks = [_Rank.load(f) for f in files]
-    recorded = [r.recorded for r in ranks]
+    recorded = [r.recorded is not None for r in ranks]
     warnings: list[str] = []
     if any(recorded) and not all(recorded):
         raise UsageError("some ranks have fabbench's groups file and some not: give every "
                          "rank's, or none")
+    timed = [f.kineto is not None for f in files]
+    if any(timed) and not all(timed):
+        raise UsageError("some ranks have a Kineto trace and some not: give every rank's, or "
+                         "none")
     if all(recorded):
         groups = _recorded_groups(ranks, world)
         how = "recorded by fabbench trace"
@@ -125,14 +129,13 @@ def read(files: Sequence[RankFiles], source: Mapping[str, str] | None = None) ->
         warnings.append(f"{files[0].et}: the execution trace does not say which process group "
                         "each operation used; every operation is read as on group 0 (record "
                         "with `fabbench trace -- COMMAND` to know)")
-    rank_traces = tuple(RankTrace(rank=i, steps=r.steps(groups, how, i, warnings))
+    rank_traces = tuple(RankTrace(rank=i, steps=r.steps(groups, i, warnings))
                         for i, r in enumerate(ranks))
     _check_sequences(rank_traces, groups)
-    timed = all(f.kineto is not None for f in files)
     facts = {"reader": "fabbench.trace.et", "schema": ranks[0].schema,
              "execution_traces": ", ".join(str(f.et) for f in files),
              "kineto_traces": ", ".join(str(f.kineto) for f in files if f.kineto),
-             "timing": "kineto" if timed else "none (execution trace without Kineto)",
+             "timing": "kineto" if all(timed) else "none (execution trace without Kineto)",
              "steps": ranks[0].step_rule, "groups": how}
     trace = Trace(world=world, groups=groups, ranks=rank_traces,
                   source=facts | dict(source or {}))
@@ -275,7 +278,7 @@ class _Rank:
         rf = self.rf.get(node["id"])
         return rf if isinstance(rf, int) else node["id"]
 
-    def steps(self, groups: Sequence[TraceGroup], how: str, rank: int,
+    def steps(self, groups: Sequence[TraceGroup], rank: int,
               warnings: list[str]) -> tuple[TraceStep, ...]:
         comm = self._comm_nodes()
         ops = [(node, self._op(node, groups, rank, warnings)) for node in comm]
