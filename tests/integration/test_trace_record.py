@@ -85,3 +85,7 @@ def test_a_failing_command_says_so_in_one_line_with_its_exit_code(tmp_path):
     assert not (tmp_path / "t" / "trace.json").exists()
     missing = fabbench("trace", "--out", str(tmp_path / "u"), "--", "no-such-command-here")
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1
+    nothing = fabbench("trace", "--out", str(tmp_path / "v"), "--", sys.executable, "-c", "1")
+    assert nothing.returncode == 2 and "no process of it started torch.distributed" in \
+        nothing.stderr and nothing.stderr.count("\n") == 1
+    assert not any((tmp_path / name).exists() for name in ("t", "u", "v"))  # no empty DIR

@@ -87,6 +87,7 @@ def record(out: Path, command: Sequence[str], steps: int = 0) -> Recording:
         try:
             proc = subprocess.Popen(list(command), env=env)
         except OSError as exc:
+            _remove_empty(raw, out)
             raise UsageError(f"cannot run {command[0]}: {exc.strerror}") from None
         try:
             code = proc.wait()
@@ -94,17 +95,26 @@ def record(out: Path, command: Sequence[str], steps: int = 0) -> Recording:
             proc.terminate()
             proc.wait()
             raise
+    if code != 0 or not any(raw.iterdir()):
+        _remove_empty(raw, out)
     if code != 0:
-        for empty in (raw, out):  # nothing recorded: leave no directory behind
-            with contextlib.suppress(OSError):
-                empty.rmdir()
         return Recording(code=code, trace=None)
+    if not raw.exists():
+        raise UsageError(f"{' '.join(command)} ran, but no process of it started "
+                         "torch.distributed (init_process_group): nothing to record")
     reading = et.read(et.files_in(raw), source={
         "recorder": "fabbench trace", "command": " ".join(command),
         "python": sys.version.split()[0]})
     reading.trace.write(out / TRACE)
     return Recording(code=0, trace=out / TRACE, warnings=reading.warnings,
                      summary=summary(reading.trace))
+
+
+def _remove_empty(*folders: Path) -> None:
+    """Nothing recorded: leave no empty directory behind (a folder that holds anything stays)."""
+    for folder in folders:
+        with contextlib.suppress(OSError):
+            folder.rmdir()
 
 
 def summary(trace: Trace) -> str:
