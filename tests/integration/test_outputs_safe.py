@@ -70,6 +70,9 @@ CASES: dict[tuple[str, str], Case] = {
     ("tune", "DIRECTORY"): Case(lambda d, o: ["tune", o, "--fabric", str(d / "eth.toml"),
                                               "--primitive", "mpi", "--quick"], "eth.toml",
                                 makes_folders=True),
+    # a recording's directory: refused unless new or empty, before the command runs
+    ("trace", "--out"): Case(lambda d, o: ["trace", "--out", o, "--", "cat", str(d / "eth.toml")],
+                             "eth.toml", makes_folders=True),
     # tune's launches write under its directory: --out (a run option) is refused whatever it is
     ("tune", "--out"): Case(lambda d, o: ["tune", str(d / "tune"), "--fabric", str(d / "eth.toml"),
                                           "--primitive", "mpi", "--quick", "--out", o], "eth.toml"),

@@ -23,6 +23,7 @@ from fabbench.cli import (
     results,
     study,
     sysinfo,
+    tracing,
     tune,
 )
 from fabbench.errors import FabbenchError
@@ -119,7 +120,8 @@ app.command()(run)
 
 # Commands that live in their own modules (cli/<name>.py, each with `register(app)`). Those
 # modules keep heavy imports inside their command functions, so start-up stays fast.
-for _module in (emulate, floors, information, model, render, results, study, sysinfo, tune):
+for _module in (emulate, floors, information, model, render, results, study, sysinfo, tracing,
+                tune):
     _module.register(app)
 
 
@@ -153,7 +155,7 @@ def _example(line: str) -> str:
 
 # `fabbench --help` lists the commands by what their users do with them, in this order
 PANELS: dict[str, tuple[str, ...]] = {
-    "Measure": ("run", "emulate"),
+    "Measure": ("run", "emulate", "trace"),
     "Analyse": ("report", "compare", "forecast", "from-log"),
     "Accept": ("floors",),
     "Tune": ("tune",),
