@@ -46,7 +46,7 @@ def _run(argv: list[str], timeout: float, env: dict[str, str] | None = None) -> 
 
 
 def _torchrun(ranks: int) -> list[str]:
-    return [str(BIN / "torchrun"), "--nproc-per-node", str(ranks), "--master-port", "0"]
+    return [str(BIN / "torchrun"), "--nproc-per-node", str(ranks), "--standalone"]
 
 
 def job_comm_us(trace: Path) -> tuple[float, int]:
