@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -31,6 +32,9 @@ def trace(
     kineto: Annotated[list[Path] | None, typer.Option(
         help="With --read: each rank's Kineto chrome trace of the same run, in rank order "
         "(the times; without them the trace has none).", show_default=False)] = None,
+    max_time: Annotated[float, typer.Option(
+        help="Seconds the recorded command may run before it (its process group) is "
+        "stopped.")] = 6 * 3600.0,
 ) -> None:
     """Record a training job's communication, or read PyTorch execution traces, into a trace.
 
@@ -71,7 +75,9 @@ def trace(
         raise UsageError("--kineto goes with --read")
     if not command:
         raise UsageError("no command to record: fabbench trace --out DIR -- COMMAND ...")
-    recording = record.record(record.claim(out), command or [], steps)
+    if not 0 < max_time < math.inf:  # before DIR is made
+        raise UsageError(f"--max-time must be a number of seconds above 0, not {max_time:g}")
+    recording = record.record(record.claim(out), command or [], steps, max_time)
     if recording.trace is None:
         print(f"fabbench: error: {' '.join(command or [])} failed (exit {recording.code}); "
               f"no trace written", file=sys.stderr)

@@ -10,8 +10,10 @@ overwritten."""
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -19,12 +21,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from fabbench.errors import UsageError
+from fabbench.errors import RunError, UsageError
+from fabbench.procs import Terminated, signals_unwind, stop_groups
 from fabbench.trace import et, rank_hook
 from fabbench.trace.document import Trace
 
 TRACE = "trace.json"
 RAW = "raw"
+MAX_TIME_S = 6 * 3600.0  # --max-time's default, as `fabbench emulate run`'s
+STOP_GRACE_S = 10.0  # a stopped job's ranks get this long to end before SIGKILL
 _SITE = '''"""fabbench trace: record this process's communication (fabbench.trace.rank_hook), then
 run the job's own sitecustomize, if it has one."""
 import os as _os
@@ -71,8 +76,13 @@ def claim(out: Path) -> Path:
     return out
 
 
-def record(out: Path, command: Sequence[str], steps: int = 0) -> Recording:
-    """Run ``command`` recorded into ``out`` (claimed already); combine its ranks' files."""
+def record(out: Path, command: Sequence[str], steps: int = 0,
+           max_time_s: float = MAX_TIME_S) -> Recording:
+    """Run ``command`` recorded into ``out`` (claimed already), in a session of its own,
+    stopped (its whole process group) at ``max_time_s`` or when this process is interrupted;
+    combine its ranks' files."""
+    if not 0 < max_time_s < math.inf:  # NaN too: a deadline that never comes
+        raise UsageError(f"--max-time must be a number of seconds above 0, not {max_time_s:g}")
     if not command:
         raise UsageError("no command to record: fabbench trace --out DIR -- COMMAND ...")
     raw = (out / RAW).resolve()
@@ -85,16 +95,26 @@ def record(out: Path, command: Sequence[str], steps: int = 0) -> Recording:
         env[rank_hook.ENV_DIR] = str(raw)
         env[rank_hook.ENV_STEPS] = str(steps)
         try:
-            proc = subprocess.Popen(list(command), env=env)
+            proc = subprocess.Popen(list(command), env=env, start_new_session=True)
         except OSError as exc:
             _remove_empty(raw, out)
             raise UsageError(f"cannot run {command[0]}: {exc.strerror}") from None
         try:
-            code = proc.wait()
+            with signals_unwind():
+                code = proc.wait(timeout=max_time_s)
+        except subprocess.TimeoutExpired:
+            stop_groups([proc], signal.SIGTERM, STOP_GRACE_S)
+            _remove_empty(raw, out)
+            raise RunError(f"{' '.join(command)} ran past --max-time {max_time_s:g} s; "
+                           "stopped it (its process group), no trace written") from None
         except KeyboardInterrupt:
-            proc.terminate()
-            proc.wait()
+            stop_groups([proc], signal.SIGINT, STOP_GRACE_S)
             raise
+        except Terminated as exc:
+            stop_groups([proc], exc.signum, STOP_GRACE_S)
+            raise
+        finally:
+            stop_groups([proc], signal.SIGTERM, STOP_GRACE_S)  # what it left in its group
     if code != 0 or not any(raw.iterdir()):
         _remove_empty(raw, out)
     if code != 0:
