@@ -35,6 +35,27 @@ def stop_groups(procs: Sequence[subprocess.Popen[str] | subprocess.Popen[bytes] 
                 p.wait(timeout=max(0.0, end - time.monotonic()))
 
 
+def wait_group(proc: subprocess.Popen[str] | subprocess.Popen[bytes], timeout_s: float,
+               grace_s: float = 5.0) -> int | None:
+    """Wait for ``proc``, started in a session of its own, up to ``timeout_s``: its exit code,
+    or None when it ran past (its group stopped). Interrupted (Ctrl-C, or SIGTERM/SIGHUP as
+    Terminated), its group gets that signal and the exception goes on; whatever it left in
+    its group is stopped on the way out, whichever way that is."""
+    try:
+        with signals_unwind():
+            return proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return None
+    except KeyboardInterrupt:
+        stop_groups([proc], signal.SIGINT, grace_s)
+        raise
+    except Terminated as exc:
+        stop_groups([proc], exc.signum, grace_s)
+        raise
+    finally:
+        stop_groups([proc], signal.SIGTERM, grace_s)
+
+
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 

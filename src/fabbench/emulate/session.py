@@ -22,7 +22,7 @@ from fabbench.emulate.cluster import read as read_cluster
 from fabbench.emulate.cluster_spec import Emulation, Link
 from fabbench.emulate.site import SITE_ENV, Site
 from fabbench.errors import RunError, UsageError
-from fabbench.procs import Terminated, signals_unwind, stop_groups
+from fabbench.procs import signals_unwind, stop_groups, wait_group
 
 HOLDER = "fabbench.emulate.hold"
 UP_DEADLINE_S = 120
@@ -87,20 +87,12 @@ def _fabbench(argv: list[str], env: dict[str, str], max_time_s: float) -> int:
     or when this process is interrupted; its exit code."""
     child = subprocess.Popen([sys.executable, "-m", "fabbench", *argv],
                              env={**os.environ, **env}, start_new_session=True)
-    try:
-        return child.wait(timeout=max_time_s)
-    except subprocess.TimeoutExpired:
+    code = wait_group(child, max_time_s, STOP_GRACE_S)
+    if code is None:
         print(f"fabbench: error: emulate: `fabbench {' '.join(argv)}` ran past "
               f"--max-time {max_time_s:.0f} s; stopped it", file=sys.stderr)
         return 124
-    except KeyboardInterrupt:
-        stop_groups([child], signal.SIGINT, STOP_GRACE_S)
-        raise
-    except Terminated as exc:
-        stop_groups([child], exc.signum, STOP_GRACE_S)
-        raise
-    finally:
-        stop_groups([child], signal.SIGTERM, STOP_GRACE_S)
+    return code
 
 
 def describe_links(emulation: Emulation) -> str:

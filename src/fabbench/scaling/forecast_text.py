@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from rich.table import Table
 
 from fabbench.scaling.predict import Forecast
 from fabbench.scaling.quantities import format_bandwidth
+from fabbench.scaling.whatif import Prediction
 from fabbench.units import format_size
 
 HEADER = ("[bold]fabbench model[/]: predictions from α-β fits of the records and Zhang et al.'s "
@@ -67,6 +69,29 @@ def hierarchy_table(answer: Forecast) -> Table | None:
     return t
 
 
+def _what_ifs(answer: Forecast, by_nodes: Sequence[Prediction],
+              by_bandwidth: Sequence[Prediction], title: str, what: str,
+              columns: tuple[str, str, str]) -> list[Table | str]:
+    """A what-if's two tables: against nodes (at the forecast's bandwidth) and against
+    bandwidth (at its nodes); ``what`` names the figure (scaling, step), ``columns`` the
+    comm, overhead and scaling columns."""
+    out: list[Table | str] = []
+    for points, against, first in (
+            (by_nodes, f"{what} vs nodes at {format_bandwidth(answer.bandwidth_bytes_per_s)}",
+             "nodes"),
+            (by_bandwidth, f"{what} vs bandwidth at {answer.nodes} nodes", "bandwidth")):
+        t = Table(title=f"{TITLE}: {title.format(against=against)}", title_justify="left",
+                  min_width=64)
+        for name in (first, *columns):
+            t.add_column(name, justify="right")
+        for p in points:
+            lead = (str(p.nodes) if first == "nodes"
+                    else format_bandwidth(p.bandwidth_gbit_s * 1e9 / 8))
+            t.add_row(lead, f"{p.comm_ms:.4g}", f"{p.overhead_ms:.4g}", f"{p.scaling:.3f}")
+        out.append(t)
+    return out
+
+
 def train_tables(answer: Forecast) -> list[Table | str]:
     out: list[Table | str] = []
     for w in answer.train:
@@ -75,20 +100,9 @@ def train_tables(answer: Forecast) -> list[Table | str]:
         out.append(f"[bold]{w.model}[/] (batch {w.batch_per_rank}/rank): step "
                    f"{w.iteration_ms:.4g} ms, backward {w.backward_ms:.4g} ms, gradients "
                    f"{w.grad_bytes / 1e6:.4g} MB in {w.buckets} buckets{measured}")
-        for points, title, first in (
-                (w.by_nodes, f"scaling vs nodes at "
-                 f"{format_bandwidth(answer.bandwidth_bytes_per_s)}", "nodes"),
-                (w.by_bandwidth, f"scaling vs bandwidth at {answer.nodes} nodes",
-                 "bandwidth")):
-            t = Table(title=f"{TITLE}: {w.model} {title}, c={answer.compression:g}",
-                      title_justify="left", min_width=64)
-            for name in (first, "comm ms", "overhead ms", "scaling"):
-                t.add_column(name, justify="right")
-            for p in points:
-                lead = (str(p.nodes) if first == "nodes"
-                        else format_bandwidth(p.bandwidth_gbit_s * 1e9 / 8))
-                t.add_row(lead, f"{p.comm_ms:.4g}", f"{p.overhead_ms:.4g}", f"{p.scaling:.3f}")
-            out.append(t)
+        out += _what_ifs(answer, w.by_nodes, w.by_bandwidth,
+                         f"{w.model} {{against}}, c={answer.compression:g}", "scaling",
+                         ("comm ms", "overhead ms", "scaling"))
         out += [f"  assumed: {n}" for n in w.notes]
     return out
 
@@ -102,17 +116,7 @@ def replay_tables(answer: Forecast) -> list[Table | str]:
                    f"{r.measured_step_ms:.4g} ms measured, {r.measured_exposed_ms:.4g} ms "
                    f"exposed; the model at that size {r.model_step_ms:.4g} ms; compute "
                    f"{r.compute_ms:.4g} ms a step")
-        for points, title, first in (
-                (r.by_nodes, f"step vs nodes at "
-                 f"{format_bandwidth(answer.bandwidth_bytes_per_s)}", "nodes"),
-                (r.by_bandwidth, f"step vs bandwidth at {answer.nodes} nodes", "bandwidth")):
-            t = Table(title=f"{TITLE}: replay {title}", title_justify="left", min_width=64)
-            for name in (first, "comm ms", "exposed ms", "compute share"):
-                t.add_column(name, justify="right")
-            for p in points:
-                lead = (str(p.nodes) if first == "nodes"
-                        else format_bandwidth(p.bandwidth_gbit_s * 1e9 / 8))
-                t.add_row(lead, f"{p.comm_ms:.4g}", f"{p.overhead_ms:.4g}", f"{p.scaling:.3f}")
-            out.append(t)
+        out += _what_ifs(answer, r.by_nodes, r.by_bandwidth, "replay {against}", "step",
+                         ("comm ms", "exposed ms", "compute share"))
         out += [f"  {n}" for n in r.notes]
     return out

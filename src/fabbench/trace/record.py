@@ -13,7 +13,6 @@ import contextlib
 import math
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -22,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fabbench.errors import RunError, UsageError
-from fabbench.procs import Terminated, signals_unwind, stop_groups
+from fabbench.procs import wait_group
 from fabbench.trace import et, rank_hook
 from fabbench.trace.document import Trace
 
@@ -99,22 +98,11 @@ def record(out: Path, command: Sequence[str], steps: int = 0,
         except OSError as exc:
             _remove_empty(raw, out)
             raise UsageError(f"cannot run {command[0]}: {exc.strerror}") from None
-        try:
-            with signals_unwind():
-                code = proc.wait(timeout=max_time_s)
-        except subprocess.TimeoutExpired:
-            stop_groups([proc], signal.SIGTERM, STOP_GRACE_S)
+        code = wait_group(proc, max_time_s, STOP_GRACE_S)
+        if code is None:
             _remove_empty(raw, out)
             raise RunError(f"{' '.join(command)} ran past --max-time {max_time_s:g} s; "
-                           "stopped it (its process group), no trace written") from None
-        except KeyboardInterrupt:
-            stop_groups([proc], signal.SIGINT, STOP_GRACE_S)
-            raise
-        except Terminated as exc:
-            stop_groups([proc], exc.signum, STOP_GRACE_S)
-            raise
-        finally:
-            stop_groups([proc], signal.SIGTERM, STOP_GRACE_S)  # what it left in its group
+                           "stopped it (its process group), no trace written")
     if code != 0 or not any(raw.iterdir()):
         _remove_empty(raw, out)
     if code != 0:
