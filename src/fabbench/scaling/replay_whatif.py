@@ -8,7 +8,8 @@ operations share the node's link one at a time, in the order issued (an operatio
 it is issued and the link is free); a blocking operation holds the rank until it completes, an
 asynchronous one is waited for at the step's end (the replay's rule). The step ends when the
 rank's compute and every operation are done; its exposed communication is the step less its
-compute. The step of the job is its slowest rank's, averaged over the trace's steps.
+compute. The step of the job is its slowest rank's, the median over the trace's steps (as the
+replay's p50).
 
 Scaling follows the training what-if (fabbench.scaling.whatif): workers are nodes. An operation
 on a group of every rank of the trace (data parallel) runs over ``nodes`` workers, its whole
@@ -85,10 +86,11 @@ class ReplayProfile:
 
     @property
     def compute_s(self) -> float:
-        """The slowest rank's compute a step (its gaps), averaged over the trace's steps."""
+        """The slowest rank's compute a step (its gaps), the median over the trace's steps (as
+        the replay's p50)."""
         steps = [max(sum(o.gap_us for o in r.steps[i].ops) for r in self.trace.ranks)
                  for i in range(len(self.trace.ranks[0].steps))]
-        return statistics.fmean(steps) * 1e-6 if steps else 0.0
+        return statistics.median(steps) * 1e-6 if steps else 0.0
 
 
 def op_time_s(op: TraceOp, trace: Trace, p: int, params: costs.Params) -> float:
@@ -142,13 +144,13 @@ def predict(profile: ReplayProfile, nodes: int, params: costs.Params,
         slowest = max(per_rank)
         steps.append(slowest[0])
         comms.append(slowest[1])
-    step = statistics.fmean(steps)
+    step = statistics.median(steps)
     compute = profile.compute_s if gaps else 0.0
     overhead = step - compute
     overhead = 0.0 if overhead <= 1e-9 * max(step, 1e-9) else overhead  # no float residue
     return Prediction(nodes=nodes if scaled else world,
                       bandwidth_bytes_per_s=params.bandwidth_bytes_per_s, compression=1.0,
-                      comm_s=statistics.fmean(comms), overhead_s=overhead,
+                      comm_s=statistics.median(comms), overhead_s=overhead,
                       scaling=compute / step if step > 0 else 1.0)
 
 
