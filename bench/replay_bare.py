@@ -17,7 +17,8 @@ path, steps, warmup = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 dist.init_process_group("gloo")
 me, doc = dist.get_rank(), json.loads(Path(path).read_text())
 groups = [dist.group.WORLD] + [dist.new_group(g["ranks"]) for g in doc["groups"][1:]]
-SIZE = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2}
+SIZE = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2, "int8": 1, "uint8": 1,
+        "int32": 4, "int64": 8, "bool": 1}  # every dtype a fabbench-trace/1 op may have
 
 
 def call(op):

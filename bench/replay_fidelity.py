@@ -68,8 +68,9 @@ def replay(trace: Path, out: Path, mode: str, ranks: int, steps: int) -> dict[st
 
 
 def bare_step_us(trace: Path, ranks: int, steps: int) -> float:
-    out = _run([*_torchrun(ranks), str(BARE), str(trace), str(steps), "2"], 900)
-    return float(out.split()[-1])
+    out = _run([*_torchrun(ranks), str(BARE), str(trace), str(steps), "2"], 900,
+               env={"OMP_NUM_THREADS": "1"})
+    return float(json.loads(out.strip().splitlines()[-1])["step_us_p50"])
 
 
 def main() -> int:
