@@ -2,7 +2,7 @@
 replay's, and the replay's operations alone against a bare torch.distributed loop.
 
     .venv/bin/python bench/replay_fidelity.py [--job ddp|fsdp|groups] [--ranks 2] [--rounds 3]
-        [--steps 8] [--model gpt-tiny] [--out DIR] [--json]
+        [--steps 12] [--repeat 10] [--model gpt-tiny] [--out DIR] [--json]
 
 Each round, in turn:
 
@@ -51,10 +51,12 @@ def _torchrun(ranks: int) -> list[str]:
 
 def job_comm_us(trace: Path) -> tuple[float, int]:
     """The job's communication per step: the slowest rank's comm_us, median over the steps
-    after the first (the first connects and warms the allocator). And the steps."""
+    after the first two (DDP's first two carry its start: the parameters' broadcast, the
+    buffers', the first step's whole-model allreduce). And the steps."""
     doc = json.loads(trace.read_text())
     steps = len(doc["ranks"][0]["steps"])
-    per_step = [max(r["steps"][i]["comm_us"] for r in doc["ranks"]) for i in range(1, steps)]
+    per_step = [max(r["steps"][i]["comm_us"] for r in doc["ranks"])
+                for i in range(min(2, steps - 1), steps)]
     return statistics.median(per_step), steps
 
 
@@ -80,7 +82,9 @@ def main() -> int:
     ap.add_argument("--job", choices=("ddp", "fsdp", "groups"), default="ddp")
     ap.add_argument("--ranks", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--steps", type=int, default=12, help="the job's steps, all recorded")
+    ap.add_argument("--repeat", type=int, default=10,
+                    help="the replays and the bare loop time every recorded step this often")
     ap.add_argument("--model", default="gpt-tiny")
     ap.add_argument("--out", type=Path, default=None, help="keep every trace and result here")
     ap.add_argument("--json", action="store_true")
@@ -94,11 +98,12 @@ def main() -> int:
               "--model", args.model, "--steps", str(args.steps)], 900)
         trace = rec_dir / "trace.json"
         job, steps = job_comm_us(trace)
-        gaps = replay(trace, work / f"round{i}" / "gaps.jsonl", "gaps", args.ranks,
-                      max(steps - 1, 2))
+        # every recorded step replayed --repeat times over: the medians see the steps' mix
+        timed = args.repeat * steps
+        gaps = replay(trace, work / f"round{i}" / "gaps.jsonl", "gaps", args.ranks, timed)
         alone = replay(trace, work / f"round{i}" / "alone.jsonl", "back-to-back", args.ranks,
-                       max(steps - 1, 2))
-        bare = bare_step_us(trace, args.ranks, max(steps - 1, 2))
+                       timed)
+        bare = bare_step_us(trace, args.ranks, timed)
         replayed = gaps["comm_us"]["p50"]  # type: ignore[index]
         back = alone["step_us"]["p50"]  # type: ignore[index]
         rounds.append({"round": i + 1, "job_comm_us": job, "replay_comm_us": replayed,
