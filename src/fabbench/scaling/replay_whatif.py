@@ -34,15 +34,13 @@ from fabbench.scaling import costs
 from fabbench.scaling.costs import BUSBW_ALGORITHM
 from fabbench.scaling.fit import MIN_SIZES, Fit, fit_points
 from fabbench.scaling.whatif import Prediction
-from fabbench.trace.document import Trace, TraceOp
+from fabbench.trace.document import Trace, TraceOp, whole_bytes
 from fabbench.workloads.replay.record import Replay, ReplayOp
 
 # the cost model's operation for a trace's: reduce moves broadcast's bytes (a tree or a chain the
 # other way), a send or a receive is one message, a barrier an allreduce of nothing
 _MODELLED = {"reduce": "broadcast", "send": "sendrecv", "recv": "sendrecv",
              "barrier": "allreduce"}
-# the operations whose whole array S is the group's size times a rank's buffer (methods.md)
-_WHOLE = ("allgather", "reduce_scatter")
 
 Key = tuple[str, int, int, str, int | None, bool]
 
@@ -96,7 +94,7 @@ class ReplayProfile:
 def op_time_s(op: TraceOp, trace: Trace, p: int, params: costs.Params) -> float:
     """The model's time of ``op`` when its group has ``p`` workers (S kept as the trace's)."""
     group = len(trace.groups[op.group].ranks)
-    nbytes = float(op.bytes * group if op.op in _WHOLE else op.bytes)
+    nbytes = float(whole_bytes(op.op, op.bytes, group))
     if op.op == "barrier":
         nbytes = 0.0
     return costs.best(_MODELLED.get(op.op, op.op), p, nbytes, params)[1]
@@ -167,7 +165,7 @@ def fits(replays: Sequence[Replay]) -> tuple[list[Fit], list[str]]:
                                   []).append(o)
     out, skipped = [], []
     for (run_id, op, transport, n), ops in sorted(points.items()):
-        sizes = [o.bytes * n if op in _WHOLE else o.bytes for o in ops]
+        sizes = [whole_bytes(op, o.bytes, n) for o in ops]
         if len(set(sizes)) < MIN_SIZES:
             continue  # a trace's few sizes: nothing to fit, and nothing wrong
         largest = max(ops, key=lambda o: o.bytes)

@@ -28,6 +28,32 @@ DTYPES = ("float32", "float64", "float16", "bfloat16", "int8", "uint8", "int32",
 #: the operations that name a root (broadcast, reduce) or a peer (send, recv): ``TraceOp.peer``
 ROOTED = ("broadcast", "reduce", "send", "recv")
 
+#: the operations whose whole array S (nccl-tests' size, methods.md) is the group's size times
+#: the rank's own buffer (``TraceOp.bytes``); every other operation's S is its buffer
+WHOLE = ("allgather", "reduce_scatter")
+
+
+def whole_bytes(op: str, nbytes: int, group_size: int) -> int:
+    """S of an operation of ``nbytes`` (``TraceOp.bytes``) over a group of ``group_size``."""
+    return nbytes * group_size if op in WHOLE else nbytes
+
+
+def merged(spans: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The (start, end) spans merged where they overlap or touch, sorted."""
+    out: list[tuple[float, float]] = []
+    for a, b in sorted(spans):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def covered(spans: Sequence[tuple[float, float]]) -> float:
+    """How long at least one of the (start, end) spans was running: a step's ``comm_us``, the
+    time at least one of its operations was in flight (together they count once)."""
+    return sum(b - a for a, b in merged(spans))
+
 
 @dataclass(frozen=True)
 class TraceGroup:

@@ -37,7 +37,16 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from fabbench.errors import UsageError
-from fabbench.trace.document import OPS, RankTrace, Trace, TraceGroup, TraceOp, TraceStep
+from fabbench.trace.document import (
+    OPS,
+    RankTrace,
+    Trace,
+    TraceGroup,
+    TraceOp,
+    TraceStep,
+    covered,
+    merged,
+)
 
 #: c10d's operators (torch.ops.c10d) and the operation fabbench replays for each
 C10D = {"allreduce_": "allreduce", "allreduce_coalesced_": "allreduce",
@@ -448,7 +457,7 @@ class _Rank:
         if finish is None:
             finish = max((d for _, d in spans), default=begin)
         return TraceStep(ops=tuple(ops), wall_us=round(max(0.0, finish - begin), 3),
-                         comm_us=round(_union(spans), 3))
+                         comm_us=round(covered(spans), 3))
 
     def _step_start(self, start: dict[str, Any] | None) -> float:
         if start is not None and STEP_MARK.match(start["name"]):
@@ -479,15 +488,6 @@ class _Rank:
     @staticmethod
     def _end(event: dict[str, Any] | None) -> float:
         return float(event["ts"]) + float(event.get("dur", 0.0)) if event else 0.0
-
-
-def _union(spans: Sequence[tuple[float, float]]) -> float:
-    total, reach = 0.0, float("-inf")
-    for a, b in sorted(spans):
-        if b > reach:
-            total += b - max(a, reach)
-            reach = b
-    return total
 
 
 def _json(path: Path, what: str) -> Any:
@@ -533,17 +533,7 @@ class _Kineto:
                 start = float(event["ts"])
                 spans.setdefault(event.get("tid"), []).append(
                     (start, start + float(event.get("dur", 0.0))))
-        return cls(by_rf, {tid: _merged(s) for tid, s in spans.items()})
-
-
-def _merged(spans: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
-    out: list[tuple[float, float]] = []
-    for a, b in sorted(spans):
-        if out and a <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], b))
-        else:
-            out.append((a, b))
-    return out
+        return cls(by_rf, {tid: merged(s) for tid, s in spans.items()})
 
 
 def _idle(lo: float, hi: float, in_flight: Sequence[tuple[float, float]],
@@ -551,7 +541,7 @@ def _idle(lo: float, hi: float, in_flight: Sequence[tuple[float, float]],
     """The time in [lo, hi] during which an earlier async op was in flight and the issuing
     thread ran no recorded op: taken as the thread waiting on that op (gloo's Work.wait has
     no annotation of its own), not compute."""
-    windows = _merged([(max(a, lo), min(b, hi)) for a, b in in_flight if min(b, hi) > max(a, lo)])
+    windows = merged([(max(a, lo), min(b, hi)) for a, b in in_flight if min(b, hi) > max(a, lo)])
     total = 0.0
     for a, b in windows:
         total += b - a

@@ -32,7 +32,6 @@ The rules (docs/replay.md, "Replaying a trace"):
 
 from __future__ import annotations
 
-import math
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -47,7 +46,7 @@ from fabbench.emulate.cluster import current as emulated_cluster
 from fabbench.plan import Plan
 from fabbench.results.records import Times
 from fabbench.timing.stats import summarize
-from fabbench.trace.document import Trace, TraceOp
+from fabbench.trace.document import Trace, TraceOp, covered, whole_bytes
 from fabbench.workloads.ops import OPS
 from fabbench.workloads.replay.record import Replay, ReplayOp
 from fabbench.workloads.replay.rules import read
@@ -219,15 +218,9 @@ class Replayer:
 
 
 def in_flight(spans: Sequence[tuple[float, float]]) -> float:
-    """The time at least one of the (start, seconds) spans was running: their union's length
-    (operations in flight together count once, as the trace's ``comm_us`` counts them)."""
-    total, reach = 0.0, -math.inf
-    for start, took in sorted(spans):
-        end = start + took
-        if end > reach:
-            total += end - max(start, reach)
-            reach = end
-    return total
+    """The time at least one of the (start, seconds) spans was running (the trace's
+    ``comm_us`` rule: operations in flight together count once)."""
+    return covered([(start, start + took) for start, took in spans])
 
 
 def run_replay(comm: Communicator, plan: Plan, transport: str,
@@ -315,7 +308,7 @@ def busbw(op: str, nbytes: int, n: int, t_us: float) -> float | None:
     if op in ("send", "recv"):
         return nbytes / (t_us * 1e-6) / 1e9
     spec = OPS["broadcast" if op == "reduce" else op]
-    size = nbytes * n if op in ("allgather", "reduce_scatter") else nbytes
+    size = whole_bytes(op, nbytes, n)
     return size / (t_us * 1e-6) / 1e9 * spec.busbw_factor(n)
 
 
