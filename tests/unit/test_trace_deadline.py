@@ -43,3 +43,4 @@ def test_a_deadline_that_is_no_number_of_seconds_is_refused(capsys, tmp_path: Pa
                        "true")
     assert code == 2 and err.count("\n") == 1 and "--max-time" in err, err
     assert not (tmp_path / "t").exists()
+

@@ -26,7 +26,7 @@ from fabbench.cli import (
     tracing,
     tune,
 )
-from fabbench.errors import FabbenchError
+from fabbench.errors import FabbenchError, UsageError
 from fabbench.procs import Terminated
 
 if TYPE_CHECKING:
@@ -234,9 +234,18 @@ def main(argv: list[str] | None = None) -> None:
         print(f"fabbench: stopped by signal {exc.signum}", file=sys.stderr)
         _leave(128 + exc.signum)
     except FabbenchError as exc:
-        print(f"fabbench: error: {exc}", file=sys.stderr)
+        print(f"fabbench: error: {_one_line(exc)}", file=sys.stderr)
         _leave(exc.exit_code)
     _leave(code)
+
+
+def _one_line(exc: FabbenchError) -> str:
+    """Bad input's message on one line whatever a value in it held (a path with a newline is
+    shown with \\n, as its own input was typed); a run-time failure's as it is (it may carry
+    the library's own lines)."""
+    text = str(exc)
+    return text.replace("\r", "\\r").replace("\n", "\\n") if isinstance(exc, UsageError) \
+        else text
 
 
 def _leave(code: object) -> None:
