@@ -27,7 +27,6 @@ import math
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from fabbench.errors import UsageError
 from fabbench.scaling import costs
@@ -68,16 +67,16 @@ class ReplayProfile:
     def of(cls, rec: Replay) -> ReplayProfile:
         """The record's profile; UsageError when its trace cannot be read or is not the one
         the record replayed (its sha256)."""
-        path = Path(rec.trace)
         try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise UsageError(f"replay of {rec.trace}: the trace cannot be read "
-                             f"({exc.strerror}): the forecast simulates its steps") from None
-        if hashlib.sha256(data).hexdigest() != rec.trace_sha256:
+            raw = Trace.raw(rec.trace)
+        except UsageError as exc:
+            raise UsageError(f"replay of {rec.trace}: the trace cannot be read ({exc}): the "
+                             "forecast simulates its steps") from None
+        if hashlib.sha256(raw).hexdigest() != rec.trace_sha256:
             raise UsageError(f"replay of {rec.trace}: the trace changed since it was replayed "
                              "(its sha256 differs from the record's)")
-        return cls(trace=Trace.read(path), path=rec.trace, mode=rec.mode, ranks=rec.ranks,
+        trace = Trace.parse(raw, rec.trace)
+        return cls(trace=trace, path=rec.trace, mode=rec.mode, ranks=rec.ranks,
                    measured_step_s=rec.step_us.p50 * 1e-6,
                    measured_exposed_s=rec.exposed_us.p50 * 1e-6,
                    measured_us={key_of(o): o.time_us.p50 for o in rec.ops})

@@ -10,6 +10,7 @@ refused in one line naming the file and what is wrong, a UsageError (exit code 2
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -125,13 +126,27 @@ class Trace:
     @classmethod
     def read(cls, path: str | Path) -> Trace:
         """The trace in ``path`` (fabbench-trace/1), checked; one line on what is wrong."""
-        where = str(path)
+        return cls.read_digest(path)[0]
+
+    @classmethod
+    def read_digest(cls, path: str | Path) -> tuple[Trace, str]:
+        """The trace in ``path``, checked, and the sha256 of the file's bytes, read once."""
+        raw = cls.raw(path)
+        return cls.parse(raw, str(path)), hashlib.sha256(raw).hexdigest()
+
+    @staticmethod
+    def raw(path: str | Path) -> bytes:
+        """The bytes of a trace file; one line when it cannot be read."""
         try:
-            text = Path(path).read_text()
+            return Path(path).read_bytes()
         except OSError as exc:
-            raise UsageError(f"cannot read trace {where}: {exc.strerror}") from None
+            raise UsageError(f"cannot read trace {path}: {exc.strerror}") from None
+
+    @classmethod
+    def parse(cls, raw: bytes, where: str) -> Trace:
+        """The trace of a file's bytes, checked; one line on what is wrong."""
         try:
-            data = json.loads(text)
+            data = json.loads(raw.decode())
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise UsageError(f"trace {where} is not JSON (truncated?): {exc}") from None
         return cls.of(data, where)

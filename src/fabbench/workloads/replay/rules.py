@@ -7,7 +7,6 @@ a send without its receive). Each refusal is one line, a UsageError (exit code 2
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
 from collections import Counter
 from pathlib import Path
@@ -41,8 +40,7 @@ def read(path: str) -> tuple[Trace, str]:
 
 @functools.lru_cache(maxsize=4)
 def _read(path: str, mtime_ns: int, size: int) -> tuple[Trace, str]:
-    trace = Trace.read(path)
-    digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    trace, digest = Trace.read_digest(path)
     _consistent(trace, path)
     return trace, digest
 
