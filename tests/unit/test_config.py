@@ -192,6 +192,8 @@ def study_args(c: RunConfig, tmp: Path) -> list[str]:
              f'fabric = [{toml(axes.get("fabric", "ethernet"))}]',
              f'primitive = [{toml(axes.get("primitive", "mpi"))}]',
              f'gpudirect = [{toml(axes.get("gpudirect", "auto"))}]',
+             # a replay cell runs on its trace's world (the fixture's two ranks)
+             *(["[run]", "ranks_per_node = 2"] if kind == "replay" else []),
              "[workload.w]", f"kind = {toml(kind)}",
              *(f"{key} = {toml(value)}" for key, value in keys.items())]
     path = tmp / "one.toml"
