@@ -63,6 +63,7 @@ def test_bad_input_is_one_line_exit_2(results, tmp_path):
     empty = tmp_path / "empty.jsonl"
     lines = results.read_text().splitlines()
     empty.write_text("\n".join([lines[0], lines[-1]]) + "\n")  # run + summary only
-    _one_line_error(fabbench("model", "--from", str(empty)), "no collective or train records")
+    _one_line_error(fabbench("model", "--from", str(empty)),
+                    "no collective, train or replay records")
     _one_line_error(fabbench("model", "--from", str(results), "--bandwidth", "fast"),
                     "bad bandwidth 'fast'")

@@ -83,9 +83,12 @@ def test_both_modes_replay_every_operation_and_back_to_back_comes_near_a_bare_lo
     for i in range(2):  # alternating: the replay, then the bare loop
         alone = replayed(trace, tmp_path / f"b2b{i}.jsonl", "back-to-back")
         assert alone.compute_us.p50 == 0 and alone.exposed_share == 1.0
-        # each operation completed before the next: the step is about their sum (rank 0's)
-        own = sum(o.time_us.p50 for o in alone.ops if o.op != "recv")
-        assert 0.8 * own <= alone.step_us.p50 <= 1.5 * own, (own, alone.step_us)
+        # each operation completed before the next: the step is about their sum (rank 0's).
+        # Means, not medians: they add up, so a stall that hits a different operation each
+        # step (a shared host's noise) counts in both sides alike; medians hide it in the
+        # operations' and keep it in the step's (CI: step p50 12.5 ms, medians' sum 7.8 ms)
+        own = sum(o.time_us.mean for o in alone.ops if o.op != "recv")
+        assert 0.8 * own <= alone.step_us.mean <= 1.5 * own, (own, alone.step_us)
         ratios.append(alone.step_us.p50 / bare_step_us(trace))
     print(f"replay back-to-back / bare loop, step time: {ratios}")
     # a shared host of 2 cores: the band is wide here; the figures are in the test's output
