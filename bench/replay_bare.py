@@ -5,6 +5,7 @@ from the document's JSON). Prints, on rank 0, the median over the timed steps of
 rank's step time in microseconds."""
 
 import json
+import mmap
 import statistics
 import sys
 import time
@@ -21,11 +22,21 @@ SIZE = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2, "int8": 1, "uin
         "int32": 4, "int64": 8, "bool": 1}  # every dtype a fabbench-trace/1 op may have
 
 
+def host(count, kind):
+    """count elements in a page-aligned mapping of their own (OSU's buffers, nccl-tests' on a
+    host, and every bare loop of this repo: in the interpreter's heap a buffer's place depends
+    on what the process allocated before, and its transfers' speed with it)."""
+    if count == 0:
+        return torch.empty(0, dtype=kind)
+    size = count * torch.empty(0, dtype=kind).element_size()
+    return torch.frombuffer(mmap.mmap(-1, size), dtype=kind, count=count).fill_(1)
+
+
 def call(op):
     g, members = groups[op["group"]], doc["groups"][op["group"]]["ranks"]
     n, count = len(members), op["bytes"] // SIZE[op.get("dtype", "float32")]
     kind = getattr(torch, op.get("dtype", "float32"))
-    part, whole = torch.ones(count, dtype=kind), torch.ones(count * n, dtype=kind)
+    part, whole = host(count, kind), host(count * n, kind)
     name = op["op"]
     if name == "allreduce":
         return lambda: dist.all_reduce(part, group=g)

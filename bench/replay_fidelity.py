@@ -2,7 +2,8 @@
 replay's, and the replay's operations alone against a bare torch.distributed loop.
 
     .venv/bin/python bench/replay_fidelity.py [--job ddp|fsdp|groups] [--ranks 2] [--rounds 3]
-        [--steps 12] [--repeat 10] [--model gpt-tiny] [--out DIR] [--json]
+        [--steps 12] [--repeat 10] [--pairs 6] [--warmup 2] [--model gpt-tiny] [--out DIR]
+        [--json]
 
 Each round, in turn:
 
@@ -13,8 +14,11 @@ Each round, in turn:
 2. the replay of that trace with its gaps (`fabbench run --workload replay`): its ``comm_us``
    per step, by the same rule (goal: within 10 % of the job's);
 3. the replay back to back and bench/replay_bare.py, a bare torch.distributed loop of the same
-   operations written without fabbench, alternating (goal: within the fidelity band of
-   fabbench.fidelity, 1 +- BAND).
+   operations written without fabbench (its buffers page-aligned mappings, as the replay's and
+   every bare loop's here), --pairs times, alternating which runs first; each after a warm-up of
+   --warmup passes over the trace's steps (connections made, buffers and caches warm: a short
+   run's first steps carry the start of whichever process runs them). The round's figure is the
+   median of the pairs' ratios (goal: within the fidelity band of fabbench.fidelity, 1 +- BAND).
 
 The job and its replay alternate round after round, so that drift on a shared machine hits
 both alike. Prints a table per round and the medians; --json one object."""
@@ -60,19 +64,34 @@ def job_comm_us(trace: Path) -> tuple[float, int]:
     return statistics.median(per_step), steps
 
 
-def replay(trace: Path, out: Path, mode: str, ranks: int, steps: int) -> dict[str, object]:
+def replay(trace: Path, out: Path, mode: str, ranks: int, steps: int,
+           warmup: int) -> dict[str, object]:
     _run([str(BIN / "fabbench"), "run", "--workload", "replay", "--trace", str(trace),
-          "--replay-mode", mode, "--replay-steps", str(steps), "--replay-warmup", "2",
+          "--replay-mode", mode, "--replay-steps", str(steps), "--replay-warmup", str(warmup),
           "--primitive", "gloo", "--ranks", str(ranks), "--out", str(out)], 900)
     rec: dict[str, object] = next(r for r in map(json.loads, out.read_text().splitlines())
                                   if r["kind"] == "replay")
     return rec
 
 
-def bare_step_us(trace: Path, ranks: int, steps: int) -> float:
-    out = _run([*_torchrun(ranks), str(BARE), str(trace), str(steps), "2"], 900,
+def bare_step_us(trace: Path, ranks: int, steps: int, warmup: int) -> float:
+    out = _run([*_torchrun(ranks), str(BARE), str(trace), str(steps), str(warmup)], 900,
                env={"OMP_NUM_THREADS": "1"})
     return float(json.loads(out.strip().splitlines()[-1])["step_us_p50"])
+
+
+def back_to_back_pair(trace: Path, out: Path, ranks: int, steps: int, warmup: int,
+                      bare_first: bool) -> tuple[float, float]:
+    """(the back-to-back replay's step, the bare loop's), µs, the one or the other run first."""
+    def alone() -> float:
+        rec = replay(trace, out, "back-to-back", ranks, steps, warmup)
+        return float(rec["step_us"]["p50"])  # type: ignore[index]
+
+    if bare_first:
+        b = bare_step_us(trace, ranks, steps, warmup)
+        return alone(), b
+    a = alone()
+    return a, bare_step_us(trace, ranks, steps, warmup)
 
 
 def main() -> int:
@@ -85,6 +104,10 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=12, help="the job's steps, all recorded")
     ap.add_argument("--repeat", type=int, default=10,
                     help="the replays and the bare loop time every recorded step this often")
+    ap.add_argument("--pairs", type=int, default=6,
+                    help="back-to-back replays and bare loops per round, alternating")
+    ap.add_argument("--warmup", type=int, default=2,
+                    help="passes over the trace's steps before the timed ones")
     ap.add_argument("--model", default="gpt-tiny")
     ap.add_argument("--out", type=Path, default=None, help="keep every trace and result here")
     ap.add_argument("--json", action="store_true")
@@ -99,18 +122,20 @@ def main() -> int:
         trace = rec_dir / "trace.json"
         job, steps = job_comm_us(trace)
         # every recorded step replayed --repeat times over: the medians see the steps' mix
-        timed = args.repeat * steps
-        gaps = replay(trace, work / f"round{i}" / "gaps.jsonl", "gaps", args.ranks, timed)
-        alone = replay(trace, work / f"round{i}" / "alone.jsonl", "back-to-back", args.ranks,
-                       timed)
-        bare = bare_step_us(trace, args.ranks, timed)
+        timed, warm = args.repeat * steps, args.warmup * steps
+        gaps = replay(trace, work / f"round{i}" / "gaps.jsonl", "gaps", args.ranks, timed, 2)
+        pairs = [back_to_back_pair(trace, work / f"round{i}" / f"alone{k}.jsonl", args.ranks,
+                                   timed, warm, bare_first=k % 2 == 1)
+                 for k in range(args.pairs)]
         replayed = gaps["comm_us"]["p50"]  # type: ignore[index]
-        back = alone["step_us"]["p50"]  # type: ignore[index]
         rounds.append({"round": i + 1, "job_comm_us": job, "replay_comm_us": replayed,
-                       "gaps_ratio": replayed / job, "back_to_back_us": back, "bare_us": bare,
-                       "bare_ratio": back / bare})
+                       "gaps_ratio": replayed / job,
+                       "back_to_back_us": statistics.median(a for a, _ in pairs),
+                       "bare_us": statistics.median(b for _, b in pairs),
+                       "pair_ratios": [a / b for a, b in pairs],
+                       "bare_ratio": statistics.median(a / b for a, b in pairs)})
     gaps_ratio = statistics.median(r["gaps_ratio"] for r in rounds)
-    bare_ratio = statistics.median(r["bare_ratio"] for r in rounds)
+    bare_ratio = statistics.median(x for r in rounds for x in r["pair_ratios"])
     verdict = {"gaps": abs(gaps_ratio - 1) <= GOAL_GAPS, "bare": abs(bare_ratio - 1) <= BAND_REL}
     if args.json:
         print(json.dumps({"job": args.job, "ranks": args.ranks, "model": args.model,

@@ -12,7 +12,8 @@ def two_groups(steps: int = 2, gap_us: float = 2000.0) -> Trace:
     """Two ranks, two process groups (the world, and both ranks in reverse order: group rank 0
     is global rank 1), each step: an asynchronous allreduce issued during "backward", an
     allgather and a reduce_scatter on group 1, a broadcast from group 1's rank 0, a send from 0
-    to 1, and a last asynchronous allreduce waited at the step's end."""
+    to 1, a last asynchronous allreduce waited at the step's end, then half a gap of compute
+    (the optimizer's: the step's tail)."""
     groups = (TraceGroup(id=0, ranks=(0, 1), name="world"),
               TraceGroup(id=1, ranks=(1, 0), name="tp"))
 
@@ -30,7 +31,8 @@ def two_groups(steps: int = 2, gap_us: float = 2000.0) -> Trace:
                         gap_us=gap_us))
 
     ranks = tuple(RankTrace(rank=r, steps=tuple(
-        TraceStep(ops=ops(r), wall_us=4 * gap_us, comm_us=gap_us) for _ in range(steps)))
+        TraceStep(ops=ops(r), wall_us=4 * gap_us, comm_us=gap_us, tail_us=gap_us / 2)
+        for _ in range(steps)))
         for r in range(2))
     return Trace(world=2, groups=groups, ranks=ranks, source={"made": "tests/replay_traces.py"})
 

@@ -39,6 +39,9 @@ def test_a_step_overlaps_asynchronous_operations_with_the_compute_after_them():
     blocking = [dataclasses.replace(o, async_op=False) for o in ops]
     # blocking: 1+2, +1+1, +0.5+1 = 6.5 ms
     assert replay_whatif.step_s(blocking, lambda o: time_of[o.bytes])[0] == pytest.approx(6.5e-3)
+    # the tail (the optimizer's compute) starts once every operation is done: 5 + 1.5 ms
+    assert replay_whatif.step_s(ops, lambda o: time_of[o.bytes], 1.5e-3)[0] == \
+        pytest.approx(6.5e-3)
 
 
 def _trace(world: int = 4) -> Trace:
@@ -130,3 +133,13 @@ def test_a_trace_changed_or_gone_leaves_its_forecast_out_and_says_why(capsys, re
     trace.unlink()
     code, out, err = cli(capsys, "forecast", "--from", str(replayed), "--bandwidth", "1Gbit")
     assert code == 0 and "the trace cannot be read" in err
+
+
+def test_the_compute_of_a_step_holds_its_tail():
+    trace = _trace()
+    tailed = dataclasses.replace(trace, ranks=tuple(
+        RankTrace(r.rank, tuple(dataclasses.replace(s, tail_us=400.0 * (1 + r.rank))
+                                for s in r.steps)) for r in trace.ranks))
+    # gaps of 100 + 2000 µs on every rank; the slowest rank's tail is rank 3's, 1600 µs
+    assert _profile(tailed, 1.0).compute_s == pytest.approx(3.7e-3)
+    assert _profile(trace, 1.0).compute_s == pytest.approx(2.1e-3)

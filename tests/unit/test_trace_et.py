@@ -94,7 +94,18 @@ def test_times_hold_together():
                 assert step.wall_us is not None and step.comm_us is not None
                 assert 0 < step.comm_us <= step.wall_us
                 assert all(o.dur_us is not None and o.dur_us > 0 for o in step.ops)
-                assert sum(o.gap_us for o in step.ops) < step.wall_us
+                assert sum(o.gap_us for o in step.ops) + step.tail_us < step.wall_us
+                assert step.tail_us >= 0
+
+
+def test_the_optimizers_compute_after_the_last_operation_is_the_steps_tail():
+    # a step that an Optimizer.step ends: its compute after the last allreduce's wait; the
+    # recording's last step, which no optimizer step ends, ends at its last operation
+    for job in ("ddp", "groups", "p2p"):
+        for rank in _read(job).trace.ranks:
+            first, last = rank.steps
+            assert 0 < first.tail_us < 20_000, (job, first.tail_us)
+            assert last.tail_us == 0.0
 
 
 def test_a_plain_execution_trace_is_read_as_all_on_group_0_and_says_so():

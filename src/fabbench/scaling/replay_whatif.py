@@ -6,7 +6,8 @@ operation's time from the α-β model, and the step simulated as the replay runs
 The step of one rank, simulated: the rank computes for an operation's gap, then issues it; the
 operations share the node's link one at a time, in the order issued (an operation starts when
 it is issued and the link is free); a blocking operation holds the rank until it completes, an
-asynchronous one is waited for at the step's end (the replay's rule). The step ends when the
+asynchronous one is waited for at the step's end (the replay's rule), then the rank computes
+its step's tail (the optimizer's compute after the last operation). The step ends when the
 rank's compute and every operation are done; its exposed communication is the step less its
 compute. The step of the job is its slowest rank's, the median over the trace's steps (as the
 replay's p50).
@@ -83,9 +84,10 @@ class ReplayProfile:
 
     @property
     def compute_s(self) -> float:
-        """The slowest rank's compute a step (its gaps), the median over the trace's steps (as
-        the replay's p50)."""
-        steps = [max(sum(o.gap_us for o in r.steps[i].ops) for r in self.trace.ranks)
+        """The slowest rank's compute a step (its gaps and its tail), the median over the
+        trace's steps (as the replay's p50)."""
+        steps = [max(sum(o.gap_us for o in r.steps[i].ops) + r.steps[i].tail_us
+                     for r in self.trace.ranks)
                  for i in range(len(self.trace.ranks[0].steps))]
         return statistics.median(steps) * 1e-6 if steps else 0.0
 
@@ -99,8 +101,10 @@ def op_time_s(op: TraceOp, trace: Trace, p: int, params: costs.Params) -> float:
     return costs.best(_MODELLED.get(op.op, op.op), p, nbytes, params)[1]
 
 
-def step_s(ops: Sequence[TraceOp], time_of: Callable[[TraceOp], float]) -> tuple[float, float]:
-    """(the step's time, its communication) of one rank's operations (module docstring)."""
+def step_s(ops: Sequence[TraceOp], time_of: Callable[[TraceOp], float],
+           tail_s: float = 0.0) -> tuple[float, float]:
+    """(the step's time, its communication) of one rank's operations and its tail's compute
+    (module docstring)."""
     clock = link = comm = 0.0
     for op in ops:
         clock += op.gap_us * 1e-6
@@ -109,7 +113,7 @@ def step_s(ops: Sequence[TraceOp], time_of: Callable[[TraceOp], float]) -> tuple
         comm += took
         if not op.async_op:
             clock = link
-    return max(clock, link), comm
+    return max(clock, link) + tail_s, comm
 
 
 def predict(profile: ReplayProfile, nodes: int, params: costs.Params,
@@ -137,7 +141,8 @@ def predict(profile: ReplayProfile, nodes: int, params: costs.Params,
 
     steps, comms = [], []
     for i in range(len(trace.ranks[0].steps)):
-        per_rank = [step_s(ops_of(r.steps[i].ops), time_of) for r in trace.ranks]
+        per_rank = [step_s(ops_of(r.steps[i].ops), time_of,
+                           r.steps[i].tail_us * 1e-6 if gaps else 0.0) for r in trace.ranks]
         slowest = max(per_rank)
         steps.append(slowest[0])
         comms.append(slowest[1])

@@ -89,11 +89,15 @@ class TraceOp:
 @dataclass(frozen=True)
 class TraceStep:
     """One training step of one rank: its operations in the order the rank issued them, its
-    wall time and the communication time the job itself saw in it (None: not recorded)."""
+    wall time and the communication time the job itself saw in it (None: not recorded), and
+    ``tail_us``: the compute on the issuing thread after its last operation to the step's end
+    (the optimizer's step, say), less the waits on its asynchronous operations (0: none, or
+    not recorded)."""
 
     ops: tuple[TraceOp, ...]
     wall_us: float | None = None
     comm_us: float | None = None
+    tail_us: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -118,7 +122,8 @@ class Trace:
                 "groups": [asdict(g) | {"ranks": list(g.ranks)} for g in self.groups],
                 "ranks": [{"rank": r.rank, "steps": [
                     {"ops": [_op_json(o) for o in s.ops], "wall_us": s.wall_us,
-                     "comm_us": s.comm_us} for s in r.steps]} for r in self.ranks]}
+                     "comm_us": s.comm_us, "tail_us": s.tail_us} for s in r.steps]}
+                    for r in self.ranks]}
 
     def write(self, path: str | Path) -> None:
         Path(path).write_text(json.dumps(self.to_json(), indent=1) + "\n")
@@ -172,7 +177,8 @@ class Trace:
                 r.fail(f"ranks[{i}] is rank {rank['rank']}: the ranks must come in order")
             steps = tuple(TraceStep(
                 ops=tuple(_op(r, o, groups) for o in map(r.obj_in, r.items(s, "ops"))),
-                wall_us=r.time(s, "wall_us"), comm_us=r.time(s, "comm_us"))
+                wall_us=r.time(s, "wall_us"), comm_us=r.time(s, "comm_us"),
+                tail_us=r.time(s, "tail_us") or 0.0)
                 for s in map(r.obj_in, r.items(rank, "steps")))
             ranks.append(RankTrace(rank=i, steps=steps))
         if len(ranks) != world:

@@ -437,6 +437,7 @@ class _Rank:
         ops, free = [], begin
         spans: list[tuple[float, float]] = []
         in_flight: list[tuple[float, float]] = []  # earlier async ops: [start, completion]
+        busy: Sequence[tuple[float, float]] = []  # the issuing thread's recorded ops
         for node, op in chosen:
             event = self._event(node)
             if event is None:
@@ -445,7 +446,8 @@ class _Rank:
                            "(another run's, or another window of the profiler)")
             ts, call_end = float(event["ts"]), self._end(event)
             done = max([call_end] + [self._end(w) for w in self._workers(node)])
-            waited = _idle(free, ts, in_flight, self.busy.get(event.get("tid"), []))
+            busy = self.busy.get(event.get("tid"), [])
+            waited = _idle(free, ts, in_flight, busy)
             ops.append(TraceOp(op=op.op, group=op.group, bytes=op.bytes, dtype=op.dtype,
                                peer=op.peer, async_op=op.async_op,
                                gap_us=round(max(0.0, ts - free - waited), 3),
@@ -454,10 +456,13 @@ class _Rank:
             if op.async_op:
                 in_flight.append((ts, done))
             spans.append((ts, done))
+        tail = 0.0
         if finish is None:
             finish = max((d for _, d in spans), default=begin)
+        elif ops:  # the optimizer's compute after the last op, its waits on async ops left out
+            tail = max(0.0, finish - free - _idle(free, finish, in_flight, busy))
         return TraceStep(ops=tuple(ops), wall_us=round(max(0.0, finish - begin), 3),
-                         comm_us=round(covered(spans), 3))
+                         comm_us=round(covered(spans), 3), tail_us=round(tail, 3))
 
     def _step_start(self, start: dict[str, Any] | None) -> float:
         if start is not None and STEP_MARK.match(start["name"]):

@@ -4,8 +4,8 @@ replay of a trace: the step's figures over the replayed steps, and one ``ReplayO
 operation of the trace. Registered when the workload's package is loaded, as fabbench.catalog
 loads it.
 
-Per step, the slowest rank's: ``step_us`` (barrier to the last operation completed),
-``compute_us`` (the gaps it kept, as slept), ``comm_us`` (the time at least one of its
+Per step, the slowest rank's: ``step_us`` (barrier to the last operation completed, or to the
+end of the step's tail), ``compute_us`` (the gaps and the tail it kept, as slept), ``comm_us`` (the time at least one of its
 operations was in flight, issue to completion, as the trace's ``comm_us`` counts the job's:
 operations in flight together count once, an asynchronous one overlapping compute counts
 whole) and ``exposed_us`` (the step less its compute: the time it waited on communication

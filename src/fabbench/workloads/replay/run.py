@@ -23,8 +23,9 @@ The rules (docs/replay.md, "Replaying a trace"):
   the job issued asynchronously is issued so and waited at the step's end, in issue order (the
   trace does not say where the job waited: DDP waits its buckets there, before the optimizer),
   the others completed before the next gap; an asynchronous one's time ends where it is found
-  completed, polled after each blocking operation, else at its wait. back-to-back mode: no
-  gaps, every operation completed before the next.
+  completed, polled after each blocking operation, else at its wait. After the step's waits,
+  its recorded tail (the compute after the job's last operation: its optimizer step), slept the
+  same way. back-to-back mode: no gaps and no tail, every operation completed before the next.
 - the watchdog is armed before each operation (and its gap) and each wait: plan.op_timeout of
   its bytes, plus in gaps mode the longest step's compute of any rank (a peer may still be in
   it), so that a dead peer ends the run in seconds past that.
@@ -90,12 +91,14 @@ class Replayer:
                                             for g in trace.groups[1:]]
         # a rank may wait on a peer that is still in its recorded compute: every deadline
         # allows for the longest step's compute of any rank
-        self.slack_s = max((sum(o.gap_us for o in s.ops) * 1e-6 for r in trace.ranks
-                            for s in r.steps), default=0.0) if self.gaps else 0.0
+        self.slack_s = max(((sum(o.gap_us for o in s.ops) + s.tail_us) * 1e-6
+                            for r in trace.ranks for s in r.steps),
+                           default=0.0) if self.gaps else 0.0
         self.keys: list[OpKey] = []
         self._buffers: dict[tuple[str, int, str, int], tuple[Any, Any]] = {}
         mine = trace.ranks[comm.rank].steps
         self.steps = [[self._issue(op, i) for i, op in enumerate(s.ops)] for s in mine]
+        self.tails = [s.tail_us * 1e-6 if self.gaps else 0.0 for s in mine]
 
     def _issue(self, op: TraceOp, position: int) -> Issue:
         key = key_of(op)
@@ -213,6 +216,13 @@ class Replayer:
             sync()
             times.append((issue.key, clock() - start))
             spans.append((start, times[-1][1]))
+        tail = self.tails[index % len(self.tails)] if self.tails else 0.0
+        if tail > 0:  # the compute after the last operation (the optimizer's), overshoot too
+            wanted += tail
+            last = clock()
+            if wanted > compute:
+                time.sleep(wanted - compute)
+            compute += clock() - last
         end = clock()
         return end - t0, compute, in_flight(spans), times
 
