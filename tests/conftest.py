@@ -17,6 +17,15 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
+#: the share of each property test's examples a run draws: FABBENCH_TEST_EXAMPLES, a fraction
+#: (`make test-fast` draws a fifth, for a quick loop; `make test` and CI every one)
+EXAMPLES_SHARE = float(os.environ.get("FABBENCH_TEST_EXAMPLES", "1") or "1")
+
+
+def property_examples(n: int) -> int:
+    """A property test's max_examples: ``n``, or its share (never fewer than 20)."""
+    return n if EXAMPLES_SHARE >= 1 else max(20, round(n * EXAMPLES_SHARE))
+
 
 def fabbench(*args: str, timeout: float = 180, env: dict | None = None,
              cwd: str | Path | None = None) -> subprocess.CompletedProcess:

@@ -17,7 +17,7 @@ import yaml
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from conftest import REPO, fabbench
+from conftest import REPO, fabbench, property_examples
 from fabbench import catalog, config
 from fabbench.cli.main import main
 from fabbench.config import RunConfig, build, fields
@@ -91,7 +91,8 @@ def configs(draw, study: bool = False) -> RunConfig:
         raise
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@settings(max_examples=property_examples(200),
+          deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
 @given(configs())
 def test_argv_round_trips(c):
     argv = c.to_argv()
@@ -99,7 +100,7 @@ def test_argv_round_trips(c):
     assert all(isinstance(a, str) for a in argv)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=property_examples(300), deadline=None)
 @given(st.floats(allow_nan=False, allow_infinity=False))
 def test_number_text_reads_back_and_is_go_notation(value):
     text = number_text(value)
@@ -202,7 +203,8 @@ def study_args(c: RunConfig, tmp: Path) -> list[str]:
     return cell.run_args()
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@settings(max_examples=property_examples(80),
+          deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
 @given(configs())
 def test_slurm_kubernetes_and_the_config_write_the_same_argv(c):
     r = renderable(c)
@@ -215,7 +217,7 @@ def test_slurm_kubernetes_and_the_config_write_the_same_argv(c):
     assert slurm == k8s_args(r) == r.to_argv()
 
 
-@settings(max_examples=30, deadline=None,
+@settings(max_examples=property_examples(30), deadline=None,
           suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.function_scoped_fixture])
 @given(configs(study=True))
 def test_a_study_cell_writes_the_configuration_argv(tmp_path, c):
@@ -273,7 +275,8 @@ def test_render_round_trips_every_workload_through_the_run_command(target, workl
     assert args == c.to_argv()
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@settings(max_examples=property_examples(40),
+          deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
 @given(configs(), st.sampled_from(["slurm", "k8s"]))
 def test_render_takes_any_renderable_configuration(c, target):
     r = renderable(c)
@@ -424,7 +427,7 @@ def test_from_argv_refuses_with_one_line(argv, message):
         RunConfig.from_argv(argv)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=property_examples(300), deadline=None)
 @given(st.lists(st.sampled_from([f.option.flag for f in fields()] + ["--no-check", "-n"])
                 | st.text(string.printable, max_size=12), max_size=6))
 def test_from_argv_parses_or_refuses(argv):

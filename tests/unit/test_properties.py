@@ -13,6 +13,7 @@ import tomllib
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from conftest import property_examples
 from fabbench.cli.main import main
 from fabbench.errors import UsageError
 from fabbench.fabrics.profile import parse_profile
@@ -22,7 +23,7 @@ from fabbench.units import parse_sizes
 TEXT = st.text(alphabet=string.printable, max_size=24)
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=property_examples(1500), deadline=None)
 @given(TEXT)
 def test_size_specs_parse_or_refuse(spec):
     try:
@@ -61,7 +62,7 @@ def run_main(argv: list[str]) -> tuple[int, str]:
     return exit_info.value.code, err.getvalue()
 
 
-@settings(max_examples=600, deadline=None,
+@settings(max_examples=property_examples(600), deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(st.dictionaries(st.sampled_from(sorted(OPTION_VALUES)), st.just(None), max_size=6)
        .flatmap(lambda keys: st.fixed_dictionaries({k: OPTION_VALUES[k] for k in keys})))
@@ -86,7 +87,7 @@ PROFILE = st.recursive(
     max_leaves=12)
 
 
-@settings(max_examples=700, deadline=None)
+@settings(max_examples=property_examples(700), deadline=None)
 @given(st.dictionaries(st.sampled_from(["name", "primitive", "wire", "hardware", "env",
                                         "single_host", "description"]), PROFILE, max_size=5))
 def test_profile_data_loads_or_refuses(data):
@@ -99,7 +100,7 @@ def test_profile_data_loads_or_refuses(data):
         assert profile.settings(primitive).transport
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=property_examples(500), deadline=None)
 @given(st.text(max_size=200))
 def test_profile_text_loads_or_refuses(text):
     try:
@@ -117,7 +118,8 @@ RECORD = st.fixed_dictionaries({"kind": st.sampled_from(["run", "collective", "s
                                           "ok": st.booleans(), "bytes": st.integers(-5, 5)})
 
 
-@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=property_examples(1000), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.one_of(RECORD.map(json.dumps), st.text(max_size=30)), max_size=5),
        st.booleans())
 def test_results_files_read_or_refuse(tmp_path_factory, lines, cut):

@@ -20,6 +20,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from conftest import property_examples
 from fabbench.results import SCHEMA, SUPPORTED_SCHEMAS, fast_check, records
 from unit.test_records import examples
 
@@ -123,7 +124,8 @@ def test_the_fast_check_refuses_a_broken_record_of_every_kind():
         assert records._fast(version, None, True)(extra) is True
 
 
-@settings(max_examples=600, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=property_examples(600), deadline=None,
+          suppress_health_check=list(HealthCheck))
 @given(broken())
 def test_the_fast_verdict_is_jsonschemas(case):
     version, record = case
@@ -132,7 +134,8 @@ def test_the_fast_verdict_is_jsonschemas(case):
         assert verdict == walk_valid(record, version, lenient=lenient), (lenient, record)
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=property_examples(400), deadline=None,
+          suppress_health_check=list(HealthCheck))
 @given(broken() | broken(non_finite=True))
 def test_problem_gives_the_message_it_always_gave(case):
     version, record = case
@@ -194,7 +197,8 @@ INSTANCES = st.recursive(
         st.sampled_from((*KEYS, "d")) | STRINGS, inner, max_size=3), max_leaves=8)
 
 
-@settings(max_examples=1500, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=property_examples(1500), deadline=None,
+          suppress_health_check=list(HealthCheck))
 @given(SCHEMAS, INSTANCES)
 @example({"type": "integer"}, 2.0)  # an integer in JSON Schema, a float in Python
 @example({"type": ["number", "string"]}, True)  # a bool is no number
@@ -246,7 +250,8 @@ ODD = st.recursive(
     | st.dictionaries(st.sampled_from(KEYS), inner, max_size=3), max_leaves=6)
 
 
-@settings(max_examples=1000, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=property_examples(1000), deadline=None,
+          suppress_health_check=list(HealthCheck))
 @given(SCHEMAS, ODD)
 @example({"not": {"items": {"type": "number"}}}, [Number(1.0)])
 @example({"oneOf": [{"items": {"type": "number"}}, {}]}, [Number(1.0)])

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from conftest import REPO, fabbench
+from conftest import REPO, cli, fabbench
 from fabbench import __version__
 from fabbench.comm.primitives import PRIMITIVES
 from fabbench.config import RunConfig
@@ -483,12 +483,12 @@ def test_every_rank_is_told_the_image_it_runs(primitive, starts):
     ([], "cpu"), (["--primitive", "mpi"], "cpu"),
     (["--gpus-per-node", "4"], "cuda"),  # nccl, the default primitive with GPUs
     (["--gpus-per-node", "2", "--primitive", "mpi"], "cuda")])
-def test_the_default_image_is_the_flavour_the_job_needs(args, flavour):
+def test_the_default_image_is_the_flavour_the_job_needs(capsys, args, flavour):
     """Without --image: this version's image in its cuda flavour when the job asks for GPUs,
     else its cpu flavour (the tags .ci/publish.sh pushes), told to the ranks as well."""
-    p = fabbench("render", "k8s", *args, timeout=60)
-    assert p.returncode == 0, p.stderr
-    found = containers({d["kind"]: d for d in yaml.safe_load_all(p.stdout) if d})
+    code, out, err = cli(capsys, "render", "k8s", *args)
+    assert code == 0, err
+    found = containers({d["kind"]: d for d in yaml.safe_load_all(out) if d})
     want = f"fabbench:{__version__}-{flavour}"
     assert {c["image"] for c in found.values()} == {want}
     assert {env_of(c).get("FABBENCH_IMAGE_REF") for c in found.values()} - {None} == {want}
@@ -574,10 +574,12 @@ def test_the_chart_app_version_is_the_package_version():
     # on a login node without GPUs: the advice is what to pass, not "a GPU" this host lacks
     (["--primitive", "nccl"], "pass --gpus-per-node N"),
 ])
-def test_bad_input_is_one_line_exit_2(args, message):
-    p = fabbench("render", "k8s", *args, timeout=60)
-    assert p.returncode == 2 and p.stdout == ""
-    assert message in p.stderr and p.stderr.count("\n") == 1, p.stderr
+def test_bad_input_is_one_line_exit_2(capsys, args, message):
+    # in this process (a second each as a subprocess); the real process refuses in
+    # test_the_check_before_the_job_refuses_an_mpijob_and_a_bad_floors_file
+    code, out, err = cli(capsys, "render", "k8s", *args)
+    assert code == 2 and out == ""
+    assert message in err and err.count("\n") == 1, err
 
 
 PREFLIGHT_FLOORS = ('format = "fabbench-floors/1"\nname = "before the job"\n[[rule]]\n'

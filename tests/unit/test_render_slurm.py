@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from conftest import fabbench
+from conftest import cli, fabbench
 from fabbench.config import RunConfig
 from fabbench.errors import UsageError
 from fabbench.render import Benchmark, SlurmJob, render_slurm
@@ -284,11 +284,18 @@ def test_gpudirect_exports_what_the_profile_says(fabric, primitive, mode):
     (["--verify", "floors\n.toml"], "--verify takes the floors file's absolute path"),
     (["--verify", "f.toml", "--study", "quick"], "--verify judges one benchmark's results"),
 ])
-def test_bad_input_is_one_line_exit_2(args, message):
-    p = fabbench("render", "slurm", *args, timeout=60)
-    assert p.returncode == 2, p.stdout
-    assert p.stdout == ""
-    assert message in p.stderr and p.stderr.count("\n") == 1, p.stderr
+def test_bad_input_is_one_line_exit_2(capsys, args, message):
+    # in this process (a second each as a subprocess; the real process: the test below)
+    code, out, err = cli(capsys, "render", "slurm", *args)
+    assert code == 2, out
+    assert out == ""
+    assert message in err and err.count("\n") == 1, err
+
+
+def test_bad_input_is_one_line_exit_2_from_the_real_process():
+    p = fabbench("render", "slurm", "--time", "1h; rm -rf /", timeout=60)
+    assert p.returncode == 2 and p.stdout == "", p.stdout
+    assert "--time must be a Slurm time" in p.stderr and p.stderr.count("\n") == 1, p.stderr
 
 
 HOSTILE = ["$(touch {m}/dollar)", "`touch {m}/backtick`", "'; touch {m}/quote; '",

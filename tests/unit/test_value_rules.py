@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import REPO
+from conftest import REPO, property_examples
 from fabbench import value_rules as rules
 from fabbench.errors import UsageError
 from fabbench.render import chart
@@ -51,7 +51,8 @@ def values(rule: rules.ValueRule) -> st.SearchStrategy[str]:
 
 
 @pytest.mark.parametrize("path,rule,optional", CASES, ids=[".".join(c[0]) for c in CASES])
-@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=property_examples(60), deadline=None,
+          suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_python_and_the_charts_schema_take_the_same_values(path, rule, optional, data):
     validator = jsonschema.Draft7Validator(schema_at(path))
@@ -60,7 +61,8 @@ def test_python_and_the_charts_schema_take_the_same_values(path, rule, optional,
     assert validator.is_valid(value) == python, (path, value)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=property_examples(60), deadline=None,
+          suppress_health_check=list(HealthCheck))
 @given(key=values(rules.QUALIFIED_NAME), value=values(rules.LABEL_VALUE))
 def test_node_selectors_are_label_keys_and_values_in_both(key, value):
     for path in chart._SELECTORS:
