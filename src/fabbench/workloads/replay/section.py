@@ -25,7 +25,8 @@ class ReplayConfig:
         "gaps", TEXT, "--replay-mode", "gaps: each operation issued after the compute time "
         "the job spent before it (slept: the host's cores stay free for the library's threads, "
         "as a GPU job's are), asynchronous ones waited at the step's end, as DDP waits its "
-        "buckets; back-to-back: the operations alone, each completed before the next.",
+        "buckets, then the step's compute after its last operation (the optimizer's); "
+        "back-to-back: the operations alone, each completed before the next.",
         choices=REPLAY_MODES, refusal="{flag} takes {known}, not {value!r}", study="mode")
     replay_steps: int = option(10, INT, "--replay-steps", "Timed steps: the trace's steps in "
                                "turn, from its first, again from the first when they run out.",
