@@ -38,11 +38,14 @@ ROOT = Path(__file__).resolve().parents[1]
 BARE = Path(__file__).with_name("replay_bare.py")
 BIN = Path(sys.executable).parent
 GOAL_GAPS = 0.10
+# the jobs and the bare loop keep Gloo to the loopback interface, as the replay's fabric
+# profile (ethernet, one host) does; else Gloo takes the host name's address
+LOOPBACK = {"GLOO_SOCKET_IFNAME": "lo"}
 
 
 def _run(argv: list[str], timeout: float, env: dict[str, str] | None = None) -> str:
     p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=ROOT,
-                       env={**os.environ, **(env or {})})
+                       env={**os.environ, **LOOPBACK, **(env or {})})
     if p.returncode:
         raise SystemExit(f"replay_fidelity: {' '.join(argv[:6])} ... exited {p.returncode}:\n"
                          f"{p.stderr[-2000:]}")

@@ -22,6 +22,12 @@ REPO = Path(__file__).resolve().parents[1]
 EXAMPLES_SHARE = float(os.environ.get("FABBENCH_TEST_EXAMPLES", "1") or "1")
 
 
+#: given to a job a test starts outside fabbench's launcher (torchrun of a plain script): Gloo
+#: keeps to the loopback interface, as fabbench's ethernet profile has it on one host; else it
+#: takes the host name's address, which is not the loopback
+LOOPBACK_ENV = {"GLOO_SOCKET_IFNAME": "lo"}
+
+
 def property_examples(n: int) -> int:
     """A property test's max_examples: ``n``, or its share (never fewer than 20)."""
     return n if EXAMPLES_SHARE >= 1 else max(20, round(n * EXAMPLES_SHARE))

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import fabbench
+from conftest import LOOPBACK_ENV, fabbench
 from fabbench.results.reader import read_results
 from fabbench.workloads.replay.record import Replay
 from replay_traces import tensor_and_data_parallel, two_groups
@@ -67,7 +67,8 @@ def bare_step_us(trace: Path) -> float:
     torchrun = str(Path(sys.executable).parent / "torchrun")
     p = subprocess.run([torchrun, "--standalone", "--nproc-per-node", "2", str(BARE),
                         str(trace), str(STEPS), str(WARMUP)], capture_output=True, text=True,
-                       timeout=120, check=False, env={**os.environ, "OMP_NUM_THREADS": "1"})
+                       timeout=120, check=False,
+                       env={**os.environ, **LOOPBACK_ENV, "OMP_NUM_THREADS": "1"})
     assert p.returncode == 0, p.stderr[-3000:]
     return float(json.loads(p.stdout.strip().splitlines()[-1])["step_us_p50"])
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, fabbench
+from conftest import LOOPBACK_ENV, REPO, fabbench
 from fabbench.networks import parameter_count
 from fabbench.trace.document import Trace
 
@@ -25,7 +25,7 @@ def _record(out: Path, script: str, ranks: int, *args: str, env: dict | None = N
     return fabbench("trace", "--out", str(out), "--steps", "2", "--",
                     sys.executable, "-m", "torch.distributed.run", "--standalone",
                     "--nproc-per-node", str(ranks), str(EXAMPLES / script), "--steps", "3",
-                    "--input", "16", *args, timeout=300, env=env)
+                    "--input", "16", *args, timeout=300, env={**LOOPBACK_ENV, **(env or {})})
 
 
 def test_ddp_recorded_and_the_jobs_own_sitecustomize_still_runs(tmp_path):
