@@ -38,13 +38,9 @@ class LongTable(Table):
     """A rich.table.Table (columns and rows added as to any) that renders its rows fast."""
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        if not self._fast_shape(console):
+        widths = self._widths(console, options)
+        if widths is None:  # a shape or columns too narrow for text: Rich's own
             yield from super().__rich_console__(console, options)
-            return
-        widths = self._sizing()._calculate_column_widths(
-            console, options.update_width(options.max_width - self._extra_width))
-        if min(widths, default=0) < 3 or sum(widths) + self._extra_width > options.max_width:
-            yield from super().__rich_console__(console, options)  # columns too narrow for text
             return
         head = copy.copy(self)  # no rows, columns of these widths: Rich's title and borders
         head.columns = [replace(c, _cells=[], width=w - 2)
@@ -57,6 +53,23 @@ class LongTable(Table):
                 width=sum(widths) + self._extra_width, highlight=self.highlight, height=None),
                 widths)
         yield from top[-2:]
+
+    def _widths(self, console: Console, options: ConsoleOptions) -> list[int] | None:
+        """The columns' widths where this table is laid out here, None where Rich lays it out."""
+        if not self._fast_shape(console):
+            return None
+        widths = self._sizing()._calculate_column_widths(
+            console, options.update_width(options.max_width - self._extra_width))
+        if min(widths, default=0) < 3 or sum(widths) + self._extra_width > options.max_width:
+            return None
+        return widths
+
+    def fits(self, console: Console) -> bool:
+        """Is every line of this table, printed by ``console`` without colour, one that its
+        print would not crop (``console.print(table, crop=False)`` writes the same bytes, without
+        Rich measuring each line again: a third of a long comparison's time)?"""
+        return console.color_system is None and \
+            self._widths(console, console.options) is not None
 
     def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
         if not self._fast_shape(console):
