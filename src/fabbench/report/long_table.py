@@ -26,8 +26,8 @@ from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.measure import Measurement
 from rich.padding import Padding
 from rich.segment import Segment
-from rich.style import Style
-from rich.table import Column, Table
+from rich.style import Style, StyleType
+from rich.table import Column, Row, Table
 
 _EMOJI = re.compile(r":\S*:")  # where Rich could read an emoji code (":smile:"); "[": markup
 _PAD = (0, 1, 0, 1)  # Rich's default cell padding: a space either side
@@ -36,6 +36,18 @@ _Lines = list[str | list[Segment]]  # a cell's lines: unstyled text, or Rich's s
 
 class LongTable(Table):
     """A rich.table.Table (columns and rows added as to any) that renders its rows fast."""
+
+    def add_row(self, *renderables: RenderableType | None, style: StyleType | None = None,
+                end_section: bool = False) -> None:
+        """Rich's add_row; a row of one string per column (a comparison's every row) is added
+        without Rich's checks of each cell, which a string passes."""
+        if style is None and not end_section and len(renderables) == len(self.columns) \
+                and all(type(r) is str for r in renderables):
+            for column, cell in zip(self.columns, renderables, strict=True):
+                column._cells.append(cell)  # type: ignore[arg-type]
+            self.rows.append(Row(style=None, end_section=False))
+            return
+        super().add_row(*renderables, style=style, end_section=end_section)
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         widths = self._widths(console, options)
