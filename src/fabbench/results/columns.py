@@ -211,7 +211,7 @@ class _Kind:
             raise ValueError(f"field {key} of a columnar kind uses {', '.join(sorted(unknown))}"
                              ", which results.columns does not make SQL of")
         types = _types(s)
-        starts = "".join(dict.fromkeys(_STARTS[t] for t in types))
+        starts = "".join(dict.fromkeys(_STARTS[t] for t in sorted(types)))
         if self.keys.setdefault(key, starts) != starts:
             raise ValueError(f"key {key} holds values of two kinds in a columnar kind's schema")
         k = re.escape(json.dumps(key))
@@ -354,6 +354,11 @@ _TABLES = iter(range(1 << 62))
 LINE = 4 << 20
 
 
+def table_name(kind: str) -> str:
+    """A new table's name, for the kind's records of one file."""
+    return f"fb_{kind}_{next(_TABLES)}"
+
+
 def load(path: Path, kind: str, version: str) -> Table:
     """The kind's records of a file as a table (DuckDB reads every line, those of the kind
     typed), checked: see Table.flagged. A line DuckDB cannot read (not JSON, a value no cast
@@ -361,7 +366,7 @@ def load(path: Path, kind: str, version: str) -> Table:
     ConversionException: the caller reads the file the Python way for its message. Any other
     DuckDB error (out of memory, say) is a RunError naming the file, with DuckDB's message."""
     spec, check = COLUMNAR[kind], checks(kind, version)
-    name = f"fb_{kind}_{next(_TABLES)}"
+    name = table_name(kind)
     try:
         return _load(path, kind, spec, check, name)
     except duckdb_input_errors():

@@ -284,13 +284,21 @@ def _raw_lines(path: Path) -> Iterator[tuple[int, bytes]]:
 def _columnar(path: Path) -> ResultsFile | None:
     """The file read with its columnar kinds as columns; None where it must be read the Python
     way (see _NotColumnar, and a file DuckDB cannot read: the Python way says why)."""
-    from fabbench.results import columns
+    from fabbench.results import column_cache, columns
 
     tally, warnings = _Tally(), list[str]()
     loading: dict[str, columns.Loading] = {}
+    kept: dict[str, column_cache.Kept] = {}
+    ready: dict[str, columns.Table] = {}  # the kept columns of a read of this file, unchanged
 
-    def begin() -> None:  # DuckDB reads the kind's lines while this thread reads the others
-        loading[tally.kind] = columns.Loading(path, tally.kind, SCHEMA)
+    def begin() -> None:  # else DuckDB reads the kind's lines while this thread reads the others
+        kind = tally.kind
+        kept[kind] = column_cache.kept(path, kind, SCHEMA)
+        table = kept[kind].table()
+        if table is not None:
+            ready[kind] = table
+        else:
+            loading[kind] = columns.Loading(path, kind, SCHEMA)
 
     tally.begin = begin
     try:
@@ -301,6 +309,8 @@ def _columnar(path: Path) -> ResultsFile | None:
     except BaseException as exc:
         for load in loading.values():
             load.cancel()
+        for made_table in ready.values():
+            made_table.drop()
         if isinstance(exc, _NotColumnar):
             return None
         raise
@@ -311,7 +321,7 @@ def _columnar(path: Path) -> ResultsFile | None:
     tables: dict[str, columns.Table] = {}
     try:
         for kind in sorted(kinds):
-            tables[kind] = table = loading[kind].result()
+            tables[kind] = table = ready[kind] if kind in ready else loading[kind].result()
             _first_refused(path, table)
             counted = [(r.run_id, n[kind]) for r, n in zip(runs, tally.runs, strict=True)
                        if n.get(kind)]
@@ -321,6 +331,12 @@ def _columnar(path: Path) -> ResultsFile | None:
         for t in tables.values():
             t.drop()
         return None
+    for kind, table in tables.items():  # a large file's columns, every line passed: kept
+        if kind not in ready and not table.text_flagged and not table.flagged(1) \
+                and sum(n.get(kind, 0) for n in tally.runs) >= column_cache.MIN_ROWS:
+            warning = kept[kind].keep(table)
+            if warning is not None:
+                warnings.append(warning)
     made = ResultsFile(path, records, warnings)
     for index, (run, kinds_of) in enumerate(zip(runs, tally.runs, strict=True)):
         made.columns.append({
