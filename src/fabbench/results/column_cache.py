@@ -68,6 +68,7 @@ class Kept:
     at: Path | None
     stat: os.stat_result  # the file's, when its read began
     began_ns: int
+    warning: str | None = None  # why kept columns found were not read
 
     def table(self) -> columns.Table | None:
         """The kept table, where it is this file's as it is now; else None."""
@@ -87,7 +88,9 @@ class Kept:
 
             if not isinstance(exc, duckdb.Error):
                 raise
-            return None  # not a Parquet file of ours (the read makes a new one)
+            self.warning = (f"{self.path}: its kept columns {self.at} could not be read "
+                            f"({str(exc).splitlines()[0]}); the file is read again")
+            return None
         return columns.Table(self.path, self.kind, name)
 
     def keep(self, table: columns.Table) -> str | None:

@@ -331,6 +331,7 @@ def _columnar(path: Path) -> ResultsFile | None:
         for t in tables.values():
             t.drop()
         return None
+    warnings += [k.warning for k in kept.values() if k.warning is not None]
     for kind, table in tables.items():  # a large file's columns, every line passed: kept
         if kind not in ready and not table.text_flagged and not table.flagged(1) \
                 and sum(n.get(kind, 0) for n in tally.runs) >= column_cache.MIN_ROWS:
