@@ -6,8 +6,10 @@ the wall and CPU seconds and peak memory (VmHWM) of each command's process, for 
 fabbench and, with --before, for another checkout of it (a `git worktree` of an older commit) on
 the same files in the same run, the two alternating so that a busy neighbour slows both alike
 (docs/performance.md). A command still running after --deadline seconds is stopped and reported
-as "> N" (its CPU seconds and peak RSS so far as "> x"). A --before checkout older than the
-commands' move (5cbaa93, issue 45) runs them by their old spellings.
+as "> N" (its CPU seconds and peak RSS so far as "> x"). Each command reads the file for the
+first time: the checked columns a read keeps beside a large file (results.column_cache) are
+removed before it, unless --warm (then one read before the timed ones keeps them). A --before
+checkout older than the commands' move (5cbaa93, issue 45) runs them by their old spellings.
 
 The files are made from real records, each file in turn (timed, then deleted unless --keep).
 Collective: a results file of a real run (--source; by default the demo's, `fabbench run
@@ -58,6 +60,8 @@ WORKLOADS = {"collective": ("report", "compare", "verify", "baseline", "model"),
 PAIRS_SOURCE = REPO / "tests" / "fixtures" / "pairs" / "emulated-4.jsonl"
 SPARE_BYTES = 2 * 2**30  # left free on --work's disk beside a pairs file
 TIMEOUT_S = 1800
+# the checked columns a read keeps beside a large file for the next (results.column_cache)
+KEPT = ".fabbench-columns.parquet"
 
 
 def runs_of(source: Path) -> list[list[dict]]:
@@ -302,6 +306,10 @@ def main() -> None:
     p.add_argument("--compare-up-to", type=int, default=10_000, metavar="RECORDS",
                    help="compare only files up to this size: compare tests every point of "
                    "every run against the first run's (a bootstrap each) and prints them all")
+    p.add_argument("--warm", action="store_true",
+                   help="time each command with the file's checked columns kept by a read "
+                   "before it (results.column_cache); by default they are removed before each "
+                   "command: every read is the file's first")
     p.add_argument("--work", type=Path, help="where the files go (default: a temporary folder)")
     p.add_argument("--keep", action="store_true", help="keep the files made in --work")
     args = p.parse_args()
@@ -324,12 +332,19 @@ def main() -> None:
         for made in files(args, work):
             print(f"# {made.path.name}: {made.records:,} records, "
                   f"{made.path.stat().st_size / 2**20:.1f} MiB", flush=True)
+            kept = made.path.parent / f".{made.path.name}{KEPT}"
+            if args.warm and "after" in sides:  # kept by a read before the timed ones
+                time.sleep(1.1)  # a file changed within a second before its read is not kept
+                timed(sides["after"], argv_of("report", made.path, scratch), scratch,
+                      args.deadline)
             for command in commands:
                 if command == "compare" and made.records > args.compare_up_to:
                     continue
                 got: dict[str, list[Timing]] = {s: [] for s in sides}
                 for _ in range(args.repeat):
                     for side, src in sides.items():  # alternate: before, after, before, ...
+                        if not args.warm:
+                            kept.unlink(missing_ok=True)
                         if not any(t.stopped for t in got[side]):  # stopped once: enough
                             got[side].append(timed(src, argv_of(
                                 command, made.path, scratch, moved[side]), scratch,
@@ -338,6 +353,7 @@ def main() -> None:
                 print(json.dumps(rows[-1]), flush=True)
             if not args.keep:
                 made.path.unlink()
+                kept.unlink(missing_ok=True)
     print("\n" + "\n".join(table(rows, list(sides))))
 
 

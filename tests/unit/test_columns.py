@@ -153,6 +153,32 @@ def test_a_record_under_another_runs_id_is_read_by_its_position(tmp_path):
         reader.read_results(path).of_kind("pairs"))
 
 
+def _tables() -> set[str]:
+    return {r[0] for r in columns.engine().execute(
+        "SELECT table_name FROM duckdb_tables() WHERE temporary").fetchall()}
+
+
+@pytest.mark.parametrize("after", ["an older run", "a broken line", "a truncated last line"])
+def test_a_file_the_columns_do_not_take_stops_their_read_and_leaves_no_table(tmp_path, after):
+    """DuckDB's read starts at the file's first pairs line, beside the loader's pass; a file
+    the pass then finds the columns cannot take (a later run of an older schema, a broken line
+    of another kind, a last line without its newline) stops it, and nothing of it is left."""
+    first = _file(tmp_path, name="a.jsonl").read_text()
+    tail = {"an older run": first.replace('"schema":"fabbench/2"', '"schema":"fabbench/1"', 1),
+            "a broken line": '{"kind":"summary",\n',
+            "a truncated last line": first.splitlines(keepends=True)[1][:-20]}[after]
+    path = tmp_path / "b.jsonl"
+    path.write_text(first + tail)
+    before = _tables()
+    try:
+        got = split_runs(path)
+    except UsageError as exc:
+        assert str(exc) == _python_way(path)
+    else:
+        assert all(not isinstance(r.of_kind("pairs"), columns.ColumnRecords) for r in got)
+    assert _tables() == before
+
+
 @pytest.mark.parametrize(("text", "expected"), [
     ("1536Mi", 1536 << 20), ("2Gi", 2 << 30), ("1000000", 1_000_000), ("1G", 10**9),
     ("", None), ("0", None)])

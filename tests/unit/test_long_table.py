@@ -100,3 +100,29 @@ def test_plain_cells_are_not_rendered_by_rich_one_by_one(monkeypatch):
     text = _written(table, 60, None, False)
     assert text.count("\n") > 500 and "faster" in text
     assert len(calls) < 30  # header cells, two verdicts and a note: not 2,500 cells
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_table_that_fits_is_written_the_same_uncropped(seed):
+    """Where fits() says so, print(crop=False) (what compare does: Rich measures no line) writes
+    the bytes Rich's Table writes cropped; fits() says so for most of these tables."""
+    rng = random.Random(100 + seed)
+    fitted = 0
+    for _ in range(40):
+        table, long_table = _tables(rng)
+        width = rng.choice([20, 40, 60, 80, 120, 150, 200])
+        out = io.StringIO()
+        console = Console(file=out, width=width, highlight=False, legacy_windows=False)
+        if long_table.fits(console):
+            fitted += 1
+            console.print(long_table, crop=False)
+            assert out.getvalue() == _written(table, width, None, False)
+    assert fitted >= 10
+    crowded = LongTable()  # too many columns for 20: Rich's lines are wider, and cropped
+    for name in "abcdefghijklmno":
+        crowded.add_column(name)
+    crowded.add_row(*"abcdefghijklmno")
+    assert not crowded.fits(Console(file=io.StringIO(), width=20))
+    coloured = Console(file=io.StringIO(), width=200, force_terminal=True,
+                       color_system="standard")
+    assert not _tables(rng)[1].fits(coloured)  # colours: Rich's cropping, as before

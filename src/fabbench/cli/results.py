@@ -186,6 +186,7 @@ def compare(paths: Paths, html: Html = None, plots: Plots = None, csv: Csv = Non
         return
     from fabbench.console import console
     from fabbench.report.compare_text import compare_tables, verdict_summary
+    from fabbench.report.long_table import LongTable
     from fabbench.report.runs_report import compare_rows, make_compare
 
     out = make_compare(paths, html=html, plots_dir=plots, csv=csv, title=title)
@@ -198,7 +199,7 @@ def compare(paths: Paths, html: Html = None, plots: Plots = None, csv: Csv = Non
         return
     con = console()
     for table in compare_tables(c):
-        con.print(table)
+        con.print(table, crop=not (isinstance(table, LongTable) and table.fits(con)))
     for line in verdict_summary(c):
         con.print(line)
     _warn(out.warnings)

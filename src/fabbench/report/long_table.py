@@ -26,8 +26,8 @@ from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.measure import Measurement
 from rich.padding import Padding
 from rich.segment import Segment
-from rich.style import Style
-from rich.table import Column, Table
+from rich.style import Style, StyleType
+from rich.table import Column, Row, Table
 
 _EMOJI = re.compile(r":\S*:")  # where Rich could read an emoji code (":smile:"); "[": markup
 _PAD = (0, 1, 0, 1)  # Rich's default cell padding: a space either side
@@ -37,14 +37,22 @@ _Lines = list[str | list[Segment]]  # a cell's lines: unstyled text, or Rich's s
 class LongTable(Table):
     """A rich.table.Table (columns and rows added as to any) that renders its rows fast."""
 
-    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        if not self._fast_shape(console):
-            yield from super().__rich_console__(console, options)
+    def add_row(self, *renderables: RenderableType | None, style: StyleType | None = None,
+                end_section: bool = False) -> None:
+        """Rich's add_row; a row of one string per column (a comparison's every row) is added
+        without Rich's checks of each cell, which a string passes."""
+        if style is None and not end_section and len(renderables) == len(self.columns) \
+                and all(type(r) is str for r in renderables):
+            for column, cell in zip(self.columns, renderables, strict=True):
+                column._cells.append(cell)  # type: ignore[arg-type]
+            self.rows.append(Row(style=None, end_section=False))
             return
-        widths = self._sizing()._calculate_column_widths(
-            console, options.update_width(options.max_width - self._extra_width))
-        if min(widths, default=0) < 3 or sum(widths) + self._extra_width > options.max_width:
-            yield from super().__rich_console__(console, options)  # columns too narrow for text
+        super().add_row(*renderables, style=style, end_section=end_section)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        widths = self._widths(console, options)
+        if widths is None:  # a shape or columns too narrow for text: Rich's own
+            yield from super().__rich_console__(console, options)
             return
         head = copy.copy(self)  # no rows, columns of these widths: Rich's title and borders
         head.columns = [replace(c, _cells=[], width=w - 2)
@@ -57,6 +65,23 @@ class LongTable(Table):
                 width=sum(widths) + self._extra_width, highlight=self.highlight, height=None),
                 widths)
         yield from top[-2:]
+
+    def _widths(self, console: Console, options: ConsoleOptions) -> list[int] | None:
+        """The columns' widths where this table is laid out here, None where Rich lays it out."""
+        if not self._fast_shape(console):
+            return None
+        widths = self._sizing()._calculate_column_widths(
+            console, options.update_width(options.max_width - self._extra_width))
+        if min(widths, default=0) < 3 or sum(widths) + self._extra_width > options.max_width:
+            return None
+        return widths
+
+    def fits(self, console: Console) -> bool:
+        """Is every line of this table, printed by ``console`` without colour, one that its
+        print would not crop (``console.print(table, crop=False)`` writes the same bytes, without
+        Rich measuring each line again: a third of a long comparison's time)?"""
+        return console.color_system is None and \
+            self._widths(console, console.options) is not None
 
     def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
         if not self._fast_shape(console):

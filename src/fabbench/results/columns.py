@@ -27,6 +27,7 @@ import os
 import re
 import shutil
 import tempfile
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -210,7 +211,7 @@ class _Kind:
             raise ValueError(f"field {key} of a columnar kind uses {', '.join(sorted(unknown))}"
                              ", which results.columns does not make SQL of")
         types = _types(s)
-        starts = "".join(dict.fromkeys(_STARTS[t] for t in types))
+        starts = "".join(dict.fromkeys(_STARTS[t] for t in sorted(types)))
         if self.keys.setdefault(key, starts) != starts:
             raise ValueError(f"key {key} holds values of two kinds in a columnar kind's schema")
         k = re.escape(json.dumps(key))
@@ -353,6 +354,11 @@ _TABLES = iter(range(1 << 62))
 LINE = 4 << 20
 
 
+def table_name(kind: str) -> str:
+    """A new table's name, for the kind's records of one file."""
+    return f"fb_{kind}_{next(_TABLES)}"
+
+
 def load(path: Path, kind: str, version: str) -> Table:
     """The kind's records of a file as a table (DuckDB reads every line, those of the kind
     typed), checked: see Table.flagged. A line DuckDB cannot read (not JSON, a value no cast
@@ -360,7 +366,7 @@ def load(path: Path, kind: str, version: str) -> Table:
     ConversionException: the caller reads the file the Python way for its message. Any other
     DuckDB error (out of memory, say) is a RunError naming the file, with DuckDB's message."""
     spec, check = COLUMNAR[kind], checks(kind, version)
-    name = f"fb_{kind}_{next(_TABLES)}"
+    name = table_name(kind)
     try:
         return _load(path, kind, spec, check, name)
     except duckdb_input_errors():
@@ -374,6 +380,41 @@ def load(path: Path, kind: str, version: str) -> Table:
         raise
 
 
+class Loading:
+    """load() run in a thread beside the caller's own pass over the file (DuckDB's work
+    releases the GIL): ``result()`` is its table or raises its error; ``cancel()`` stops it and
+    drops what it made. The engine and the kind's checks are made here, in the caller's thread:
+    an error making them is the caller's."""
+
+    def __init__(self, path: Path, kind: str, version: str) -> None:
+        engine()
+        checks(kind, version)
+        self._got: list[Table | BaseException] = []
+        self._thread = threading.Thread(target=self._run, args=(path, kind, version),
+                                        name="fabbench-load", daemon=True)
+        self._thread.start()
+
+    def _run(self, path: Path, kind: str, version: str) -> None:
+        try:
+            self._got.append(load(path, kind, version))
+        except BaseException as exc:  # raised by result(), in the caller's thread
+            self._got.append(exc)
+
+    def result(self) -> Table:
+        self._thread.join()
+        (got,) = self._got
+        if isinstance(got, BaseException):
+            raise got
+        return got
+
+    def cancel(self) -> None:
+        while self._thread.is_alive():
+            engine().interrupt()  # again until it stops: the first may come before the read
+            self._thread.join(0.05)
+        if self._got and isinstance(self._got[0], Table):
+            self._got[0].drop()
+
+
 def duckdb_input_errors() -> tuple[type[Exception], ...]:
     """What DuckDB raises for a line it cannot read as the kind: the Python way says why."""
     import duckdb
@@ -382,27 +423,46 @@ def duckdb_input_errors() -> tuple[type[Exception], ...]:
 
 
 def _load(path: Path, kind: str, spec: Columnar, check: Checks, name: str) -> Table:
+    """The typed read into the table and the text check's count, two reads of the file that
+    run at once (the typed read inserts in file order, which leaves cores idle)."""
     read = "{" + ", ".join(f"{_quoted(f)}: {_sql(t)}" for f, t in check.fields.items()
                            if t != "JSON") + "}"  # an array of numbers: its text is checked
     values = ", ".join(f"{_value(c)} AS {_quoted(c.name)}" for c in spec.columns)
-    con = engine()
-    con.execute(
-        f"CREATE TEMP TABLE {name} AS SELECT run_id, {values}, ({check.values}) AS bad "
-        f"FROM read_json(?, format='newline_delimited', columns={read}, "
-        f"maximum_object_size={LINE}) WHERE kind = {_sql(kind)}", [str(path)])
     present = "".join(f" OR NOT contains(line, {_sql(json.dumps(k) + ':')})"
                       for k in check.present)
-    con.execute("SET preserve_insertion_order = false")  # a count: read in parallel
+    con = engine()
+    text = con.cursor()
+    found: list[Any] = []
+
+    def count() -> None:
+        try:
+            found.append(text.execute(
+                f"SELECT count(*) FILTER (WHERE regexp_matches(line, {_sql(check.pattern)})"
+                f"{present}) FROM read_csv(?, columns={{'line': 'VARCHAR'}}, delim=chr(31), "
+                f"quote='', escape='', header=false, auto_detect=false, max_line_size={LINE}, "
+                f"buffer_size={4 * LINE}) WHERE starts_with(line, "
+                f"{_sql(spec.prefix.decode())})", [str(path)]).fetchone())
+        except Exception as exc:  # raised below, in the caller's thread
+            found.append(exc)
+
+    worker = threading.Thread(target=count, name="fabbench-text-check")
+    worker.start()
     try:
-        found = con.execute(
-            f"SELECT count(*) FILTER (WHERE regexp_matches(line, {_sql(check.pattern)})"
-            f"{present}) FROM read_csv(?, columns={{'line': 'VARCHAR'}}, delim=chr(31), "
-            f"quote='', escape='', header=false, auto_detect=false, max_line_size={LINE}, "
-            f"buffer_size={4 * LINE}) WHERE starts_with(line, {_sql(spec.prefix.decode())})",
-            [str(path)]).fetchone()
+        con.execute(
+            f"CREATE TEMP TABLE {name} AS SELECT run_id, {values}, ({check.values}) AS bad "
+            f"FROM read_json(?, format='newline_delimited', columns={read}, "
+            f"maximum_object_size={LINE}) WHERE kind = {_sql(kind)}", [str(path)])
+    except BaseException:
+        text.interrupt()
+        raise
     finally:
-        con.execute("SET preserve_insertion_order = true")
-    return Table(path, kind, name, text_flagged=int(found[0]) if found else 0)
+        worker.join()
+        text.close()
+    (got,) = found
+    if isinstance(got, Exception):
+        con.execute(f"DROP TABLE IF EXISTS {name}")
+        raise got
+    return Table(path, kind, name, text_flagged=int(got[0]) if got else 0)
 
 
 def _value(c: Column) -> str:

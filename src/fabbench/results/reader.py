@@ -14,7 +14,7 @@ import functools
 import gc
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, overload
@@ -213,32 +213,56 @@ class _Tally:
         self.runs: list[dict[str, int]] = []  # per run record, lines per kind
         self.pending = 0  # lines of the kind not yet given to a run
         self.version: str | None = None  # the schema of the run the lines follow
+        # called once, when the first line of the kind has been counted
+        self.begin: Callable[[], object] | None = None
         self._other = re.compile(b"\n(?!" + re.escape(self.prefix) + b")[^\n]*")
 
     def lines(self, path: Path) -> Iterator[tuple[int, bytes]]:
         """The file's lines that are not of the kind (number, text with its newline), the
         kind's counted in ``pending`` as they pass; a file whose last line has no newline
-        (a killed writer's) is not read this way."""
-        number, carry, start = 0, b"\n", b"\n" + self.prefix
+        (a killed writer's) is not read this way. A block is searched in place: where it holds
+        only lines of the kind (a health check's million pairs), they are counted, not walked."""
+        number, carry, start = 0, b"", b"\n" + self.prefix
         try:
             with path.open("rb") as f:
                 while block := f.read(self.BLOCK):
-                    text = carry + block
-                    cut = text.rfind(b"\n")
-                    text, carry = text[:cut + 1], text[cut:]
-                    at = 0
-                    for found in self._other.finditer(text, 0, len(text) - 1):
-                        self.pending += text.count(start, at, found.start() + 1)
-                        number += text.count(b"\n", at, found.start() + 1)
+                    self._began()
+                    head = block.find(b"\n") + 1  # the line that began in the block before
+                    if not head:
+                        carry += block
+                        continue
+                    line, end = carry + block[:head], block.rfind(b"\n") + 1
+                    carry, number = block[end:], number + 1
+                    if line.startswith(self.prefix):
+                        self.pending += 1
+                    else:
+                        self._began()
+                        yield number, line
+                    # the block's other lines: each begins after a newline in [head - 1, end - 1)
+                    lines = block.count(b"\n", head - 1, end - 1)
+                    if lines == block.count(start, head - 1, end):
+                        self.pending, number = self.pending + lines, number + lines
+                        continue
+                    at = head - 1
+                    for found in self._other.finditer(block, at, end - 1):
+                        self.pending += block.count(start, at, found.start() + 1)
+                        number += block.count(b"\n", at, found.start() + 1)
                         at = found.end()
+                        self._began()
                         yield number, found.group()[1:] + b"\n"
-                    self.pending += text.count(start, at, len(text))
-                    number += text.count(b"\n", at, len(text) - 1)
-                if carry != b"\n":
+                    self.pending += block.count(start, at, end)
+                    number += block.count(b"\n", at, end - 1)
+                if carry:
                     raise _NotColumnar  # a last line without its newline
         except OSError as exc:
             raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+        self._began()
         self.close_run()
+
+    def _began(self) -> None:
+        if self.pending and self.begin is not None:
+            begin, self.begin = self.begin, None
+            begin()
 
     def close_run(self) -> None:
         """Give the lines of the kind passed so far to the run they follow."""
@@ -260,25 +284,44 @@ def _raw_lines(path: Path) -> Iterator[tuple[int, bytes]]:
 def _columnar(path: Path) -> ResultsFile | None:
     """The file read with its columnar kinds as columns; None where it must be read the Python
     way (see _NotColumnar, and a file DuckDB cannot read: the Python way says why)."""
-    from fabbench.results import columns
+    from fabbench.results import column_cache, columns
 
     tally, warnings = _Tally(), list[str]()
+    loading: dict[str, columns.Loading] = {}
+    kept: dict[str, column_cache.Kept] = {}
+    ready: dict[str, columns.Table] = {}  # the kept columns of a read of this file, unchanged
+
+    def begin() -> None:  # else DuckDB reads the kind's lines while this thread reads the others
+        kind = tally.kind
+        kept[kind] = column_cache.kept(path, kind, SCHEMA)
+        table = kept[kind].table()
+        if table is not None:
+            ready[kind] = table
+        else:
+            loading[kind] = columns.Loading(path, kind, SCHEMA)
+
+    tally.begin = begin
     try:
         with collector_paused():
             records = list(_records(path, warnings, tally))
-    except _NotColumnar:
-        return None
-    if not records:
-        raise UsageError(f"{path}: no results records (empty file)")
+        if not records:
+            raise UsageError(f"{path}: no results records (empty file)")
+    except BaseException as exc:
+        for load in loading.values():
+            load.cancel()
+        for made_table in ready.values():
+            made_table.drop()
+        if isinstance(exc, _NotColumnar):
+            return None
+        raise
     kinds = {k for run in tally.runs for k in run}
     runs = [r for r in records if isinstance(r, Run)]
     if not kinds:
         return ResultsFile(path, records, warnings, columns=[{} for _ in runs])
-    columns.engine()  # made outside the try: a failing engine is an error, not a fallback
     tables: dict[str, columns.Table] = {}
     try:
         for kind in sorted(kinds):
-            tables[kind] = table = columns.load(path, kind, SCHEMA)
+            tables[kind] = table = ready[kind] if kind in ready else loading[kind].result()
             _first_refused(path, table)
             counted = [(r.run_id, n[kind]) for r, n in zip(runs, tally.runs, strict=True)
                        if n.get(kind)]
@@ -288,6 +331,13 @@ def _columnar(path: Path) -> ResultsFile | None:
         for t in tables.values():
             t.drop()
         return None
+    warnings += [k.warning for k in kept.values() if k.warning is not None]
+    for kind, table in tables.items():  # a large file's columns, every line passed: kept
+        if kind not in ready and not table.text_flagged and not table.flagged(1) \
+                and sum(n.get(kind, 0) for n in tally.runs) >= column_cache.MIN_ROWS:
+            warning = kept[kind].keep(table)
+            if warning is not None:
+                warnings.append(warning)
     made = ResultsFile(path, records, warnings)
     for index, (run, kinds_of) in enumerate(zip(runs, tally.runs, strict=True)):
         made.columns.append({

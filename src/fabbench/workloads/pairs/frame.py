@@ -175,36 +175,35 @@ def _of_records(records: Sequence[Pairs]) -> PairsFrame:
 
 
 # best_pairs in SQL, once per run into a table: per pair, size and dtype, the record with the
-# highest bandwidth, the first of equals (file order: i), and where its key first appears
+# highest bandwidth, the first of equals (file order: i), and where its key first appears. A key
+# of one record (all of them, but where a pair was rechecked) is that record: only the keys of
+# two records or more are grouped for their pick
 _BEST = """
 CREATE TEMP TABLE {best} AS
-WITH g AS (SELECT a, b, bytes, dtype, min(i) AS first, count(*) AS n,
-                  arg_max(bw_gbyte_s, bw_gbyte_s) AS bw, arg_max(time_us_p50, bw_gbyte_s) AS p50,
-                  arg_max(transport, bw_gbyte_s) AS transport, arg_max(unit, bw_gbyte_s) AS unit
-           FROM {rows} GROUP BY a, b, bytes, dtype),
--- a key of two records or more (a recheck): its pick exactly, the first of equal figures
+WITH d AS (SELECT a, b, bytes, dtype, min(i) AS first FROM {rows}
+           GROUP BY a, b, bytes, dtype HAVING count(*) > 1),
 m AS (SELECT a, b, bytes, dtype, max_by(bw_gbyte_s, [bw_gbyte_s, -i::DOUBLE]) AS bw,
              max_by(time_us_p50, [bw_gbyte_s, -i::DOUBLE]) AS p50,
              max_by(transport, [bw_gbyte_s, -i::DOUBLE]) AS transport,
              max_by(unit, [bw_gbyte_s, -i::DOUBLE]) AS unit
-      FROM {rows} SEMI JOIN (SELECT a, b, bytes, dtype FROM g WHERE n > 1) k
-           USING (a, b, bytes, dtype)
+      FROM {rows} SEMI JOIN d USING (a, b, bytes, dtype)
       GROUP BY a, b, bytes, dtype)
-SELECT a, b, bytes, dtype, first, coalesce(m.bw, g.bw) AS bw, coalesce(m.p50, g.p50) AS p50,
-       coalesce(m.transport, g.transport) AS transport, coalesce(m.unit, g.unit) AS unit
-FROM g LEFT JOIN m USING (a, b, bytes, dtype)
+SELECT a, b, bytes, dtype, i AS first, bw_gbyte_s AS bw, time_us_p50 AS p50, transport, unit
+FROM {rows} ANTI JOIN d USING (a, b, bytes, dtype)
+UNION ALL
+SELECT a, b, bytes, dtype, first, bw, p50, transport, unit FROM d JOIN m USING (a, b, bytes, dtype)
 """
 # each unit's host and rank (one each, or the records are read the Python way) and the
 # transports of its better records
 _UNITS = """
 WITH ends AS (SELECT a AS u, a_host AS h, a_rank AS k FROM {rows}
               UNION ALL SELECT b, b_host, b_rank FROM {rows}),
-named AS (SELECT u, min(h) AS h, count(DISTINCT h) AS hs, min(k) AS k,
-                 count(DISTINCT k) AS ks FROM ends GROUP BY u),
-carried AS (SELECT u, list_sort(list_distinct(list(transport))) AS ts
-            FROM (SELECT a AS u, transport FROM {best} UNION ALL SELECT b, transport FROM {best})
+named AS (SELECT u, min(h) AS h, min(h) = max(h) AS one_h, min(k) AS k, min(k) = max(k) AS one_k
+          FROM ends GROUP BY u),
+carried AS (SELECT u, list(transport ORDER BY transport) AS ts
+            FROM (SELECT a AS u, transport FROM {best} UNION SELECT b, transport FROM {best})
             GROUP BY u)
-SELECT u, h, hs, k, ks, ts FROM named JOIN carried USING (u) ORDER BY u
+SELECT u, h, one_h, k, one_k, ts FROM named JOIN carried USING (u) ORDER BY u
 """
 
 
@@ -219,7 +218,7 @@ def _of_columns(rows: ColumnRecords) -> PairsFrame:
 
 def _from_best(rows: ColumnRecords, best: str) -> PairsFrame:
     units = rows.sql(_UNITS.replace("{best}", best)).fetchall()
-    if any(hs != 1 or ks != 1 for _, _, hs, _, ks, _ in units):
+    if not all(one_h and one_k for _, _, one_h, _, one_k, _ in units):
         # a unit named by two hosts or ranks: which one holds is best_pairs' order's
         return _of_records(list(rows))  # type: ignore[arg-type]
     sizes = tuple(int(x[0]) for x in rows.sql(
