@@ -5,12 +5,12 @@ operation of the trace. Registered when the workload's package is loaded, as fab
 loads it.
 
 Per step, the slowest rank's: ``step_us`` (barrier to the last operation completed, or to the
-end of the step's tail), ``compute_us`` (the gaps and the tail it kept, as slept), ``comm_us`` (the time at least one of its
-operations was in flight, issue to completion, as the trace's ``comm_us`` counts the job's:
-operations in flight together count once, an asynchronous one overlapping compute counts
-whole) and ``exposed_us`` (the step less its compute: the time it waited on communication
-beyond the compute); ``exposed_share``, the median of exposed / step over the steps (1 back to
-back, where there is no compute)."""
+end of the step's tail), ``compute_us`` (the gaps and the tail it kept, as slept), ``comm_us``
+(the time at least one of its operations was in flight, issue to completion, as the trace's
+``comm_us`` counts the job's: operations in flight together count once, an asynchronous one
+overlapping compute counts whole) and ``exposed_us`` (the step less its compute: the time it
+waited on communication beyond the compute); ``exposed_share``, the median of exposed / step
+over the steps (1 back to back, where there is no compute)."""
 
 from __future__ import annotations
 
