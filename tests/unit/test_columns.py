@@ -87,6 +87,10 @@ BROKEN = {
     "a nested field missing": (r'"p50":', '"q50":'),
     "a nested object that is a string": (r'"time_us":\{', '"time_us":"x","t":{'),
     "not JSON": (r'"warmup":', '"warmup":,'),
+    # JSON that DuckDB's reader takes and Python's refuses
+    "a trailing comma": (r'\}\s*$', ',}'),
+    "nan in an unknown field": (r'"op"', '"zz":nan,"op"'),
+    "inf in an unknown field": (r'"op"', '"zz":-inf,"op"'),
 }
 
 
