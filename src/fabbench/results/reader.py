@@ -235,8 +235,7 @@ class _Tally:
                     carry, number = block[end:], number + 1
                     if line.startswith(self.prefix):
                         self.pending += 1
-                    else:
-                        self._began()
+                    else:  # the kind's lines so far were counted before it: _began above
                         yield number, line
                     # the block's other lines: each begins after a newline in [head - 1, end - 1)
                     lines = block.count(b"\n", head - 1, end - 1)

@@ -86,8 +86,7 @@ class ReplayProfile:
     def compute_s(self) -> float:
         """The slowest rank's compute a step (its gaps and its tail), the median over the
         trace's steps (as the replay's p50)."""
-        steps = [max(sum(o.gap_us for o in r.steps[i].ops) + r.steps[i].tail_us
-                     for r in self.trace.ranks)
+        steps = [max(r.steps[i].compute_us for r in self.trace.ranks)
                  for i in range(len(self.trace.ranks[0].steps))]
         return statistics.median(steps) * 1e-6 if steps else 0.0
 

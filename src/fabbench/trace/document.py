@@ -99,6 +99,11 @@ class TraceStep:
     comm_us: float | None = None
     tail_us: float = 0.0
 
+    @property
+    def compute_us(self) -> float:
+        """The step's compute on the issuing thread: its operations' gaps and its tail."""
+        return sum(o.gap_us for o in self.ops) + self.tail_us
+
 
 @dataclass(frozen=True)
 class RankTrace:

@@ -91,8 +91,7 @@ class Replayer:
                                             for g in trace.groups[1:]]
         # a rank may wait on a peer that is still in its recorded compute: every deadline
         # allows for the longest step's compute of any rank
-        self.slack_s = max(((sum(o.gap_us for o in s.ops) + s.tail_us) * 1e-6
-                            for r in trace.ranks for s in r.steps),
+        self.slack_s = max((s.compute_us * 1e-6 for r in trace.ranks for s in r.steps),
                            default=0.0) if self.gaps else 0.0
         self.keys: list[OpKey] = []
         self._buffers: dict[tuple[str, int, str, int], tuple[Any, Any]] = {}
@@ -193,12 +192,9 @@ class Replayer:
         pending: list[tuple[Issue, float, Any]] = []
         for issue in issues:
             arm(issue.timeout_s, issue.what)  # its gap within the deadline (slack_s)
-            if issue.gap_s > 0:  # the compute so far made up to the recorded (overshoot too)
+            if issue.gap_s > 0:  # the compute so far made up to the recorded
                 wanted += issue.gap_s
-                if wanted > compute:
-                    time.sleep(wanted - compute)
-                now = clock()
-                compute += now - last
+                compute = _slept(wanted, compute, last)
             start = clock()
             work = issue.call()
             if issue.deferred:
@@ -216,15 +212,20 @@ class Replayer:
             sync()
             times.append((issue.key, clock() - start))
             spans.append((start, times[-1][1]))
-        tail = self.tails[index % len(self.tails)] if self.tails else 0.0
-        if tail > 0:  # the compute after the last operation (the optimizer's), overshoot too
+        tail = self.tails[index % len(self.tails)]
+        if tail > 0:  # the compute after the last operation (the optimizer's)
             wanted += tail
-            last = clock()
-            if wanted > compute:
-                time.sleep(wanted - compute)
-            compute += clock() - last
+            compute = _slept(wanted, compute, clock())
         end = clock()
         return end - t0, compute, in_flight(spans), times
+
+
+def _slept(wanted: float, compute: float, since: float) -> float:
+    """The step's compute once made up to ``wanted`` seconds: a sleep, timed from ``since`` (the
+    end of the rank's previous work), its overshoot counted so that the next gap sleeps less."""
+    if wanted > compute:
+        time.sleep(wanted - compute)
+    return compute + time.perf_counter() - since
 
 
 def in_flight(spans: Sequence[tuple[float, float]]) -> float:
