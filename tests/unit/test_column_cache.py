@@ -5,14 +5,16 @@ said to be one; a kept file that is not ours, or removed, is read past."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 import pytest
 
-from fabbench.results import column_cache, columns, reader
+from fabbench.results import SCHEMA, column_cache, columns, reader
 from fabbench.results.runs import split_runs
 from fabbench.workloads.pairs.floors import floor_figures
+from fabbench.workloads.pairs.record import Pairs
 from unit.test_columns import _file
 
 
@@ -114,3 +116,91 @@ def test_a_small_file_is_not_kept(tmp_path, monkeypatch):
     path = _file(tmp_path)
     _read(path, monkeypatch, kept=False)
     assert not column_cache.where(path).exists()
+
+
+def _two_runs(tmp_path: Path) -> Path:
+    """Two pairs runs in one file: a run's record and summary stand between lines of the kind."""
+    first = _file(tmp_path, name="a.jsonl").read_text()
+    second = _file(tmp_path, nodes=5, seed=2, name="b.jsonl").read_text()
+    run_id = json.loads(first.split("\n", 1)[0])["run_id"]
+    path = tmp_path / "p.jsonl"
+    path.write_text(first + second.replace(f'"run_id":"{run_id}"', f'"run_id":"{run_id}-2"'))
+    return path
+
+
+def _runs(made: reader.ResultsFile) -> list:
+    return [{kind: (rows.run_id, len(rows), _figures(rows)) for kind, rows in run.items()}
+            for run in made.columns]
+
+
+@pytest.mark.parametrize("block", [1 << 24, 97])  # 97 bytes: lines cross the blocks
+def test_a_read_of_the_kept_columns_reads_the_file_only_at_its_other_lines(
+        tmp_path, monkeypatch, block):
+    """The read that keeps the columns notes where the file's other lines are; the next read
+    reads those lines there (each run's record and summary) and none of the kind's."""
+    monkeypatch.setattr(reader._Tally, "BLOCK", block)
+    path = _two_runs(tmp_path)
+    first = reader.read_results(path, columnar=True)
+
+    def passed(self, path):
+        raise AssertionError("the file was passed over")
+
+    monkeypatch.setattr(reader._Tally, "lines", passed)
+    monkeypatch.setattr(columns, "load", passed)
+    again = reader.read_results(path, columnar=True)
+    others = [r for r in reader.read_results(path).records if not isinstance(r, Pairs)]
+    assert again.records == first.records == others
+    assert len(others) == 4  # two runs, two summaries
+    assert _runs(again) == _runs(first)
+    assert [len(r) for r in _runs(again)] == [1, 1]
+
+
+def _noted(path: Path) -> dict:
+    found = dict(columns.engine().execute(
+        "SELECT decode(key), decode(value) FROM parquet_kv_metadata(?)",
+        [str(column_cache.where(path))]).fetchall())
+    return json.loads(found["fabbench_lines"]) if "fabbench_lines" in found else {}
+
+
+def test_columns_kept_without_the_other_lines_places_are_kept_again_with_them(
+        tmp_path, monkeypatch):
+    """Columns an older fabbench kept (no places noted) are read, and kept again with them."""
+    path = _two_runs(tmp_path)
+    first = _read(path, monkeypatch, kept=False)
+    kept = column_cache.where(path)
+    noted = _noted(path)
+    # a run of 12 nodes (66 pairs, 2 sizes), then one of 5 (10 pairs): their records, summaries
+    assert noted["others"] == [[1, 0, 0], [134, noted["others"][1][1], 132],
+                               [135, noted["others"][2][1], 0],
+                               [156, noted["others"][3][1], 20]]
+    lines = path.read_bytes().splitlines(keepends=True)
+    assert [o for _, o, _ in noted["others"]] == [sum(map(len, lines[:n - 1]))
+                                                  for n, _, _ in noted["others"]]
+    key = column_cache._key(os.stat(path), "pairs", SCHEMA)
+    older = tmp_path / "older.parquet"
+    columns.engine().execute(f"COPY (SELECT * FROM read_parquet('{kept}')) TO '{older}' "
+                             f"(FORMAT parquet, KV_METADATA {{fabbench: {columns._sql(key)}}})")
+    os.replace(older, kept)
+    assert _noted(path) == {}
+    assert _read(path, monkeypatch, kept=True) == first
+    assert _noted(path) == noted
+
+
+def test_the_kept_columns_are_in_file_order(tmp_path, monkeypatch):
+    path = _two_runs(tmp_path)
+    _read(path, monkeypatch, kept=False)
+    kept = columns.engine().execute(
+        "SELECT a, b, bytes, run_id FROM read_parquet(?, file_row_number = true) "
+        "ORDER BY file_row_number", [str(column_cache.where(path))]).fetchall()
+    assert kept == [(r.a, r.b, r.bytes, r.run_id)
+                    for r in reader.read_results(path).of_kind("pairs")]
+
+
+def test_a_file_replaced_after_its_kept_columns_were_found_is_read_the_python_way(
+        tmp_path, monkeypatch):
+    path = _two_runs(tmp_path)
+    _read(path, monkeypatch, kept=False)
+    monkeypatch.setattr(column_cache, "same", lambda stat, kept: False)
+    made = reader.read_results(path, columnar=True)
+    assert made.columns == []
+    assert made.records == reader.read_results(path).records

@@ -11,6 +11,10 @@ recorded in the Parquet file and compared before it is read. A file changed with
 before its read began is not kept (two writes in one tick of the clock that stamps it leave the
 same times).
 
+A read of the kept columns reads nothing else of the file but its few other lines (a run's
+record, its summary), whose places the read that kept them noted beside them; it reads a copy
+of them made for this process (another read may replace them while this one works).
+
 Where: beside the file, ``.NAME.fabbench-columns.parquet`` (remove it at will); where the file's
 folder is not writable, in $FABBENCH_CACHE/columns (named by the file's absolute path); with
 neither, nowhere, and the read says so."""
@@ -20,13 +24,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from fabbench.results import columns
 
-__all__ = ["MIN_ROWS", "Kept", "kept", "where"]
+__all__ = ["MIN_ROWS", "Kept", "found", "kept", "same", "where"]
 
 MIN_ROWS = 100_000  # a smaller file is read in a second or less: nothing is kept
 SUFFIX = ".fabbench-columns.parquet"
@@ -69,33 +74,51 @@ class Kept:
     stat: os.stat_result  # the file's, when its read began
     began_ns: int
     warning: str | None = None  # why kept columns found were not read
+    # the file's other lines that the read keeping the columns noted (reader._Tally.others),
+    # and the kind's lines after the last; None where it noted none
+    others: list[tuple[int, int, int]] | None = None
+    tail: int = 0
+
+    @property
+    def file(self) -> tuple[int, ...]:
+        return _file(self.stat)
 
     def table(self) -> columns.Table | None:
-        """The kept table, where it is this file's as it is now; else None."""
+        """The kept table (a view of this process's copy of it), where it is this file's as it
+        is now, with ``others`` and ``tail`` where they were noted; else None."""
         if self.at is None or not self.at.is_file():
             return None
         con = columns.engine()
+        name = columns.table_name(self.kind)
         try:
-            found = con.execute("SELECT value FROM parquet_kv_metadata(?) WHERE key = "
-                                "'fabbench'", [str(self.at)]).fetchone()
-            if found is None or found[0].decode() != _key(self.stat, self.kind, self.version):
+            copy = columns.private() / f"{name}.parquet"
+            shutil.copyfile(self.at, copy)
+            found = dict(con.execute("SELECT decode(key), decode(value) FROM "
+                                     "parquet_kv_metadata(?)", [str(copy)]).fetchall())
+            if found.get("fabbench") != _key(self.stat, self.kind, self.version):
+                copy.unlink()
                 return None
-            name = columns.table_name(self.kind)
-            con.execute(f"CREATE TEMP TABLE {name} AS SELECT * FROM read_parquet(?)",
-                        [str(self.at)])
+            con.execute(f"CREATE TEMP VIEW {name} AS SELECT file_row_number AS rowid, * "
+                        f"EXCLUDE (file_row_number) FROM read_parquet({columns._sql(str(copy))}, "
+                        "file_row_number = true)")
         except Exception as exc:
             import duckdb
 
-            if not isinstance(exc, duckdb.Error):
+            if not isinstance(exc, OSError | duckdb.Error):
                 raise
             self.warning = (f"{self.path}: its kept columns {self.at} could not be read "
                             f"({str(exc).splitlines()[0]}); the file is read again")
             return None
-        return columns.Table(self.path, self.kind, name)
+        if "fabbench_lines" in found:
+            noted = json.loads(found["fabbench_lines"])
+            self.others, self.tail = [tuple(n) for n in noted["others"]], noted["tail"]
+        return columns.Table(self.path, self.kind, name, view=True)
 
-    def keep(self, table: columns.Table) -> str | None:
-        """Keep the table of a read whose every line passed the checks; a warning where it
-        is not kept (no place for it, or the place refused it)."""
+    def keep(self, table: columns.Table, others: list[tuple[int, int, int]] | None = None,
+             tail: int = 0) -> str | None:
+        """Keep the table of a read whose every line passed the checks, with the places of
+        the file's other lines where they were noted (``others``, ``tail``: Kept's); a warning
+        where it is not kept (no place for it, or the place refused it)."""
         if self.began_ns - self.stat.st_ctime_ns < _SETTLED_NS \
                 or _file(os.stat(self.path)) != _file(self.stat):
             return None  # changed while (or just before) it was read: its next read reads it
@@ -104,11 +127,16 @@ class Kept:
                     "folder is not writable and FABBENCH_CACHE is not set)")
         part = self.at.with_name(f"{self.at.name}.{os.getpid()}")
         key = columns._sql(_key(self.stat, self.kind, self.version))
+        noted = "" if others is None else \
+            f", fabbench_lines: {columns._sql(json.dumps({'others': others, 'tail': tail}))}"
         try:
             self.at.parent.mkdir(parents=True, exist_ok=True)
+            # in file order without a sort: the engine preserves the order rows were inserted
+            # in (a table's rowid, a view's file order) where a query does not set one
             columns.engine().execute(
-                f"COPY (SELECT * FROM {table.name} ORDER BY rowid) TO {columns._sql(str(part))} "
-                f"(FORMAT parquet, KV_METADATA {{fabbench: {key}}})")
+                f"COPY (SELECT *{' EXCLUDE (rowid)' if table.view else ''} FROM {table.name}) "
+                f"TO {columns._sql(str(part))} "
+                f"(FORMAT parquet, KV_METADATA {{fabbench: {key}{noted}}})")
             os.replace(part, self.at)
         except Exception as exc:
             import duckdb
@@ -120,6 +148,22 @@ class Kept:
         finally:
             part.unlink(missing_ok=True)
         return None
+
+
+def same(stat: os.stat_result, kept: Kept) -> bool:
+    """Is the file of ``stat`` the one (unchanged) whose kept columns ``kept`` read?"""
+    return _file(stat) == kept.file
+
+
+def found(path: Path, kind: str, version: str) -> tuple[Kept, columns.Table] | None:
+    """The kept columns of ``path``, where they are this file's (looked for before its read
+    begins: a look beside the file, or in the cache folder, before DuckDB is started)."""
+    at = where(path)
+    if at is None or not at.is_file():
+        return None
+    look = kept(path, kind, version)
+    table = look.table()
+    return None if table is None else (look, table)
 
 
 def kept(path: Path, kind: str, version: str) -> Kept:

@@ -139,6 +139,16 @@ def engine() -> duckdb.DuckDBPyConnection:
     return con
 
 
+def private() -> Path:
+    """This process's own folder (DuckDB's spill folder, made here if it has not spilled yet):
+    removed at exit, as it is."""
+    row = engine().execute("SELECT current_setting('temp_directory')").fetchone()
+    assert row is not None
+    spill = Path(row[0])
+    spill.mkdir(mode=0o700, exist_ok=True)
+    return spill
+
+
 def _alive(pid: str) -> bool:
     """Is process ``pid`` (a spill folder's owner) running?"""
     return pid.isdigit() and Path(f"/proc/{pid}").exists()
@@ -316,13 +326,15 @@ def checks(kind: str, version: str) -> Checks:
 
 @dataclass
 class Table:
-    """The records of one columnar kind in one file, as a DuckDB table: one row per record in
-    file order (``rowid``), with ``run_id``, the kind's columns and ``bad``."""
+    """The records of one columnar kind in one file, as a DuckDB table (or a view of the
+    columns kept by an earlier read): one row per record in file order (``rowid``), with
+    ``run_id``, the kind's columns and ``bad``."""
 
     path: Path
     kind: str
     name: str
     text_flagged: int = 0  # lines whose text the pattern flagged (Table.suspect finds them)
+    view: bool = False  # a view of kept columns (results.column_cache), not a table
 
     def flagged(self, limit: int = 1000) -> list[int]:
         """The rows a check flagged, in file order (the first ``limit``)."""
@@ -349,7 +361,7 @@ class Table:
         return {str(r): int(n) for r, n in rows.fetchall()}
 
     def drop(self) -> None:
-        engine().execute(f"DROP TABLE IF EXISTS {self.name}")
+        engine().execute(f"DROP {'VIEW' if self.view else 'TABLE'} IF EXISTS {self.name}")
 
 
 _TABLES = iter(range(1 << 62))

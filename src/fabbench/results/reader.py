@@ -13,6 +13,7 @@ import contextlib
 import functools
 import gc
 import json
+import os
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from fabbench.results.records import Record, Run, kind_of, problem
 from fabbench.timing.stats import STABLE_RULE, is_stable, median_ci95_rel
 
 if TYPE_CHECKING:
+    from fabbench.results import column_cache
     from fabbench.results.columns import ColumnRecords, Table
 
 R = TypeVar("R", bound=Record)
@@ -203,6 +205,8 @@ class _Tally:
     blocks, and only its other lines are passed on (results.columns checks the kinds' lines)."""
 
     BLOCK = 1 << 24
+    # the most other lines whose places are noted (a health check's file has a few)
+    NOTED = 4096
 
     def __init__(self) -> None:
         from fabbench.results import columns
@@ -216,26 +220,32 @@ class _Tally:
         # called once, when the first line of the kind has been counted
         self.begin: Callable[[], object] | None = None
         self._other = re.compile(b"\n(?!" + re.escape(self.prefix) + b")[^\n]*")
+        # each other line's number, offset and the kind's lines counted before it, and those
+        # counted after the last: what a read of the kept columns reads instead of the file
+        self.others: list[tuple[int, int, int]] | None = []
+        self.tail = 0
 
     def lines(self, path: Path) -> Iterator[tuple[int, bytes]]:
         """The file's lines that are not of the kind (number, text with its newline), the
         kind's counted in ``pending`` as they pass; a file whose last line has no newline
         (a killed writer's) is not read this way. A block is searched in place: where it holds
         only lines of the kind (a health check's million pairs), they are counted, not walked."""
-        number, carry, start = 0, b"", b"\n" + self.prefix
+        number, carry, start, at_block = 0, b"", b"\n" + self.prefix, 0
         try:
             with path.open("rb") as f:
                 while block := f.read(self.BLOCK):
                     self._began()
+                    base, at_block = at_block, at_block + len(block)  # the block's offset
                     head = block.find(b"\n") + 1  # the line that began in the block before
                     if not head:
                         carry += block
                         continue
                     line, end = carry + block[:head], block.rfind(b"\n") + 1
-                    carry, number = block[end:], number + 1
+                    carry, number, began = block[end:], number + 1, base - len(carry)
                     if line.startswith(self.prefix):
                         self.pending += 1
                     else:  # the kind's lines so far were counted before it: _began above
+                        self._note(number, began)
                         yield number, line
                     # the block's other lines: each begins after a newline in [head - 1, end - 1)
                     lines = block.count(b"\n", head - 1, end - 1)
@@ -248,6 +258,7 @@ class _Tally:
                         number += block.count(b"\n", at, found.start() + 1)
                         at = found.end()
                         self._began()
+                        self._note(number, base + found.start() + 1)
                         yield number, found.group()[1:] + b"\n"
                     self.pending += block.count(start, at, end)
                     number += block.count(b"\n", at, end - 1)
@@ -256,7 +267,15 @@ class _Tally:
         except OSError as exc:
             raise UsageError(f"cannot read {path}: {exc.strerror}") from None
         self._began()
+        self.tail = self.pending
         self.close_run()
+
+    def _note(self, number: int, offset: int) -> None:
+        """Note where an other line is (none are past NOTED: the file's next read reads it)."""
+        if self.others is not None and len(self.others) < self.NOTED:
+            self.others.append((number, offset, self.pending))
+        else:
+            self.others = None
 
     def _began(self) -> None:
         if self.pending and self.begin is not None:
@@ -270,6 +289,35 @@ class _Tally:
                 raise _NotColumnar  # before any run, or in a run of an older schema
             self.runs[-1][self.kind] = self.runs[-1].get(self.kind, 0) + self.pending
             self.pending = 0
+
+
+class _Noted(_Tally):
+    """The file's other lines read where a read that kept its columns noted them
+    (column_cache.Kept.others), the kind's lines counted as that read counted them: the
+    file's millions of lines of the kind are not passed over again. The file opened must be the
+    one the kept columns are of (a file replaced since is read again, the Python way)."""
+
+    def __init__(self, kept: column_cache.Kept) -> None:
+        super().__init__()
+        assert kept.others is not None
+        self.kept = kept
+
+    def lines(self, path: Path) -> Iterator[tuple[int, bytes]]:
+        from fabbench.results import column_cache
+
+        assert self.kept.others is not None
+        try:
+            with path.open("rb") as f:
+                if not column_cache.same(os.fstat(f.fileno()), self.kept):
+                    raise _NotColumnar
+                for number, offset, counted in self.kept.others:
+                    f.seek(offset)
+                    self.pending += counted
+                    yield number, f.readline()
+        except OSError as exc:
+            raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+        self.pending += self.kept.tail
+        self.close_run()
 
 
 def _raw_lines(path: Path) -> Iterator[tuple[int, bytes]]:
@@ -289,9 +337,16 @@ def _columnar(path: Path) -> ResultsFile | None:
     loading: dict[str, columns.Loading] = {}
     kept: dict[str, column_cache.Kept] = {}
     ready: dict[str, columns.Table] = {}  # the kept columns of a read of this file, unchanged
+    found = column_cache.found(path, tally.kind, SCHEMA)
+    if found is not None:
+        kept[tally.kind], ready[tally.kind] = found
+        if found[0].others is not None:  # the other lines' places noted: no pass over the file
+            tally = _Noted(found[0])
 
     def begin() -> None:  # else DuckDB reads the kind's lines while this thread reads the others
         kind = tally.kind
+        if kind in ready:
+            return
         kept[kind] = column_cache.kept(path, kind, SCHEMA)
         table = kept[kind].table()
         if table is not None:
@@ -332,9 +387,11 @@ def _columnar(path: Path) -> ResultsFile | None:
         return None
     warnings += [k.warning for k in kept.values() if k.warning is not None]
     for kind, table in tables.items():  # a large file's columns, every line passed: kept
+        # (kept again where an older fabbench kept them without the other lines' places)
         if kind not in ready and not table.text_flagged and not table.flagged(1) \
-                and sum(n.get(kind, 0) for n in tally.runs) >= column_cache.MIN_ROWS:
-            warning = kept[kind].keep(table)
+                and sum(n.get(kind, 0) for n in tally.runs) >= column_cache.MIN_ROWS \
+                or kind in ready and kept[kind].others is None and tally.others is not None:
+            warning = kept[kind].keep(table, tally.others, tally.tail)
             if warning is not None:
                 warnings.append(warning)
     made = ResultsFile(path, records, warnings)
