@@ -231,6 +231,36 @@ def test_many_points_at_once_give_each_points_verdict_to_the_last_bit(seed):
             assert significance.mann_whitney(a, b)[1] == expected.p_value
 
 
+@pytest.mark.parametrize("cores", [1, 2, 8])
+def test_the_arrays_of_points_are_tested_side_by_side_with_the_same_verdicts(cores,
+                                                                            monkeypatch):
+    """compare_many tests its arrays of points (one per sample counts, at most _ROWS points
+    each) on a thread per core, at most _THREADS: each point's verdict is the one it has when
+    the arrays are tested one after the other, in its place."""
+    import threading
+
+    rng = np.random.default_rng(5)
+    baselines = [_samples(rng, n, "plain") for n in (5, 6, 9, 30, 31)]
+    points = [(a, _samples(rng, len(a) + int(rng.integers(0, 2)), "ties"), 1.0)
+              for _ in range(3 * significance._ROWS) for a in [baselines[rng.integers(5)]]]
+    monkeypatch.setattr(significance, "_cores", lambda: 1)
+    alone = significance.compare_many(points)
+    threads: set[str] = set()
+    together = threading.Barrier(min(cores, significance._THREADS), timeout=60)
+    rows = significance._bootstrap_rows
+
+    def noted(*args, **kwargs):  # each thread's first array waits for the others' first
+        if threading.current_thread().name not in threads:
+            threads.add(threading.current_thread().name)
+            together.wait()
+        return rows(*args, **kwargs)
+
+    monkeypatch.setattr(significance, "_bootstrap_rows", noted)
+    monkeypatch.setattr(significance, "_cores", lambda: cores)
+    assert significance.compare_many(points) == alone
+    assert len(threads) == together.parties
+
+
 def test_a_baseline_point_of_zero_samples_is_refused_in_one_line(capsys, tmp_path):
     """Samples of 0 us are in the schema; as a time ratio's baseline they would divide by zero
     (before: a ValueError's traceback). One line names the run and the point; exit 2."""
