@@ -188,20 +188,22 @@ def compare(paths: Paths, html: Html = None, plots: Plots = None, csv: Csv = Non
     from fabbench.report.compare_text import compare_tables, verdict_summary
     from fabbench.report.long_table import LongTable
     from fabbench.report.runs_report import compare_rows, make_compare
+    from fabbench.results.reader import collector_paused
 
-    out = make_compare(paths, html=html, plots_dir=plots, csv=csv, title=title)
-    c = out.comparison
-    assert c is not None  # make_compare's outputs always hold its comparison
-    if json_out:
-        print(json.dumps({"rows": compare_rows(c), "provenance_diff": dict(c.provenance),
-                          "warnings": out.warnings,
-                          "written": [str(p) for p in out.written]}, indent=1))
-        return
-    con = console()
-    for table in compare_tables(c):
-        con.print(table, crop=not (isinstance(table, LongTable) and table.fits(con)))
-    for line in verdict_summary(c):
-        con.print(line)
+    with collector_paused():  # the tables' rows as the records were read: no cycles to find
+        out = make_compare(paths, html=html, plots_dir=plots, csv=csv, title=title)
+        c = out.comparison
+        assert c is not None  # make_compare's outputs always hold its comparison
+        if json_out:
+            print(json.dumps({"rows": compare_rows(c), "provenance_diff": dict(c.provenance),
+                              "warnings": out.warnings,
+                              "written": [str(p) for p in out.written]}, indent=1))
+            return
+        con = console()
+        for table in compare_tables(c):
+            con.print(table, crop=not (isinstance(table, LongTable) and table.fits(con)))
+        for line in verdict_summary(c):
+            con.print(line)
     _warn(out.warnings)
     _written(out.written)
 

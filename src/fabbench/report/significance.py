@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from fabbench.timing.stats import MIN_CI_SAMPLES, STABLE_REL
 
@@ -27,6 +28,9 @@ BOOTSTRAP = 2000
 MIN_TEST_SAMPLES = 5  # samples a side needs before two points are tested
 _SEED = 20200922  # HPEC 2020
 _ROWS = 256  # points tested in one array: its resamples' medians are _ROWS x BOOTSTRAP
+_THREADS = 4  # arrays of points tested at once, at most (see _each)
+T = TypeVar("T")
+U = TypeVar("U")
 
 
 def why_unstable(stable: bool, ci95_rel: float | None, samples: int) -> str | None:
@@ -113,9 +117,9 @@ def _counts(draws: np.ndarray, n: int) -> np.ndarray:
     import numpy as np
 
     resamples = draws.shape[0]
-    flat = (draws + n * np.arange(resamples)[:, None]).ravel()
-    counts = np.bincount(flat, minlength=n * resamples).reshape(resamples, n)
-    small = np.ascontiguousarray(counts.T.astype(np.min_scalar_type(n)))
+    flat = (draws * resamples + np.arange(resamples)[:, None]).ravel()  # sample, resample
+    counts = np.bincount(flat, minlength=n * resamples).reshape(n, resamples)
+    small = counts.astype(np.min_scalar_type(n))
     small.flags.writeable = False
     return small
 
@@ -135,14 +139,13 @@ def _resample_medians(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
     low, high = (n - 1) // 2, n // 2  # the middle positions (one when n is odd)
     shape = (k, counts.shape[1])
     held = np.zeros(shape, counts.dtype)  # values drawn of rank <= r, per resample
-    drawn = np.empty(shape, counts.dtype)
     below = np.empty(shape, bool)
     ones = below.view(np.uint8)  # below as 1 and 0: added without a cast
     rank_low = np.zeros(shape, counts.dtype)
     rank_high = np.zeros(shape, counts.dtype) if low != high else rank_low
     below_all = 0  # ranks below both middle positions in every resample: counted, not added
     for r in range(n):
-        np.add(held, np.take(counts, order[:, r], axis=0, out=drawn), out=held)
+        np.add(held, counts[order[:, r]], out=held)  # indexing: faster than np.take's out=
         if below_all == r and np.less_equal(held, low, out=below).all():
             below_all += 1
             continue
@@ -247,7 +250,7 @@ def compare_many(points: Sequence[tuple[Sequence[float], Sequence[float], float]
                  ) -> list[Verdict]:
     """compare_samples of each (A's samples, B's samples, recorded ratio), the same verdicts
     to the last bit, computed together: the points of the same sample counts, whose bootstrap
-    draws are the same, in one array each."""
+    draws are the same, in one array each, the arrays side by side on the process's cores."""
     import numpy as np
 
     verdicts: list[Verdict | None] = [None] * len(points)
@@ -266,14 +269,41 @@ def compare_many(points: Sequence[tuple[Sequence[float], Sequence[float], float]
               for _, group in sorted(tested.items())  # together
               for rows in [sorted(group, key=lambda i: first[id(points[i][0])])]
               for start in range(0, len(rows), _ROWS)]
-    for at in chunks:
+    chunks.sort(key=lambda at: -len(at) * sum(map(len, points[at[0]][:2])))  # largest first
+
+    def tested_chunk(at: list[int]) -> list[tuple[tuple[float, float, float], float]]:
         x = np.asarray([points[i][0] for i in at], float)
         y = np.asarray([points[i][1] for i in at], float)
         a_of: dict[int, int] = {}
         which = [a_of.setdefault(id(points[i][0]), len(a_of)) for i in at]
-        for i, (ratio, low, high), (_, p) in zip(at, _bootstrap_rows(x, y, which),
-                                                 _mann_whitney_rows(x, y), strict=True):
+        return [(interval, p) for interval, (_, p) in zip(
+            _bootstrap_rows(x, y, which), _mann_whitney_rows(x, y), strict=True)]
+
+    for at, found in zip(chunks, _each(tested_chunk, chunks), strict=True):
+        for i, ((ratio, low, high), p) in zip(at, found, strict=True):
             real = p < ALPHA and not low <= 1.0 <= high
             word = ("faster" if ratio < 1 else "slower") if real else "same"
             verdicts[i] = Verdict(ratio, low, high, p, word)
     return [v for v in verdicts if v is not None]
+
+
+def _each(work: Callable[[T], U], items: Sequence[T]) -> Iterator[U]:
+    """work(item) of each item, in order, on as many threads as this process has cores (at
+    most _THREADS): a chunk's time is mostly numpy's loops over its arrays, which run without
+    the interpreter's lock, so chunks run side by side; each is computed as alone (the same
+    figures in any order)."""
+    threads = min(_THREADS, len(items), _cores())
+    if threads < 2:
+        yield from map(work, items)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(threads, thread_name_prefix="fabbench-compare") as pool:
+        yield from pool.map(work, items)
+
+
+def _cores() -> int:
+    """The cores this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
