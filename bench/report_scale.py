@@ -303,9 +303,10 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=3, help="runs of each command (median kept)")
     p.add_argument("--deadline", type=float, default=TIMEOUT_S, metavar="SECONDS",
                    help="stop a command after this long and report it as '> SECONDS'")
-    p.add_argument("--compare-up-to", type=int, default=10_000, metavar="RECORDS",
-                   help="compare only files up to this size: compare tests every point of "
-                   "every run against the first run's (a bootstrap each) and prints them all")
+    p.add_argument("--compare-up-to", type=int, default=20_000, metavar="RECORDS",
+                   help="compare only files up to this size (a file of --sizes 10000 holds "
+                   "10,074: whole runs are repeated): compare tests every point of every run "
+                   "against the first run's (a bootstrap each) and prints them all")
     p.add_argument("--warm", action="store_true",
                    help="time each command with the file's checked columns kept by a read "
                    "before it (results.column_cache); by default they are removed before each "
@@ -339,6 +340,8 @@ def main() -> None:
                       args.deadline)
             for command in commands:
                 if command == "compare" and made.records > args.compare_up_to:
+                    print(f"# compare not timed on {made.path.name}: {made.records:,} records, "
+                          f"over --compare-up-to {args.compare_up_to:,}", flush=True)
                     continue
                 got: dict[str, list[Timing]] = {s: [] for s in sides}
                 for _ in range(args.repeat):
