@@ -292,13 +292,13 @@ def test_each_pairs_figure_and_each_units_pairs_are_those_of_a_plain_walk(seed, 
     a, b, v = _figures(seed, 9, twice=twice, top=top)
     got = Rows(np.array(a), np.array(b), np.array(v)).by_pair()
     per_pair: dict[tuple[int, int], list[float]] = {}
-    for key, x in zip(zip(a, b), v):
+    for key, x in zip(zip(a, b, strict=True), v, strict=True):
         per_pair.setdefault(key, []).append(x)
-    assert list(zip(got.a.tolist(), got.b.tolist(), got.v.tolist())) == \
+    assert list(zip(got.a.tolist(), got.b.tolist(), got.v.tolist(), strict=True)) == \
         [(x, y, statistics.median(f)) for (x, y), f in sorted(per_pair.items())]
     ends = got.ends()
     mine: dict[int, list[int]] = {}
-    for i, (x, y) in enumerate(zip(got.a.tolist(), got.b.tolist())):
+    for i, (x, y) in enumerate(zip(got.a.tolist(), got.b.tolist(), strict=True)):
         for u in dict.fromkeys((x, y)):  # a unit's pair with itself once
             mine.setdefault(u, []).append(i)
     assert {u: ends.pair[s].tolist() for u, s in ends.spans().items()} == dict(sorted(mine.items()))
@@ -315,7 +315,7 @@ def test_a_nodes_evidence_is_its_slowest_pairs_the_first_of_equals(seed):
     figures = [rnd.choice([0.5, 0.75, 1.0, 1.5]) for _ in others]
     host = {o: f"h{o % 37}" for o in others}  # hosts named twice: a later figure wins
     peers = _Peers(host, np.array(others), np.array(figures))
-    pairs = [(host[o], x) for o, x in zip(others, figures)]
+    pairs = [(host[o], x) for o, x in zip(others, figures, strict=True)]
     slowest = sorted(sorted(pairs, key=lambda p: p[1])[:EVIDENCE])
     assert peers.listed() == (f"the slowest {EVIDENCE} of {len(pairs)}: "
                               + ", ".join(f"{h} {x:.3g}" for h, x in slowest))
