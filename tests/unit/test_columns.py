@@ -138,10 +138,15 @@ def _a_key_twice(index: int, text: str) -> str:
     return text + "\n" + re.sub(r'"bw_gbyte_s":[0-9.e-]+', '"bw_gbyte_s":9.5', text)
 
 
+def _units_past_16_bits(index: int, text: str) -> str:
+    return re.sub(r'"([ab])":(\d+),', lambda m: f'"{m[1]}":{70_000 + int(m[2])},', text)
+
+
 @pytest.mark.parametrize("shape", [
     {"slow": 3}, {"slow": None}, {"slow": 0, "recheck": {(0, 1), (2, 5)}},
     {"slow": 7, "dtypes": ("float32", "float64")}, {"nodes": 3}, {"nodes": 2},
-    {"slow": 5, "edit": _two_transports}, {"slow": 2, "edit": _a_key_twice}])
+    {"slow": 5, "edit": _two_transports}, {"slow": 2, "edit": _a_key_twice},
+    {"slow": 4, "edit": _units_past_16_bits}])
 def test_the_verdict_and_the_floors_figures_from_columns_are_the_records(tmp_path, shape):
     path = _file(tmp_path, **shape)
     rows = split_runs(path)[0].of_kind("pairs")
