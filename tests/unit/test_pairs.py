@@ -262,3 +262,63 @@ def test_pair_schedule_auto_is_rounds_elsewhere_and_a_bad_one_is_refused(monkeyp
     assert _plan(monkeypatch, None, pair_schedule="serial").pairs.pair_schedule == "serial"
     with pytest.raises(UsageError, match="--pair-schedule takes auto, rounds, serial"):
         _plan(monkeypatch, None, pair_schedule="both")
+
+
+# -- the analysis' arrays (workloads/pairs/frame.py) against plain Python on the same figures --
+
+def _figures(seed: int, units: int, *, twice: bool, top: int = 0) -> tuple[list, list, list]:
+    """(a, b, figure) of every pair of ``units`` units numbered from ``top`` in a shuffled
+    order, figures from few values (ties); ``twice``: some pairs have two records, one a unit
+    with itself."""
+    rnd = random.Random(seed)
+    pairs = [(top + a, top + b) for a, b in itertools.combinations(range(units), 2)]
+    if twice:
+        pairs += rnd.sample(pairs, len(pairs) // 3) + [(top + 1, top + 1)]
+    rnd.shuffle(pairs)
+    return ([a for a, _ in pairs], [b for _, b in pairs],
+            [rnd.choice([0.5, 1.0, 1.25, 2.0]) for _ in pairs])
+
+
+@pytest.mark.parametrize("twice", [False, True])
+@pytest.mark.parametrize("top", [0, 70_000])  # units in 16 bits (a radix sort) or not
+@pytest.mark.parametrize("seed", range(3))
+def test_each_pairs_figure_and_each_units_pairs_are_those_of_a_plain_walk(seed, top, twice):
+    import statistics
+
+    import numpy as np
+
+    from fabbench.workloads.pairs.frame import Rows
+
+    a, b, v = _figures(seed, 9, twice=twice, top=top)
+    got = Rows(np.array(a), np.array(b), np.array(v)).by_pair()
+    per_pair: dict[tuple[int, int], list[float]] = {}
+    for key, x in zip(zip(a, b, strict=True), v, strict=True):
+        per_pair.setdefault(key, []).append(x)
+    assert list(zip(got.a.tolist(), got.b.tolist(), got.v.tolist(), strict=True)) == \
+        [(x, y, statistics.median(f)) for (x, y), f in sorted(per_pair.items())]
+    ends = got.ends()
+    mine: dict[int, list[int]] = {}
+    for i, (x, y) in enumerate(zip(got.a.tolist(), got.b.tolist(), strict=True)):
+        for u in dict.fromkeys((x, y)):  # a unit's pair with itself once
+            mine.setdefault(u, []).append(i)
+    assert {u: ends.pair[s].tolist() for u, s in ends.spans().items()} == dict(sorted(mine.items()))
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_nodes_evidence_is_its_slowest_pairs_the_first_of_equals(seed):
+    import numpy as np
+
+    from fabbench.workloads.pairs.floors import EVIDENCE, _Peers
+
+    rnd = random.Random(seed)
+    others = rnd.sample(range(200), 120)
+    figures = [rnd.choice([0.5, 0.75, 1.0, 1.5]) for _ in others]
+    host = {o: f"h{o % 37}" for o in others}  # hosts named twice: a later figure wins
+    peers = _Peers(host, np.array(others), np.array(figures))
+    pairs = [(host[o], x) for o, x in zip(others, figures, strict=True)]
+    slowest = sorted(sorted(pairs, key=lambda p: p[1])[:EVIDENCE])
+    assert peers.listed() == (f"the slowest {EVIDENCE} of {len(pairs)}: "
+                              + ", ".join(f"{h} {x:.3g}" for h, x in slowest))
+    assert dict(peers) == dict(pairs)
+    few = _Peers(host, np.array(others[:5]), np.array(figures[:5]))
+    assert few.listed() == ", ".join(f"{h} {x:.3g}" for h, x in sorted(pairs[:5]))

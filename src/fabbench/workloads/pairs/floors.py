@@ -26,11 +26,12 @@ def floor_figures(records: Sequence[Pairs]) -> Iterator[FloorFigures]:
     big = f.sizes[-1]
     bw = _ends(f.big)
     lat = _ends(f.small) if f.small is not None else {}
+    host = {u: h for u, (h, _) in f.where.items()}
     for unit, (others, figures) in bw.items():
         metrics = {"bw": frame.median(figures)}
         if unit in lat:
             metrics["time"] = frame.median(lat[unit][1])
-        peers = _Peers([f.where[o][0] for o in others.tolist()], figures)
+        peers = _Peers(host, others, figures)
         yield FloorFigures(op="sendrecv", bytes=big, dtype=f.dtype,
                            transport=", ".join(f.transports[unit]), node=f.where[unit][0],
                            metrics=metrics, peers=peers,
@@ -59,14 +60,20 @@ class _Peers(Mapping[str, float]):
     """A node's figure with each other node (by host; a later record's figure wins), made into
     a dict only when read (the judge reads a failed node's)."""
 
-    def __init__(self, hosts: list[str], figures: Any):
-        self._hosts, self._figures = hosts, figures
+    def __init__(self, host: Mapping[int, str], others: Any, figures: Any):
+        self._host, self._others, self._figures = host, others, figures
         self._made: dict[str, float] | None = None
 
     def _dict(self) -> dict[str, float]:
         if self._made is None:
-            self._made = dict(zip(self._hosts, self._figures.tolist(), strict=True))
+            self._made = dict(self._pairs(slice(None)))
         return self._made
+
+    def _pairs(self, which: Any) -> list[tuple[str, float]]:
+        """(host, figure) of the pairs ``which`` selects, in their order."""
+        host = self._host
+        return [(host[o], v) for o, v in zip(self._others[which].tolist(),
+                                             self._figures[which].tolist(), strict=True)]
 
     def __getitem__(self, host: str) -> float:
         return self._dict()[host]
@@ -78,10 +85,18 @@ class _Peers(Mapping[str, float]):
         return len(self._dict())
 
     def listed(self) -> str:
-        """Each pair's host and figure, by host; the slowest EVIDENCE where there are more."""
-        pairs = list(zip(self._hosts, self._figures.tolist(), strict=True))
-        if len(pairs) <= EVIDENCE:
-            return ", ".join(f"{host} {v:.3g}" for host, v in sorted(pairs))
-        slowest = sorted(sorted(pairs, key=lambda p: p[1])[:EVIDENCE])
-        return (f"the slowest {EVIDENCE} of {len(pairs)}: "
+        """Each pair's host and figure, by host; the slowest EVIDENCE where there are more
+        (of equal figures, the first in pair order)."""
+        figures = self._figures
+        if len(figures) <= EVIDENCE:
+            return ", ".join(f"{host} {v:.3g}" for host, v in sorted(self._pairs(slice(None))))
+        import numpy as np
+
+        # the EVIDENCE-th smallest, in linear time: every pair below it and the first of
+        # those equal to it, as a stable sort's first EVIDENCE would take
+        cut = np.partition(figures, EVIDENCE - 1)[EVIDENCE - 1]
+        below = np.flatnonzero(figures < cut)
+        at = np.flatnonzero(figures == cut)[:EVIDENCE - len(below)]
+        slowest = sorted(self._pairs(np.concatenate([below, at])))
+        return (f"the slowest {EVIDENCE} of {len(figures)}: "
                 + ", ".join(f"{host} {v:.3g}" for host, v in slowest))

@@ -16,7 +16,7 @@ import numpy as np
 from fabbench.results.columns import ColumnRecords
 from fabbench.workloads.pairs.record import Pairs, best_pairs
 
-__all__ = ["ByPair", "PairsFrame", "Rows", "by_unit", "frame", "median"]
+__all__ = ["ByPair", "Ends", "PairsFrame", "Rows", "by_unit", "frame", "median"]
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,9 @@ class Rows:
 
     def by_pair(self) -> ByPair:
         """Per pair (a, b): the median of its records' figures (one per dtype)."""
+        order = _key_order(self.a, self.b)
+        if order is not None:  # one record per pair: its figure, in (a, b) order
+            return ByPair(self.a[order], self.b[order], self.v[order])
         order = np.lexsort((self.v, self.b, self.a))
         a, b, v = self.a[order], self.b[order], self.v[order]
         starts = np.flatnonzero(np.r_[True, (a[1:] != a[:-1]) | (b[1:] != b[:-1])])
@@ -37,6 +40,27 @@ class Rows:
         lo, hi = starts + (counts - 1) // 2, starts + counts // 2
         mid = np.where(counts % 2 == 1, v[lo], (v[lo] + v[hi]) / 2)
         return ByPair(a[starts], b[starts], mid)
+
+
+def _key_order(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
+    """The order of the rows by (a, b) when no two rows have the same (a, b), else None: a
+    bucket per possible key where there are not many more keys than rows (O(n), no sort), a
+    sort of the keys where there are."""
+    if not len(a):
+        return np.zeros(0, dtype=np.int64)
+    width = int(b.max()) + 1
+    if (int(a.max()) + 1) * width > (1 << 62):
+        return None
+    key = a.astype(np.int64) * width + b
+    size = (int(a.max()) + 1) * width
+    if size <= 4 * len(key) + (1 << 20):
+        slot = np.full(size, -1, dtype=_index(len(key)))
+        slot[key] = np.arange(len(key), dtype=slot.dtype)
+        order = slot[slot >= 0]
+        return order if len(order) == len(key) else None
+    order = np.argsort(key, kind="stable")
+    ordered = key[order]
+    return None if np.any(ordered[1:] == ordered[:-1]) else order
 
 
 @dataclass(frozen=True)
@@ -67,18 +91,59 @@ class ByPair:
     def __len__(self) -> int:
         return len(self.v)
 
-    def members(self) -> dict[int, np.ndarray]:
-        """Per unit, the indices of its pairs (in pair order)."""
-        two = self.a != self.b
-        index = np.concatenate([np.arange(len(self.a)), np.flatnonzero(two)])
-        found = by_unit(np.concatenate([self.a, self.b[two]]), index, within=index)
-        return {u: mine for u, (mine,) in found.items()}
+    def ends(self) -> Ends:
+        """Each unit's pairs (a pair of a unit with itself counted once)."""
+        n = len(self.a)
+        owners = np.empty(2 * n, dtype=_narrow(self.a, self.b))
+        owners[0::2], owners[1::2] = self.a, self.b
+        pair = np.repeat(np.arange(n, dtype=_index(n)), 2)
+        two = np.ones(2 * n, dtype=bool)
+        two[1::2] = self.a != self.b
+        if not two.all():
+            owners, pair = owners[two], pair[two]
+        # a stable sort by owner keeps each unit's pairs in pair order (a radix sort where
+        # the owners fit in 16 bits)
+        order = np.argsort(owners, kind="stable")
+        owners = owners[order]
+        starts = np.flatnonzero(np.r_[True, owners[1:] != owners[:-1]]) if n else \
+            np.zeros(0, dtype=np.int64)
+        return Ends(owners[starts], np.r_[starts, len(owners)], pair[order])
 
     def without(self) -> Without:
-        order = np.argsort(self.v, kind="stable")
-        place = np.empty(len(order), dtype=np.int64)
-        place[order] = np.arange(len(order))
+        # any order of equal figures leaves the same figures in order, and the same k-th of
+        # those left, but for 0.0 and -0.0 (equal, printed apart): a stable sort where a
+        # figure is zero, a quicker one elsewhere
+        order = np.argsort(self.v, kind="stable" if np.any(self.v == 0) else None)
+        place = np.empty(len(order), dtype=_index(len(order)))
+        place[order] = np.arange(len(order), dtype=place.dtype)
         return Without(self.v[order], place)
+
+
+@dataclass(frozen=True)
+class Ends:
+    """Each unit's pairs: the units in order, and the indices of each one's pairs (in pair
+    order) as a slice of one array, ``pair[bounds[j]:bounds[j + 1]]`` for ``units[j]``."""
+
+    units: np.ndarray
+    bounds: np.ndarray
+    pair: np.ndarray
+
+    def spans(self) -> dict[int, slice]:
+        """Per unit, its slice of ``pair``."""
+        b = self.bounds.tolist()
+        return {u: slice(b[j], b[j + 1]) for j, u in enumerate(self.units.tolist())}
+
+
+def _narrow(*columns: np.ndarray) -> type[np.integer[Any]]:
+    """The narrowest of uint16 and int64 that holds every value of the unit columns (numpy
+    sorts 16-bit integers by radix, in linear time)."""
+    fits = all(not len(c) or (int(c.min()) >= 0 and int(c.max()) < 1 << 16) for c in columns)
+    return np.uint16 if fits else np.int64
+
+
+def _index(n: int) -> type[np.integer[Any]]:
+    """An index type for ``n`` rows: int32 where it holds them."""
+    return np.int32 if n < 1 << 31 else np.int64
 
 
 @dataclass(frozen=True)
@@ -89,15 +154,24 @@ class Without:
     ordered: np.ndarray
     place: np.ndarray
 
+    def median(self) -> float:
+        """The median of every pair (frame.median of the figures, without sorting again)."""
+        return _middle(self.ordered)
+
     def rest(self, mine: np.ndarray) -> _Rest:
         places = np.sort(self.place[mine])
-        return _Rest(self.ordered, places - np.arange(len(places)))
+        return _Rest(self.ordered, places - np.arange(len(places)), places)
 
 
 @dataclass(frozen=True)
 class _Rest:
     ordered: np.ndarray
     shifted: np.ndarray  # the removed places, less the number removed before each
+    places: np.ndarray   # the removed places, in order
+
+    def removed_median(self) -> float:
+        """The median of the removed pairs' figures (frame.median of them)."""
+        return _middle(self.ordered[self.places])
 
     def __len__(self) -> int:
         return len(self.ordered) - len(self.shifted)
@@ -117,7 +191,10 @@ def by_unit(owners: np.ndarray, *columns: np.ndarray,
             within: np.ndarray | None = None) -> dict[int, tuple[np.ndarray, ...]]:
     """``columns`` split by their owner unit (units in order), each unit's rows in the order of
     ``within`` (None: as given)."""
-    order = np.argsort(owners, kind="stable") if within is None else np.lexsort((within, owners))
+    if within is None:  # a radix sort where the owners fit in 16 bits
+        order = np.argsort(owners.astype(_narrow(owners), copy=False), kind="stable")
+    else:
+        order = np.lexsort((within, owners))
     owners = owners[order]
     parts = [c[order] for c in columns]
     units, starts = np.unique(owners, return_index=True)
@@ -128,7 +205,11 @@ def by_unit(owners: np.ndarray, *columns: np.ndarray,
 
 def median(values: np.ndarray) -> float:
     """statistics.median of an array, to the last bit."""
-    v = np.sort(values)
+    return _middle(np.sort(values))
+
+
+def _middle(v: np.ndarray) -> float:
+    """The median of sorted values."""
     n = len(v)
     return float(v[n // 2]) if n % 2 else (float(v[n // 2 - 1]) + float(v[n // 2])) / 2
 
@@ -205,9 +286,16 @@ carried AS (SELECT u, list(transport ORDER BY transport) AS ts
             GROUP BY u)
 SELECT u, h, one_h, k, one_k, ts FROM named JOIN carried USING (u) ORDER BY u
 """
+# where no key has two records (every record is its key's best): _UNITS' figures from the
+# distinct (unit, host, rank, transport) of each end, a few thousand rows
+_ENDS = """SELECT a, a_host, a_rank, transport FROM {rows} GROUP BY ALL
+UNION ALL SELECT b, b_host, b_rank, transport FROM {rows} GROUP BY ALL"""
 
 
 def _of_columns(rows: ColumnRecords) -> PairsFrame:
+    made = _of_distinct(rows)
+    if made is not None:
+        return made
     best = f"fb_best_{id(rows)}"
     rows.sql(_BEST.replace("{best}", best))
     try:
@@ -238,5 +326,50 @@ def _from_best(rows: ColumnRecords, best: str) -> PairsFrame:
         small=at(sizes[0], "p50") if len(sizes) > 1 else None,
         where={int(u): (str(h), int(k)) for u, h, _, k, _, _ in units},
         transports={int(u): tuple(ts) for u, *_, ts in units},
+        unit=str(first[0]), dtype=str(first[1]),
+        rechecked=frozenset((int(a), int(b), int(n)) for a, b, n in rechecked))
+
+
+def _of_distinct(rows: ColumnRecords) -> PairsFrame | None:
+    """The frame where no pair, size and dtype has two records (no pair was rechecked: each
+    record is its key's best), from one read of each size's keys and figures in file order;
+    None where one has (best_pairs' grouping then picks)."""
+    top, size_list, dtypes = rows.sql(
+        "SELECT greatest(max(a), max(b)), list(DISTINCT bytes ORDER BY bytes), "
+        "list(DISTINCT dtype ORDER BY dtype) FROM {rows}").fetchone() or (None, [], [])
+    sizes = tuple(int(x) for x in size_list)
+    unit_type = "USMALLINT" if top < 1 << 16 else "INTEGER" if top < 1 << 31 else "BIGINT"
+    made: dict[int, Rows] = {}
+    for size in sizes:
+        value = "bw_gbyte_s" if size == sizes[-1] else "time_us_p50" if size == sizes[0] \
+            else "NULL::DOUBLE"
+        d = ", list_position(?, dtype) AS d" if len(dtypes) > 1 else ""
+        got = rows.sql(
+            f"SELECT i, a::{unit_type} AS a, b::{unit_type} AS b, {value} AS v{d} "
+            "FROM {rows} WHERE bytes = ?", [list(dtypes), size] if d else [size]).fetchnumpy()
+        i = np.asarray(got["i"])
+        order = np.argsort(i, kind="stable") if np.any(i[1:] <= i[:-1]) else slice(None)
+        a, b = np.asarray(got["a"])[order], np.asarray(got["b"])[order]
+        # (a, b, dtype) as (a and dtype, b): a key's two records are two equal pairs
+        ad = a if len(dtypes) == 1 else \
+            a.astype(np.int64) * len(dtypes) + np.asarray(got["d"], dtype=np.int64)
+        if _key_order(ad, b) is None:
+            return None
+        made[size] = Rows(a, b, np.asarray(got["v"], dtype=np.float64)[order])
+    named: dict[int, set[tuple[str, int]]] = {}
+    carried: dict[int, set[str]] = {}
+    for u, h, k, t in rows.sql(_ENDS).fetchall():
+        named.setdefault(int(u), set()).add((str(h), int(k)))
+        carried.setdefault(int(u), set()).add(str(t))
+    if any(len(n) > 1 for n in named.values()):
+        # a unit named by two hosts or ranks: which one holds is best_pairs' order's
+        return _of_records(list(rows))  # type: ignore[arg-type]
+    first = rows.sql("SELECT unit, dtype FROM {rows} ORDER BY i LIMIT 1").fetchone()
+    assert first is not None
+    rechecked = rows.sql("SELECT DISTINCT a, b, bytes FROM {rows} WHERE recheck").fetchall()
+    return PairsFrame(
+        sizes=sizes, big=made[sizes[-1]], small=made[sizes[0]] if len(sizes) > 1 else None,
+        where={u: min(named[u]) for u in sorted(named)},
+        transports={u: tuple(sorted(carried[u])) for u in sorted(carried)},
         unit=str(first[0]), dtype=str(first[1]),
         rechecked=frozenset((int(a), int(b), int(n)) for a, b, n in rechecked))

@@ -101,30 +101,37 @@ def analyse(records: Sequence[Pairs]) -> PairsVerdict | None:
     big = f.sizes[-1]
     bw = f.big.by_pair()
     lat = f.small.by_pair() if f.small is not None else None
+    without = bw.without()
     verdict = PairsVerdict(unit=f.unit, bw_bytes=big,
                            latency_bytes=f.sizes[0] if f.small is not None else None,
-                           pairs=len(bw), median_gbyte_s=frame.median(bw.v))
+                           pairs=len(bw), median_gbyte_s=without.median())
     verdict.rechecked = sorted({(a, b) for a, b, n in f.rechecked if n == big})
-    pairs = zip(bw.a.tolist(), bw.b.tolist(), strict=True)
-    measured = dict(zip(pairs, bw.v.tolist(), strict=True)) if verdict.rechecked else {}
+    measured = dict(zip(zip(bw.a.tolist(), bw.b.tolist(), strict=True), bw.v.tolist(),
+                        strict=True)) if verdict.rechecked else {}
     verdict.recovered = [p for p in verdict.rechecked if p in measured
                          and measured[p] >= SLOW_SHARE * verdict.median_gbyte_s]
-    mine_of, without = bw.members(), bw.without()
-    lat_of, lat_without = (lat.members(), lat.without()) if lat is not None else ({}, None)
+    ends = bw.ends()
+    spans, figures = ends.spans(), bw.v[ends.pair]  # each unit's pairs' figures: its span
+    lat_ends = lat.ends() if lat is not None else None
+    lat_spans = lat_ends.spans() if lat_ends is not None else {}
+    lat_without = lat.without() if lat is not None else None
     for k, (host, rank) in f.where.items():
-        mine = mine_of.get(k)
-        if mine is None or len(mine) == len(bw):
+        span = spans.get(k)
+        if span is None or span.stop - span.start == len(bw):
             continue
+        mine = ends.pair[span]
         rest = without.rest(mine)
         ref = rest.median()
         if ref <= 0:
             continue
-        my_lat = lat_of.get(k, _NONE)
+        my_lat = lat_ends.pair[lat_spans[k]] if lat_ends is not None and k in lat_spans \
+            else _NONE
         rest_lat = lat_without.rest(my_lat) if lat_without is not None else None
         verdict.nodes.append(NodeStat(
-            unit=k, host=host, rank=rank, pairs=len(mine), bw_gbyte_s=bw.v[mine],
+            unit=k, host=host, rank=rank, pairs=len(mine), bw_gbyte_s=figures[span],
             others_median_gbyte_s=ref, others_min_gbyte_s=rest.kth(0),
-            latency_us=frame.median(lat.v[my_lat]) if lat is not None and len(my_lat) else None,
+            latency_us=rest_lat.removed_median() if rest_lat is not None and len(my_lat)
+            else None,
             others_latency_us=rest_lat.median() if rest_lat is not None and len(rest_lat)
             else None))
     all_slow = [n for n in verdict.nodes if n.all_slow]
