@@ -48,8 +48,18 @@ def test_every_value_parses_as_json_parses_it(value, spaced):
     '{"x":1e400}',                                 # overflows: json makes it inf
     '{"x":"\\ud800"}',                             # a lone surrogate json keeps
     '{"x":1,"x":2}',                               # the last of two keys
-    '{"x":0.12345678901234567890123}'])            # more digits than a double holds
+    '{"x":0.12345678901234567890123}',             # more digits than a double holds
+    '{"x":12345678901234567890123.5}',             # a float of 23 digits before its point
+    '{"x":[1.5,-12345678901234567890123]}',         # after a comma, negative
+    '{"x":0.00012345678901234567,"y":1}'])          # a float's 20 digits, then an integer
 def test_what_orjson_would_parse_otherwise_or_refuse_is_parsed_by_json(line):
+    assert _same(reader._decoded(line, line.encode()), json.loads(line))
+
+
+def test_a_float_with_many_digits_is_parsed_by_orjson(monkeypatch):
+    """A writer's float may have 20 digits in a row (0.00012345678901234567): orjson's."""
+    line = '{"x":0.00012345678901234567,"y":[1e-05,123456789012345678]}'
+    monkeypatch.setattr(reader, "_DECODER", None)  # json not asked
     assert _same(reader._decoded(line, line.encode()), json.loads(line))
 
 

@@ -101,9 +101,10 @@ def _refuse(constant: str) -> Any:
 
 # one decoder for every line (json.loads with an argument makes one per call)
 _DECODER = json.JSONDecoder(parse_constant=_refuse)
-# a run of 19 digits (each made a 0 first): an integer orjson would make a float of (past 64
-# bits), or a float's digits past those a writer writes (17)
-_DIGITS, _LONG = bytes.maketrans(b"123456789", b"0" * 9), b"0" * 19
+# an integer of 19 digits or more (past 64 bits, orjson would make a float of it), looked for
+# only in a line with such a run of digits (each made a 0 first: a float's fraction may have it)
+_DIGITS, _RUN = bytes.maketrans(b"123456789", b"0" * 9), b"0" * 19
+_LONG = re.compile(rb"(?<![.0-9])[0-9]{19,}(?![.eE0-9])")
 
 
 def _decoded(line: str, raw: bytes | None) -> Any:
@@ -113,7 +114,7 @@ def _decoded(line: str, raw: bytes | None) -> Any:
     the rest to the same values, but for an integer past 64 bits, which it makes a float: a
     line it refuses, or one with such a number, is read by json, whose value or refusal (and
     message) it is."""
-    if raw is not None and _LONG not in raw.translate(_DIGITS):
+    if raw is not None and (_RUN not in raw.translate(_DIGITS) or not _LONG.search(raw)):
         try:
             return orjson.loads(raw)
         except orjson.JSONDecodeError:
