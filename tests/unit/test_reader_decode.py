@@ -38,7 +38,7 @@ def _same(a, b) -> bool:
 def test_every_value_parses_as_json_parses_it(value, spaced):
     line = json.dumps(value, separators=(", ", ": ") if spaced else (",", ":"),
                       ensure_ascii=False)
-    assert _same(reader._decoded(line, line.encode()), json.loads(line))
+    assert _same(reader._decoded(line, line.encode())[0], json.loads(line))
 
 
 @pytest.mark.parametrize("line", [
@@ -53,20 +53,28 @@ def test_every_value_parses_as_json_parses_it(value, spaced):
     '{"x":[1.5,-12345678901234567890123]}',         # after a comma, negative
     '{"x":0.00012345678901234567,"y":1}'])          # a float's 20 digits, then an integer
 def test_what_orjson_would_parse_otherwise_or_refuse_is_parsed_by_json(line):
-    assert _same(reader._decoded(line, line.encode()), json.loads(line))
+    assert _same(reader._decoded(line, line.encode())[0], json.loads(line))
 
 
 def test_a_float_with_many_digits_is_parsed_by_orjson(monkeypatch):
     """A writer's float may have 20 digits in a row (0.00012345678901234567): orjson's."""
     line = '{"x":0.00012345678901234567,"y":[1e-05,123456789012345678]}'
     monkeypatch.setattr(reader, "_DECODER", None)  # json not asked
-    assert _same(reader._decoded(line, line.encode()), json.loads(line))
+    assert _same(reader._decoded(line, line.encode())[0], json.loads(line))
 
 
 def test_bytes_that_are_not_utf8_are_read_as_json_reads_them_replaced():
     raw = b'{"kind":"run","host":"n\xff1"}\n'
     line = raw.decode(errors="replace")
-    assert reader._parse("p", 1, line, raw) == json.loads(line)
+    assert reader._parse("p", 1, line, raw) == (json.loads(line), False)
+
+
+@pytest.mark.parametrize(("line", "finite"), [
+    ('{"kind":"run","x":[1.5,2]}', True), ('{"kind":"run","x":1e400}', False)])
+def test_a_line_orjson_parsed_has_only_finite_numbers(line, finite):
+    """orjson refuses NaN, Infinity and a number past float's range: a record it parsed needs
+    no finiteness walk (records.problem(finite=True)); one json parsed does."""
+    assert reader._parse("p", 1, line, line.encode())[1] is finite
 
 
 @pytest.mark.parametrize(("line", "said"), [

@@ -107,24 +107,26 @@ _DIGITS, _RUN = bytes.maketrans(b"123456789", b"0" * 9), b"0" * 19
 _LONG = re.compile(rb"(?<![.0-9])[0-9]{19,}(?![.eE0-9])")
 
 
-def _decoded(line: str, raw: bytes | None) -> Any:
+def _decoded(line: str, raw: bytes | None) -> tuple[Any, bool]:
     """The line's JSON value (``raw``: its bytes, where the caller has them): by orjson (twice
     json's rate on a record's samples), which refuses what Python's json refuses and more (NaN,
     Infinity, a number that overflows, a lone surrogate, bytes that are not UTF-8), and parses
     the rest to the same values, but for an integer past 64 bits, which it makes a float: a
     line it refuses, or one with such a number, is read by json, whose value or refusal (and
-    message) it is."""
+    message) it is. With it: whether every number in it is finite, as orjson's are."""
     if raw is not None and (_RUN not in raw.translate(_DIGITS) or not _LONG.search(raw)):
         try:
-            return orjson.loads(raw)
+            return orjson.loads(raw), True
         except orjson.JSONDecodeError:
             pass
-    return _DECODER.decode(line)
+    return _DECODER.decode(line), False
 
 
-def _parse(path: Path, number: int, line: str, raw: bytes | None = None) -> dict[str, Any]:
+def _parse(path: Path, number: int, line: str,
+           raw: bytes | None = None) -> tuple[dict[str, Any], bool]:
+    """The line's record, and whether its numbers are known to be finite (_decoded)."""
     try:
-        record = _decoded(line, raw)
+        record, finite = _decoded(line, raw)
     except _Constant as exc:
         raise UsageError(f"{path}:{number}: {exc} is not a number fabbench accepts "
                          "(NaN and Infinity are refused)") from None
@@ -133,7 +135,7 @@ def _parse(path: Path, number: int, line: str, raw: bytes | None = None) -> dict
                          "(a line is not JSON)") from None
     if not isinstance(record, dict) or "kind" not in record:
         raise UsageError(f"{path}:{number}: not a fabbench results record (no 'kind')")
-    return record
+    return record, finite
 
 
 @contextlib.contextmanager
@@ -183,7 +185,7 @@ def _records(path: Path, warnings: list[str], tally: _Tally | None = None) -> It
         if not line or line.isspace():
             continue
         try:
-            record = _parse(path, number, line, raw)
+            record, finite = _parse(path, number, line, raw)
         except UsageError:
             if truncated:
                 warnings.append(f"{path}:{number}: last line is truncated (killed run?); ignored")
@@ -201,12 +203,14 @@ def _records(path: Path, warnings: list[str], tally: _Tally | None = None) -> It
             raise UsageError(f"{path}: the first record is not a 'run' record")
         if tally is not None and record["kind"] in tally.kinds:
             raise _NotColumnar  # a line of such a kind that a writer did not write
-        yield _checked(path, number, record, version)
+        yield _checked(path, number, record, version, finite)
 
 
-def _checked(path: Path, number: int, record: dict[str, Any], version: str) -> Record:
-    """The typed record of a parsed line of schema ``version``, or its one-line refusal."""
-    why = problem(record, version, unknown_fields=True, parsed=True)
+def _checked(path: Path, number: int, record: dict[str, Any], version: str,
+             finite: bool = False) -> Record:
+    """The typed record of a parsed line of schema ``version``, or its one-line refusal
+    (``finite``: its numbers are known to be finite, _decoded)."""
+    why = problem(record, version, unknown_fields=True, parsed=True, finite=finite)
     if why is not None:
         raise UsageError(f"{path}:{number}: {why}")
     record = _rename(record, RENAMED.get(version, {}).get(record["kind"], {}))
@@ -440,8 +444,8 @@ def _first_refused(path: Path, table: Table) -> None:
         if raw.startswith(prefix):
             seen += 1
             if seen in wanted or (table.text_flagged and table.suspect(raw)):
-                _checked(path, number, _parse(path, number, raw.decode(errors="replace"), raw),
-                         SCHEMA)
+                record, finite = _parse(path, number, raw.decode(errors="replace"), raw)
+                _checked(path, number, record, SCHEMA, finite)
 
 
 @functools.lru_cache(maxsize=4)

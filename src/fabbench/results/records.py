@@ -211,14 +211,16 @@ def _fast(schema: str, own: str | None, lenient: bool, parsed: bool = False) -> 
 
 
 def problem(record: Mapping[str, Any], schema: str = SCHEMA, *,
-            unknown_fields: bool = False, parsed: bool = False) -> str | None:
+            unknown_fields: bool = False, parsed: bool = False, finite: bool = False
+            ) -> str | None:
     """What is wrong with a record as JSON (one line naming the field), or None. A writer
     refuses fields the schema does not list; a reader passes ``unknown_fields=True`` and ignores
     them (a newer fabbench may add fields without a new version), and ``parsed=True`` where json
-    made the record (exact JSON types only). A record is checked by
+    made the record (exact JSON types only), ``finite=True`` where the parser refused every
+    NaN, Infinity and number past float's range (orjson does). A record is checked by
     jsonschema-rs (results.fast_check); one it refuses, or cannot judge, is walked by
     jsonschema, whose verdict and best-matching error are the answer."""
-    bad = None if _all_finite(record) else _finite(record)
+    bad = None if finite or _all_finite(record) else _finite(record)
     if bad is not None:
         value = json.dumps(_at(record, bad))
         return (f"{'/'.join(map(str, bad))}: {value} is not a finite number (NaN and Infinity "
