@@ -204,3 +204,26 @@ def test_a_file_replaced_after_its_kept_columns_were_found_is_read_the_python_wa
     made = reader.read_results(path, columnar=True)
     assert made.columns == []
     assert made.records == reader.read_results(path).records
+
+
+@pytest.mark.parametrize("planted", ["another user's", "writable by its group"])
+def test_kept_columns_another_user_could_have_planted_are_not_read(tmp_path, monkeypatch,
+                                                                    planted):
+    """Kept columns are read unchecked: one owned by neither the reader nor the file's owner,
+    or writable by others, is said not to be read, and the file is read (and kept again)."""
+    path = _file(tmp_path)
+    first = _read(path, monkeypatch, kept=False)
+    kept = column_cache.where(path)
+    assert kept.stat().st_mode & 0o777 == 0o644
+    if planted == "another user's":
+        os.chown(kept, 54321, -1)
+        why = "owned by uid 54321, neither you nor the owner of the file"
+    else:
+        kept.chmod(0o664)
+        why = "writable by others"
+    made = reader.read_results(path, columnar=True)
+    assert made.warnings == [f"{path}: its kept columns {kept} are not read ({why}); the file "
+                             "is read again"]
+    assert _figures(made.columns[0]["pairs"]) == first
+    assert kept.stat().st_uid == os.getuid() and kept.stat().st_mode & 0o777 == 0o644
+    assert _read(path, monkeypatch, kept=True) == first

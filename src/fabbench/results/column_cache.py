@@ -11,6 +11,10 @@ recorded in the Parquet file and compared before it is read. A file changed with
 before its read began is not kept (two writes in one tick of the clock that stamps it leave the
 same times).
 
+Kept columns are read unchecked: only a kept file owned by the reading user or by the results
+file's owner, and writable by no one else, is read (another user able to write the folder could
+plant one); any other is said not to be, and the file is read again.
+
 A read of the kept columns reads nothing else of the file but its few other lines (a run's
 record, its summary), whose places the read that kept them noted beside them; it reads a copy
 of them made for this process (another read may replace them while this one works).
@@ -85,8 +89,12 @@ class Kept:
 
     def table(self) -> columns.Table | None:
         """The kept table (a view of this process's copy of it), where it is this file's as it
-        is now, with ``others`` and ``tail`` where they were noted; else None."""
+        is now and trusted (``distrusted``), with ``others`` and ``tail`` where they were noted;
+        else None."""
         if self.at is None or not self.at.is_file():
+            return None
+        self.warning = self.distrusted()
+        if self.warning is not None:
             return None
         con = columns.engine()
         name = columns.table_name(self.kind)
@@ -114,6 +122,21 @@ class Kept:
             self.others, self.tail = [tuple(n) for n in noted["others"]], noted["tail"]
         return columns.Table(self.path, self.kind, name, view=True)
 
+    def distrusted(self) -> str | None:
+        """Why the kept file is not read, where it is not trusted: kept columns are read
+        unchecked, so only a file owned by this user or by the results file's owner, and
+        writable by no one else, is (another user able to write the folder could plant one)."""
+        assert self.at is not None
+        found = os.stat(self.at)
+        if found.st_uid not in (os.getuid(), self.stat.st_uid):
+            why = f"owned by uid {found.st_uid}, neither you nor the owner of the file"
+        elif found.st_mode & 0o022:
+            why = "writable by others"
+        else:
+            return None
+        return (f"{self.path}: its kept columns {self.at} are not read ({why}); the file is "
+                "read again")
+
     def keep(self, table: columns.Table, others: list[tuple[int, int, int]] | None = None,
              tail: int = 0) -> str | None:
         """Keep the table of a read whose every line passed the checks, with the places of
@@ -137,6 +160,7 @@ class Kept:
                 f"COPY (SELECT *{' EXCLUDE (rowid)' if table.view else ''} FROM {table.name}) "
                 f"TO {columns._sql(str(part))} "
                 f"(FORMAT parquet, KV_METADATA {{fabbench: {key}{noted}}})")
+            part.chmod(0o644)  # writable by its owner alone: see distrusted()
             os.replace(part, self.at)
         except Exception as exc:
             import duckdb
