@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from fabbench.errors import UsageError
 from fabbench.results import SCHEMA, column_cache, columns, reader
 from fabbench.results.runs import split_runs
 from fabbench.workloads.pairs.floors import floor_figures
@@ -227,3 +228,27 @@ def test_kept_columns_another_user_could_have_planted_are_not_read(tmp_path, mon
     assert _figures(made.columns[0]["pairs"]) == first
     assert kept.stat().st_uid == os.getuid() and kept.stat().st_mode & 0o777 == 0o644
     assert _read(path, monkeypatch, kept=True) == first
+
+
+def test_keep_columns_0_neither_keeps_nor_reads_them(tmp_path, monkeypatch):
+    """FABBENCH_KEEP_COLUMNS=0: a read writes nothing beside the file, and reads no kept file."""
+    path = _file(tmp_path)
+    monkeypatch.setenv("FABBENCH_KEEP_COLUMNS", "0")
+    first = _read(path, monkeypatch, kept=False)
+    assert reader.read_results(path, columnar=True).warnings == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.jsonl"]
+    monkeypatch.setenv("FABBENCH_KEEP_COLUMNS", "1")
+    assert _read(path, monkeypatch, kept=False) == first  # kept now
+    assert column_cache.where(path).is_file()
+    monkeypatch.setenv("FABBENCH_KEEP_COLUMNS", "0")
+    loads = []
+    real = columns.load
+    monkeypatch.setattr(columns, "load", lambda *a: loads.append(a) or real(*a))
+    assert _read(path, monkeypatch, kept=False) == first and len(loads) == 1  # the file read
+
+
+def test_keep_columns_that_is_neither_0_nor_1_is_one_line(tmp_path, monkeypatch):
+    path = _file(tmp_path)
+    monkeypatch.setenv("FABBENCH_KEEP_COLUMNS", "yes")
+    with pytest.raises(UsageError, match=r"FABBENCH_KEEP_COLUMNS='yes' is neither 1 .* nor 0"):
+        reader.read_results(path, columnar=True)

@@ -19,6 +19,8 @@ A read of the kept columns reads nothing else of the file but its few other line
 record, its summary), whose places the read that kept them noted beside them; it reads a copy
 of them made for this process (another read may replace them while this one works).
 
+FABBENCH_KEEP_COLUMNS=0 turns it off: nothing is kept or read (reads that must write nothing).
+
 Where: beside the file, ``.NAME.fabbench-columns.parquet`` (remove it at will); where the file's
 folder is not writable, in $FABBENCH_CACHE/columns (named by the file's absolute path); with
 neither, nowhere, and the read says so."""
@@ -33,13 +35,24 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from fabbench.errors import UsageError
 from fabbench.results import columns
 
-__all__ = ["MIN_ROWS", "Kept", "found", "kept", "same", "where"]
+__all__ = ["MIN_ROWS", "Kept", "enabled", "found", "kept", "same", "where"]
 
 MIN_ROWS = 100_000  # a smaller file is read in a second or less: nothing is kept
 SUFFIX = ".fabbench-columns.parquet"
 _SETTLED_NS = 1_000_000_000  # a file last changed this long before its read began is kept
+
+
+def enabled() -> bool:
+    """FABBENCH_KEEP_COLUMNS: 1 (the default) keeps a large file's checked columns and reads
+    them; 0, for a site whose reads must write nothing, neither."""
+    text = os.environ.get("FABBENCH_KEEP_COLUMNS", "1").strip()
+    if text not in ("0", "1"):
+        raise UsageError(f"FABBENCH_KEEP_COLUMNS={text!r} is neither 1 (keep a large results "
+                         "file's checked columns for its next read) nor 0 (never)")
+    return text == "1"
 
 
 def where(path: Path) -> Path | None:
@@ -145,6 +158,8 @@ class Kept:
         if self.began_ns - self.stat.st_ctime_ns < _SETTLED_NS \
                 or _file(os.stat(self.path)) != _file(self.stat):
             return None  # changed while (or just before) it was read: its next read reads it
+        if not enabled():
+            return None
         if self.at is None:
             return (f"{self.path}: its checked columns are not kept for the next read (its "
                     "folder is not writable and FABBENCH_CACHE is not set)")
@@ -182,7 +197,7 @@ def same(stat: os.stat_result, kept: Kept) -> bool:
 def found(path: Path, kind: str, version: str) -> tuple[Kept, columns.Table] | None:
     """The kept columns of ``path``, where they are this file's (looked for before its read
     begins: a look beside the file, or in the cache folder, before DuckDB is started)."""
-    at = where(path)
+    at = where(path) if enabled() else None
     if at is None or not at.is_file():
         return None
     look = kept(path, kind, version)
@@ -192,4 +207,5 @@ def found(path: Path, kind: str, version: str) -> tuple[Kept, columns.Table] | N
 
 def kept(path: Path, kind: str, version: str) -> Kept:
     """The kept columns of ``path`` (what its read looks for and writes)."""
-    return Kept(path, kind, version, where(path), os.stat(path), time.time_ns())
+    return Kept(path, kind, version, where(path) if enabled() else None, os.stat(path),
+                time.time_ns())
