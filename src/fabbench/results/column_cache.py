@@ -38,7 +38,7 @@ from pathlib import Path
 from fabbench.errors import UsageError
 from fabbench.results import columns
 
-__all__ = ["MIN_ROWS", "Kept", "enabled", "found", "kept", "same", "where"]
+__all__ = ["MIN_ROWS", "Kept", "enabled", "kept", "same", "where"]
 
 MIN_ROWS = 100_000  # a smaller file is read in a second or less: nothing is kept
 SUFFIX = ".fabbench-columns.parquet"
@@ -192,17 +192,6 @@ class Kept:
 def same(stat: os.stat_result, kept: Kept) -> bool:
     """Is the file of ``stat`` the one (unchanged) whose kept columns ``kept`` read?"""
     return _file(stat) == kept.file
-
-
-def found(path: Path, kind: str, version: str) -> tuple[Kept, columns.Table] | None:
-    """The kept columns of ``path``, where they are this file's (looked for before its read
-    begins: a look beside the file, or in the cache folder, before DuckDB is started)."""
-    at = where(path) if enabled() else None
-    if at is None or not at.is_file():
-        return None
-    look = kept(path, kind, version)
-    table = look.table()
-    return None if table is None else (look, table)
 
 
 def kept(path: Path, kind: str, version: str) -> Kept:

@@ -107,14 +107,14 @@ _DIGITS, _RUN = bytes.maketrans(b"123456789", b"0" * 9), b"0" * 19
 _LONG = re.compile(rb"(?<![.0-9])[0-9]{19,}(?![.eE0-9])")
 
 
-def _decoded(line: str, raw: bytes | None) -> tuple[Any, bool]:
-    """The line's JSON value (``raw``: its bytes, where the caller has them): by orjson (twice
+def _decoded(line: str, raw: bytes) -> tuple[Any, bool]:
+    """The line's JSON value (``raw``: its bytes, ``line`` their text): by orjson (twice
     json's rate on a record's samples), which refuses what Python's json refuses and more (NaN,
     Infinity, a number that overflows, a lone surrogate, bytes that are not UTF-8), and parses
     the rest to the same values, but for an integer past 64 bits, which it makes a float: a
     line it refuses, or one with such a number, is read by json, whose value or refusal (and
     message) it is. With it: whether every number in it is finite, as orjson's are."""
-    if raw is not None and (_RUN not in raw.translate(_DIGITS) or not _LONG.search(raw)):
+    if _RUN not in raw.translate(_DIGITS) or not _LONG.search(raw):
         try:
             return orjson.loads(raw), True
         except orjson.JSONDecodeError:
@@ -122,8 +122,7 @@ def _decoded(line: str, raw: bytes | None) -> tuple[Any, bool]:
     return _DECODER.decode(line), False
 
 
-def _parse(path: Path, number: int, line: str,
-           raw: bytes | None = None) -> tuple[dict[str, Any], bool]:
+def _parse(path: Path, number: int, line: str, raw: bytes) -> tuple[dict[str, Any], bool]:
     """The line's record, and whether its numbers are known to be finite (_decoded)."""
     try:
         record, finite = _decoded(line, raw)
@@ -325,17 +324,16 @@ class _Noted(_Tally):
     def __init__(self, kept: column_cache.Kept) -> None:
         super().__init__()
         assert kept.others is not None
-        self.kept = kept
+        self.kept, self.noted = kept, kept.others
 
     def lines(self, path: Path) -> Iterator[tuple[int, bytes]]:
         from fabbench.results import column_cache
 
-        assert self.kept.others is not None
         try:
             with path.open("rb") as f:
                 if not column_cache.same(os.fstat(f.fileno()), self.kept):
                     raise _NotColumnar
-                for number, offset, counted in self.kept.others:
+                for number, offset, counted in self.noted:
                     f.seek(offset)
                     self.pending += counted
                     yield number, f.readline()
@@ -360,24 +358,19 @@ def _columnar(path: Path) -> ResultsFile | None:
 
     tally, warnings = _Tally(), list[str]()
     loading: dict[str, columns.Loading] = {}
-    kept: dict[str, column_cache.Kept] = {}
-    ready: dict[str, columns.Table] = {}  # the kept columns of a read of this file, unchanged
-    found = column_cache.found(path, tally.kind, SCHEMA)
+    # the file's kept columns, looked for before its read (DuckDB starts only where there are
+    # some), and their table where they are this file's, unchanged
+    kept = {tally.kind: column_cache.kept(path, tally.kind, SCHEMA)}
+    ready: dict[str, columns.Table] = {}
+    found = kept[tally.kind].table()
     if found is not None:
-        kept[tally.kind], ready[tally.kind] = found
-        if found[0].others is not None:  # the other lines' places noted: no pass over the file
-            tally = _Noted(found[0])
+        ready[tally.kind] = found
+        if kept[tally.kind].others is not None:  # the other lines' places noted: no pass
+            tally = _Noted(kept[tally.kind])
 
     def begin() -> None:  # else DuckDB reads the kind's lines while this thread reads the others
-        kind = tally.kind
-        if kind in ready:
-            return
-        kept[kind] = column_cache.kept(path, kind, SCHEMA)
-        table = kept[kind].table()
-        if table is not None:
-            ready[kind] = table
-        else:
-            loading[kind] = columns.Loading(path, kind, SCHEMA)
+        if tally.kind not in ready:
+            loading[tally.kind] = columns.Loading(path, tally.kind, SCHEMA)
 
     tally.begin = begin
     try:

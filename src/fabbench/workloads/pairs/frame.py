@@ -362,8 +362,7 @@ def _of_distinct(rows: ColumnRecords) -> PairsFrame | None:
         named.setdefault(int(u), set()).add((str(h), int(k)))
         carried.setdefault(int(u), set()).add(str(t))
     if any(len(n) > 1 for n in named.values()):
-        # a unit named by two hosts or ranks: which one holds is best_pairs' order's
-        return _of_records(list(rows))  # type: ignore[arg-type]
+        return None  # a unit named by two hosts or ranks: _from_best's rule decides
     first = rows.sql("SELECT unit, dtype FROM {rows} ORDER BY i LIMIT 1").fetchone()
     assert first is not None
     rechecked = rows.sql("SELECT DISTINCT a, b, bytes FROM {rows} WHERE recheck").fetchall()
